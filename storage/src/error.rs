@@ -1,0 +1,87 @@
+//! The storage layer's one error enum.
+//!
+//! Request rejections (`Invalid`, `TooLarge`, `FutureRevision`, `Compacted`) are deterministic: every
+//! member applying the same request rejects it the same way, so they travel back to the client as
+//! answers. Every other variant is a fault of the files or the machine and aborts the whole operation
+//! without committing anything. The node layer maps these variants to HTTP status codes in one place.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in the storage layer.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A malformed request or one over a limit (op count, key size, bad token).
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    /// A value or key larger than the configured limit.
+    #[error("too large: {0}")]
+    TooLarge(String),
+    /// A read or compaction asked for a revision the store has not reached.
+    #[error("revision {requested} is in the future (current revision is {current})")]
+    FutureRevision { requested: u64, current: u64 },
+    /// A read, watch or compaction asked for a revision that compaction has discarded.
+    #[error("revision {requested} has been compacted (compact revision is {compact_revision})")]
+    Compacted {
+        requested: u64,
+        compact_revision: u64,
+    },
+    /// redb reported an error on this file.
+    #[error("database {file}: {source}")]
+    Database {
+        file: PathBuf,
+        #[source]
+        source: Box<redb::Error>,
+    },
+    /// The file is a readable database but not the kind of revkv file that was expected.
+    #[error("{file} is not a revkv {expected} file: {detail}")]
+    ForeignFile {
+        file: PathBuf,
+        expected: &'static str,
+        detail: String,
+    },
+    /// A record in the file could not be decoded.
+    #[error("corrupt record in {file}: {detail}")]
+    Corrupt { file: PathBuf, detail: String },
+    /// A snapshot stream was malformed, truncated, or failed its checksum.
+    #[error("bad snapshot stream: {0}")]
+    BadSnapshot(String),
+    /// Reading or writing a snapshot stream failed.
+    #[error("snapshot stream i/o: {0}")]
+    SnapshotIo(#[from] std::io::Error),
+    /// The caller broke an invariant the store relies on (for example, applying a log entry twice).
+    /// This is a bug in the caller; the operation was refused and nothing was written.
+    #[error("invariant violated: {0}")]
+    Invariant(String),
+}
+
+impl Error {
+    /// True for deterministic request rejections, which are answers rather than faults.
+    pub fn is_request_rejection(&self) -> bool {
+        matches!(
+            self,
+            Error::Invalid(_)
+                | Error::TooLarge(_)
+                | Error::FutureRevision { .. }
+                | Error::Compacted { .. }
+        )
+    }
+}
+
+/// A short alias used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Attaches the file name to any redb error: `.map_err(db_error(&path))`.
+pub(crate) fn db_error<E: Into<redb::Error>>(file: &std::path::Path) -> impl Fn(E) -> Error + '_ {
+    move |source| Error::Database {
+        file: file.to_path_buf(),
+        source: Box::new(source.into()),
+    }
+}
+
+/// Attaches the file name to a decoding failure of a stored record.
+pub(crate) fn corrupt(file: &std::path::Path) -> impl Fn(crate::codec::CodecError) -> Error + '_ {
+    move |error| Error::Corrupt {
+        file: file.to_path_buf(),
+        detail: error.to_string(),
+    }
+}

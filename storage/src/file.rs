@@ -1,0 +1,101 @@
+//! Opening a revkv redb file: create it when new, and refuse foreign or mismatched files clearly.
+//!
+//! Every revkv file has a `meta` table whose `file_kind` entry names what the file is ("state" or
+//! "raft-log"). A new or empty file is initialised with that marker in its first durable commit; an
+//! existing file without it, or with another kind, is refused with an error naming the file.
+
+use std::path::Path;
+
+use redb::{Database, Durability, ReadableDatabase, TableDefinition, TableHandle};
+
+use crate::codec::{self, FileMarker};
+use crate::error::{corrupt, db_error, Error, Result};
+
+/// The metadata table every revkv file has: short names to versioned records.
+pub(crate) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+
+const FILE_KIND_KEY: &str = "file_kind";
+
+/// Opens (or creates) the file at `path` as a revkv file of `kind`.
+///
+/// `cache_bytes` sizes redb's page cache. `initialise` runs inside the first write transaction of a
+/// new file, to create the tables and initial records the kind needs.
+pub(crate) fn open_revkv_file(
+    path: &Path,
+    kind: &'static str,
+    cache_bytes: usize,
+    initialise: impl FnOnce(&redb::WriteTransaction) -> Result<()>,
+) -> Result<Database> {
+    let database = Database::builder()
+        .set_cache_size(cache_bytes)
+        .create(path)
+        .map_err(|error| Error::ForeignFile {
+            file: path.to_path_buf(),
+            expected: kind,
+            detail: format!("redb cannot open it: {error}"),
+        })?;
+    match read_marker(&database, path, kind)? {
+        Some(marker) if marker.kind == kind => Ok(database),
+        Some(marker) => Err(Error::ForeignFile {
+            file: path.to_path_buf(),
+            expected: kind,
+            detail: format!("it is a revkv {} file", marker.kind),
+        }),
+        None => {
+            initialise_new_file(&database, path, kind, initialise)?;
+            Ok(database)
+        }
+    }
+}
+
+/// Reads the marker; `None` means the file holds no tables at all (a new file).
+fn read_marker(database: &Database, path: &Path, kind: &'static str) -> Result<Option<FileMarker>> {
+    let read = database.begin_read().map_err(db_error(path))?;
+    let table_names: Vec<String> = read
+        .list_tables()
+        .map_err(db_error(path))?
+        .map(|handle| handle.name().to_string())
+        .collect();
+    if table_names.is_empty() {
+        return Ok(None);
+    }
+    let foreign = |detail: String| Error::ForeignFile {
+        file: path.to_path_buf(),
+        expected: kind,
+        detail,
+    };
+    if !table_names.iter().any(|name| name == META.name()) {
+        return Err(foreign(format!(
+            "it has tables {table_names:?} but no revkv meta table"
+        )));
+    }
+    let meta = read.open_table(META).map_err(db_error(path))?;
+    let marker = meta
+        .get(FILE_KIND_KEY)
+        .map_err(db_error(path))?
+        .ok_or_else(|| foreign("its meta table has no file_kind marker".into()))?;
+    codec::decode(marker.value())
+        .map(Some)
+        .map_err(corrupt(path))
+}
+
+fn initialise_new_file(
+    database: &Database,
+    path: &Path,
+    kind: &'static str,
+    initialise: impl FnOnce(&redb::WriteTransaction) -> Result<()>,
+) -> Result<()> {
+    let mut write = database.begin_write().map_err(db_error(path))?;
+    write
+        .set_durability(Durability::Immediate)
+        .map_err(db_error(path))?;
+    {
+        let mut meta = write.open_table(META).map_err(db_error(path))?;
+        let marker = FileMarker { kind: kind.into() };
+        let bytes = codec::encode(&marker).map_err(corrupt(path))?;
+        meta.insert(FILE_KIND_KEY, bytes.as_slice())
+            .map_err(db_error(path))?;
+    }
+    initialise(&write)?;
+    write.commit().map_err(db_error(path))
+}

@@ -1,0 +1,22 @@
+//! revkv's storage layer: the revisioned MVCC key-value store and the raft log, each on its own
+//! redb file. Synchronous, with no networking; the raft crate drives it.
+//!
+//! - [`MvccStore`]: etcd v3 semantics (revisions, create/mod revision, version, txn compares,
+//!   history, compaction), applied in batches of committed log entries, with the applied log id
+//!   stored in the same transaction as the changes it covers.
+//! - [`RaftLogStore`]: entries, vote, committed and purged ids, with group-committed appends.
+//! - [`codec`]: every persisted or transmitted byte encoding, each record with a format-version byte.
+
+pub mod codec;
+mod error;
+mod file;
+mod limits;
+mod log_store;
+mod mvcc;
+mod types;
+
+pub use error::{Error, Result};
+pub use limits::Limits;
+pub use log_store::RaftLogStore;
+pub use mvcc::{validate_range, validate_request, MvccStore, StoreOptions};
+pub use types::*;

@@ -1,0 +1,62 @@
+//! Explicit, configurable limits on everything a request can make the store do.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Limits enforced on every request before any byte is written.
+///
+/// The defaults follow the contract (`shared/spec/API.md`, section 1). Every member of a cluster must
+/// run with the same limits, because they decide whether a replicated request is applied or rejected.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Longest key, in bytes. Keys must also be at least one byte long.
+    pub max_key_bytes: usize,
+    /// Largest value, in bytes.
+    pub max_value_bytes: usize,
+    /// Most compares, and most ops in each of `success` and `failure`, in one txn.
+    pub max_txn_ops: usize,
+    /// Most key-values one range read returns. A range with more answers `more = true` and, at the
+    /// top level, a continue token; clients page through the rest.
+    pub max_range_keys: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_key_bytes: 4096,
+            max_value_bytes: 1024 * 1024,
+            max_txn_ops: 128,
+            max_range_keys: 100_000,
+        }
+    }
+}
+
+impl Limits {
+    /// Rejects an empty key or one longer than the limit.
+    pub fn check_key(&self, key: &[u8]) -> Result<()> {
+        if key.is_empty() {
+            return Err(Error::Invalid("key must not be empty".into()));
+        }
+        if key.len() > self.max_key_bytes {
+            return Err(Error::Invalid(format!(
+                "key is {} bytes; the limit is {}",
+                key.len(),
+                self.max_key_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    /// Rejects a value longer than the limit.
+    pub fn check_value(&self, value: &[u8]) -> Result<()> {
+        if value.len() > self.max_value_bytes {
+            return Err(Error::TooLarge(format!(
+                "value is {} bytes; the limit is {}",
+                value.len(),
+                self.max_value_bytes
+            )));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,393 @@
+//! The revisioned MVCC key-value store on one redb file (etcd v3 semantics).
+//!
+//! `MvccStore` is synchronous and safe to share between threads: one writer at a time applies
+//! batches of committed raft entries (redb serialises write transactions), while any number of
+//! readers read consistent snapshots through redb read transactions.
+//!
+//! Durability: a batch commits with `Durability::None` unless `durable_commit_interval` has passed
+//! since the last durable commit; a crash loses at most that window of applied entries, which the
+//! raft log (a separate, always-durable file) replays. `durable_applied()` tells the raft layer how far
+//! the log may be purged. The argument is spelled out in docs/ARCHITECTURE.md.
+
+mod apply;
+mod compact;
+mod history;
+mod read;
+mod snapshot;
+mod tables;
+mod validate;
+
+pub use validate::{validate_range, validate_request};
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use redb::{Database, Durability, ReadableDatabase};
+
+use crate::codec::{self, PageToken};
+use crate::error::{corrupt, db_error, Error, Result};
+use crate::file::{open_revkv_file, META};
+use crate::limits::Limits;
+use crate::types::{
+    AppliedState, ApplyEntry, ApplyOutcome, EntryPayload, KeyRange, LogId, RangeRequest,
+    ReadResult, Response,
+};
+use read::ResolvedRange;
+use tables::{
+    load_state, save_state, ReadTables, StoreState, WriteTables, HISTORY, KEY_INDEX, LIVE,
+};
+
+/// The file kind written into the state file's marker.
+const STATE_FILE_KIND: &str = "state";
+
+/// How the store is opened.
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    pub limits: Limits,
+    /// Longest time between durable commits of applied batches. Zero makes every commit durable.
+    pub durable_commit_interval: Duration,
+    /// redb page cache size in bytes.
+    pub cache_bytes: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            limits: Limits::default(),
+            durable_commit_interval: Duration::from_millis(500),
+            cache_bytes: 256 * 1024 * 1024,
+        }
+    }
+}
+
+/// What the store knows about its own durability.
+#[derive(Debug)]
+struct DurabilityTracker {
+    last_durable_commit: Instant,
+    /// The applied log id as of the last durable commit: what survives a crash.
+    durable_applied: Option<LogId>,
+    /// The applied log id of the newest commit, durable or not.
+    applied: Option<LogId>,
+}
+
+/// The MVCC store. See the module documentation.
+pub struct MvccStore {
+    database: Database,
+    file: PathBuf,
+    options: StoreOptions,
+    durability: Mutex<DurabilityTracker>,
+}
+
+impl MvccStore {
+    /// Opens the state file at `path`, creating it when it does not exist.
+    pub fn open(path: impl AsRef<Path>, options: StoreOptions) -> Result<Self> {
+        let file = path.as_ref().to_path_buf();
+        let database = open_revkv_file(&file, STATE_FILE_KIND, options.cache_bytes, |write| {
+            initialise_tables(write, path.as_ref())
+        })?;
+        let store = MvccStore {
+            database,
+            file,
+            options,
+            durability: Mutex::new(DurabilityTracker {
+                last_durable_commit: Instant::now(),
+                durable_applied: None,
+                applied: None,
+            }),
+        };
+        let applied = store.read_state()?.applied.last_applied;
+        let mut tracker = store.tracker();
+        tracker.durable_applied = applied;
+        tracker.applied = applied;
+        drop(tracker);
+        Ok(store)
+    }
+
+    /// The path of the state file.
+    pub fn path(&self) -> &Path {
+        &self.file
+    }
+
+    /// The limits every request is checked against.
+    pub fn limits(&self) -> &Limits {
+        &self.options.limits
+    }
+
+    /// Applies committed log entries in one write transaction, returning one outcome per entry.
+    ///
+    /// `Err` means nothing was written (a storage fault, or an entry at or below the last applied
+    /// index, which would apply an entry twice). Rejected requests are `Ok` outcomes.
+    pub fn apply_batch(&self, entries: &[ApplyEntry]) -> Result<Vec<ApplyOutcome>> {
+        if entries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let file = self.file.as_path();
+        let durability = self.durability_for_next_commit();
+        let mut write = self.database.begin_write().map_err(db_error(file))?;
+        write.set_durability(durability).map_err(db_error(file))?;
+        let (outcomes, state) = {
+            let mut meta = write.open_table(META).map_err(db_error(file))?;
+            let mut state = load_state(&meta, file)?;
+            let mut tables = open_write_tables(&write, file)?;
+            let mut outcomes = Vec::with_capacity(entries.len());
+            for entry in entries {
+                check_applies_next(state.applied.last_applied, entry.log_id)?;
+                outcomes.push(self.apply_entry(&mut tables, &mut state, entry)?);
+                state.applied.last_applied = Some(entry.log_id);
+            }
+            save_state(&mut meta, file, &state)?;
+            (outcomes, state)
+        };
+        write.commit().map_err(db_error(file))?;
+        self.record_commit(durability, state.applied.last_applied);
+        Ok(outcomes)
+    }
+
+    fn apply_entry(
+        &self,
+        tables: &mut WriteTables<'_, '_>,
+        state: &mut StoreState,
+        entry: &ApplyEntry,
+    ) -> Result<ApplyOutcome> {
+        match &entry.payload {
+            EntryPayload::Request(request) => {
+                apply::apply_request(tables, state, request, &self.options.limits)
+            }
+            EntryPayload::Blank => Ok(empty_outcome(state)),
+            EntryPayload::Membership(membership) => {
+                state.applied.membership = Some(membership.clone());
+                Ok(empty_outcome(state))
+            }
+        }
+    }
+
+    /// Makes every applied batch durable now.
+    pub fn flush(&self) -> Result<()> {
+        let file = self.file.as_path();
+        let mut write = self.database.begin_write().map_err(db_error(file))?;
+        write
+            .set_durability(Durability::Immediate)
+            .map_err(db_error(file))?;
+        let applied = {
+            let meta = write.open_table(META).map_err(db_error(file))?;
+            load_state(&meta, file)?.applied.last_applied
+        };
+        write.commit().map_err(db_error(file))?;
+        self.record_commit(Durability::Immediate, applied);
+        Ok(())
+    }
+
+    /// The last applied log id that is known to survive a crash. The raft log must keep every entry
+    /// after it.
+    pub fn durable_applied(&self) -> Option<LogId> {
+        self.tracker().durable_applied
+    }
+
+    /// The last applied log id and membership, as committed (durable or not).
+    pub fn applied_state(&self) -> Result<AppliedState> {
+        Ok(self.read_state()?.applied)
+    }
+
+    /// The current store revision.
+    pub fn current_revision(&self) -> Result<u64> {
+        Ok(self.read_state()?.current_revision)
+    }
+
+    /// The revision of the last compaction (0 when never compacted).
+    pub fn compact_revision(&self) -> Result<u64> {
+        Ok(self.read_state()?.compact_revision)
+    }
+
+    /// Reads a range (or one key) at the current or a past revision, with paging.
+    pub fn range(&self, request: &RangeRequest) -> Result<ReadResult> {
+        validate_range(request, &self.options.limits)?;
+        let (tables, state) = self.read_tables()?;
+        let keys = request
+            .range
+            .as_ref()
+            .ok_or_else(|| Error::Invalid("a range read needs a key or prefix".into()))?;
+        let resolved = self.resolve_range(keys, request, &state)?;
+        let mut response = tables.read_range(&resolved)?;
+        if response.more && !request.count_only {
+            response.continue_token = self.continue_token(&resolved, &response)?;
+        }
+        Ok(ReadResult {
+            revision: resolved.revision,
+            response,
+        })
+    }
+
+    /// Turns a request into a resolved range: picks the revision (from a continue token, the request,
+    /// or the current one), checks it against the compaction and the current revision, and caps
+    /// the limit.
+    fn resolve_range(
+        &self,
+        keys: &KeyRange,
+        request: &RangeRequest,
+        state: &StoreState,
+    ) -> Result<ResolvedRange> {
+        let mut start = keys.start.clone();
+        let end = keys.exclusive_end();
+        let mut revision = request.revision.unwrap_or(state.current_revision);
+        if let Some(text) = &request.continue_token {
+            let token = codec::decode_page_token(text)
+                .map_err(|error| Error::Invalid(format!("malformed continue token: {error}")))?;
+            check_token_fits(&token, keys, request)?;
+            revision = token.revision;
+            start = token.resume_key;
+        }
+        check_readable_revision(revision, state)?;
+        let cap = self.options.limits.max_range_keys;
+        Ok(ResolvedRange {
+            start,
+            end,
+            revision,
+            at_current: revision == state.current_revision,
+            limit: request.limit.unwrap_or(cap).min(cap),
+            keys_only: request.keys_only,
+            count_only: request.count_only,
+        })
+    }
+
+    fn continue_token(
+        &self,
+        resolved: &ResolvedRange,
+        response: &crate::types::RangeResponse,
+    ) -> Result<Option<String>> {
+        let Some(last) = response.kvs.last() else {
+            return Ok(None);
+        };
+        let token = PageToken {
+            revision: resolved.revision,
+            resume_key: crate::types::key_successor(&last.key),
+        };
+        codec::encode_page_token(&token)
+            .map(Some)
+            .map_err(corrupt(&self.file))
+    }
+
+    /// Opens the data tables and reads the state in one read transaction (a consistent snapshot).
+    pub(crate) fn read_tables(&self) -> Result<(ReadTables<'_>, StoreState)> {
+        let file = self.file.as_path();
+        let read = self.database.begin_read().map_err(db_error(file))?;
+        let meta = read.open_table(META).map_err(db_error(file))?;
+        let state = load_state(&meta, file)?;
+        let tables = ReadTables {
+            file,
+            live: read.open_table(LIVE).map_err(db_error(file))?,
+            history: read.open_table(HISTORY).map_err(db_error(file))?,
+            index: read.open_table(KEY_INDEX).map_err(db_error(file))?,
+        };
+        Ok((tables, state))
+    }
+
+    fn read_state(&self) -> Result<StoreState> {
+        let file = self.file.as_path();
+        let read = self.database.begin_read().map_err(db_error(file))?;
+        let meta = read.open_table(META).map_err(db_error(file))?;
+        load_state(&meta, file)
+    }
+
+    fn tracker(&self) -> std::sync::MutexGuard<'_, DurabilityTracker> {
+        // A poisoned lock only means another thread panicked while holding it; the tracker holds
+        // plain values that are always consistent, so keep using it.
+        self.durability
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn durability_for_next_commit(&self) -> Durability {
+        let interval = self.options.durable_commit_interval;
+        if interval.is_zero() || self.tracker().last_durable_commit.elapsed() >= interval {
+            Durability::Immediate
+        } else {
+            Durability::None
+        }
+    }
+
+    fn record_commit(&self, durability: Durability, applied: Option<LogId>) {
+        let mut tracker = self.tracker();
+        tracker.applied = applied;
+        if matches!(durability, Durability::Immediate) {
+            tracker.last_durable_commit = Instant::now();
+            tracker.durable_applied = applied;
+        }
+    }
+}
+
+fn empty_outcome(state: &StoreState) -> ApplyOutcome {
+    ApplyOutcome {
+        revision: state.current_revision,
+        result: Ok(Response::Empty),
+    }
+}
+
+/// Refuses an entry that is not strictly after the last applied one: applying an entry twice
+/// would corrupt revisions, so it is an invariant violation, never silently skipped.
+fn check_applies_next(last_applied: Option<LogId>, next: LogId) -> Result<()> {
+    match last_applied {
+        Some(last) if next.index <= last.index => Err(Error::Invariant(format!(
+            "entry {} applied after entry {}: an entry is never applied twice",
+            next.index, last.index
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Checks that `revision` can be read: not above the current revision, not below the compaction.
+pub(crate) fn check_readable_revision(revision: u64, state: &StoreState) -> Result<()> {
+    if revision > state.current_revision {
+        return Err(Error::FutureRevision {
+            requested: revision,
+            current: state.current_revision,
+        });
+    }
+    if revision < state.compact_revision {
+        return Err(Error::Compacted {
+            requested: revision,
+            compact_revision: state.compact_revision,
+        });
+    }
+    Ok(())
+}
+
+/// A continue token must resume inside the requested range and at the requested revision.
+fn check_token_fits(token: &PageToken, keys: &KeyRange, request: &RangeRequest) -> Result<()> {
+    if let Some(revision) = request.revision {
+        if revision != token.revision {
+            return Err(Error::Invalid(format!(
+                "continue token is for revision {}, the request asks for {revision}",
+                token.revision
+            )));
+        }
+    }
+    let after_start = token.resume_key >= keys.start;
+    let before_end = keys
+        .exclusive_end()
+        .is_none_or(|end| token.resume_key <= end);
+    if !(after_start && before_end) {
+        return Err(Error::Invalid(
+            "continue token does not belong to this range".into(),
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn open_write_tables<'f, 't>(
+    write: &'t redb::WriteTransaction,
+    file: &'f Path,
+) -> Result<WriteTables<'f, 't>> {
+    Ok(WriteTables {
+        file,
+        live: write.open_table(LIVE).map_err(db_error(file))?,
+        history: write.open_table(HISTORY).map_err(db_error(file))?,
+        index: write.open_table(KEY_INDEX).map_err(db_error(file))?,
+    })
+}
+
+fn initialise_tables(write: &redb::WriteTransaction, file: &Path) -> Result<()> {
+    open_write_tables(write, file)?;
+    let mut meta = write.open_table(META).map_err(db_error(file))?;
+    save_state(&mut meta, file, &StoreState::empty())
+}

@@ -1,0 +1,223 @@
+//! Request validation: every limit and rule that can reject a request is checked here, before the
+//! store writes a byte of it, so a rejected request never leaves a half-applied change.
+//!
+//! Validation depends only on the request and the limits, so every member reaches the same verdict;
+//! the node layer calls it too, to refuse bad input before proposing it to raft.
+
+use crate::error::{Error, Result};
+use crate::limits::Limits;
+use crate::types::{
+    DeleteRangeRequest, KeyRange, PutRequest, RangeEnd, RangeRequest, Request, TxnOp, TxnRequest,
+};
+
+/// Checks a replicated request against the limits and the txn rules.
+pub fn validate_request(request: &Request, limits: &Limits) -> Result<()> {
+    match request {
+        Request::Put(put) => validate_put(put, limits),
+        Request::DeleteRange(delete) => validate_key_range(&delete.range, limits),
+        Request::Txn(txn) => validate_txn(txn, limits),
+        Request::Compact { revision } if *revision == 0 => {
+            Err(Error::Invalid("compact revision must be at least 1".into()))
+        }
+        Request::Compact { .. } => Ok(()),
+    }
+}
+
+/// Checks a top-level range read.
+pub fn validate_range(range: &RangeRequest, limits: &Limits) -> Result<()> {
+    let keys = range
+        .range
+        .as_ref()
+        .ok_or_else(|| Error::Invalid("a range read needs a key or prefix".into()))?;
+    validate_key_range(keys, limits)?;
+    if range.revision == Some(0) {
+        return Err(Error::Invalid("revision must be at least 1".into()));
+    }
+    if range.limit == Some(0) {
+        return Err(Error::Invalid("limit must be at least 1".into()));
+    }
+    Ok(())
+}
+
+fn validate_put(put: &PutRequest, limits: &Limits) -> Result<()> {
+    limits.check_key(&put.key)?;
+    limits.check_value(&put.value)
+}
+
+/// A single-key range needs a non-empty key; a bounded or open range may start at the empty key
+/// (the whole key space).
+fn validate_key_range(range: &KeyRange, limits: &Limits) -> Result<()> {
+    match &range.end {
+        RangeEnd::Single => limits.check_key(&range.start),
+        RangeEnd::Until(end) => {
+            check_bound(&range.start, limits)?;
+            check_bound(end, limits)
+        }
+        RangeEnd::Unbounded => check_bound(&range.start, limits),
+    }
+}
+
+fn check_bound(bound: &[u8], limits: &Limits) -> Result<()> {
+    if bound.len() > limits.max_key_bytes {
+        return Err(Error::Invalid(format!(
+            "range bound is {} bytes; the limit is {}",
+            bound.len(),
+            limits.max_key_bytes
+        )));
+    }
+    Ok(())
+}
+
+fn validate_txn(txn: &TxnRequest, limits: &Limits) -> Result<()> {
+    for (name, count) in [
+        ("compare", txn.compare.len()),
+        ("success", txn.success.len()),
+        ("failure", txn.failure.len()),
+    ] {
+        if count > limits.max_txn_ops {
+            return Err(Error::Invalid(format!(
+                "txn has {count} {name} entries; the limit is {}",
+                limits.max_txn_ops
+            )));
+        }
+    }
+    for compare in &txn.compare {
+        limits.check_key(&compare.key)?;
+    }
+    validate_branch(&txn.success, limits)?;
+    validate_branch(&txn.failure, limits)
+}
+
+/// Checks each op, and that no key is written twice in the branch: puts must name distinct keys,
+/// and no put may fall inside a delete range of the same branch (etcd's rule).
+fn validate_branch(ops: &[TxnOp], limits: &Limits) -> Result<()> {
+    let mut put_keys: Vec<&[u8]> = Vec::new();
+    let mut delete_ranges: Vec<&DeleteRangeRequest> = Vec::new();
+    for op in ops {
+        match op {
+            TxnOp::Put(put) => {
+                validate_put(put, limits)?;
+                put_keys.push(&put.key);
+            }
+            TxnOp::DeleteRange(delete) => {
+                validate_key_range(&delete.range, limits)?;
+                delete_ranges.push(delete);
+            }
+            TxnOp::Get(get) => validate_txn_get(get, limits)?,
+        }
+    }
+    put_keys.sort_unstable();
+    if let Some(pair) = put_keys.windows(2).find(|pair| pair[0] == pair[1]) {
+        return Err(duplicate_key(pair[0]));
+    }
+    for key in &put_keys {
+        if delete_ranges
+            .iter()
+            .any(|delete| delete.range.contains(key))
+        {
+            return Err(duplicate_key(key));
+        }
+    }
+    Ok(())
+}
+
+fn validate_txn_get(get: &RangeRequest, limits: &Limits) -> Result<()> {
+    validate_range(get, limits)?;
+    if get.revision.is_some() || get.continue_token.is_some() {
+        return Err(Error::Invalid(
+            "a get inside a txn reads the txn's own state: revision and continue are not allowed"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+fn duplicate_key(key: &[u8]) -> Error {
+    Error::Invalid(format!(
+        "duplicate key given in txn request: {}",
+        String::from_utf8_lossy(key)
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{Compare, CompareOp, CompareTarget};
+
+    fn put(key: &str) -> TxnOp {
+        TxnOp::Put(PutRequest {
+            key: key.into(),
+            value: b"v".to_vec(),
+            lease: 0,
+            prev_kv: false,
+        })
+    }
+
+    fn txn(success: Vec<TxnOp>) -> Request {
+        Request::Txn(TxnRequest {
+            compare: vec![],
+            success,
+            failure: vec![],
+        })
+    }
+
+    #[test]
+    fn duplicate_puts_and_puts_inside_deletes_are_rejected() {
+        let limits = Limits::default();
+        assert!(validate_request(&txn(vec![put("a"), put("b")]), &limits).is_ok());
+        assert!(matches!(
+            validate_request(&txn(vec![put("a"), put("a")]), &limits),
+            Err(Error::Invalid(_))
+        ));
+        let delete_prefix = TxnOp::DeleteRange(DeleteRangeRequest {
+            range: KeyRange::prefix("a"),
+            prev_kv: false,
+        });
+        assert!(matches!(
+            validate_request(&txn(vec![delete_prefix.clone(), put("ab")]), &limits),
+            Err(Error::Invalid(_))
+        ));
+        assert!(validate_request(&txn(vec![delete_prefix, put("b")]), &limits).is_ok());
+    }
+
+    #[test]
+    fn op_limits_and_key_limits_are_enforced() {
+        let limits = Limits {
+            max_txn_ops: 2,
+            max_key_bytes: 3,
+            ..Limits::default()
+        };
+        assert!(validate_request(&txn(vec![put("a"), put("b"), put("c")]), &limits).is_err());
+        assert!(validate_request(&txn(vec![put("abcd")]), &limits).is_err());
+        let compares = Request::Txn(TxnRequest {
+            compare: vec![
+                Compare {
+                    key: b"k".to_vec(),
+                    target: CompareTarget::Version(0),
+                    op: CompareOp::Equal,
+                };
+                3
+            ],
+            success: vec![],
+            failure: vec![],
+        });
+        assert!(validate_request(&compares, &limits).is_err());
+        let big_value = Request::Put(PutRequest {
+            key: b"k".to_vec(),
+            value: vec![0; limits.max_value_bytes + 1],
+            lease: 0,
+            prev_kv: false,
+        });
+        assert!(matches!(
+            validate_request(&big_value, &limits),
+            Err(Error::TooLarge(_))
+        ));
+        let empty_key = Request::Put(PutRequest {
+            key: Vec::new(),
+            value: Vec::new(),
+            lease: 0,
+            prev_kv: false,
+        });
+        assert!(validate_request(&empty_key, &limits).is_err());
+    }
+}

@@ -1,0 +1,354 @@
+//! The request, response and record types of the MVCC store, shared by every layer above it.
+//!
+//! These types are plain data with serde derives: the raft layer replicates `Request`s through the
+//! codec module, and the node layer turns responses into JSON.
+
+use serde::{Deserialize, Serialize};
+
+/// One live key and its metadata, as etcd v3 reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyValue {
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+    /// Revision of the key's latest creation.
+    pub create_revision: u64,
+    /// Revision of the key's latest change.
+    pub mod_revision: u64,
+    /// Changes since creation: 1 after create, reset by delete.
+    pub version: u64,
+    /// Lease id, 0 for none.
+    pub lease: i64,
+}
+
+/// Where a key range ends.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RangeEnd {
+    /// Only the start key itself.
+    Single,
+    /// Every key `>= start` and `< end`.
+    Until(Vec<u8>),
+    /// Every key `>= start` (etcd's `range_end = "\0"`).
+    Unbounded,
+}
+
+/// A set of keys: one key, `[start, end)`, or everything from `start` on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyRange {
+    pub start: Vec<u8>,
+    pub end: RangeEnd,
+}
+
+impl KeyRange {
+    /// Exactly one key.
+    pub fn single(key: impl Into<Vec<u8>>) -> Self {
+        KeyRange {
+            start: key.into(),
+            end: RangeEnd::Single,
+        }
+    }
+
+    /// Every key that starts with `prefix`. An empty prefix means every key.
+    pub fn prefix(prefix: impl Into<Vec<u8>>) -> Self {
+        let start = prefix.into();
+        let end = match prefix_end(&start) {
+            Some(end) => RangeEnd::Until(end),
+            None => RangeEnd::Unbounded,
+        };
+        KeyRange { start, end }
+    }
+
+    /// Every key in `[start, end)`.
+    pub fn between(start: impl Into<Vec<u8>>, end: impl Into<Vec<u8>>) -> Self {
+        KeyRange {
+            start: start.into(),
+            end: RangeEnd::Until(end.into()),
+        }
+    }
+
+    /// True when `key` lies in the range.
+    pub fn contains(&self, key: &[u8]) -> bool {
+        match &self.end {
+            RangeEnd::Single => key == self.start.as_slice(),
+            RangeEnd::Until(end) => key >= self.start.as_slice() && key < end.as_slice(),
+            RangeEnd::Unbounded => key >= self.start.as_slice(),
+        }
+    }
+
+    /// The exclusive upper bound as bytes, or `None` when the range is unbounded above.
+    pub fn exclusive_end(&self) -> Option<Vec<u8>> {
+        match &self.end {
+            RangeEnd::Single => Some(key_successor(&self.start)),
+            RangeEnd::Until(end) => Some(end.clone()),
+            RangeEnd::Unbounded => None,
+        }
+    }
+
+    /// True when two ranges share at least one key.
+    pub fn overlaps(&self, other: &KeyRange) -> bool {
+        let starts_before_other_ends = match other.exclusive_end() {
+            Some(end) => self.start < end,
+            None => true,
+        };
+        let other_starts_before_self_ends = match self.exclusive_end() {
+            Some(end) => other.start < end,
+            None => true,
+        };
+        starts_before_other_ends && other_starts_before_self_ends
+    }
+}
+
+/// The smallest key greater than `key` (the key followed by a zero byte).
+pub fn key_successor(key: &[u8]) -> Vec<u8> {
+    let mut next = Vec::with_capacity(key.len() + 1);
+    next.extend_from_slice(key);
+    next.push(0);
+    next
+}
+
+/// The first key after every key starting with `prefix`, or `None` when no such key exists
+/// (an empty prefix or one made only of 0xff bytes), following etcd's `GetPrefixRangeEnd`.
+pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+/// Store a value under a key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PutRequest {
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+    pub lease: i64,
+    /// Return the key-value as it was before this put.
+    pub prev_kv: bool,
+}
+
+/// Delete every key in a range.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeleteRangeRequest {
+    pub range: KeyRange,
+    /// Return the deleted key-values.
+    pub prev_kv: bool,
+}
+
+/// Read a range of keys, now or at a past revision.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RangeRequest {
+    pub range: Option<KeyRange>,
+    /// Read the state after this revision; `None` reads the current state.
+    pub revision: Option<u64>,
+    /// Most key-values to return; `None` means up to `Limits::max_range_keys`.
+    pub limit: Option<u64>,
+    pub keys_only: bool,
+    pub count_only: bool,
+    /// A token from an earlier page's `continue_token`: resume after that page, at its revision.
+    pub continue_token: Option<String>,
+}
+
+impl RangeRequest {
+    /// A read of the current state of `range` with no options.
+    pub fn of(range: KeyRange) -> Self {
+        RangeRequest {
+            range: Some(range),
+            ..RangeRequest::default()
+        }
+    }
+}
+
+/// What a compare looks at, with the value it is compared to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CompareTarget {
+    Value(Vec<u8>),
+    Version(u64),
+    CreateRevision(u64),
+    ModRevision(u64),
+    Lease(i64),
+}
+
+/// How a compare relates the key's field to the given value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CompareOp {
+    Equal,
+    NotEqual,
+    Less,
+    Greater,
+}
+
+/// One condition of a txn, evaluated against the state before the txn.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Compare {
+    pub key: Vec<u8>,
+    pub target: CompareTarget,
+    pub op: CompareOp,
+}
+
+/// One operation inside a txn branch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TxnOp {
+    Put(PutRequest),
+    DeleteRange(DeleteRangeRequest),
+    /// Reads the state as changed by the earlier ops of the same branch.
+    Get(RangeRequest),
+}
+
+/// Compare-and-swap: if every compare holds run `success`, otherwise run `failure`, at one revision.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TxnRequest {
+    pub compare: Vec<Compare>,
+    pub success: Vec<TxnOp>,
+    pub failure: Vec<TxnOp>,
+}
+
+/// A change to the store, replicated through the raft log and applied by every member.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    Put(PutRequest),
+    DeleteRange(DeleteRangeRequest),
+    Txn(TxnRequest),
+    /// Discard history superseded at or before this revision.
+    Compact {
+        revision: u64,
+    },
+}
+
+/// The answer to a put.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PutResponse {
+    pub prev_kv: Option<KeyValue>,
+}
+
+/// The answer to a delete.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeleteRangeResponse {
+    pub deleted: u64,
+    /// Filled only when the request asked for `prev_kv`.
+    pub prev_kvs: Vec<KeyValue>,
+}
+
+/// The answer to a range read.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RangeResponse {
+    pub kvs: Vec<KeyValue>,
+    /// How many keys the range holds at the read revision (from the resume point, when paging).
+    pub count: u64,
+    /// True when the range holds more keys than were returned.
+    pub more: bool,
+    /// Present when `more` is true on a top-level read: pass it as `continue_token` for the next page.
+    pub continue_token: Option<String>,
+}
+
+/// The answer to one op of a txn branch, in the order the ops ran.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TxnOpResponse {
+    Put(PutResponse),
+    DeleteRange(DeleteRangeResponse),
+    Get(RangeResponse),
+}
+
+/// The answer to a txn.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TxnResponse {
+    pub succeeded: bool,
+    pub responses: Vec<TxnOpResponse>,
+}
+
+/// The answer to one applied log entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    Put(PutResponse),
+    DeleteRange(DeleteRangeResponse),
+    Txn(TxnResponse),
+    Compact,
+    /// The entry carried no client request (a blank or membership entry).
+    Empty,
+}
+
+/// A raft log position, kept free of openraft's types so this crate does not depend on them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct LogId {
+    pub term: u64,
+    pub node_id: u64,
+    pub index: u64,
+}
+
+/// What one raft log entry asks the state machine to do.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EntryPayload {
+    /// A leader's first entry; changes nothing but the applied position.
+    Blank,
+    Request(Request),
+    /// A membership change, stored opaquely (encoded by the raft layer through the codec module).
+    Membership(Vec<u8>),
+}
+
+/// One committed log entry handed to `MvccStore::apply_batch`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApplyEntry {
+    pub log_id: LogId,
+    pub payload: EntryPayload,
+}
+
+/// The result of applying one entry: the store revision after it, and the answer or a rejection.
+#[derive(Debug)]
+pub struct ApplyOutcome {
+    pub revision: u64,
+    pub result: crate::Result<Response>,
+}
+
+/// Where the state machine stands in the raft log.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppliedState {
+    pub last_applied: Option<LogId>,
+    /// The last membership entry applied, as the raft layer encoded it.
+    pub membership: Option<Vec<u8>>,
+}
+
+/// Whether an event created/changed a key or deleted it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EventKind {
+    Put,
+    Delete,
+}
+
+/// One change of one key, as a watch reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    pub kind: EventKind,
+    /// For a delete: the key, with `mod_revision` = the delete's revision and every other field zero.
+    pub kv: KeyValue,
+    /// The key-value before this change, when asked for and it existed.
+    pub prev_kv: Option<KeyValue>,
+}
+
+/// A slice of the change history, in revision order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventBatch {
+    /// Whole revisions only: a revision's events are never split across batches.
+    pub events: Vec<Event>,
+    /// The first revision not covered by this batch; pass it as `from_revision` to continue.
+    pub next_revision: u64,
+    /// The store's revision when the batch was read.
+    pub current_revision: u64,
+    pub compact_revision: u64,
+}
+
+/// A replica-consistency hash of the MVCC state up to a revision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateHash {
+    pub hash: u64,
+    pub revision: u64,
+    pub compact_revision: u64,
+}
+
+/// A read's answer with the revision it reflects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadResult {
+    /// The revision the answer reflects (the header revision).
+    pub revision: u64,
+    pub response: RangeResponse,
+}
