@@ -1,0 +1,579 @@
+//! One focused test per rule of the contract's data model (shared/spec/API.md, section 1).
+
+mod support;
+
+use revkv_storage::{
+    Compare, CompareOp, CompareTarget, DeleteRangeRequest, Error, EventKind, KeyRange, PutRequest,
+    RangeRequest, Request, Response, StoreOptions, TxnOp, TxnOpResponse, TxnRequest,
+};
+use support::{ok, put_request, TestStore};
+
+fn compare(key: &str, target: CompareTarget, op: CompareOp) -> Compare {
+    Compare {
+        key: key.into(),
+        target,
+        op,
+    }
+}
+
+fn txn(compare: Vec<Compare>, success: Vec<TxnOp>, failure: Vec<TxnOp>) -> Request {
+    Request::Txn(TxnRequest {
+        compare,
+        success,
+        failure,
+    })
+}
+
+fn put_op(key: &str, value: &str) -> TxnOp {
+    match put_request(key, value) {
+        Request::Put(put) => TxnOp::Put(put),
+        _ => unreachable!(),
+    }
+}
+
+fn get_op(key: &str) -> TxnOp {
+    TxnOp::Get(RangeRequest::of(KeyRange::single(key)))
+}
+
+#[test]
+fn an_empty_store_is_at_revision_one() {
+    let store = TestStore::new();
+    assert_eq!(store.revision(), 1);
+    assert_eq!(store.store.compact_revision().unwrap(), 0);
+}
+
+#[test]
+fn each_put_bumps_the_revision_by_one_and_tracks_versions() {
+    let mut store = TestStore::new();
+    assert_eq!(store.put("a", "1").revision, 2);
+    assert_eq!(store.put("a", "2").revision, 3);
+    assert_eq!(store.put("b", "1").revision, 4);
+    let a = store.get("a").unwrap();
+    assert_eq!((a.create_revision, a.mod_revision, a.version), (2, 3, 2));
+    assert_eq!(a.value, b"2");
+    // Writing the same value again is still a change.
+    assert_eq!(store.put("b", "1").revision, 5);
+    assert_eq!(store.get("b").unwrap().version, 2);
+}
+
+#[test]
+fn put_returns_the_previous_key_value() {
+    let mut store = TestStore::new();
+    let first = ok(store.put("a", "1"));
+    assert_eq!(first, Response::Put(Default::default()));
+    let Response::Put(second) = ok(store.put("a", "2")) else {
+        panic!("put answered with something else")
+    };
+    assert_eq!(second.prev_kv.unwrap().value, b"1");
+}
+
+#[test]
+fn delete_resets_version_and_recreate_gets_a_new_create_revision() {
+    let mut store = TestStore::new();
+    store.put("a", "1");
+    store.put("a", "2");
+    let deleted = store.delete(KeyRange::single("a"));
+    assert_eq!(deleted.revision, 4);
+    let Response::DeleteRange(response) = deleted.result.unwrap() else {
+        panic!("delete answered with something else")
+    };
+    assert_eq!(response.deleted, 1);
+    assert_eq!(response.prev_kvs[0].value, b"2");
+    assert!(store.get("a").is_none());
+    store.put("a", "3");
+    let a = store.get("a").unwrap();
+    assert_eq!((a.create_revision, a.mod_revision, a.version), (5, 5, 1));
+}
+
+#[test]
+fn a_delete_that_removes_nothing_does_not_bump_the_revision() {
+    let mut store = TestStore::new();
+    store.put("a", "1");
+    let outcome = store.delete(KeyRange::single("missing"));
+    assert_eq!(outcome.revision, 2);
+    assert_eq!(store.revision(), 2);
+}
+
+#[test]
+fn a_prefix_delete_removes_every_key_at_one_revision() {
+    let mut store = TestStore::new();
+    for key in ["app/a", "app/b", "apq", "ap"] {
+        store.put(key, "v");
+    }
+    let outcome = store.delete(KeyRange::prefix("app/"));
+    assert_eq!(outcome.revision, 6);
+    assert!(store.get("app/a").is_none() && store.get("app/b").is_none());
+    assert!(store.get("apq").is_some() && store.get("ap").is_some());
+    let batch = store.store.events_since(6, 100, false).unwrap();
+    assert_eq!(batch.events.len(), 2);
+    assert!(batch
+        .events
+        .iter()
+        .all(|event| event.kind == EventKind::Delete && event.kv.mod_revision == 6));
+}
+
+#[test]
+fn a_txn_applies_all_its_changes_at_one_revision() {
+    let mut store = TestStore::new();
+    store.put("a", "1");
+    let outcome = store.apply(txn(
+        vec![compare(
+            "a",
+            CompareTarget::Value(b"1".to_vec()),
+            CompareOp::Equal,
+        )],
+        vec![put_op("a", "2"), put_op("b", "2"), get_op("a")],
+        vec![],
+    ));
+    assert_eq!(outcome.revision, 3);
+    let Response::Txn(response) = outcome.result.unwrap() else {
+        panic!("txn answered with something else")
+    };
+    assert!(response.succeeded);
+    // The get sees the txn's own put.
+    let TxnOpResponse::Get(get) = &response.responses[2] else {
+        panic!("third response is not a get")
+    };
+    assert_eq!(get.kvs[0].value, b"2");
+    assert_eq!(get.kvs[0].mod_revision, 3);
+    assert_eq!(store.get("a").unwrap().mod_revision, 3);
+    assert_eq!(store.get("b").unwrap().mod_revision, 3);
+}
+
+#[test]
+fn a_failed_compare_runs_the_failure_branch() {
+    let mut store = TestStore::new();
+    store.put("a", "1");
+    let outcome = store.apply(txn(
+        vec![compare(
+            "a",
+            CompareTarget::ModRevision(99),
+            CompareOp::Equal,
+        )],
+        vec![put_op("a", "never")],
+        vec![get_op("a")],
+    ));
+    assert_eq!(outcome.revision, 2, "a read-only branch changes nothing");
+    let Response::Txn(response) = outcome.result.unwrap() else {
+        panic!("txn answered with something else")
+    };
+    assert!(!response.succeeded);
+    assert_eq!(store.get("a").unwrap().value, b"1");
+}
+
+#[test]
+fn compares_treat_a_missing_key_as_zero_and_fail_value_compares() {
+    let mut store = TestStore::new();
+    let cases = [
+        (CompareTarget::Version(0), CompareOp::Equal, true),
+        (CompareTarget::CreateRevision(0), CompareOp::Equal, true),
+        (CompareTarget::ModRevision(1), CompareOp::Less, true),
+        (CompareTarget::Lease(0), CompareOp::Equal, true),
+        (CompareTarget::Value(Vec::new()), CompareOp::Equal, false),
+        (
+            CompareTarget::Value(b"x".to_vec()),
+            CompareOp::NotEqual,
+            false,
+        ),
+    ];
+    for (target, op, expected) in cases {
+        let outcome = store.apply(txn(
+            vec![compare("missing", target.clone(), op)],
+            vec![],
+            vec![],
+        ));
+        let Response::Txn(response) = outcome.result.unwrap() else {
+            panic!("txn answered with something else")
+        };
+        assert_eq!(response.succeeded, expected, "{target:?} {op:?}");
+    }
+}
+
+#[test]
+fn compare_operators_order_values_and_numbers() {
+    let mut store = TestStore::new();
+    store.put("k", "m");
+    store.put("k", "m");
+    let cases = [
+        (
+            CompareTarget::Value(b"a".to_vec()),
+            CompareOp::Greater,
+            true,
+        ),
+        (CompareTarget::Value(b"z".to_vec()), CompareOp::Less, true),
+        (
+            CompareTarget::Value(b"m".to_vec()),
+            CompareOp::NotEqual,
+            false,
+        ),
+        (CompareTarget::Version(2), CompareOp::Equal, true),
+        (CompareTarget::Version(3), CompareOp::Less, true),
+        (CompareTarget::CreateRevision(2), CompareOp::Equal, true),
+        (CompareTarget::ModRevision(3), CompareOp::Greater, false),
+        (CompareTarget::Lease(0), CompareOp::NotEqual, false),
+    ];
+    for (target, op, expected) in cases {
+        let outcome = store.apply(txn(vec![compare("k", target.clone(), op)], vec![], vec![]));
+        let Response::Txn(response) = outcome.result.unwrap() else {
+            panic!("txn answered with something else")
+        };
+        assert_eq!(response.succeeded, expected, "{target:?} {op:?}");
+    }
+}
+
+#[test]
+fn a_txn_writing_one_key_twice_is_rejected_without_any_change() {
+    let mut store = TestStore::new();
+    store.put("a", "1");
+    let outcome = store.apply(txn(
+        vec![],
+        vec![put_op("b", "1"), put_op("b", "2")],
+        vec![],
+    ));
+    assert!(matches!(outcome.result, Err(Error::Invalid(_))));
+    assert_eq!(outcome.revision, 2);
+    assert!(store.get("b").is_none());
+    let delete_then_put = txn(
+        vec![],
+        vec![
+            TxnOp::DeleteRange(DeleteRangeRequest {
+                range: KeyRange::prefix("a"),
+                prev_kv: false,
+            }),
+            put_op("a", "2"),
+        ],
+        vec![],
+    );
+    assert!(matches!(
+        store.apply(delete_then_put).result,
+        Err(Error::Invalid(_))
+    ));
+    assert_eq!(store.get("a").unwrap().value, b"1");
+}
+
+#[test]
+fn limits_reject_without_writing() {
+    let options = StoreOptions {
+        limits: revkv_storage::Limits {
+            max_key_bytes: 8,
+            max_value_bytes: 4,
+            max_txn_ops: 2,
+            max_range_keys: 100,
+        },
+        ..StoreOptions::default()
+    };
+    let mut store = TestStore::with_options(options);
+    assert!(matches!(
+        store.put("too-long-key", "v").result,
+        Err(Error::Invalid(_))
+    ));
+    assert!(matches!(
+        store.put("k", "12345").result,
+        Err(Error::TooLarge(_))
+    ));
+    let three_ops = txn(
+        vec![],
+        vec![put_op("a", "1"), put_op("b", "1"), put_op("c", "1")],
+        vec![],
+    );
+    assert!(matches!(
+        store.apply(three_ops).result,
+        Err(Error::Invalid(_))
+    ));
+    assert_eq!(store.revision(), 1);
+    assert!(store.get("a").is_none());
+}
+
+#[test]
+fn historical_reads_see_exactly_the_state_after_each_revision() {
+    let mut store = TestStore::new();
+    store.put("a", "1"); // 2
+    store.put("a", "2"); // 3
+    store.delete(KeyRange::single("a")); // 4
+    store.put("a", "3"); // 5
+    assert!(store.get_at("a", 1).unwrap().is_none());
+    assert_eq!(store.get_at("a", 2).unwrap().unwrap().value, b"1");
+    assert_eq!(store.get_at("a", 3).unwrap().unwrap().value, b"2");
+    assert!(store.get_at("a", 4).unwrap().is_none());
+    let recreated = store.get_at("a", 5).unwrap().unwrap();
+    assert_eq!((recreated.create_revision, recreated.version), (5, 1));
+    assert!(matches!(
+        store.get_at("a", 6),
+        Err(Error::FutureRevision {
+            requested: 6,
+            current: 5
+        })
+    ));
+}
+
+#[test]
+fn compaction_discards_superseded_history_and_refuses_older_reads() {
+    let mut store = TestStore::new();
+    store.put("a", "1"); // 2
+    store.put("b", "1"); // 3
+    store.put("a", "2"); // 4
+    store.delete(KeyRange::single("b")); // 5
+    store.put("c", "1"); // 6
+    let outcome = store.apply(Request::Compact { revision: 5 });
+    assert_eq!(outcome.result.unwrap(), Response::Compact);
+    assert_eq!(outcome.revision, 6, "compaction does not bump the revision");
+    assert!(matches!(
+        store.get_at("a", 4),
+        Err(Error::Compacted {
+            requested: 4,
+            compact_revision: 5
+        })
+    ));
+    // At the compact revision itself the state is intact.
+    assert_eq!(store.get_at("a", 5).unwrap().unwrap().value, b"2");
+    assert!(store.get_at("b", 5).unwrap().is_none());
+    // Watches need complete history, so they must start above the compact revision.
+    assert!(matches!(
+        store.store.events_since(5, 10, false),
+        Err(Error::Compacted { .. })
+    ));
+    let events = store.store.events_since(6, 10, false).unwrap();
+    assert_eq!(events.events.len(), 1);
+    // Compacting again at or below the compact revision, or in the future, is refused.
+    assert!(matches!(
+        store.apply(Request::Compact { revision: 5 }).result,
+        Err(Error::Compacted { .. })
+    ));
+    assert!(matches!(
+        store.apply(Request::Compact { revision: 7 }).result,
+        Err(Error::FutureRevision { .. })
+    ));
+}
+
+#[test]
+fn ranges_page_with_limit_more_count_and_continue_tokens() {
+    let mut store = TestStore::new();
+    for index in 0..5 {
+        store.put(&format!("k/{index}"), "v");
+    }
+    let first = store
+        .store
+        .range(&RangeRequest {
+            limit: Some(2),
+            ..RangeRequest::of(KeyRange::prefix("k/"))
+        })
+        .unwrap();
+    assert_eq!(first.revision, 6);
+    assert_eq!(first.response.kvs.len(), 2);
+    assert_eq!(first.response.count, 5);
+    assert!(first.response.more);
+    // A write between pages does not show up: every page is read at the first page's revision.
+    store.put("k/00", "late");
+    let second = store
+        .store
+        .range(&RangeRequest {
+            limit: Some(2),
+            continue_token: first.response.continue_token.clone(),
+            ..RangeRequest::of(KeyRange::prefix("k/"))
+        })
+        .unwrap();
+    assert_eq!(second.revision, 6);
+    let keys: Vec<_> = second
+        .response
+        .kvs
+        .iter()
+        .map(|kv| kv.key.clone())
+        .collect();
+    assert_eq!(keys, vec![b"k/2".to_vec(), b"k/3".to_vec()]);
+    assert_eq!(second.response.count, 3);
+    let malformed = RangeRequest {
+        continue_token: Some("garbage".into()),
+        ..RangeRequest::of(KeyRange::prefix("k/"))
+    };
+    assert!(matches!(
+        store.store.range(&malformed),
+        Err(Error::Invalid(_))
+    ));
+    let foreign_range = RangeRequest {
+        continue_token: first.response.continue_token.clone(),
+        ..RangeRequest::of(KeyRange::prefix("z/"))
+    };
+    assert!(matches!(
+        store.store.range(&foreign_range),
+        Err(Error::Invalid(_))
+    ));
+    // Compacting past the token's revision makes the next page answer compacted.
+    store.apply(Request::Compact { revision: 7 });
+    let stale = RangeRequest {
+        continue_token: second.response.continue_token.clone(),
+        ..RangeRequest::of(KeyRange::prefix("k/"))
+    };
+    assert!(matches!(
+        store.store.range(&stale),
+        Err(Error::Compacted { .. })
+    ));
+}
+
+#[test]
+fn keys_only_and_count_only_trim_the_answer() {
+    let mut store = TestStore::new();
+    store.put("a", "value");
+    store.put("b", "value");
+    let keys_only = store
+        .store
+        .range(&RangeRequest {
+            keys_only: true,
+            ..RangeRequest::of(KeyRange::prefix(""))
+        })
+        .unwrap();
+    assert_eq!(keys_only.response.kvs.len(), 2);
+    assert!(keys_only.response.kvs.iter().all(|kv| kv.value.is_empty()));
+    let count_only = store
+        .store
+        .range(&RangeRequest {
+            count_only: true,
+            ..RangeRequest::of(KeyRange::prefix(""))
+        })
+        .unwrap();
+    assert!(count_only.response.kvs.is_empty());
+    assert_eq!(count_only.response.count, 2);
+    assert!(!count_only.response.more);
+}
+
+#[test]
+fn the_range_cap_answers_more_instead_of_everything() {
+    let options = StoreOptions {
+        limits: revkv_storage::Limits {
+            max_range_keys: 3,
+            ..Default::default()
+        },
+        ..StoreOptions::default()
+    };
+    let mut store = TestStore::with_options(options);
+    for index in 0..5 {
+        store.put(&format!("k{index}"), "v");
+    }
+    let all = store
+        .store
+        .range(&RangeRequest::of(KeyRange::prefix("k")))
+        .unwrap();
+    assert_eq!(all.response.kvs.len(), 3);
+    assert!(all.response.more && all.response.continue_token.is_some());
+}
+
+#[test]
+fn events_carry_prev_kv_and_group_by_revision() {
+    let mut store = TestStore::new();
+    store.put("a", "1"); // 2
+    store.apply(txn(
+        vec![],
+        vec![put_op("a", "2"), put_op("b", "1")],
+        vec![],
+    )); // 3
+    store.delete(KeyRange::single("a")); // 4
+    let batch = store.store.events_since(2, 1, true).unwrap();
+    assert_eq!(batch.events.len(), 1);
+    assert_eq!(batch.next_revision, 3);
+    let batch = store.store.events_since(3, 1, true).unwrap();
+    assert_eq!(batch.events.len(), 2, "a revision is never split");
+    assert_eq!(batch.events[0].prev_kv.as_ref().unwrap().value, b"1");
+    assert!(batch.events[1].prev_kv.is_none());
+    let batch = store.store.events_since(4, 10, true).unwrap();
+    assert_eq!(batch.events[0].kind, EventKind::Delete);
+    assert_eq!(batch.events[0].prev_kv.as_ref().unwrap().value, b"2");
+    assert_eq!(batch.next_revision, 5);
+}
+
+#[test]
+fn the_hash_is_equal_for_equal_histories_and_differs_otherwise() {
+    let mut left = TestStore::new();
+    let mut right = TestStore::new();
+    for store in [&mut left, &mut right] {
+        store.put("a", "1");
+        store.put("b", "2");
+    }
+    assert_eq!(
+        left.store.hash(None).unwrap(),
+        right.store.hash(None).unwrap()
+    );
+    left.put("c", "3");
+    right.put("c", "4");
+    assert_ne!(
+        left.store.hash(None).unwrap().hash,
+        right.store.hash(None).unwrap().hash
+    );
+    assert_eq!(
+        left.store.hash(Some(3)).unwrap(),
+        right.store.hash(Some(3)).unwrap()
+    );
+}
+
+#[test]
+fn a_put_with_a_lease_keeps_it() {
+    let mut store = TestStore::new();
+    store.apply(Request::Put(PutRequest {
+        key: b"a".to_vec(),
+        value: b"1".to_vec(),
+        lease: 42,
+        prev_kv: false,
+    }));
+    assert_eq!(store.get("a").unwrap().lease, 42);
+}
+
+#[test]
+fn applying_an_entry_twice_is_refused_and_writes_nothing() {
+    let mut store = TestStore::new();
+    store.put("a", "1");
+    store.next_index -= 1;
+    let entry = revkv_storage::ApplyEntry {
+        log_id: revkv_storage::LogId {
+            term: 1,
+            node_id: 1,
+            index: store.next_index,
+        },
+        payload: revkv_storage::EntryPayload::Request(put_request("a", "2")),
+    };
+    assert!(matches!(
+        store.store.apply_batch(&[entry]),
+        Err(Error::Invariant(_))
+    ));
+    assert_eq!(store.get("a").unwrap().value, b"1");
+    assert_eq!(store.revision(), 2);
+}
+
+#[test]
+fn snapshots_round_trip_into_another_store() {
+    let mut source = TestStore::new();
+    source.put("a", "1");
+    source.put("a", "2");
+    source.put("b", "1");
+    source.delete(KeyRange::single("b"));
+    source.apply(Request::Compact { revision: 3 });
+    let mut stream = Vec::new();
+    let exported = source.store.export_snapshot(&mut stream).unwrap();
+    let target = TestStore::new();
+    let imported = target
+        .store
+        .import_snapshot(&mut stream.as_slice())
+        .unwrap();
+    assert_eq!(exported, imported);
+    assert_eq!(
+        source.store.hash(None).unwrap(),
+        target.store.hash(None).unwrap()
+    );
+    assert_eq!(target.get("a").unwrap().value, b"2");
+    assert!(target.get("b").is_none());
+    assert_eq!(
+        target.store.applied_state().unwrap(),
+        source.store.applied_state().unwrap()
+    );
+    // A truncated or altered stream changes nothing.
+    let before = target.store.hash(None).unwrap();
+    assert!(target
+        .store
+        .import_snapshot(&mut &stream[..stream.len() - 3])
+        .is_err());
+    let mut altered = stream.clone();
+    let middle = altered.len() / 2;
+    altered[middle] ^= 0x40;
+    assert!(target
+        .store
+        .import_snapshot(&mut altered.as_slice())
+        .is_err());
+    assert_eq!(target.store.hash(None).unwrap(), before);
+}

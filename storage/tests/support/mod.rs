@@ -1,0 +1,103 @@
+//! Helpers shared by the storage integration tests: a store on a real redb file in a temporary
+//! directory, and one-line ways to apply requests as consecutive raft log entries.
+#![allow(dead_code)]
+
+use revkv_storage::{
+    ApplyEntry, ApplyOutcome, DeleteRangeRequest, EntryPayload, KeyRange, KeyValue, LogId,
+    MvccStore, PutRequest, RangeRequest, Request, Response, StoreOptions,
+};
+
+/// A store in its own temporary directory, applying requests at consecutive log indexes.
+pub struct TestStore {
+    pub dir: tempfile::TempDir,
+    pub store: MvccStore,
+    pub next_index: u64,
+}
+
+impl TestStore {
+    pub fn new() -> Self {
+        Self::with_options(StoreOptions::default())
+    }
+
+    pub fn with_options(options: StoreOptions) -> Self {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let store = MvccStore::open(dir.path().join("state.redb"), options).expect("open store");
+        TestStore {
+            dir,
+            store,
+            next_index: 1,
+        }
+    }
+
+    /// Closes and reopens the store on the same file.
+    pub fn reopen(&mut self, options: StoreOptions) {
+        let path = self.store.path().to_path_buf();
+        let placeholder = tempfile::tempdir().expect("temporary directory");
+        let old = std::mem::replace(
+            &mut self.store,
+            MvccStore::open(placeholder.path().join("x.redb"), StoreOptions::default())
+                .expect("placeholder"),
+        );
+        drop(old);
+        self.store = MvccStore::open(path, options).expect("reopen store");
+    }
+
+    pub fn apply(&mut self, request: Request) -> ApplyOutcome {
+        let entry = ApplyEntry {
+            log_id: LogId {
+                term: 1,
+                node_id: 1,
+                index: self.next_index,
+            },
+            payload: EntryPayload::Request(request),
+        };
+        self.next_index += 1;
+        let mut outcomes = self.store.apply_batch(&[entry]).expect("apply");
+        outcomes.pop().expect("one outcome")
+    }
+
+    pub fn put(&mut self, key: &str, value: &str) -> ApplyOutcome {
+        self.apply(put_request(key, value))
+    }
+
+    pub fn delete(&mut self, range: KeyRange) -> ApplyOutcome {
+        self.apply(Request::DeleteRange(DeleteRangeRequest {
+            range,
+            prev_kv: true,
+        }))
+    }
+
+    pub fn get(&self, key: &str) -> Option<KeyValue> {
+        let result = self
+            .store
+            .range(&RangeRequest::of(KeyRange::single(key)))
+            .expect("read");
+        result.response.kvs.into_iter().next()
+    }
+
+    pub fn get_at(&self, key: &str, revision: u64) -> revkv_storage::Result<Option<KeyValue>> {
+        let request = RangeRequest {
+            revision: Some(revision),
+            ..RangeRequest::of(KeyRange::single(key))
+        };
+        Ok(self.store.range(&request)?.response.kvs.into_iter().next())
+    }
+
+    pub fn revision(&self) -> u64 {
+        self.store.current_revision().expect("revision")
+    }
+}
+
+pub fn put_request(key: &str, value: &str) -> Request {
+    Request::Put(PutRequest {
+        key: key.as_bytes().to_vec(),
+        value: value.as_bytes().to_vec(),
+        lease: 0,
+        prev_kv: true,
+    })
+}
+
+/// Unwraps a successful response.
+pub fn ok(outcome: ApplyOutcome) -> Response {
+    outcome.result.expect("request succeeded")
+}
