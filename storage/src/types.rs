@@ -352,3 +352,16 @@ pub struct ReadResult {
     pub revision: u64,
     pub response: RangeResponse,
 }
+
+/// Sizes of the store, for status and metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreStats {
+    pub current_revision: u64,
+    pub compact_revision: u64,
+    /// Keys live at the current revision.
+    pub live_keys: u64,
+    /// Versions and tombstones kept in the history (shrinks on compaction).
+    pub history_entries: u64,
+    /// Size of the state file on disk.
+    pub file_bytes: u64,
+}

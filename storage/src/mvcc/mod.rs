@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use redb::{Database, Durability, ReadableDatabase};
+use redb::{Database, Durability, ReadableDatabase, ReadableTableMetadata};
 
 use crate::codec::{self, PageToken};
 use crate::error::{corrupt, db_error, Error, Result};
@@ -31,7 +31,7 @@ use crate::file::{open_revkv_file, META};
 use crate::limits::Limits;
 use crate::types::{
     AppliedState, ApplyEntry, ApplyOutcome, EntryPayload, KeyRange, LogId, RangeRequest,
-    ReadResult, Response,
+    ReadResult, Response, StoreStats,
 };
 use read::ResolvedRange;
 use tables::{
@@ -197,6 +197,25 @@ impl MvccStore {
     /// The revision of the last compaction (0 when never compacted).
     pub fn compact_revision(&self) -> Result<u64> {
         Ok(self.read_state()?.compact_revision)
+    }
+
+    /// Key and history counts (O(1) each in redb) and the file size.
+    pub fn stats(&self) -> Result<StoreStats> {
+        let (tables, state) = self.read_tables()?;
+        let file = tables.file;
+        let file_bytes = std::fs::metadata(file)
+            .map_err(|error| Error::Database {
+                file: file.to_path_buf(),
+                source: Box::new(redb::Error::Io(error)),
+            })?
+            .len();
+        Ok(StoreStats {
+            current_revision: state.current_revision,
+            compact_revision: state.compact_revision,
+            live_keys: tables.live.len().map_err(db_error(file))?,
+            history_entries: tables.history.len().map_err(db_error(file))?,
+            file_bytes,
+        })
     }
 
     /// Reads a range (or one key) at the current or a past revision, with paging.

@@ -1,0 +1,586 @@
+//! Model-based property test: random sequences of put / delete / txn / compact / reads / history
+//! reads / reopen run against the real store and against a deliberately naive in-memory model, and
+//! every answer, revision, version, create/mod revision and error must match.
+//!
+//! The model keeps a full copy of the key space after every revision, so a read at revision R is a
+//! lookup and cannot be subtly wrong; it shares no code with the store beyond the public types.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use revkv_storage::{
+    Compare, CompareOp, CompareTarget, DeleteRangeRequest, Error, Event, EventKind, KeyRange,
+    KeyValue, PutRequest, RangeRequest, RangeResponse, Request, Response, StoreOptions, TxnOp,
+    TxnOpResponse, TxnRequest, TxnResponse,
+};
+use support::TestStore;
+
+const KEYS: &[&str] = &["a", "a/b", "a/c", "ab", "b", "b/a", "c"];
+
+type KeySpace = BTreeMap<Vec<u8>, KeyValue>;
+
+/// The reference model: the key space after every revision, and the events of each revision.
+struct Model {
+    /// `states[r]` is the key space after revision `r`; `states[0]` is unused.
+    states: Vec<KeySpace>,
+    events: Vec<Vec<Event>>,
+    compact_revision: u64,
+}
+
+/// What the model expects a request to answer.
+type Expected = Result<Response, Error>;
+
+impl Model {
+    fn new() -> Self {
+        Model {
+            states: vec![KeySpace::new(), KeySpace::new()],
+            events: vec![Vec::new(), Vec::new()],
+            compact_revision: 0,
+        }
+    }
+
+    fn current(&self) -> u64 {
+        (self.states.len() - 1) as u64
+    }
+
+    fn apply(&mut self, request: &Request) -> Expected {
+        let revision = self.current() + 1;
+        let mut working = Working {
+            space: self.states.last().unwrap().clone(),
+            revision,
+            events: Vec::new(),
+        };
+        let response = match request {
+            Request::Put(put) => Response::Put(working.put(put)),
+            Request::DeleteRange(delete) => Response::DeleteRange(working.delete(delete)),
+            Request::Txn(txn) => Response::Txn(working.txn(txn)?),
+            Request::Compact { revision } => return self.compact(*revision),
+        };
+        if !working.events.is_empty() {
+            self.states.push(working.space);
+            self.events.push(working.events);
+        }
+        Ok(response)
+    }
+
+    fn compact(&mut self, revision: u64) -> Expected {
+        if revision > self.current() {
+            return Err(Error::FutureRevision {
+                requested: revision,
+                current: self.current(),
+            });
+        }
+        if revision <= self.compact_revision {
+            return Err(Error::Compacted {
+                requested: revision,
+                compact_revision: self.compact_revision,
+            });
+        }
+        self.compact_revision = revision;
+        Ok(Response::Compact)
+    }
+
+    fn read(
+        &self,
+        range: &KeyRange,
+        revision: Option<u64>,
+        limit: Option<u64>,
+    ) -> Result<RangeResponse, Error> {
+        let revision = revision.unwrap_or(self.current());
+        if revision > self.current() {
+            return Err(Error::FutureRevision {
+                requested: revision,
+                current: self.current(),
+            });
+        }
+        if revision < self.compact_revision {
+            return Err(Error::Compacted {
+                requested: revision,
+                compact_revision: self.compact_revision,
+            });
+        }
+        Ok(read_space(&self.states[revision as usize], range, limit))
+    }
+
+    /// How many history entries compaction must keep: every event above the compact revision,
+    /// and every put at or below it that was still the key's version at the compact revision.
+    fn retained_history_entries(&self) -> u64 {
+        let mut retained = 0;
+        for (revision, events) in self.events.iter().enumerate() {
+            for event in events {
+                let revision = revision as u64;
+                let kept = revision > self.compact_revision
+                    || (event.kind == EventKind::Put
+                        && !self.changed_between(&event.kv.key, revision, self.compact_revision));
+                retained += u64::from(kept);
+            }
+        }
+        retained
+    }
+
+    /// True when `key` changed at some revision in `(after, through]`.
+    fn changed_between(&self, key: &[u8], after: u64, through: u64) -> bool {
+        (after + 1..=through).any(|revision| {
+            self.events[revision as usize]
+                .iter()
+                .any(|event| event.kv.key == key)
+        })
+    }
+
+    fn events_since(&self, from: u64) -> Result<Vec<Event>, Error> {
+        if from <= self.compact_revision {
+            return Err(Error::Compacted {
+                requested: from,
+                compact_revision: self.compact_revision,
+            });
+        }
+        Ok(self
+            .events
+            .iter()
+            .skip(from as usize)
+            .flatten()
+            .cloned()
+            .collect())
+    }
+}
+
+fn read_space(space: &KeySpace, range: &KeyRange, limit: Option<u64>) -> RangeResponse {
+    let matching: Vec<KeyValue> = space
+        .values()
+        .filter(|kv| range.contains(&kv.key))
+        .cloned()
+        .collect();
+    let limit = limit.unwrap_or(u64::MAX) as usize;
+    RangeResponse {
+        count: matching.len() as u64,
+        more: matching.len() > limit,
+        kvs: matching.into_iter().take(limit).collect(),
+        continue_token: None,
+    }
+}
+
+/// The key space while one request is applied.
+struct Working {
+    space: KeySpace,
+    revision: u64,
+    events: Vec<Event>,
+}
+
+impl Working {
+    fn put(&mut self, put: &PutRequest) -> revkv_storage::PutResponse {
+        let previous = self.space.get(&put.key).cloned();
+        let kv = KeyValue {
+            key: put.key.clone(),
+            value: put.value.clone(),
+            create_revision: previous
+                .as_ref()
+                .map_or(self.revision, |p| p.create_revision),
+            mod_revision: self.revision,
+            version: previous.as_ref().map_or(1, |p| p.version + 1),
+            lease: put.lease,
+        };
+        self.space.insert(put.key.clone(), kv.clone());
+        self.events.push(Event {
+            kind: EventKind::Put,
+            kv,
+            prev_kv: previous.clone(),
+        });
+        revkv_storage::PutResponse {
+            prev_kv: previous.filter(|_| put.prev_kv),
+        }
+    }
+
+    fn delete(&mut self, delete: &DeleteRangeRequest) -> revkv_storage::DeleteRangeResponse {
+        let doomed: Vec<KeyValue> = self
+            .space
+            .values()
+            .filter(|kv| delete.range.contains(&kv.key))
+            .cloned()
+            .collect();
+        for kv in &doomed {
+            self.space.remove(&kv.key);
+            self.events.push(Event {
+                kind: EventKind::Delete,
+                kv: KeyValue {
+                    key: kv.key.clone(),
+                    value: Vec::new(),
+                    create_revision: 0,
+                    mod_revision: self.revision,
+                    version: 0,
+                    lease: 0,
+                },
+                prev_kv: Some(kv.clone()),
+            });
+        }
+        revkv_storage::DeleteRangeResponse {
+            deleted: doomed.len() as u64,
+            prev_kvs: if delete.prev_kv { doomed } else { Vec::new() },
+        }
+    }
+
+    fn txn(&mut self, txn: &TxnRequest) -> Result<TxnResponse, Error> {
+        for branch in [&txn.success, &txn.failure] {
+            if writes_a_key_twice(branch) {
+                return Err(Error::Invalid("duplicate key".into()));
+            }
+        }
+        let succeeded = txn
+            .compare
+            .iter()
+            .all(|compare| holds(&self.space, compare));
+        let branch = if succeeded {
+            &txn.success
+        } else {
+            &txn.failure
+        };
+        let responses = branch
+            .iter()
+            .map(|op| match op {
+                TxnOp::Put(put) => TxnOpResponse::Put(self.put(put)),
+                TxnOp::DeleteRange(delete) => TxnOpResponse::DeleteRange(self.delete(delete)),
+                TxnOp::Get(get) => {
+                    let range = get.range.as_ref().unwrap();
+                    TxnOpResponse::Get(read_space(&self.space, range, get.limit))
+                }
+            })
+            .collect();
+        Ok(TxnResponse {
+            succeeded,
+            responses,
+        })
+    }
+}
+
+fn writes_a_key_twice(branch: &[TxnOp]) -> bool {
+    let puts: Vec<&Vec<u8>> = branch
+        .iter()
+        .filter_map(|op| match op {
+            TxnOp::Put(put) => Some(&put.key),
+            _ => None,
+        })
+        .collect();
+    let deletes: Vec<&KeyRange> = branch
+        .iter()
+        .filter_map(|op| match op {
+            TxnOp::DeleteRange(delete) => Some(&delete.range),
+            _ => None,
+        })
+        .collect();
+    puts.iter().enumerate().any(|(index, key)| {
+        puts[index + 1..].contains(key) || deletes.iter().any(|range| range.contains(key))
+    })
+}
+
+fn holds(space: &KeySpace, compare: &Compare) -> bool {
+    let kv = space.get(&compare.key);
+    let ordering = match &compare.target {
+        CompareTarget::Value(value) => match kv {
+            None => return false,
+            Some(kv) => kv.value.cmp(value),
+        },
+        CompareTarget::Version(version) => kv.map_or(0, |kv| kv.version).cmp(version),
+        CompareTarget::CreateRevision(revision) => {
+            kv.map_or(0, |kv| kv.create_revision).cmp(revision)
+        }
+        CompareTarget::ModRevision(revision) => kv.map_or(0, |kv| kv.mod_revision).cmp(revision),
+        CompareTarget::Lease(lease) => kv.map_or(0, |kv| kv.lease).cmp(lease),
+    };
+    match compare.op {
+        CompareOp::Equal => ordering.is_eq(),
+        CompareOp::NotEqual => ordering.is_ne(),
+        CompareOp::Less => ordering.is_lt(),
+        CompareOp::Greater => ordering.is_gt(),
+    }
+}
+
+/// One step of a generated history.
+#[derive(Clone, Debug)]
+enum Step {
+    Write(Request),
+    /// Compact at `current - back` (may be at or below the compact revision, or in the future).
+    CompactBack(i64),
+    /// Read at `current - back`, or now.
+    Read {
+        range: KeyRange,
+        back: Option<i64>,
+        limit: Option<u64>,
+    },
+    Events {
+        back: i64,
+    },
+    Reopen,
+}
+
+fn key() -> impl Strategy<Value = Vec<u8>> {
+    prop::sample::select(KEYS).prop_map(|key| key.as_bytes().to_vec())
+}
+
+fn key_range() -> impl Strategy<Value = KeyRange> {
+    prop_oneof![
+        3 => key().prop_map(KeyRange::single),
+        2 => prop::sample::select(&["", "a", "a/", "b"][..]).prop_map(KeyRange::prefix),
+        1 => (key(), key()).prop_map(|(start, end)| KeyRange::between(start, end)),
+    ]
+}
+
+fn put() -> impl Strategy<Value = PutRequest> {
+    (key(), "[xyz]{0,3}", 0i64..3, any::<bool>()).prop_map(|(key, value, lease, prev_kv)| {
+        PutRequest {
+            key,
+            value: value.into_bytes(),
+            lease,
+            prev_kv,
+        }
+    })
+}
+
+fn delete() -> impl Strategy<Value = DeleteRangeRequest> {
+    (key_range(), any::<bool>()).prop_map(|(range, prev_kv)| DeleteRangeRequest { range, prev_kv })
+}
+
+fn compare() -> impl Strategy<Value = Compare> {
+    let target = prop_oneof![
+        "[xyz]{0,2}".prop_map(|value| CompareTarget::Value(value.into_bytes())),
+        (0u64..4).prop_map(CompareTarget::Version),
+        (0u64..12).prop_map(CompareTarget::CreateRevision),
+        (0u64..12).prop_map(CompareTarget::ModRevision),
+        (0i64..3).prop_map(CompareTarget::Lease),
+    ];
+    let op = prop_oneof![
+        Just(CompareOp::Equal),
+        Just(CompareOp::NotEqual),
+        Just(CompareOp::Less),
+        Just(CompareOp::Greater),
+    ];
+    (key(), target, op).prop_map(|(key, target, op)| Compare { key, target, op })
+}
+
+fn txn_op() -> impl Strategy<Value = TxnOp> {
+    prop_oneof![
+        put().prop_map(TxnOp::Put),
+        delete().prop_map(TxnOp::DeleteRange),
+        (key_range(), prop::option::of(1u64..3)).prop_map(|(range, limit)| TxnOp::Get(
+            RangeRequest {
+                limit,
+                ..RangeRequest::of(range)
+            }
+        )),
+    ]
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    let txn = (
+        prop::collection::vec(compare(), 0..3),
+        prop::collection::vec(txn_op(), 0..4),
+        prop::collection::vec(txn_op(), 0..3),
+    )
+        .prop_map(|(compare, success, failure)| {
+            Request::Txn(TxnRequest {
+                compare,
+                success,
+                failure,
+            })
+        });
+    prop_oneof![
+        6 => put().prop_map(|put| Step::Write(Request::Put(put))),
+        2 => delete().prop_map(|delete| Step::Write(Request::DeleteRange(delete))),
+        4 => txn.prop_map(Step::Write),
+        1 => (-1i64..6).prop_map(Step::CompactBack),
+        4 => (key_range(), prop::option::of(-1i64..8), prop::option::of(1u64..4))
+            .prop_map(|(range, back, limit)| Step::Read { range, back, limit }),
+        2 => (-1i64..8).prop_map(|back| Step::Events { back }),
+        1 => Just(Step::Reopen),
+    ]
+}
+
+fn relative(current: u64, back: i64) -> u64 {
+    (current as i64 - back).max(1) as u64
+}
+
+/// Errors match when they are the same kind with the same revisions (messages may differ).
+fn same_error(actual: &Error, expected: &Error) -> bool {
+    match (actual, expected) {
+        (Error::Invalid(_), Error::Invalid(_)) | (Error::TooLarge(_), Error::TooLarge(_)) => true,
+        (
+            Error::FutureRevision {
+                requested: a,
+                current: b,
+            },
+            Error::FutureRevision {
+                requested: c,
+                current: d,
+            },
+        ) => a == c && b == d,
+        (
+            Error::Compacted {
+                requested: a,
+                compact_revision: b,
+            },
+            Error::Compacted {
+                requested: c,
+                compact_revision: d,
+            },
+        ) => a == c && b == d,
+        _ => false,
+    }
+}
+
+fn check_read(
+    store: &TestStore,
+    model: &Model,
+    range: &KeyRange,
+    revision: Option<u64>,
+    limit: Option<u64>,
+) -> Result<(), TestCaseError> {
+    let request = RangeRequest {
+        revision,
+        limit,
+        ..RangeRequest::of(range.clone())
+    };
+    let expected = model.read(range, revision, limit);
+    match (store.store.range(&request), expected) {
+        (Ok(actual), Ok(expected)) => {
+            let token = actual.response.continue_token.clone();
+            let mut actual_response = actual.response;
+            actual_response.continue_token = None;
+            prop_assert_eq!(&actual_response, &expected);
+            prop_assert_eq!(actual.revision, revision.unwrap_or(model.current()));
+            prop_assert_eq!(token.is_some(), expected.more);
+            if let Some(token) = token {
+                check_next_page(
+                    store,
+                    model,
+                    range,
+                    actual.revision,
+                    limit,
+                    &token,
+                    &expected,
+                )?;
+            }
+        }
+        (Err(actual), Err(expected)) => {
+            prop_assert!(same_error(&actual, &expected), "{actual:?} vs {expected:?}")
+        }
+        (actual, expected) => prop_assert!(false, "read: store {actual:?}, model {expected:?}"),
+    }
+    Ok(())
+}
+
+/// The page after a continue token holds the model's keys after the last key of the first page.
+fn check_next_page(
+    store: &TestStore,
+    model: &Model,
+    range: &KeyRange,
+    revision: u64,
+    limit: Option<u64>,
+    token: &str,
+    first_page: &RangeResponse,
+) -> Result<(), TestCaseError> {
+    let request = RangeRequest {
+        limit,
+        continue_token: Some(token.to_string()),
+        ..RangeRequest::of(range.clone())
+    };
+    let next = store
+        .store
+        .range(&request)
+        .map_err(|error| TestCaseError::fail(error.to_string()))?;
+    prop_assert_eq!(next.revision, revision);
+    let last_key = &first_page.kvs.last().unwrap().key;
+    let rest: Vec<KeyValue> = model.states[revision as usize]
+        .values()
+        .filter(|kv| range.contains(&kv.key) && kv.key > *last_key)
+        .cloned()
+        .collect();
+    prop_assert_eq!(next.response.count, rest.len() as u64);
+    let take = limit.unwrap_or(u64::MAX) as usize;
+    prop_assert_eq!(
+        next.response.kvs,
+        rest.into_iter().take(take).collect::<Vec<_>>()
+    );
+    Ok(())
+}
+
+fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
+    let mut store = TestStore::new();
+    let mut model = Model::new();
+    for step in steps {
+        match step {
+            Step::Write(request) => apply_both(&mut store, &mut model, &request)?,
+            Step::CompactBack(back) => {
+                let request = Request::Compact {
+                    revision: relative(model.current(), back),
+                };
+                apply_both(&mut store, &mut model, &request)?;
+            }
+            Step::Read { range, back, limit } => {
+                let revision = back.map(|back| relative(model.current(), back));
+                check_read(&store, &model, &range, revision, limit)?;
+            }
+            Step::Events { back } => {
+                let from = relative(model.current(), back);
+                let actual = store.store.events_since(from, usize::MAX, true);
+                match (actual, model.events_since(from)) {
+                    (Ok(actual), Ok(expected)) => prop_assert_eq!(actual.events, expected),
+                    (Err(actual), Err(expected)) => prop_assert!(same_error(&actual, &expected)),
+                    (actual, expected) => prop_assert!(false, "events: {actual:?} vs {expected:?}"),
+                }
+            }
+            Step::Reopen => store.reopen(StoreOptions::default()),
+        }
+        prop_assert_eq!(store.revision(), model.current());
+        let stats = store.store.stats().unwrap();
+        prop_assert_eq!(stats.compact_revision, model.compact_revision);
+        prop_assert_eq!(stats.live_keys, model.states.last().unwrap().len() as u64);
+        prop_assert_eq!(stats.history_entries, model.retained_history_entries());
+    }
+    check_snapshot_copy(&store, &model)
+}
+
+fn apply_both(
+    store: &mut TestStore,
+    model: &mut Model,
+    request: &Request,
+) -> Result<(), TestCaseError> {
+    let actual = store.apply(request.clone());
+    let expected = model.apply(request);
+    prop_assert_eq!(actual.revision, model.current());
+    match (actual.result, expected) {
+        (Ok(actual), Ok(expected)) => prop_assert_eq!(actual, expected),
+        (Err(actual), Err(expected)) => {
+            prop_assert!(same_error(&actual, &expected), "{actual:?} vs {expected:?}")
+        }
+        (actual, expected) => {
+            prop_assert!(false, "{request:?}: store {actual:?}, model {expected:?}")
+        }
+    }
+    Ok(())
+}
+
+/// A snapshot of the store, imported elsewhere, answers every readable revision like the model.
+fn check_snapshot_copy(store: &TestStore, model: &Model) -> Result<(), TestCaseError> {
+    let mut stream = Vec::new();
+    store.store.export_snapshot(&mut stream).unwrap();
+    let copy = TestStore::new();
+    copy.store.import_snapshot(&mut stream.as_slice()).unwrap();
+    prop_assert_eq!(
+        copy.store.hash(None).unwrap(),
+        store.store.hash(None).unwrap()
+    );
+    let everything = KeyRange::prefix("");
+    for revision in model.compact_revision.max(1)..=model.current() {
+        check_read(&copy, model, &everything, Some(revision), None)?;
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 160, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_store_behaves_like_the_model(steps in prop::collection::vec(step(), 1..60)) {
+        run(steps)?;
+    }
+}
