@@ -45,6 +45,10 @@ impl WriteTables<'_, '_> {
     }
 
     fn window_chunk(&self, from: (u64, u32), through_revision: u64) -> Result<Vec<WindowEntry>> {
+        if from > (through_revision, u32::MAX) {
+            // The cursor stepped past the window (only after position u32::MAX of its last revision).
+            return Ok(Vec::new());
+        }
         let entries = self
             .history
             .range(from..=(through_revision, u32::MAX))
