@@ -29,11 +29,7 @@ pub(crate) fn open_revkv_file(
     let database = Database::builder()
         .set_cache_size(cache_bytes)
         .create(path)
-        .map_err(|error| Error::ForeignFile {
-            file: path.to_path_buf(),
-            expected: kind,
-            detail: format!("redb cannot open it: {error}"),
-        })?;
+        .map_err(|error| classify_open_error(path, kind, error))?;
     match read_marker(&database, path, kind)? {
         Some(marker) if marker.kind == kind => Ok(database),
         Some(marker) => Err(Error::ForeignFile {
@@ -69,7 +65,13 @@ fn read_marker(database: &Database, path: &Path, kind: &'static str) -> Result<O
             "it has tables {table_names:?} but no revkv meta table"
         )));
     }
-    let meta = read.open_table(META).map_err(db_error(path))?;
+    let meta = read.open_table(META).map_err(|error| match error {
+        // Someone else's table called "meta": not one of ours.
+        redb::TableError::TableTypeMismatch { .. } => {
+            foreign(format!("its meta table is not revkv's: {error}"))
+        }
+        other => db_error(path)(other),
+    })?;
     let marker = meta
         .get(FILE_KIND_KEY)
         .map_err(db_error(path))?
@@ -77,6 +79,27 @@ fn read_marker(database: &Database, path: &Path, kind: &'static str) -> Result<O
     codec::decode(marker.value())
         .map(Some)
         .map_err(corrupt(path))
+}
+
+/// Tells a file that is not a redb database at all (foreign) from one that is damaged (corrupt) and
+/// from a failure to open a good file (in use elsewhere, missing directory, disk error).
+fn classify_open_error(path: &Path, kind: &'static str, error: redb::DatabaseError) -> Error {
+    match error {
+        redb::DatabaseError::Storage(redb::StorageError::Io(io))
+            if io.kind() == std::io::ErrorKind::InvalidData =>
+        {
+            Error::ForeignFile {
+                file: path.to_path_buf(),
+                expected: kind,
+                detail: format!("it is not a redb database: {io}"),
+            }
+        }
+        redb::DatabaseError::Storage(redb::StorageError::Corrupted(detail)) => Error::Corrupt {
+            file: path.to_path_buf(),
+            detail,
+        },
+        other => db_error(path)(other),
+    }
 }
 
 fn initialise_new_file(

@@ -521,7 +521,6 @@ fn opening_a_plain_redb_database_with_an_unrelated_table_fails_with_foreign_file
 }
 
 #[test]
-#[ignore = "bug: storage/src/file.rs:72 maps the TableTypeMismatch of a foreign `meta` table to Error::Database, not Error::ForeignFile"]
 fn opening_a_plain_redb_database_with_a_foreign_table_named_meta_fails_with_foreign_file() {
     // Same name as revkv's metadata table, different key and value types.
     const FOREIGN_META: redb::TableDefinition<u64, u64> = redb::TableDefinition::new("meta");
@@ -568,7 +567,6 @@ fn opening_a_plain_redb_database_whose_meta_table_has_no_marker_fails_with_forei
 }
 
 #[test]
-#[ignore = "bug: storage/src/file.rs:32 maps every redb open error, DatabaseAlreadyOpen and I/O errors included, to Error::ForeignFile"]
 fn opening_a_raft_log_that_is_already_open_is_refused_without_calling_it_foreign() {
     let on_disk = LogOnDisk::create();
     on_disk.append_indexes(1..=2).unwrap();
