@@ -50,6 +50,11 @@ impl RaftLogStore {
     /// Appends entries (index, encoded entry) durably in one transaction.
     pub fn append<'a>(&self, entries: impl IntoIterator<Item = (u64, &'a [u8])>) -> Result<()> {
         let file = self.file.as_path();
+        let mut entries = entries.into_iter().peekable();
+        if entries.peek().is_none() {
+            // Nothing to make durable: skip the commit and its fsync.
+            return Ok(());
+        }
         let write = self.begin_durable_write()?;
         {
             let mut table = write.open_table(ENTRIES).map_err(db_error(file))?;
