@@ -1,9 +1,23 @@
 #!/usr/bin/env bash
 # The project's one test command (README.md names it; .ci/run runs it): formatting, lints, and
-# every test of the workspace in release mode.
+# every test of the workspace in release mode, closing with one line that totals the results.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --release -- -D warnings
-cargo test --workspace --release
+
+test_log=$(mktemp)
+trap 'rm -f "$test_log"' EXIT
+cargo test --workspace --release 2>&1 | tee "$test_log"
+
+# cargo prints one "test result:" line per test binary; the last one is often a crate's empty
+# doc-test run, so add them all up into a closing line that says what ran.
+awk '/^test result:/ {
+       for (i = 1; i <= NF; i++) {
+         if ($(i) ~ /^passed;?$/)  passed  += $(i-1)
+         if ($(i) ~ /^failed;?$/)  failed  += $(i-1)
+         if ($(i) ~ /^ignored;?$/) ignored += $(i-1)
+       }
+     }
+     END { printf "tests: %d passed, %d failed, %d skipped\n", passed, failed, ignored }' "$test_log"
