@@ -1,6 +1,11 @@
-//! The revkv member (not built yet; issue 3).
-//!
-//! This crate will hold the embeddable `Node` and the `revkv` binary: configuration (flags, `REVKV_`
-//! environment variables, TOML), the HTTP client API (axum 0.8), the linearizable and serializable
-//! read paths, write forwarding to the leader, and the watch hub. Only this crate knows HTTP status
-//! codes, and it decides them in one place.
+//! The revkv member: the embeddable node and the `revkv` binary, the HTTP client API (axum 0.8),
+//! the linearizable and serializable read paths, write forwarding, and (later) the watch hub.
+//! Only this crate knows HTTP status codes, and it decides them in one place (`http::error`).
+
+pub mod backend;
+pub mod error;
+
+pub use backend::{
+    KvBackend, MemberInfo, MemberStatus, ReadAnswer, ReadConsistency, ResponseHeader, Written,
+};
+pub use error::NodeError;

@@ -1,0 +1,124 @@
+//! The operations the HTTP API needs from a member, as a trait, so the API can be tested against a
+//! plain store and served by the replicated member without knowing which it talks to.
+//!
+//! `Node` (the replicated member) implements this trait; tests use a backend that applies requests
+//! straight to an `MvccStore`.
+
+use std::future::Future;
+use std::time::Duration;
+
+use revkv_storage::{RangeRequest, RangeResponse, Request, Response, StateHash};
+use serde::{Deserialize, Serialize};
+
+use crate::error::NodeError;
+
+/// How a read may be served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadConsistency {
+    /// Strict serializable with writes: a ReadIndex round through the leader, then a local read.
+    Linearizable,
+    /// The member's local state, possibly stale but never going backwards; with `min_revision`, waits
+    /// (bounded) until the member has applied at least that revision.
+    Serializable { min_revision: Option<u64> },
+}
+
+/// The header every answer carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResponseHeader {
+    /// The store revision the answer reflects.
+    pub revision: u64,
+    pub member_id: u64,
+    pub raft_term: u64,
+}
+
+/// A write that was applied (it may still have been a failed txn compare; that is a `Response`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Written {
+    pub header: ResponseHeader,
+    pub response: Response,
+}
+
+/// A range read's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadAnswer {
+    pub header: ResponseHeader,
+    pub response: RangeResponse,
+}
+
+/// One member of the cluster as the membership API shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberInfo {
+    pub id: u64,
+    pub peer_url: String,
+    pub client_url: String,
+    /// A learner receives the log but does not vote.
+    pub is_learner: bool,
+}
+
+/// What `GET /v1/status` reports.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberStatus {
+    pub member_id: u64,
+    pub leader_id: Option<u64>,
+    pub raft_term: u64,
+    pub commit_index: u64,
+    pub applied_index: u64,
+    pub revision: u64,
+    pub compact_revision: u64,
+    pub state_db_bytes: u64,
+    pub log_db_bytes: u64,
+    pub version: String,
+    /// "leader", "follower", "candidate", "learner" or "shutdown".
+    pub role: String,
+}
+
+/// The member operations behind the HTTP API. Every method is bounded in time by the member.
+pub trait KvBackend: Send + Sync + 'static {
+    /// This member's id.
+    fn member_id(&self) -> u64;
+
+    /// Replicates a change and answers once this member has applied it. A request the store rejects
+    /// (invalid, too large, compacted, future revision) is an `Err` carrying the storage error.
+    fn write(&self, request: Request) -> impl Future<Output = Result<Written, NodeError>> + Send;
+
+    /// Reads a range (or one key) with the given consistency.
+    fn read(
+        &self,
+        request: RangeRequest,
+        consistency: ReadConsistency,
+    ) -> impl Future<Output = Result<ReadAnswer, NodeError>> + Send;
+
+    /// The replica-consistency hash at a revision (default: current), with the answer's header.
+    fn hash(
+        &self,
+        revision: Option<u64>,
+    ) -> impl Future<Output = Result<(ResponseHeader, StateHash), NodeError>> + Send;
+
+    fn status(&self) -> impl Future<Output = Result<MemberStatus, NodeError>> + Send;
+
+    fn members(&self) -> impl Future<Output = Result<Vec<MemberInfo>, NodeError>> + Send;
+
+    /// Adds a learner and waits until it has caught up (bounded).
+    fn add_learner(
+        &self,
+        member: MemberInfo,
+    ) -> impl Future<Output = Result<Vec<MemberInfo>, NodeError>> + Send;
+
+    /// Makes a learner a voter.
+    fn promote(&self, id: u64) -> impl Future<Output = Result<Vec<MemberInfo>, NodeError>> + Send;
+
+    /// Removes a member (voter or learner).
+    fn remove_member(
+        &self,
+        id: u64,
+    ) -> impl Future<Output = Result<Vec<MemberInfo>, NodeError>> + Send;
+
+    /// Asks the leader to hand leadership to `to`.
+    fn transfer_leader(&self, to: u64) -> impl Future<Output = Result<(), NodeError>> + Send;
+
+    /// True when the member has a leader and has applied everything it knows to be committed.
+    fn is_ready(&self) -> impl Future<Output = bool> + Send;
+
+    /// How long `min_revision` waits and writes wait before answering `timeout`.
+    fn request_timeout(&self) -> Duration;
+}

@@ -1,0 +1,37 @@
+//! The node layer's one error enum. `http::error` turns it into a status code and a JSON body, in
+//! one place; nothing else in the crate decides status codes.
+
+use std::time::Duration;
+
+/// Everything that can go wrong serving a client request.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// A rejection or fault from the storage layer (invalid, too large, compacted, future revision,
+    /// or a file fault).
+    #[error(transparent)]
+    Storage(#[from] revkv_storage::Error),
+    /// A malformed HTTP request (bad parameter, bad JSON, bad percent-encoding or base64).
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    /// A body or value over the configured limit.
+    #[error("too large: {0}")]
+    TooLarge(String),
+    /// A key (single-key GET), lease or member that does not exist.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// A revision precondition failed; `current` is the key-value now (or none).
+    #[error("conflict: {message}")]
+    Conflict {
+        message: String,
+        current: Option<revkv_storage::KeyValue>,
+    },
+    /// No leader, member stopping, or not ready; the client should retry after the given time.
+    #[error("unavailable: {reason}")]
+    Unavailable { reason: String, retry_after: Duration },
+    /// The request could not complete in time; a write's outcome is unknown.
+    #[error("timeout: {0}")]
+    Timeout(String),
+    /// A bug or an unexpected fault inside the member.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
