@@ -27,7 +27,10 @@ pub enum NodeError {
     },
     /// No leader, member stopping, or not ready; the client should retry after the given time.
     #[error("unavailable: {reason}")]
-    Unavailable { reason: String, retry_after: Duration },
+    Unavailable {
+        reason: String,
+        retry_after: Duration,
+    },
     /// The request could not complete in time; a write's outcome is unknown.
     #[error("timeout: {0}")]
     Timeout(String),

@@ -1,6 +1,17 @@
-//! revkv's replication layer (not built yet; issue 3).
+//! revkv's replication layer: the openraft (`=0.10.0-alpha.37`) glue over `revkv-storage`.
 //!
-//! This crate will hold the openraft (`=0.10.0-alpha.37`) glue: the type config, the
-//! `RaftLogStorage` and `RaftStateMachine` implementations over `revkv-storage` (group-committed
-//! appends, whole committed ranges applied in one transaction), snapshots built from the MVCC state,
-//! and the HTTP peer transport on the separate peer listener. It knows nothing of the client API.
+//! - [`types`]: the type configuration, the replicated request and its result, log-id conversions.
+//! - [`log_storage`]: `RaftLogStorage` over the raft log file (group-committed appends).
+//! - [`state_machine`]: `RaftStateMachine` over the MVCC store (whole committed ranges applied in
+//!   bounded chunks, one transaction each), snapshots, and the applied-position watch.
+//!
+//! Only this crate knows openraft. It knows the peer protocol but not the client HTTP API.
+
+mod blocking;
+pub mod log_storage;
+pub mod state_machine;
+pub mod types;
+
+pub use log_storage::LogStorage;
+pub use state_machine::{AppliedPosition, StateMachine};
+pub use types::{ClientRequest, MemberNode, Rejection, TypeConfig, WriteResult};

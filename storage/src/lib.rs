@@ -18,5 +18,5 @@ mod types;
 pub use error::{Error, Result};
 pub use limits::Limits;
 pub use log_store::RaftLogStore;
-pub use mvcc::{validate_range, validate_request, MvccStore, StoreOptions};
+pub use mvcc::{validate_range, validate_request, MvccStore, SnapshotSummary, StoreOptions};
 pub use types::*;

@@ -17,6 +17,7 @@ mod snapshot;
 mod tables;
 mod validate;
 
+pub use snapshot::SnapshotSummary;
 pub use validate::{validate_range, validate_request};
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,242 @@
+//! openraft's `RaftStateMachine` over the storage crate's `MvccStore`.
+//!
+//! Committed entries arrive as a stream; they are applied in chunks of at most
+//! `MAX_ENTRIES_PER_APPLY_BATCH`, each chunk in one storage transaction, and every entry's
+//! responder is answered after its chunk commits. After each chunk the applied position (log index
+//! and store revision) is published on a watch channel, which the read paths wait on.
+//!
+//! Snapshots are the store's own export stream, built in memory (`Cursor<Vec<u8>>`): simple, and
+//! bounded by the state's size; streaming snapshots through a file is future work. A snapshot is
+//! identified by its last log id (openraft 0.10 dropped the separate snapshot id).
+
+use std::io;
+use std::io::Cursor;
+use std::sync::Arc;
+
+use futures::{Stream, TryStreamExt};
+use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine};
+use openraft::{EntryPayload, OptionalSend};
+use revkv_storage::{codec, ApplyEntry, ApplyOutcome, MvccStore};
+use tokio::sync::watch;
+
+use crate::blocking::{invalid_data, run_blocking};
+use crate::types::alias::{
+    Entry, EntryResponder, LogId, Snapshot, SnapshotData, SnapshotMeta, StoredMembership,
+};
+use crate::types::{from_storage_log_id, to_storage_log_id, Rejection, TypeConfig, WriteResult};
+
+/// Most entries applied in one storage transaction.
+pub const MAX_ENTRIES_PER_APPLY_BATCH: usize = 1024;
+
+/// How far the state machine has applied: published after every applied chunk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AppliedPosition {
+    pub log_index: u64,
+    pub revision: u64,
+}
+
+/// The state machine of one member.
+pub struct StateMachine {
+    store: Arc<MvccStore>,
+    applied: watch::Sender<AppliedPosition>,
+}
+
+impl StateMachine {
+    /// Wraps a store; the watch channel starts at the store's current position.
+    pub fn new(store: Arc<MvccStore>) -> revkv_storage::Result<Self> {
+        let position = AppliedPosition {
+            log_index: store
+                .applied_state()?
+                .last_applied
+                .map_or(0, |log_id| log_id.index),
+            revision: store.current_revision()?,
+        };
+        Ok(StateMachine {
+            store,
+            applied: watch::Sender::new(position),
+        })
+    }
+
+    /// A receiver of applied positions, for read paths that wait for the store to catch up.
+    pub fn subscribe(&self) -> watch::Receiver<AppliedPosition> {
+        self.applied.subscribe()
+    }
+
+    async fn apply_chunk(
+        &self,
+        entries: Vec<ApplyEntry>,
+        responders: Vec<Option<openraft::storage::ApplyResponder<TypeConfig>>>,
+    ) -> io::Result<()> {
+        let store = self.store.clone();
+        let outcomes = run_blocking(move || store.apply_batch(&entries)).await?;
+        let mut last_revision = None;
+        for (outcome, responder) in outcomes.into_iter().zip(responders) {
+            last_revision = Some(outcome.revision);
+            let result = write_result(outcome)?;
+            if let Some(responder) = responder {
+                responder.send(result);
+            }
+        }
+        if let Some(revision) = last_revision {
+            let log_index = self
+                .store
+                .applied_state()
+                .map_err(io::Error::other)?
+                .last_applied
+                .map_or(0, |log_id| log_id.index);
+            self.applied.send_replace(AppliedPosition {
+                log_index,
+                revision,
+            });
+        }
+        Ok(())
+    }
+}
+
+fn write_result(outcome: ApplyOutcome) -> io::Result<WriteResult> {
+    let outcome_result = match outcome.result {
+        Ok(response) => Ok(response),
+        Err(error) => Err(Rejection::from_storage(&error).ok_or_else(|| io::Error::other(error))?),
+    };
+    Ok(WriteResult {
+        revision: outcome.revision,
+        outcome: outcome_result,
+    })
+}
+
+/// Turns an openraft entry into what the store applies.
+fn to_apply_entry(entry: Entry) -> io::Result<ApplyEntry> {
+    let log_id = to_storage_log_id(&entry.log_id);
+    let payload = match entry.payload {
+        EntryPayload::Blank => revkv_storage::EntryPayload::Blank,
+        EntryPayload::Normal(request) => revkv_storage::EntryPayload::Request(request.0),
+        EntryPayload::Membership(membership) => {
+            let stored = StoredMembership::new(Some(entry.log_id), membership);
+            revkv_storage::EntryPayload::Membership(codec::encode(&stored).map_err(invalid_data)?)
+        }
+    };
+    Ok(ApplyEntry { log_id, payload })
+}
+
+fn decode_membership(bytes: Option<&[u8]>) -> io::Result<StoredMembership> {
+    match bytes {
+        Some(bytes) => codec::decode(bytes).map_err(invalid_data),
+        None => Ok(StoredMembership::default()),
+    }
+}
+
+/// Exports the store into an in-memory snapshot (possibly of an empty store); with `flush`, first
+/// makes the store durable so the log may be purged up to the snapshot.
+fn export(
+    store: &MvccStore,
+    flush: bool,
+) -> revkv_storage::Result<(Vec<u8>, revkv_storage::SnapshotSummary)> {
+    if flush {
+        store.flush()?;
+    }
+    let mut data = Vec::new();
+    let summary = store.export_snapshot(&mut data)?;
+    Ok((data, summary))
+}
+
+fn snapshot_from_export(
+    data: Vec<u8>,
+    summary: &revkv_storage::SnapshotSummary,
+) -> io::Result<Snapshot> {
+    let last_log_id: Option<LogId> = summary.applied.last_applied.map(from_storage_log_id);
+    let meta = SnapshotMeta {
+        last_log_id,
+        last_membership: decode_membership(summary.applied.membership.as_deref())?,
+    };
+    Ok(Snapshot {
+        meta,
+        snapshot: Cursor::new(data),
+    })
+}
+
+/// Builds snapshots from the store.
+pub struct SnapshotBuilder {
+    store: Arc<MvccStore>,
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    type SnapshotData = SnapshotData;
+
+    async fn build_snapshot(&mut self) -> Result<Snapshot, io::Error> {
+        let store = self.store.clone();
+        let (data, summary) = run_blocking(move || export(&store, true)).await?;
+        snapshot_from_export(data, &summary)
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotData = SnapshotData;
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), io::Error> {
+        let store = self.store.clone();
+        let applied = run_blocking(move || store.applied_state()).await?;
+        Ok((
+            applied.last_applied.map(from_storage_log_id),
+            decode_membership(applied.membership.as_deref())?,
+        ))
+    }
+
+    async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
+    where
+        Strm: Stream<Item = Result<EntryResponder, io::Error>> + Unpin + OptionalSend,
+    {
+        let mut chunk = Vec::new();
+        let mut responders = Vec::new();
+        while let Some((entry, responder)) = entries.try_next().await? {
+            chunk.push(to_apply_entry(entry)?);
+            responders.push(responder);
+            if chunk.len() >= MAX_ENTRIES_PER_APPLY_BATCH {
+                self.apply_chunk(std::mem::take(&mut chunk), std::mem::take(&mut responders))
+                    .await?;
+            }
+        }
+        if !chunk.is_empty() {
+            self.apply_chunk(chunk, responders).await?;
+        }
+        Ok(())
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        SnapshotBuilder {
+            store: self.store.clone(),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta,
+        snapshot: SnapshotData,
+    ) -> Result<(), io::Error> {
+        let store = self.store.clone();
+        let data = snapshot.into_inner();
+        let summary = run_blocking(move || store.import_snapshot(&mut data.as_slice())).await?;
+        let installed: Option<LogId> = summary.applied.last_applied.map(from_storage_log_id);
+        if installed != meta.last_log_id {
+            return Err(invalid_data(format!(
+                "snapshot data is at {installed:?} but its meta says {:?}",
+                meta.last_log_id
+            )));
+        }
+        self.applied.send_replace(AppliedPosition {
+            log_index: installed.map_or(0, |log_id| log_id.index),
+            revision: summary.current_revision,
+        });
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, io::Error> {
+        // Before anything is applied there is no snapshot to offer a follower.
+        let store = self.store.clone();
+        let (data, summary) = run_blocking(move || export(&store, false)).await?;
+        if summary.applied.last_applied.is_none() {
+            return Ok(None);
+        }
+        snapshot_from_export(data, &summary).map(Some)
+    }
+}

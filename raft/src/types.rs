@@ -1,0 +1,154 @@
+//! The openraft type configuration and the types that travel through the log.
+//!
+//! `ClientRequest` wraps the storage crate's `Request` (openraft wants a `Display` impl for log
+//! lines), and `WriteResult` is what applying it answers: the revision after the entry, and the
+//! response or a deterministic rejection. Log ids convert to and from the storage crate's own
+//! `LogId`, which keeps that crate free of openraft.
+
+use std::fmt;
+
+use revkv_storage::{Request, Response};
+use serde::{Deserialize, Serialize};
+
+/// A change proposed to the cluster.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientRequest(pub Request);
+
+impl fmt::Display for ClientRequest {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let key = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+        match &self.0 {
+            Request::Put(put) => write!(formatter, "put {}", key(&put.key)),
+            Request::DeleteRange(delete) => {
+                write!(formatter, "delete {}", key(&delete.range.start))
+            }
+            Request::Txn(txn) => write!(
+                formatter,
+                "txn ({} compares, {}/{} ops)",
+                txn.compare.len(),
+                txn.success.len(),
+                txn.failure.len()
+            ),
+            Request::Compact { revision } => write!(formatter, "compact {revision}"),
+        }
+    }
+}
+
+/// A deterministic rejection of a request by the store (every member rejects it the same way).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Rejection {
+    Invalid(String),
+    TooLarge(String),
+    FutureRevision {
+        requested: u64,
+        current: u64,
+    },
+    Compacted {
+        requested: u64,
+        compact_revision: u64,
+    },
+}
+
+impl Rejection {
+    /// The rejection a storage error stands for; `None` for faults, which are not answers.
+    pub fn from_storage(error: &revkv_storage::Error) -> Option<Self> {
+        use revkv_storage::Error;
+        Some(match error {
+            Error::Invalid(message) => Rejection::Invalid(message.clone()),
+            Error::TooLarge(message) => Rejection::TooLarge(message.clone()),
+            Error::FutureRevision { requested, current } => Rejection::FutureRevision {
+                requested: *requested,
+                current: *current,
+            },
+            Error::Compacted {
+                requested,
+                compact_revision,
+            } => Rejection::Compacted {
+                requested: *requested,
+                compact_revision: *compact_revision,
+            },
+            _ => return None,
+        })
+    }
+
+    /// Back into the storage error, for callers that speak the storage layer's language.
+    pub fn into_storage(self) -> revkv_storage::Error {
+        use revkv_storage::Error;
+        match self {
+            Rejection::Invalid(message) => Error::Invalid(message),
+            Rejection::TooLarge(message) => Error::TooLarge(message),
+            Rejection::FutureRevision { requested, current } => {
+                Error::FutureRevision { requested, current }
+            }
+            Rejection::Compacted {
+                requested,
+                compact_revision,
+            } => Error::Compacted {
+                requested,
+                compact_revision,
+            },
+        }
+    }
+}
+
+/// What applying one client request answered.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriteResult {
+    /// The store revision after the entry was applied.
+    pub revision: u64,
+    pub outcome: Result<Response, Rejection>,
+}
+
+/// How to reach a member: its peer URL (raft traffic) and client URL (the HTTP API).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberNode {
+    pub peer_url: String,
+    pub client_url: String,
+}
+
+openraft::declare_raft_types!(
+    /// revkv's openraft type configuration.
+    pub TypeConfig:
+        D = ClientRequest,
+        R = WriteResult,
+        NodeId = u64,
+        Node = MemberNode,
+);
+
+/// Short names for openraft's generic types under this configuration.
+pub mod alias {
+    use super::TypeConfig;
+
+    pub type Raft = openraft::Raft<TypeConfig, crate::state_machine::StateMachine>;
+    pub type LogId = openraft::alias::LogIdOf<TypeConfig>;
+    pub type LeaderId = <TypeConfig as openraft::RaftTypeConfig>::LeaderId;
+    pub type Vote = <TypeConfig as openraft::RaftTypeConfig>::Vote;
+    pub type Entry = <TypeConfig as openraft::RaftTypeConfig>::Entry;
+    pub type StoredMembership = openraft::alias::StoredMembershipOf<TypeConfig>;
+    pub type SnapshotMeta = openraft::alias::SnapshotMetaOf<TypeConfig>;
+    pub type SnapshotData = std::io::Cursor<Vec<u8>>;
+    pub type Snapshot = openraft::alias::SnapshotOf<TypeConfig, SnapshotData>;
+    pub type EntryResponder = openraft::storage::EntryResponder<TypeConfig>;
+    pub type LogState = openraft::storage::LogState<TypeConfig>;
+    pub type IOFlushed = openraft::storage::IOFlushed<TypeConfig>;
+}
+
+/// openraft's log id as the storage crate's.
+pub fn to_storage_log_id(log_id: &alias::LogId) -> revkv_storage::LogId {
+    revkv_storage::LogId {
+        term: log_id.leader_id.term,
+        node_id: log_id.leader_id.node_id,
+        index: log_id.index,
+    }
+}
+
+/// The storage crate's log id as openraft's.
+pub fn from_storage_log_id(log_id: revkv_storage::LogId) -> alias::LogId {
+    alias::LogId::new(
+        alias::LeaderId {
+            term: log_id.term,
+            node_id: log_id.node_id,
+        },
+        log_id.index,
+    )
+}
