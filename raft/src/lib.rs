@@ -4,14 +4,25 @@
 //! - [`log_storage`]: `RaftLogStorage` over the raft log file (group-committed appends).
 //! - [`state_machine`]: `RaftStateMachine` over the MVCC store (whole committed ranges applied in
 //!   bounded chunks, one transaction each), snapshots, and the applied-position watch.
+//! - [`peer`]: the peer protocol (client, server) on the separate peer listener.
+//! - [`member`]: a running member: writes forwarded to the leader, ReadIndex barriers for
+//!   linearizable reads on any member, membership and leadership changes.
 //!
 //! Only this crate knows openraft. It knows the peer protocol but not the client HTTP API.
 
 mod blocking;
+pub mod config;
+pub mod error;
 pub mod log_storage;
+pub mod member;
+pub mod peer;
 pub mod state_machine;
 pub mod types;
 
+pub use config::{MemberConfig, PeerLimits, RaftTiming};
+pub use error::MemberError;
 pub use log_storage::LogStorage;
+pub use member::{Membership, RaftMember};
+pub use peer::AdminRequest;
 pub use state_machine::{AppliedPosition, StateMachine};
 pub use types::{ClientRequest, MemberNode, Rejection, TypeConfig, WriteResult};

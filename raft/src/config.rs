@@ -1,0 +1,80 @@
+//! Everything a member needs to start: identity, addresses, timing, and limits.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use revkv_storage::StoreOptions;
+
+use crate::types::MemberNode;
+
+/// Raft timing. The defaults suit members on one machine or one LAN: the election timeout stays
+/// well above ten heartbeats' worth of fsync and network latency.
+#[derive(Clone, Debug)]
+pub struct RaftTiming {
+    pub heartbeat_interval: Duration,
+    pub election_timeout_min: Duration,
+    pub election_timeout_max: Duration,
+    /// Build a snapshot after this many log entries since the last one.
+    pub snapshot_after_entries: u64,
+    /// Log entries kept behind a snapshot, so slightly lagging followers catch up from the log.
+    pub log_entries_kept_after_snapshot: u64,
+}
+
+impl Default for RaftTiming {
+    fn default() -> Self {
+        RaftTiming {
+            heartbeat_interval: Duration::from_millis(100),
+            election_timeout_min: Duration::from_millis(1000),
+            election_timeout_max: Duration::from_millis(2000),
+            snapshot_after_entries: 10_000,
+            log_entries_kept_after_snapshot: 5_000,
+        }
+    }
+}
+
+/// Bounds on what peers may send and how long calls may take.
+#[derive(Clone, Debug)]
+pub struct PeerLimits {
+    /// Largest peer request body (append batches and whole snapshots).
+    pub max_body_bytes: usize,
+    /// How long a forwarded write, read index or membership change may take.
+    pub call_timeout: Duration,
+    /// How long connecting to a peer may take.
+    pub connect_timeout: Duration,
+    /// How many times a write or read index is retried when the leader changes under it.
+    pub leader_change_attempts: u32,
+}
+
+impl Default for PeerLimits {
+    fn default() -> Self {
+        PeerLimits {
+            max_body_bytes: 1024 * 1024 * 1024,
+            call_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(1),
+            leader_change_attempts: 5,
+        }
+    }
+}
+
+/// How a member starts.
+#[derive(Clone, Debug)]
+pub struct MemberConfig {
+    pub id: u64,
+    pub data_dir: PathBuf,
+    /// Where the peer listener binds (port 0 picks a free port; see `RaftMember::peer_address`).
+    pub listen_peer: SocketAddr,
+    /// How other members reach this one.
+    pub advertise: MemberNode,
+    /// The members of a new cluster. Used once, when the data directory holds no log; ignored on
+    /// restart and when `join` is set.
+    pub initial_cluster: BTreeMap<u64, MemberNode>,
+    /// Start empty and wait to be added as a learner by an existing member.
+    pub join: bool,
+    pub timing: RaftTiming,
+    pub peer_limits: PeerLimits,
+    pub store: StoreOptions,
+    /// redb cache for the log file.
+    pub log_cache_bytes: usize,
+}

@@ -1,0 +1,526 @@
+//! A running member: the raft instance, its stores, the peer listener, and the operations the node
+//! layer calls (writes, read barriers, membership changes), each bounded in time and attempts.
+//!
+//! Any member accepts any operation. Whatever must run on the leader (writes, read indexes,
+//! membership changes) runs locally when this member leads, and otherwise is sent to the leader
+//! over the peer protocol; when leadership moves underneath, the call is retried on the new leader,
+//! at most `PeerLimits::leader_change_attempts` times and never past `PeerLimits::call_timeout`.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::async_runtime::WatchReceiver;
+use openraft::{ChangeMembers, ReadPolicy, SnapshotPolicy};
+use revkv_storage::{MvccStore, RaftLogStore, Request};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tokio::sync::{oneshot, watch};
+use tokio::time::Instant;
+
+use crate::config::MemberConfig;
+use crate::error::MemberError;
+use crate::peer::client::{CallError, PeerClient, PeerNetworkFactory};
+use crate::peer::{paths, AdminRequest, ForwardedWrite, PeerError};
+use crate::state_machine::{AppliedPosition, StateMachine};
+use crate::types::alias::Raft;
+use crate::types::{ClientRequest, MemberNode, TypeConfig, WriteResult};
+use crate::LogStorage;
+
+/// What the member and its peer server share.
+pub(crate) struct MemberInner {
+    pub id: u64,
+    pub raft: Raft,
+    pub store: Arc<MvccStore>,
+    pub log: Arc<RaftLogStore>,
+    pub applied: watch::Receiver<AppliedPosition>,
+    pub peers: PeerClient,
+    pub config: MemberConfig,
+}
+
+/// One member of the cluster as seen by the membership API.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Membership {
+    pub id: u64,
+    pub node: MemberNode,
+    pub is_learner: bool,
+}
+
+/// A started member. Dropping it does not stop it; call `shutdown`.
+pub struct RaftMember {
+    inner: Arc<MemberInner>,
+    peer_address: SocketAddr,
+    stop_peer_server: std::sync::Mutex<Option<oneshot::Sender<()>>>,
+}
+
+impl RaftMember {
+    /// Opens the stores in `config.data_dir`, starts raft and the peer server on `peer_listener`,
+    /// and bootstraps the cluster when this is a new member of a new cluster.
+    pub async fn start(
+        config: MemberConfig,
+        peer_listener: tokio::net::TcpListener,
+    ) -> Result<Self, MemberError> {
+        let startup = |what: &str, error: &dyn std::fmt::Display| {
+            MemberError::Startup(format!("{what}: {error}"))
+        };
+        std::fs::create_dir_all(&config.data_dir)
+            .map_err(|error| startup(&config.data_dir.display().to_string(), &error))?;
+        let store = Arc::new(MvccStore::open(
+            config.data_dir.join("state.redb"),
+            config.store.clone(),
+        )?);
+        let log = Arc::new(RaftLogStore::open(
+            config.data_dir.join("raft-log.redb"),
+            config.log_cache_bytes,
+        )?);
+        let state_machine = StateMachine::new(store.clone())?;
+        let applied = state_machine.subscribe();
+        let raft_config =
+            openraft_config(&config).map_err(|error| startup("raft config", &error))?;
+        let peers = PeerClient::new(config.peer_limits.connect_timeout);
+        let network = PeerNetworkFactory {
+            client: peers.clone(),
+        };
+        let log_storage = LogStorage::new(log.clone(), store.clone());
+        let raft = Raft::new(config.id, raft_config, network, log_storage, state_machine)
+            .await
+            .map_err(|error| startup("raft", &error))?;
+        let peer_address = peer_listener
+            .local_addr()
+            .map_err(|error| startup("peer listener", &error))?;
+        let inner = Arc::new(MemberInner {
+            id: config.id,
+            raft,
+            store,
+            log,
+            applied,
+            peers,
+            config,
+        });
+        let stop_peer_server = crate::peer::server::spawn(inner.clone(), peer_listener);
+        let member = RaftMember {
+            inner,
+            peer_address,
+            stop_peer_server: std::sync::Mutex::new(Some(stop_peer_server)),
+        };
+        member.bootstrap_if_new().await?;
+        Ok(member)
+    }
+
+    /// Initialises a new cluster once: only when this member has never been initialised and was
+    /// given an initial cluster. Every founding member may do this with the same membership.
+    async fn bootstrap_if_new(&self) -> Result<(), MemberError> {
+        let config = &self.inner.config;
+        if config.join || config.initial_cluster.is_empty() {
+            return Ok(());
+        }
+        let initialised = self.inner.raft.is_initialized().await.map_err(stopping)?;
+        if initialised {
+            return Ok(());
+        }
+        match self
+            .inner
+            .raft
+            .initialize(config.initial_cluster.clone())
+            .await
+        {
+            Ok(()) => Ok(()),
+            // Another founding member's identical bootstrap reached us first.
+            Err(error) if error.api_error().is_some() => {
+                tracing::info!(%error, "cluster already initialised");
+                Ok(())
+            }
+            Err(error) => Err(MemberError::Startup(format!("bootstrap: {error}"))),
+        }
+    }
+
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// The address the peer listener is bound to.
+    pub fn peer_address(&self) -> SocketAddr {
+        self.peer_address
+    }
+
+    /// The member's MVCC store, for local (serializable) reads.
+    pub fn store(&self) -> &Arc<MvccStore> {
+        &self.inner.store
+    }
+
+    /// The raft log store, for status (file size).
+    pub fn log_store(&self) -> &Arc<RaftLogStore> {
+        &self.inner.log
+    }
+
+    /// The openraft instance, for metrics.
+    pub fn raft(&self) -> &Raft {
+        &self.inner.raft
+    }
+
+    /// A receiver of the state machine's applied position.
+    pub fn applied(&self) -> watch::Receiver<AppliedPosition> {
+        self.inner.applied.clone()
+    }
+
+    /// Replicates a request and answers once it is applied on the leader and on this member.
+    pub async fn write(&self, request: Request) -> Result<WriteResult, MemberError> {
+        let inner = self.inner.clone();
+        let request = ClientRequest(request);
+        let forwarded: ForwardedWrite = self
+            .run_on_leader(paths::FORWARD_WRITE, &request, move |request| {
+                let inner = inner.clone();
+                async move { inner.write_as_leader(request).await }
+            })
+            .await?;
+        // Read-your-writes on this member: wait (bounded) until it has applied the entry too.
+        let timeout = self.inner.config.peer_limits.call_timeout;
+        self.wait_for_log_index(forwarded.log_index, timeout)
+            .await?;
+        Ok(forwarded.result)
+    }
+
+    /// Returns once this member's state reflects every write acknowledged before the call: gets a
+    /// read index from the leader (ReadIndex, shared by concurrent reads) and waits until this
+    /// member has applied through it.
+    pub async fn linearizable_read_barrier(&self) -> Result<(), MemberError> {
+        let inner = self.inner.clone();
+        let read_index: u64 = self
+            .run_on_leader(paths::READ_INDEX, &(), move |()| {
+                let inner = inner.clone();
+                async move { inner.read_index_as_leader().await }
+            })
+            .await?;
+        let timeout = self.inner.config.peer_limits.call_timeout;
+        self.wait_for_log_index(read_index, timeout).await
+    }
+
+    /// Runs a membership or leadership change on the leader.
+    pub async fn admin(&self, request: AdminRequest) -> Result<(), MemberError> {
+        let inner = self.inner.clone();
+        self.run_on_leader(paths::ADMIN, &request, move |request| {
+            let inner = inner.clone();
+            async move { inner.admin_as_leader(request).await }
+        })
+        .await
+    }
+
+    /// Waits until this member has applied at least `revision`.
+    pub async fn wait_for_revision(
+        &self,
+        revision: u64,
+        timeout: Duration,
+    ) -> Result<(), MemberError> {
+        self.wait_for_applied(timeout, |position| position.revision >= revision)
+            .await
+            .map_err(|()| {
+                MemberError::Timeout(format!("revision {revision} not applied in {timeout:?}"))
+            })
+    }
+
+    /// Waits until this member has applied at least log index `index`.
+    pub async fn wait_for_log_index(
+        &self,
+        index: u64,
+        timeout: Duration,
+    ) -> Result<(), MemberError> {
+        self.wait_for_applied(timeout, |position| position.log_index >= index)
+            .await
+            .map_err(|()| {
+                MemberError::Timeout(format!("log index {index} not applied in {timeout:?}"))
+            })
+    }
+
+    async fn wait_for_applied(
+        &self,
+        timeout: Duration,
+        reached: impl Fn(&AppliedPosition) -> bool,
+    ) -> Result<(), ()> {
+        let mut applied = self.inner.applied.clone();
+        let waited = tokio::time::timeout(timeout, applied.wait_for(|position| reached(position)))
+            .await
+            .map(|result| result.is_ok());
+        if waited == Ok(true) {
+            Ok(())
+        } else {
+            Err(())
+        }
+    }
+
+    /// The cluster's members as this member knows them.
+    pub fn members(&self) -> Vec<Membership> {
+        let metrics = self.inner.raft.metrics().borrow_watched().clone();
+        let membership = metrics.membership_config.membership();
+        let voters: BTreeSet<u64> = membership.voter_ids().collect();
+        membership
+            .nodes()
+            .map(|(id, node)| Membership {
+                id: *id,
+                node: node.clone(),
+                is_learner: !voters.contains(id),
+            })
+            .collect()
+    }
+
+    /// True when the member knows a leader and has applied everything it knows to be committed.
+    pub fn is_ready(&self) -> bool {
+        let metrics = self.inner.raft.metrics().borrow_watched().clone();
+        let committed = metrics.local_committed.map_or(0, |log_id| log_id.index);
+        let applied = metrics.last_applied.map_or(0, |log_id| log_id.index);
+        metrics.running_state.is_ok() && metrics.current_leader.is_some() && applied >= committed
+    }
+
+    /// Stops raft and the peer server, and makes the store durable.
+    pub async fn shutdown(&self) -> Result<(), MemberError> {
+        let stop = self
+            .stop_peer_server
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(stop) = stop {
+            let _ = stop.send(());
+        }
+        self.inner
+            .raft
+            .shutdown()
+            .await
+            .map_err(|error| MemberError::Stopping(error.to_string()))?;
+        let store = self.inner.store.clone();
+        tokio::task::spawn_blocking(move || store.flush())
+            .await
+            .map_err(|error| MemberError::Stopping(error.to_string()))??;
+        Ok(())
+    }
+
+    /// Runs `local` when this member leads, or calls `path` on the leader; retries when the leader
+    /// changes, within the attempt and time limits.
+    async fn run_on_leader<Req, Reply, Fut>(
+        &self,
+        path: &'static str,
+        request: &Req,
+        local: impl Fn(Req) -> Fut,
+    ) -> Result<Reply, MemberError>
+    where
+        Req: Serialize + Clone,
+        Reply: DeserializeOwned,
+        Fut: Future<Output = Result<Reply, PeerError>>,
+    {
+        let limits = &self.inner.config.peer_limits;
+        let deadline = Instant::now() + limits.call_timeout;
+        let mut last_problem = String::from("no leader known");
+        for _attempt in 0..limits.leader_change_attempts.max(1) {
+            let Some((leader_id, leader)) = self.wait_for_leader(deadline).await else {
+                break;
+            };
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let outcome = if leader_id == self.inner.id {
+                match tokio::time::timeout(remaining, local(request.clone())).await {
+                    Ok(outcome) => outcome.map_err(CallError::Remote),
+                    Err(_) => Err(CallError::Timeout(remaining)),
+                }
+            } else {
+                let peers = &self.inner.peers;
+                peers.call(&leader.peer_url, path, request, remaining).await
+            };
+            match outcome {
+                Ok(reply) => return Ok(reply),
+                Err(CallError::Remote(PeerError::NotLeader { .. }))
+                | Err(CallError::Unreachable(_)) => {
+                    last_problem = format!("leader {leader_id} moved or unreachable");
+                    self.wait_for_leader_change(leader_id, deadline).await;
+                }
+                Err(other) => return Err(member_error(other)),
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(MemberError::Timeout(format!("{path}: {last_problem}")));
+        }
+        Err(MemberError::NoLeader(last_problem))
+    }
+
+    fn known_leader(&self) -> Option<(u64, MemberNode)> {
+        let metrics = self.inner.raft.metrics().borrow_watched().clone();
+        let leader = metrics.current_leader?;
+        let node = metrics.membership_config.get_node(&leader)?.clone();
+        Some((leader, node))
+    }
+
+    /// The current leader, waiting (until `deadline`) for one to be known.
+    async fn wait_for_leader(&self, deadline: Instant) -> Option<(u64, MemberNode)> {
+        let mut metrics = self.inner.raft.metrics();
+        loop {
+            if let Some(leader) = self.known_leader() {
+                return Some(leader);
+            }
+            let changed = tokio::time::timeout_at(deadline, metrics.changed()).await;
+            if !matches!(changed, Ok(Ok(()))) {
+                return None;
+            }
+        }
+    }
+
+    /// Waits (until `deadline`) for the metrics to name a leader other than `previous`.
+    async fn wait_for_leader_change(&self, previous: u64, deadline: Instant) {
+        let mut metrics = self.inner.raft.metrics();
+        loop {
+            if self
+                .known_leader()
+                .is_some_and(|(leader, _)| leader != previous)
+            {
+                return;
+            }
+            let changed = tokio::time::timeout_at(deadline, metrics.changed()).await;
+            if !matches!(changed, Ok(Ok(()))) {
+                return;
+            }
+        }
+    }
+}
+
+fn stopping(error: impl std::fmt::Display) -> MemberError {
+    MemberError::Stopping(error.to_string())
+}
+
+fn member_error(error: CallError) -> MemberError {
+    match error {
+        CallError::Timeout(after) => MemberError::Timeout(format!("no answer in {after:?}")),
+        CallError::Unreachable(message) => MemberError::NoLeader(message),
+        CallError::BadAnswer(message) => MemberError::NoLeader(message),
+        CallError::Remote(PeerError::UnknownMember(id)) => MemberError::UnknownMember(id),
+        CallError::Remote(PeerError::Refused(message)) => MemberError::Refused(message),
+        CallError::Remote(PeerError::OutcomeUnknown(message)) => MemberError::Timeout(message),
+        CallError::Remote(PeerError::Unavailable(message)) => MemberError::NoLeader(message),
+        CallError::Remote(PeerError::Fatal(message)) => MemberError::NoLeader(message),
+        CallError::Remote(not_leader @ PeerError::NotLeader { .. }) => {
+            MemberError::NoLeader(not_leader.to_string())
+        }
+    }
+}
+
+fn openraft_config(config: &MemberConfig) -> Result<Arc<openraft::Config>, openraft::ConfigError> {
+    let timing = &config.timing;
+    let millis = |duration: Duration| duration.as_millis() as u64;
+    let raft_config = openraft::Config {
+        cluster_name: "revkv".into(),
+        heartbeat_interval: millis(timing.heartbeat_interval),
+        election_timeout_min: millis(timing.election_timeout_min),
+        election_timeout_max: millis(timing.election_timeout_max),
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(timing.snapshot_after_entries),
+        max_in_snapshot_log_to_keep: timing.log_entries_kept_after_snapshot,
+        install_snapshot_timeout: millis(config.peer_limits.call_timeout).max(1000),
+        ..openraft::Config::default()
+    };
+    Ok(Arc::new(raft_config.validate()?))
+}
+
+impl MemberInner {
+    /// Runs a client write on this member, which must be the leader.
+    pub(crate) async fn write_as_leader(
+        &self,
+        request: ClientRequest,
+    ) -> Result<ForwardedWrite, PeerError> {
+        match self.raft.client_write(request).await {
+            Ok(response) => Ok(ForwardedWrite {
+                log_index: response.log_id.index,
+                result: response.data,
+            }),
+            Err(error) => Err(self.peer_error(error)),
+        }
+    }
+
+    /// A read index from this member, which must be the leader (one ReadIndex round, shared by
+    /// concurrent callers).
+    pub(crate) async fn read_index_as_leader(&self) -> Result<u64, PeerError> {
+        match self.raft.get_read_linearizer(ReadPolicy::ReadIndex).await {
+            Ok(linearizer) => Ok(linearizer.read_log_id().index()),
+            Err(error) => Err(self.peer_error(error)),
+        }
+    }
+
+    /// Runs a membership or leadership change on this member, which must be the leader.
+    pub(crate) async fn admin_as_leader(&self, request: AdminRequest) -> Result<(), PeerError> {
+        let membership = self
+            .raft
+            .metrics()
+            .borrow_watched()
+            .membership_config
+            .clone();
+        let is_voter = |id: u64| membership.voter_ids().any(|voter| voter == id);
+        let is_member = |id: u64| membership.get_node(&id).is_some();
+        let changed = match request {
+            AdminRequest::AddLearner { id, node } => self.raft.add_learner(id, node, true).await,
+            AdminRequest::Promote { id } if !is_member(id) => {
+                return Err(PeerError::UnknownMember(id))
+            }
+            AdminRequest::Promote { id } => {
+                let voters = ChangeMembers::AddVoterIds(BTreeSet::from([id]));
+                self.raft.change_membership(voters, false).await
+            }
+            AdminRequest::Remove { id } if !is_member(id) => {
+                return Err(PeerError::UnknownMember(id))
+            }
+            AdminRequest::Remove { id } if is_voter(id) => {
+                let voters = ChangeMembers::RemoveVoters(BTreeSet::from([id]));
+                self.raft.change_membership(voters, false).await
+            }
+            AdminRequest::Remove { id } => {
+                let nodes = ChangeMembers::RemoveNodes(BTreeSet::from([id]));
+                self.raft.change_membership(nodes, false).await
+            }
+            AdminRequest::TransferLeader { to } if !is_voter(to) => {
+                return Err(PeerError::Refused(format!("member {to} is not a voter")))
+            }
+            AdminRequest::TransferLeader { to } => return self.transfer_leadership(to).await,
+        };
+        changed.map(|_| ()).map_err(|error| self.peer_error(error))
+    }
+
+    /// Asks raft to hand leadership to `to` and waits (bounded) until it has.
+    async fn transfer_leadership(&self, to: u64) -> Result<(), PeerError> {
+        if self.raft.metrics().borrow_watched().current_leader == Some(to) {
+            return Ok(());
+        }
+        self.raft
+            .trigger()
+            .transfer_leader(to)
+            .await
+            .map_err(|error| PeerError::Fatal(error.to_string()))?;
+        let deadline = Instant::now() + self.config.peer_limits.call_timeout;
+        let mut metrics = self.raft.metrics();
+        loop {
+            if metrics.borrow_watched().current_leader == Some(to) {
+                return Ok(());
+            }
+            let changed = tokio::time::timeout_at(deadline, metrics.changed()).await;
+            if !matches!(changed, Ok(Ok(()))) {
+                return Err(PeerError::Unavailable(format!(
+                    "leadership did not move to {to} in time"
+                )));
+            }
+        }
+    }
+
+    /// Maps a raft error to the peer protocol's refusal.
+    fn peer_error<E>(&self, error: openraft::errors::RaftError<TypeConfig, E>) -> PeerError
+    where
+        E: std::error::Error + openraft::TryAsRef<openraft::errors::ForwardToLeader<TypeConfig>>,
+    {
+        if let Some(forward) = error.forward_to_leader() {
+            let leader = forward.leader_id.zip(forward.leader_node.clone());
+            return PeerError::NotLeader { leader };
+        }
+        match error {
+            openraft::errors::RaftError::APIError(api_error) => {
+                let message = api_error.to_string();
+                if message.contains("discarded") {
+                    PeerError::OutcomeUnknown(message)
+                } else {
+                    PeerError::Refused(message)
+                }
+            }
+            openraft::errors::RaftError::Fatal(fatal) => PeerError::Fatal(fatal.to_string()),
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! The peer client: a pooled keep-alive HTTP client shared by every connection to every peer, and
+//! openraft's network factory on top of it.
+
+use std::future::Future;
+use std::time::Duration;
+
+use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
+use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
+    TransferLeaderResponse, VoteRequest, VoteResponse,
+};
+use openraft::OptionalSend;
+use revkv_storage::codec;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::peer::{paths, PeerError};
+use crate::types::alias::{Snapshot, SnapshotData, Vote};
+use crate::types::{MemberNode, TypeConfig};
+
+/// How a peer call failed from the caller's side.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The peer could not be reached (connection refused or reset before an answer).
+    #[error("peer unreachable: {0}")]
+    Unreachable(String),
+    /// No answer in time; the call may or may not have taken effect.
+    #[error("peer call timed out after {0:?}")]
+    Timeout(Duration),
+    /// The answer was not a valid reply (wrong status, undecodable body).
+    #[error("bad answer from peer: {0}")]
+    BadAnswer(String),
+    /// The peer answered with a refusal.
+    #[error(transparent)]
+    Remote(#[from] PeerError),
+}
+
+/// A pooled HTTP client for peer calls. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct PeerClient {
+    http: reqwest::Client,
+}
+
+impl PeerClient {
+    /// Builds the client: keep-alive pooling, no Nagle delay, and a bounded connect time.
+    pub fn new(connect_timeout: Duration) -> Self {
+        let http = reqwest::Client::builder()
+            .connect_timeout(connect_timeout)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_max_idle_per_host(32)
+            .tcp_nodelay(true)
+            .build()
+            .expect("a plain HTTP client with no TLS always builds");
+        PeerClient { http }
+    }
+
+    /// POSTs one codec-encoded request to `base_url + path` and decodes the reply.
+    pub async fn call<Req: Serialize, Reply: DeserializeOwned>(
+        &self,
+        base_url: &str,
+        path: &str,
+        request: &Req,
+        timeout: Duration,
+    ) -> Result<Reply, CallError> {
+        let body =
+            codec::encode(request).map_err(|error| CallError::BadAnswer(error.to_string()))?;
+        let url = format!("{}{}", base_url.trim_end_matches('/'), path);
+        let sent = self.http.post(&url).body(body).timeout(timeout).send();
+        let response = sent.await.map_err(|error| classify(error, timeout))?;
+        if !response.status().is_success() {
+            return Err(CallError::BadAnswer(format!(
+                "{url} answered {}",
+                response.status()
+            )));
+        }
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|error| classify(error, timeout))?;
+        let reply: Result<Reply, PeerError> =
+            codec::decode(&bytes).map_err(|error| CallError::BadAnswer(error.to_string()))?;
+        Ok(reply?)
+    }
+}
+
+fn classify(error: reqwest::Error, timeout: Duration) -> CallError {
+    if error.is_timeout() {
+        CallError::Timeout(timeout)
+    } else if error.is_connect() {
+        CallError::Unreachable(error.to_string())
+    } else {
+        CallError::BadAnswer(error.to_string())
+    }
+}
+
+fn rpc_error(error: CallError) -> RPCError<TypeConfig> {
+    match error {
+        CallError::Unreachable(message) => RPCError::Unreachable(Unreachable::from_string(message)),
+        other => RPCError::Network(NetworkError::from_string(other.to_string())),
+    }
+}
+
+/// openraft's network factory: one connection object per target, all sharing the pooled client.
+#[derive(Clone, Debug)]
+pub struct PeerNetworkFactory {
+    pub client: PeerClient,
+}
+
+impl RaftNetworkFactory<TypeConfig> for PeerNetworkFactory {
+    type Network = PeerConnection;
+
+    async fn new_client(&mut self, _target: u64, node: &MemberNode) -> Self::Network {
+        PeerConnection {
+            client: self.client.clone(),
+            peer_url: node.peer_url.clone(),
+        }
+    }
+}
+
+/// openraft's view of one peer.
+pub struct PeerConnection {
+    client: PeerClient,
+    peer_url: String,
+}
+
+impl RaftNetworkV2<TypeConfig> for PeerConnection {
+    type SnapshotData = SnapshotData;
+
+    async fn append_entries(
+        &mut self,
+        request: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
+        let timeout = option.soft_ttl();
+        let call = self
+            .client
+            .call(&self.peer_url, paths::APPEND, &request, timeout);
+        call.await.map_err(rpc_error)
+    }
+
+    async fn vote(
+        &mut self,
+        request: VoteRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
+        let call = self
+            .client
+            .call(&self.peer_url, paths::VOTE, &request, option.soft_ttl());
+        call.await.map_err(rpc_error)
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        vote: Vote,
+        snapshot: Snapshot,
+        cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
+        option: RPCOption,
+    ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+        let request = (vote, snapshot.meta, snapshot.snapshot.into_inner());
+        let timeout = option.hard_ttl();
+        let call = self
+            .client
+            .call(&self.peer_url, paths::SNAPSHOT, &request, timeout);
+        tokio::select! {
+            result = call => result.map_err(|error| match rpc_error(error) {
+                RPCError::Unreachable(unreachable) => StreamingError::Unreachable(unreachable),
+                other => StreamingError::Network(NetworkError::from_string(other.to_string())),
+            }),
+            closed = cancel => Err(StreamingError::Closed(closed)),
+        }
+    }
+
+    async fn transfer_leader(
+        &mut self,
+        request: TransferLeaderRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<TransferLeaderResponse<TypeConfig>, RPCError<TypeConfig>> {
+        let call = self.client.call(
+            &self.peer_url,
+            paths::TRANSFER_LEADER,
+            &request,
+            option.soft_ttl(),
+        );
+        call.await.map_err(rpc_error)
+    }
+}

@@ -1,0 +1,149 @@
+//! The peer listener: an axum router that decodes codec-encoded peer calls, runs them against the
+//! local raft instance (or, for the leader-only calls, against this member as leader), and encodes
+//! the reply.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+use revkv_storage::codec;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tokio::sync::oneshot;
+
+use crate::member::MemberInner;
+use crate::peer::{paths, AdminRequest, PeerError};
+use crate::types::alias::{SnapshotMeta, Vote};
+use crate::types::{ClientRequest, TypeConfig};
+
+type Shared = State<Arc<MemberInner>>;
+
+/// Serves the peer protocol on `listener` until the returned sender fires (or is dropped).
+pub(crate) fn spawn(
+    member: Arc<MemberInner>,
+    listener: tokio::net::TcpListener,
+) -> oneshot::Sender<()> {
+    let (stop, stopped) = oneshot::channel::<()>();
+    let max_body_bytes = member.config.peer_limits.max_body_bytes;
+    let router = Router::new()
+        .route(paths::APPEND, post(append))
+        .route(paths::VOTE, post(vote))
+        .route(paths::SNAPSHOT, post(snapshot))
+        .route(paths::TRANSFER_LEADER, post(transfer_leader))
+        .route(paths::FORWARD_WRITE, post(forward_write))
+        .route(paths::READ_INDEX, post(read_index))
+        .route(paths::ADMIN, post(admin))
+        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .with_state(member);
+    tokio::spawn(async move {
+        let serving = axum::serve(listener, router).with_graceful_shutdown(async move {
+            let _ = stopped.await;
+        });
+        if let Err(error) = serving.await {
+            tracing::error!(%error, "peer listener failed");
+        }
+    });
+    stop
+}
+
+/// Decodes the request, runs `handle`, and encodes `Result<Reply, PeerError>` as the body.
+async fn serve<Req, Reply, Fut>(body: Bytes, handle: impl FnOnce(Req) -> Fut) -> Response
+where
+    Req: DeserializeOwned,
+    Reply: Serialize,
+    Fut: Future<Output = Result<Reply, PeerError>>,
+{
+    let reply = match codec::decode::<Req>(&body) {
+        Ok(request) => handle(request).await,
+        Err(error) => Err(PeerError::Refused(format!(
+            "undecodable peer request: {error}"
+        ))),
+    };
+    match codec::encode(&reply) {
+        Ok(bytes) => (StatusCode::OK, bytes).into_response(),
+        Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response(),
+    }
+}
+
+fn fatal(error: impl std::fmt::Display) -> PeerError {
+    PeerError::Fatal(error.to_string())
+}
+
+async fn append(State(member): Shared, body: Bytes) -> Response {
+    serve(
+        body,
+        |request: openraft::raft::AppendEntriesRequest<TypeConfig>| async move {
+            member.raft.append_entries(request).await.map_err(fatal)
+        },
+    )
+    .await
+}
+
+async fn vote(State(member): Shared, body: Bytes) -> Response {
+    serve(
+        body,
+        |request: openraft::raft::VoteRequest<TypeConfig>| async move {
+            member.raft.vote(request).await.map_err(fatal)
+        },
+    )
+    .await
+}
+
+async fn snapshot(State(member): Shared, body: Bytes) -> Response {
+    serve(
+        body,
+        |(vote, meta, data): (Vote, SnapshotMeta, Vec<u8>)| async move {
+            let snapshot = openraft::alias::SnapshotOf::<TypeConfig, _> {
+                meta,
+                snapshot: std::io::Cursor::new(data),
+            };
+            member
+                .raft
+                .install_full_snapshot(vote, snapshot)
+                .await
+                .map_err(fatal)
+        },
+    )
+    .await
+}
+
+async fn transfer_leader(State(member): Shared, body: Bytes) -> Response {
+    serve(
+        body,
+        |request: openraft::raft::TransferLeaderRequest<TypeConfig>| async move {
+            member
+                .raft
+                .handle_transfer_leader(request)
+                .await
+                .map_err(fatal)
+        },
+    )
+    .await
+}
+
+async fn forward_write(State(member): Shared, body: Bytes) -> Response {
+    serve(body, |request: ClientRequest| async move {
+        member.write_as_leader(request).await
+    })
+    .await
+}
+
+async fn read_index(State(member): Shared, body: Bytes) -> Response {
+    serve(
+        body,
+        |(): ()| async move { member.read_index_as_leader().await },
+    )
+    .await
+}
+
+async fn admin(State(member): Shared, body: Bytes) -> Response {
+    serve(body, |request: AdminRequest| async move {
+        member.admin_as_leader(request).await
+    })
+    .await
+}
