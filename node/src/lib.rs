@@ -4,6 +4,7 @@
 
 pub mod backend;
 pub mod error;
+pub mod http;
 
 pub use backend::{
     KvBackend, MemberInfo, MemberStatus, ReadAnswer, ReadConsistency, ResponseHeader, Written,

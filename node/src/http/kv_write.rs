@@ -1,0 +1,136 @@
+//! Writes under `/v1/kv/{key}`: `PUT` stores a value, `DELETE` removes the key (or, with
+//! `prefix=true`, every key under it). Both honour `prev_kv=true` and the `If-Match` /
+//! `If-None-Match` preconditions of the `precondition` module.
+
+use axum::body::Body;
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderMap, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::put;
+use axum::{Json, Router};
+use revkv_storage::{DeleteRangeRequest, PutRequest, TxnOp, TxnOpResponse};
+use serde::{Deserialize, Serialize};
+
+use super::body::read_json;
+use super::error::ApiError;
+use super::keys::{key_from_path, key_range};
+use super::precondition::{write_one, Precondition};
+use super::query::QueryParams;
+use super::wire::{
+    etag_header, kv_json_after_write, kvs_json_after_write, unexpected_response, KvJson,
+};
+use super::ApiState;
+use crate::backend::{KvBackend, ResponseHeader};
+use crate::error::NodeError;
+
+/// The write routes; `/v1/kv/` (no key) is routed so that it is answered `invalid`.
+pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
+    Router::new()
+        .route("/v1/kv/", put(put_key::<B>).delete(delete_key::<B>))
+        .route("/v1/kv/{*key}", put(put_key::<B>).delete(delete_key::<B>))
+}
+
+/// The body of `PUT /v1/kv/{key}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PutBody {
+    value: String,
+    #[serde(default)]
+    lease: i64,
+}
+
+#[derive(Serialize)]
+struct PutAnswer {
+    header: ResponseHeader,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prev_kv: Option<KvJson>,
+}
+
+#[derive(Serialize)]
+struct DeleteAnswer {
+    header: ResponseHeader,
+    deleted: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prev_kvs: Option<Vec<KvJson>>,
+}
+
+/// `PUT /v1/kv/{key}`: answers the header, `prev_kv` when asked, and the key's new `ETag`.
+async fn put_key<B: KvBackend>(
+    State(state): State<ApiState<B>>,
+    uri: Uri,
+    headers: HeaderMap,
+    RawQuery(raw_query): RawQuery,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let mut query = QueryParams::parse(raw_query.as_deref())?;
+    let encoding = query.take_encoding()?;
+    let prev_kv = query.take_flag("prev_kv")?;
+    query.finish()?;
+    let key = key_from_path(uri.path(), encoding)?;
+    let precondition = Precondition::from_headers(&headers)?;
+    let body: PutBody = read_json(body, state.limits.max_body_bytes).await?;
+    let put = PutRequest {
+        key: key.clone(),
+        value: encoding.decode("value", body.value.as_bytes())?,
+        lease: body.lease,
+        prev_kv,
+    };
+    let (header, response) = write_one(
+        &*state.backend,
+        &key,
+        precondition,
+        TxnOp::Put(put),
+        encoding,
+    )
+    .await?;
+    let TxnOpResponse::Put(put) = response else {
+        return Err(unexpected_response("put").into());
+    };
+    let answer = PutAnswer {
+        header,
+        prev_kv: put
+            .prev_kv
+            .as_ref()
+            .map(|kv| kv_json_after_write(kv, encoding)),
+    };
+    // A put always takes a new revision, so the key's mod revision is the header's revision.
+    Ok(([etag_header(header.revision)], Json(answer)).into_response())
+}
+
+/// `DELETE /v1/kv/{key}`: answers how many keys were deleted and, when asked, what they held.
+async fn delete_key<B: KvBackend>(
+    State(state): State<ApiState<B>>,
+    uri: Uri,
+    headers: HeaderMap,
+    RawQuery(raw_query): RawQuery,
+) -> Result<Response, ApiError> {
+    let mut query = QueryParams::parse(raw_query.as_deref())?;
+    let encoding = query.take_encoding()?;
+    let prefix = query.take_flag("prefix")?;
+    let prev_kv = query.take_flag("prev_kv")?;
+    query.finish()?;
+    let key = key_from_path(uri.path(), encoding)?;
+    let precondition = Precondition::from_headers(&headers)?;
+    if prefix && precondition.is_some() {
+        return Err(NodeError::Invalid(
+            "If-Match and If-None-Match apply to one key; they cannot be used with prefix=true"
+                .into(),
+        )
+        .into());
+    }
+    let delete = DeleteRangeRequest {
+        range: key_range(key.clone(), None, prefix)?,
+        prev_kv,
+    };
+    let op = TxnOp::DeleteRange(delete);
+    let (header, response) = write_one(&*state.backend, &key, precondition, op, encoding).await?;
+    let TxnOpResponse::DeleteRange(deleted) = response else {
+        return Err(unexpected_response("delete").into());
+    };
+    let answer = DeleteAnswer {
+        header,
+        deleted: deleted.deleted,
+        prev_kvs: prev_kv.then(|| kvs_json_after_write(&deleted.prev_kvs, encoding)),
+    };
+    Ok(Json(answer).into_response())
+}

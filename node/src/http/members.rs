@@ -1,0 +1,162 @@
+//! Membership routes: `GET /v1/members`, `POST /v1/members` (add a learner), `POST
+//! /v1/members/{id}/promote`, `DELETE /v1/members/{id}`, and `POST /v1/leader/transfer`.
+//!
+//! Membership answers reflect no store read, so their header is taken from the member's status
+//! before the change: if the member cannot report its status it cannot change membership either,
+//! and a failure there leaves nothing half done.
+
+use axum::body::Body;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, RawQuery, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+
+use super::body::read_json;
+use super::cluster::header_of;
+use super::error::ApiError;
+use super::query::QueryParams;
+use super::wire::HeaderAnswer;
+use super::ApiState;
+use crate::backend::{KvBackend, MemberInfo, ResponseHeader};
+use crate::error::NodeError;
+
+pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
+    Router::new()
+        .route("/v1/members", get(list_members::<B>).post(add_learner::<B>))
+        .route("/v1/members/{id}/promote", post(promote_member::<B>))
+        .route("/v1/members/{id}", delete(remove_member::<B>))
+        .route("/v1/leader/transfer", post(transfer_leader::<B>))
+}
+
+#[derive(Serialize)]
+struct MembersAnswer {
+    header: ResponseHeader,
+    members: Vec<MemberInfo>,
+}
+
+/// The body of `POST /v1/members`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewMemberBody {
+    id: u64,
+    peer_url: String,
+    client_url: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TransferBody {
+    to: u64,
+}
+
+async fn header_now<B: KvBackend>(backend: &B) -> Result<ResponseHeader, NodeError> {
+    Ok(header_of(&backend.status().await?))
+}
+
+fn members_answer(header: ResponseHeader, members: Vec<MemberInfo>) -> Response {
+    Json(MembersAnswer { header, members }).into_response()
+}
+
+/// A member id from the path; ids are positive whole numbers.
+fn member_id(path: Result<Path<String>, PathRejection>) -> Result<u64, NodeError> {
+    let Path(text) = path.map_err(|rejection| {
+        NodeError::Invalid(format!("bad member id in the path: {rejection}"))
+    })?;
+    match text.parse::<u64>() {
+        Ok(id) if id > 0 => Ok(id),
+        _ => Err(NodeError::Invalid(format!(
+            "a member id is a positive whole number, not {text:?}"
+        ))),
+    }
+}
+
+async fn list_members<B: KvBackend>(
+    State(state): State<ApiState<B>>,
+    RawQuery(raw_query): RawQuery,
+) -> Result<Response, ApiError> {
+    QueryParams::parse(raw_query.as_deref())?.finish()?;
+    let header = header_now(&*state.backend).await?;
+    let members = state.backend.members().await?;
+    Ok(members_answer(header, members))
+}
+
+/// Adds a learner; the backend answers once it has caught up (bounded).
+async fn add_learner<B: KvBackend>(
+    State(state): State<ApiState<B>>,
+    RawQuery(raw_query): RawQuery,
+    body: Body,
+) -> Result<Response, ApiError> {
+    QueryParams::parse(raw_query.as_deref())?.finish()?;
+    let body: NewMemberBody = read_json(body, state.limits.max_body_bytes).await?;
+    let member = new_learner(body)?;
+    let header = header_now(&*state.backend).await?;
+    let members = state.backend.add_learner(member).await?;
+    Ok(members_answer(header, members))
+}
+
+/// Checks a new member's fields: a positive id and http(s) URLs, so a typo cannot become a member
+/// that every peer then fails to reach.
+fn new_learner(body: NewMemberBody) -> Result<MemberInfo, NodeError> {
+    if body.id == 0 {
+        return Err(NodeError::Invalid("a member id must be positive".into()));
+    }
+    for (name, url) in [
+        ("peer_url", &body.peer_url),
+        ("client_url", &body.client_url),
+    ] {
+        let has_host = ["http://", "https://"].iter().any(|scheme| {
+            url.strip_prefix(scheme)
+                .is_some_and(|rest| !rest.is_empty())
+        });
+        if !has_host {
+            return Err(NodeError::Invalid(format!(
+                "{name} must be an http:// or https:// URL, not {url:?}"
+            )));
+        }
+    }
+    Ok(MemberInfo {
+        id: body.id,
+        peer_url: body.peer_url,
+        client_url: body.client_url,
+        is_learner: true,
+    })
+}
+
+async fn promote_member<B: KvBackend>(
+    State(state): State<ApiState<B>>,
+    path: Result<Path<String>, PathRejection>,
+    RawQuery(raw_query): RawQuery,
+) -> Result<Response, ApiError> {
+    QueryParams::parse(raw_query.as_deref())?.finish()?;
+    let id = member_id(path)?;
+    let header = header_now(&*state.backend).await?;
+    let members = state.backend.promote(id).await?;
+    Ok(members_answer(header, members))
+}
+
+async fn remove_member<B: KvBackend>(
+    State(state): State<ApiState<B>>,
+    path: Result<Path<String>, PathRejection>,
+    RawQuery(raw_query): RawQuery,
+) -> Result<Response, ApiError> {
+    QueryParams::parse(raw_query.as_deref())?.finish()?;
+    let id = member_id(path)?;
+    let header = header_now(&*state.backend).await?;
+    let members = state.backend.remove_member(id).await?;
+    Ok(members_answer(header, members))
+}
+
+/// `POST /v1/leader/transfer` with `{"to": id}`.
+async fn transfer_leader<B: KvBackend>(
+    State(state): State<ApiState<B>>,
+    RawQuery(raw_query): RawQuery,
+    body: Body,
+) -> Result<Response, ApiError> {
+    QueryParams::parse(raw_query.as_deref())?.finish()?;
+    let body: TransferBody = read_json(body, state.limits.max_body_bytes).await?;
+    let header = header_now(&*state.backend).await?;
+    state.backend.transfer_leader(body.to).await?;
+    Ok(Json(HeaderAnswer { header }).into_response())
+}

@@ -1,0 +1,100 @@
+//! The client HTTP API of a member (contract `shared/spec/API.md`, section 4), as an axum router
+//! generic over the [`KvBackend`] that serves it, so the same routes run on the replicated member and
+//! on a plain store in tests.
+//!
+//! Layout: `kv_read` and `kv_write` (with `precondition`) serve `/v1/kv`, `txn` (with
+//! `txn_request`) serves `/v1/txn`, `cluster` and
+//! `members` serve the status, maintenance, membership and health routes. Every handler turns its
+//! failures into a [`NodeError`](crate::NodeError); `error` is the one place that picks HTTP status
+//! codes and error bodies. `query`, `body`, `keys` and `wire` hold the parsing and JSON shapes the
+//! handlers share.
+//!
+//! Strictness: unknown query parameters, unknown JSON fields, malformed numbers, flags, base64 and
+//! preconditions are all answered `400 invalid` with a message naming the culprit, because a typo
+//! such as `prefx=a` silently ignored would turn a listing into a single-key read.
+
+mod body;
+mod cluster;
+mod error;
+mod keys;
+mod kv_read;
+mod kv_write;
+mod members;
+mod precondition;
+mod query;
+mod txn;
+mod txn_request;
+mod wire;
+
+use std::sync::Arc;
+
+use axum::http::{Method, Uri};
+use axum::Router;
+
+use crate::backend::KvBackend;
+use crate::error::NodeError;
+pub use error::ApiError;
+
+/// Default request body limit: the contract's 1.5 MiB.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1536 * 1024;
+
+/// Limits the HTTP layer enforces before a request reaches the backend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// Largest request body accepted; a larger one is answered `413 too_large`.
+    pub max_body_bytes: usize,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+        }
+    }
+}
+
+/// What every handler receives: the backend and the limits.
+pub(crate) struct ApiState<B> {
+    pub backend: Arc<B>,
+    pub limits: HttpLimits,
+}
+
+// A derived `Clone` would demand `B: Clone`; only the `Arc` is cloned.
+impl<B> Clone for ApiState<B> {
+    fn clone(&self) -> Self {
+        ApiState {
+            backend: Arc::clone(&self.backend),
+            limits: self.limits.clone(),
+        }
+    }
+}
+
+/// Builds the client API router over `backend`.
+pub fn client_router<B: KvBackend>(backend: Arc<B>, limits: HttpLimits) -> Router {
+    let state = ApiState { backend, limits };
+    Router::new()
+        .merge(kv_read::routes::<B>())
+        .merge(kv_write::routes::<B>())
+        .merge(txn::routes::<B>())
+        .merge(cluster::routes::<B>())
+        .merge(members::routes::<B>())
+        .fallback(unknown_route)
+        .method_not_allowed_fallback(unsupported_method)
+        .with_state(state)
+}
+
+/// Unknown paths answer a JSON `not_found` rather than axum's empty 404, so clients can always parse
+/// the body of an error.
+async fn unknown_route(method: Method, uri: Uri) -> ApiError {
+    NodeError::NotFound(format!("no endpoint {method} {}", uri.path())).into()
+}
+
+/// A known path with a method it does not serve. The contract has no code for this, so it is a
+/// malformed request (`invalid`).
+async fn unsupported_method(method: Method, uri: Uri) -> ApiError {
+    NodeError::Invalid(format!(
+        "method {method} is not supported on {}",
+        uri.path()
+    ))
+    .into()
+}

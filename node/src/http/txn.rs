@@ -1,0 +1,116 @@
+//! `POST /v1/txn`: an atomic compare-and-swap over any keys (request shape in `txn_request`).
+//!
+//! The answer is `{header, succeeded, responses}`, where `responses[i]` mirrors the i-th op of the
+//! branch that ran: `{"put": {"prev_kv"?}}`, `{"delete": {"deleted", "prev_kvs"?}}` or
+//! `{"get": {"kvs", "count", "more"}}`. Failed compares are still `200` with `succeeded: false`, as
+//! in etcd: a raw txn states its own conditions, so a failed one is an answer, not a conflict.
+
+use axum::body::Body;
+use axum::extract::{RawQuery, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use revkv_storage::{Request, Response as StoreResponse, TxnOp, TxnOpResponse};
+use serde::Serialize;
+
+use super::body::read_json;
+use super::error::ApiError;
+use super::keys::TextEncoding;
+use super::query::QueryParams;
+use super::txn_request::TxnBody;
+use super::wire::{kv_json_after_write, kvs_json_after_write, unexpected_response, KvJson};
+use super::ApiState;
+use crate::backend::{KvBackend, ResponseHeader};
+
+pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
+    Router::new().route("/v1/txn", post(post_txn::<B>))
+}
+
+#[derive(Serialize)]
+struct TxnAnswer {
+    header: ResponseHeader,
+    succeeded: bool,
+    responses: Vec<OpAnswer>,
+}
+
+/// One op's answer; serde's external tagging gives `{"put": {...}}` and so on.
+#[derive(Serialize)]
+#[serde(rename_all = "snake_case")]
+enum OpAnswer {
+    Put {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        prev_kv: Option<KvJson>,
+    },
+    Delete {
+        deleted: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        prev_kvs: Option<Vec<KvJson>>,
+    },
+    Get {
+        kvs: Vec<KvJson>,
+        count: u64,
+        more: bool,
+    },
+}
+
+async fn post_txn<B: KvBackend>(
+    State(state): State<ApiState<B>>,
+    RawQuery(raw_query): RawQuery,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let mut query = QueryParams::parse(raw_query.as_deref())?;
+    let encoding = query.take_encoding()?;
+    query.finish()?;
+    let body: TxnBody = read_json(body, state.limits.max_body_bytes).await?;
+    let request = body.into_request(encoding)?;
+    // The storage answer does not say whether a delete asked for its previous values, so remember
+    // it per op before the request is handed over.
+    let success_wants_prev_kvs = wants_prev_kvs(&request.success);
+    let failure_wants_prev_kvs = wants_prev_kvs(&request.failure);
+    let written = state.backend.write(Request::Txn(request)).await?;
+    let StoreResponse::Txn(answer) = written.response else {
+        return Err(unexpected_response("txn").into());
+    };
+    let wants = match answer.succeeded {
+        true => success_wants_prev_kvs,
+        false => failure_wants_prev_kvs,
+    };
+    let responses = (answer.responses.into_iter().zip(wants))
+        .map(|(response, wants_prev_kvs)| op_answer(response, wants_prev_kvs, encoding))
+        .collect();
+    let body = TxnAnswer {
+        header: written.header,
+        succeeded: answer.succeeded,
+        responses,
+    };
+    Ok(Json(body).into_response())
+}
+
+/// For each op, whether it is a delete that asked for the deleted key-values.
+fn wants_prev_kvs(ops: &[TxnOp]) -> Vec<bool> {
+    ops.iter()
+        .map(|op| matches!(op, TxnOp::DeleteRange(delete) if delete.prev_kv))
+        .collect()
+}
+
+/// The JSON of one op's answer. The txn has run, so data that is not UTF-8 falls back to marked
+/// base64 instead of failing the answer (see `wire`).
+fn op_answer(response: TxnOpResponse, wants_prev_kvs: bool, encoding: TextEncoding) -> OpAnswer {
+    match response {
+        TxnOpResponse::Put(put) => OpAnswer::Put {
+            prev_kv: put
+                .prev_kv
+                .as_ref()
+                .map(|kv| kv_json_after_write(kv, encoding)),
+        },
+        TxnOpResponse::DeleteRange(delete) => OpAnswer::Delete {
+            deleted: delete.deleted,
+            prev_kvs: wants_prev_kvs.then(|| kvs_json_after_write(&delete.prev_kvs, encoding)),
+        },
+        TxnOpResponse::Get(range) => OpAnswer::Get {
+            kvs: kvs_json_after_write(&range.kvs, encoding),
+            count: range.count,
+            more: range.more,
+        },
+    }
+}
