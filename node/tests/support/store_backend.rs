@@ -1,0 +1,224 @@
+//! `StoreBackend`: a `KvBackend` that applies every write straight to a real `MvccStore` in a
+//! temporary directory, as the next log entry (no raft), so the HTTP API is tested against the real
+//! storage semantics. Membership is an in-memory list so the membership routes can be exercised.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use revkv_node::{
+    KvBackend, MemberInfo, MemberStatus, NodeError, ReadAnswer, ReadConsistency, ResponseHeader,
+    Written,
+};
+use revkv_storage::{
+    ApplyEntry, EntryPayload, LogId, MvccStore, RangeRequest, Request, StateHash, StoreOptions,
+};
+use tokio::sync::watch;
+
+pub const MEMBER_ID: u64 = 1;
+pub const RAFT_TERM: u64 = 3;
+
+/// A single-member backend over a real store: writes are applied as consecutive log entries.
+pub struct StoreBackend {
+    store: MvccStore,
+    /// The log index the next write takes; the lock also serialises writes, as raft's log does.
+    next_index: Mutex<u64>,
+    /// The store revision after the latest write, so `min_revision` reads can wait for it.
+    applied_revision: watch::Sender<u64>,
+    members: Mutex<Vec<MemberInfo>>,
+    ready: AtomicBool,
+    request_timeout: Duration,
+    _dir: tempfile::TempDir,
+}
+
+impl StoreBackend {
+    pub fn new(request_timeout: Duration) -> Self {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let store = MvccStore::open(dir.path().join("state.redb"), StoreOptions::default())
+            .expect("open the store");
+        let revision = store.current_revision().expect("current revision");
+        StoreBackend {
+            store,
+            next_index: Mutex::new(1),
+            applied_revision: watch::Sender::new(revision),
+            members: Mutex::new(vec![member(MEMBER_ID, false)]),
+            ready: AtomicBool::new(true),
+            request_timeout,
+            _dir: dir,
+        }
+    }
+
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::SeqCst);
+    }
+
+    /// How many reads are waiting for a `min_revision` right now.
+    pub fn waiting_readers(&self) -> usize {
+        self.applied_revision.receiver_count()
+    }
+
+    fn header(&self, revision: u64) -> ResponseHeader {
+        ResponseHeader {
+            revision,
+            member_id: MEMBER_ID,
+            raft_term: RAFT_TERM,
+        }
+    }
+
+    /// Waits (bounded by the request timeout) until the store has applied `revision`.
+    async fn wait_for_revision(&self, revision: u64) -> Result<(), NodeError> {
+        let mut applied = self.applied_revision.subscribe();
+        let reached = applied.wait_for(|applied| *applied >= revision);
+        // Drop the borrow of `applied` (the `watch::Ref`) before leaving the function.
+        let outcome = tokio::time::timeout(self.request_timeout, reached)
+            .await
+            .map(|waited| waited.is_ok());
+        match outcome {
+            Ok(true) => Ok(()),
+            _ => Err(NodeError::Timeout(format!(
+                "revision {revision} was not applied within {:?}",
+                self.request_timeout
+            ))),
+        }
+    }
+
+    fn find_member<T>(
+        &self,
+        id: u64,
+        change: impl FnOnce(&mut Vec<MemberInfo>, usize) -> Result<T, NodeError>,
+    ) -> Result<T, NodeError> {
+        let mut members = self.members.lock().unwrap();
+        match members.iter().position(|member| member.id == id) {
+            Some(index) => change(&mut members, index),
+            None => Err(NodeError::NotFound(format!("member {id} does not exist"))),
+        }
+    }
+}
+
+pub fn member(id: u64, is_learner: bool) -> MemberInfo {
+    MemberInfo {
+        id,
+        peer_url: format!("http://127.0.0.{id}:2380"),
+        client_url: format!("http://127.0.0.{id}:2379"),
+        is_learner,
+    }
+}
+
+impl KvBackend for StoreBackend {
+    fn member_id(&self) -> u64 {
+        MEMBER_ID
+    }
+
+    async fn write(&self, request: Request) -> Result<Written, NodeError> {
+        let outcome = {
+            let mut next_index = self.next_index.lock().unwrap();
+            let entry = ApplyEntry {
+                log_id: LogId {
+                    term: RAFT_TERM,
+                    node_id: MEMBER_ID,
+                    index: *next_index,
+                },
+                payload: EntryPayload::Request(request),
+            };
+            let outcome = self
+                .store
+                .apply_batch(&[entry])?
+                .pop()
+                .expect("one outcome");
+            *next_index += 1;
+            outcome
+        };
+        self.applied_revision.send_replace(outcome.revision);
+        Ok(Written {
+            header: self.header(outcome.revision),
+            response: outcome.result?,
+        })
+    }
+
+    async fn read(
+        &self,
+        request: RangeRequest,
+        consistency: ReadConsistency,
+    ) -> Result<ReadAnswer, NodeError> {
+        if let ReadConsistency::Serializable {
+            min_revision: Some(revision),
+        } = consistency
+        {
+            self.wait_for_revision(revision).await?;
+        }
+        let result = self.store.range(&request)?;
+        Ok(ReadAnswer {
+            header: self.header(result.revision),
+            response: result.response,
+        })
+    }
+
+    async fn hash(&self, revision: Option<u64>) -> Result<(ResponseHeader, StateHash), NodeError> {
+        let hash = self.store.hash(revision)?;
+        let header = self.header(self.store.current_revision()?);
+        Ok((header, hash))
+    }
+
+    async fn status(&self) -> Result<MemberStatus, NodeError> {
+        let stats = self.store.stats()?;
+        let applied = *self.next_index.lock().unwrap() - 1;
+        Ok(MemberStatus {
+            member_id: MEMBER_ID,
+            leader_id: Some(MEMBER_ID),
+            raft_term: RAFT_TERM,
+            commit_index: applied,
+            applied_index: applied,
+            revision: stats.current_revision,
+            compact_revision: stats.compact_revision,
+            state_db_bytes: stats.file_bytes,
+            log_db_bytes: 0,
+            version: "test".into(),
+            role: "leader".into(),
+        })
+    }
+
+    async fn members(&self) -> Result<Vec<MemberInfo>, NodeError> {
+        Ok(self.members.lock().unwrap().clone())
+    }
+
+    async fn add_learner(&self, new: MemberInfo) -> Result<Vec<MemberInfo>, NodeError> {
+        let mut members = self.members.lock().unwrap();
+        if members.iter().any(|member| member.id == new.id) {
+            return Err(NodeError::Invalid(format!(
+                "member {} already exists",
+                new.id
+            )));
+        }
+        members.push(new);
+        Ok(members.clone())
+    }
+
+    async fn promote(&self, id: u64) -> Result<Vec<MemberInfo>, NodeError> {
+        self.find_member(id, |members, index| {
+            members[index].is_learner = false;
+            Ok(members.clone())
+        })
+    }
+
+    async fn remove_member(&self, id: u64) -> Result<Vec<MemberInfo>, NodeError> {
+        self.find_member(id, |members, index| {
+            members.remove(index);
+            Ok(members.clone())
+        })
+    }
+
+    async fn transfer_leader(&self, to: u64) -> Result<(), NodeError> {
+        self.find_member(to, |members, index| match members[index].is_learner {
+            true => Err(NodeError::Invalid(format!("member {to} is a learner"))),
+            false => Ok(()),
+        })
+    }
+
+    async fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::SeqCst)
+    }
+
+    fn request_timeout(&self) -> Duration {
+        self.request_timeout
+    }
+}
