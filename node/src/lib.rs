@@ -3,10 +3,13 @@
 //! Only this crate knows HTTP status codes, and it decides them in one place (`http::error`).
 
 pub mod backend;
+pub mod config;
 pub mod error;
 pub mod http;
+pub mod node;
 
 pub use backend::{
     KvBackend, MemberInfo, MemberStatus, ReadAnswer, ReadConsistency, ResponseHeader, Written,
 };
 pub use error::NodeError;
+pub use node::{MemberBackend, Node, NodeConfig};

@@ -311,8 +311,11 @@ impl RaftMember {
         let deadline = Instant::now() + limits.call_timeout;
         let mut last_problem = String::from("no leader known");
         for _attempt in 0..limits.leader_change_attempts.max(1) {
-            let Some((leader_id, leader)) = self.wait_for_leader(deadline).await else {
-                break;
+            // An election takes at most a few election timeouts; waiting longer for a leader only
+            // delays the 503 that tells the client to retry elsewhere or later.
+            let leader_deadline = deadline.min(Instant::now() + self.leader_wait_limit());
+            let Some((leader_id, leader)) = self.wait_for_leader(leader_deadline).await else {
+                return Err(MemberError::NoLeader(last_problem));
             };
             let remaining = deadline.saturating_duration_since(Instant::now());
             let outcome = if leader_id == self.inner.id {
@@ -338,6 +341,11 @@ impl RaftMember {
             return Err(MemberError::Timeout(format!("{path}: {last_problem}")));
         }
         Err(MemberError::NoLeader(last_problem))
+    }
+
+    /// How long to wait for a leader to be elected before answering that there is none.
+    fn leader_wait_limit(&self) -> Duration {
+        self.inner.config.timing.election_timeout_max * 3
     }
 
     fn known_leader(&self) -> Option<(u64, MemberNode)> {

@@ -1,0 +1,349 @@
+//! The replicated member behind the HTTP API: `Node` starts a raft member and the client listener,
+//! and `MemberBackend` answers the API's operations through raft.
+//!
+//! Embedding: `Node::start(config)` returns a handle that derefs to `MemberBackend`, whose
+//! `KvBackend` methods are the same operations the HTTP API offers, plus a few conveniences
+//! (`put`, `get`, `delete`); `shutdown()` stops the member cleanly.
+
+use std::net::SocketAddr;
+use std::ops::Deref;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::async_runtime::WatchReceiver;
+use revkv_raft::{AdminRequest, MemberConfig, MemberError, MemberNode, RaftMember};
+use revkv_storage::{
+    validate_range, validate_request, DeleteRangeRequest, KeyRange, KeyValue, PutRequest,
+    RangeRequest, Request, Response, StateHash,
+};
+use tokio::sync::oneshot;
+
+use crate::backend::{
+    KvBackend, MemberInfo, MemberStatus, ReadAnswer, ReadConsistency, ResponseHeader, Written,
+};
+use crate::error::NodeError;
+use crate::http::{client_router, HttpLimits};
+
+/// How a node starts: the raft member's configuration plus the client listener's.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    pub member: MemberConfig,
+    /// Where the client HTTP API binds.
+    pub listen_client: SocketAddr,
+    pub http: HttpLimits,
+    /// Longest wait for a write, a read barrier or `min_revision` before answering `timeout`.
+    pub request_timeout: Duration,
+    /// Longest wait at start for the state machine to re-apply committed entries before the client
+    /// listener opens.
+    pub recovery_timeout: Duration,
+}
+
+/// The API's operations, answered through the raft member.
+pub struct MemberBackend {
+    member: RaftMember,
+    request_timeout: Duration,
+}
+
+/// A running member with its client listener.
+pub struct Node {
+    backend: Arc<MemberBackend>,
+    client_address: SocketAddr,
+    stop_client_server: std::sync::Mutex<Option<oneshot::Sender<()>>>,
+}
+
+impl Deref for Node {
+    type Target = MemberBackend;
+
+    fn deref(&self) -> &MemberBackend {
+        &self.backend
+    }
+}
+
+impl Node {
+    /// Binds the client and peer listeners from the configuration and starts the member.
+    pub async fn start(config: NodeConfig) -> Result<Node, NodeError> {
+        let bind = |address: SocketAddr| async move {
+            tokio::net::TcpListener::bind(address)
+                .await
+                .map_err(|error| {
+                    NodeError::Internal(format!("cannot listen on {address}: {error}"))
+                })
+        };
+        let client_listener = bind(config.listen_client).await?;
+        let peer_listener = bind(config.member.listen_peer).await?;
+        Self::start_with_listeners(config, client_listener, peer_listener).await
+    }
+
+    /// Starts the member on listeners the caller has bound (tests bind port 0 first, so that every
+    /// member's address is known before any starts).
+    pub async fn start_with_listeners(
+        config: NodeConfig,
+        client_listener: tokio::net::TcpListener,
+        peer_listener: tokio::net::TcpListener,
+    ) -> Result<Node, NodeError> {
+        let member = RaftMember::start(config.member.clone(), peer_listener)
+            .await
+            .map_err(node_error)?;
+        // Serve nothing until the state machine has re-applied what was committed before a restart,
+        // so that reads never go backwards across a restart.
+        if let Err(error) = member
+            .raft()
+            .wait_for_recovery(Some(config.recovery_timeout))
+            .await
+        {
+            tracing::warn!(%error, "state machine not recovered in time; serving anyway, not ready");
+        }
+        let client_address = client_listener
+            .local_addr()
+            .map_err(|error| NodeError::Internal(error.to_string()))?;
+        let backend = Arc::new(MemberBackend {
+            member,
+            request_timeout: config.request_timeout,
+        });
+        let router = client_router(backend.clone(), config.http.clone());
+        let (stop, stopped) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let serving = axum::serve(client_listener, router).with_graceful_shutdown(async move {
+                let _ = stopped.await;
+            });
+            if let Err(error) = serving.await {
+                tracing::error!(%error, "client listener failed");
+            }
+        });
+        tracing::info!(member_id = backend.member.id(), %client_address, "member serving");
+        Ok(Node {
+            backend,
+            client_address,
+            stop_client_server: std::sync::Mutex::new(Some(stop)),
+        })
+    }
+
+    /// The address the client listener is bound to.
+    pub fn client_address(&self) -> SocketAddr {
+        self.client_address
+    }
+
+    /// The address the peer listener is bound to.
+    pub fn peer_address(&self) -> SocketAddr {
+        self.backend.member.peer_address()
+    }
+
+    /// Stops serving clients, stops raft and the peer listener, and makes the store durable.
+    pub async fn shutdown(&self) -> Result<(), NodeError> {
+        let stop = self
+            .stop_client_server
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(stop) = stop {
+            let _ = stop.send(());
+        }
+        self.backend.member.shutdown().await.map_err(node_error)
+    }
+}
+
+/// The one place a raft-layer error becomes a node-layer error.
+fn node_error(error: MemberError) -> NodeError {
+    let retry_after = Duration::from_secs(1);
+    match error {
+        MemberError::NoLeader(reason) => NodeError::Unavailable {
+            reason,
+            retry_after,
+        },
+        MemberError::Stopping(reason) => NodeError::Unavailable {
+            reason,
+            retry_after,
+        },
+        MemberError::Timeout(message) => NodeError::Timeout(message),
+        MemberError::Refused(message) => NodeError::Invalid(message),
+        MemberError::UnknownMember(id) => NodeError::NotFound(format!("member {id}")),
+        MemberError::Storage(error) => NodeError::Storage(error),
+        MemberError::Startup(message) => NodeError::Internal(message),
+    }
+}
+
+impl MemberBackend {
+    /// The raft member, for metrics and tests.
+    pub fn member(&self) -> &RaftMember {
+        &self.member
+    }
+
+    fn header(&self, revision: u64) -> ResponseHeader {
+        let term = self.member.raft().metrics().borrow_watched().current_term;
+        ResponseHeader {
+            revision,
+            member_id: self.member.id(),
+            raft_term: term,
+        }
+    }
+
+    /// Stores `value` under `key`.
+    pub async fn put(
+        &self,
+        key: impl Into<Vec<u8>>,
+        value: impl Into<Vec<u8>>,
+    ) -> Result<Written, NodeError> {
+        let put = PutRequest {
+            key: key.into(),
+            value: value.into(),
+            lease: 0,
+            prev_kv: false,
+        };
+        self.write(Request::Put(put)).await
+    }
+
+    /// Reads one key linearizably.
+    pub async fn get(&self, key: impl Into<Vec<u8>>) -> Result<Option<KeyValue>, NodeError> {
+        let request = RangeRequest::of(KeyRange::single(key));
+        let answer = self.read(request, ReadConsistency::Linearizable).await?;
+        Ok(answer.response.kvs.into_iter().next())
+    }
+
+    /// Deletes one key; answers how many keys were deleted (0 or 1).
+    pub async fn delete(&self, key: impl Into<Vec<u8>>) -> Result<u64, NodeError> {
+        let delete = DeleteRangeRequest {
+            range: KeyRange::single(key),
+            prev_kv: false,
+        };
+        match self.write(Request::DeleteRange(delete)).await?.response {
+            Response::DeleteRange(deleted) => Ok(deleted.deleted),
+            other => Err(NodeError::Internal(format!("delete answered {other:?}"))),
+        }
+    }
+
+    fn member_infos(&self) -> Vec<MemberInfo> {
+        self.member
+            .members()
+            .into_iter()
+            .map(|member| MemberInfo {
+                id: member.id,
+                peer_url: member.node.peer_url,
+                client_url: member.node.client_url,
+                is_learner: member.is_learner,
+            })
+            .collect()
+    }
+
+    async fn admin(&self, request: AdminRequest) -> Result<Vec<MemberInfo>, NodeError> {
+        self.member.admin(request).await.map_err(node_error)?;
+        Ok(self.member_infos())
+    }
+}
+
+impl KvBackend for MemberBackend {
+    fn member_id(&self) -> u64 {
+        self.member.id()
+    }
+
+    async fn write(&self, request: Request) -> Result<Written, NodeError> {
+        // Refuse bad input here, before it costs a raft round (the state machine checks again).
+        validate_request(&request, self.member.store().limits())?;
+        let written = self.member.write(request).await.map_err(node_error)?;
+        let response = written
+            .outcome
+            .map_err(|rejection| rejection.into_storage())?;
+        Ok(Written {
+            header: self.header(written.revision),
+            response,
+        })
+    }
+
+    async fn read(
+        &self,
+        request: RangeRequest,
+        consistency: ReadConsistency,
+    ) -> Result<ReadAnswer, NodeError> {
+        validate_range(&request, self.member.store().limits())?;
+        match consistency {
+            ReadConsistency::Linearizable => self
+                .member
+                .linearizable_read_barrier()
+                .await
+                .map_err(node_error)?,
+            ReadConsistency::Serializable {
+                min_revision: Some(revision),
+            } => self
+                .member
+                .wait_for_revision(revision, self.request_timeout)
+                .await
+                .map_err(node_error)?,
+            ReadConsistency::Serializable { min_revision: None } => {}
+        }
+        let store = self.member.store().clone();
+        let read = tokio::task::spawn_blocking(move || store.range(&request))
+            .await
+            .map_err(|error| NodeError::Internal(error.to_string()))??;
+        Ok(ReadAnswer {
+            header: self.header(read.revision),
+            response: read.response,
+        })
+    }
+
+    async fn hash(&self, revision: Option<u64>) -> Result<(ResponseHeader, StateHash), NodeError> {
+        let store = self.member.store().clone();
+        let hash = tokio::task::spawn_blocking(move || store.hash(revision))
+            .await
+            .map_err(|error| NodeError::Internal(error.to_string()))??;
+        let current = self.member.store().current_revision()?;
+        Ok((self.header(current), hash))
+    }
+
+    async fn status(&self) -> Result<MemberStatus, NodeError> {
+        let metrics = self.member.raft().metrics().borrow_watched().clone();
+        let stats = self.member.store().stats()?;
+        let log_db_bytes = std::fs::metadata(self.member.log_store().path())
+            .map(|metadata| metadata.len())
+            .unwrap_or(0);
+        Ok(MemberStatus {
+            member_id: self.member.id(),
+            leader_id: metrics.current_leader,
+            raft_term: metrics.current_term,
+            commit_index: metrics.local_committed.map_or(0, |log_id| log_id.index),
+            applied_index: metrics.last_applied.map_or(0, |log_id| log_id.index),
+            revision: stats.current_revision,
+            compact_revision: stats.compact_revision,
+            state_db_bytes: stats.file_bytes,
+            log_db_bytes,
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            role: format!("{:?}", metrics.state).to_lowercase(),
+        })
+    }
+
+    async fn members(&self) -> Result<Vec<MemberInfo>, NodeError> {
+        Ok(self.member_infos())
+    }
+
+    async fn add_learner(&self, member: MemberInfo) -> Result<Vec<MemberInfo>, NodeError> {
+        let node = MemberNode {
+            peer_url: member.peer_url,
+            client_url: member.client_url,
+        };
+        self.admin(AdminRequest::AddLearner {
+            id: member.id,
+            node,
+        })
+        .await
+    }
+
+    async fn promote(&self, id: u64) -> Result<Vec<MemberInfo>, NodeError> {
+        self.admin(AdminRequest::Promote { id }).await
+    }
+
+    async fn remove_member(&self, id: u64) -> Result<Vec<MemberInfo>, NodeError> {
+        self.admin(AdminRequest::Remove { id }).await
+    }
+
+    async fn transfer_leader(&self, to: u64) -> Result<(), NodeError> {
+        self.admin(AdminRequest::TransferLeader { to })
+            .await
+            .map(|_| ())
+    }
+
+    async fn is_ready(&self) -> bool {
+        self.member.is_ready()
+    }
+
+    fn request_timeout(&self) -> Duration {
+        self.request_timeout
+    }
+}

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# A three-member revkv cluster on this machine, for trying revkv out and for benchmarks.
+#
+#   scripts/cluster.sh up       build the release binary if needed, start members 1-3, wait until
+#                               a leader is elected and every member is ready, print the endpoints
+#   scripts/cluster.sh down     stop exactly the processes `up` started (by pid file)
+#   scripts/cluster.sh status   each member's role, term, leader and revision
+#   scripts/cluster.sh logs     the last lines of each member's log (logs -f follows them)
+#
+# Client ports 7001-7003, peer ports 7101-7103, everything under ${REVKV_CLUSTER_DIR:-./.cluster}.
+# Extra flags for every member can be passed in REVKV_CLUSTER_FLAGS.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cluster_dir=${REVKV_CLUSTER_DIR:-./.cluster}
+binary="$root/target/release/revkv"
+members=(1 2 3)
+initial_cluster="1=http://127.0.0.1:7101,2=http://127.0.0.1:7102,3=http://127.0.0.1:7103"
+ready_timeout_seconds=${REVKV_CLUSTER_READY_TIMEOUT:-60}
+
+client_url() { echo "http://127.0.0.1:700$1"; }
+pid_file() { echo "$cluster_dir/member-$1.pid"; }
+
+is_running() {
+  local pid_path
+  pid_path=$(pid_file "$1")
+  [[ -f "$pid_path" ]] && kill -0 "$(cat "$pid_path")" 2>/dev/null
+}
+
+build() {
+  (cd "$root" && cargo build --release --quiet --bin revkv)
+}
+
+start_member() {
+  local id=$1
+  mkdir -p "$cluster_dir"
+  if is_running "$id"; then
+    echo "member $id already running (pid $(cat "$(pid_file "$id")"))"
+    return
+  fi
+  # shellcheck disable=SC2086 # REVKV_CLUSTER_FLAGS is a list of flags on purpose.
+  nohup "$binary" serve --id "$id" --data-dir "$cluster_dir/member-$id" \
+    --listen-client "127.0.0.1:700$id" --listen-peer "127.0.0.1:710$id" \
+    --initial-cluster "$initial_cluster" ${REVKV_CLUSTER_FLAGS:-} \
+    >"$cluster_dir/member-$id.log" 2>&1 &
+  echo $! >"$(pid_file "$id")"
+}
+
+wait_until_ready() {
+  local deadline=$((SECONDS + ready_timeout_seconds))
+  for id in "${members[@]}"; do
+    until curl -sf "$(client_url "$id")/readyz" >/dev/null 2>&1; do
+      if ((SECONDS >= deadline)); then
+        echo "member $id did not become ready in ${ready_timeout_seconds}s; see $cluster_dir/member-$id.log" >&2
+        exit 1
+      fi
+      if ! is_running "$id"; then
+        echo "member $id exited; see $cluster_dir/member-$id.log" >&2
+        exit 1
+      fi
+      sleep 0.1
+    done
+  done
+}
+
+up() {
+  build
+  for id in "${members[@]}"; do start_member "$id"; done
+  wait_until_ready
+  echo "revkv cluster ready; client endpoints:"
+  for id in "${members[@]}"; do echo "  member $id: $(client_url "$id")"; done
+}
+
+down() {
+  for id in "${members[@]}"; do
+    local pid_path
+    pid_path=$(pid_file "$id")
+    [[ -f "$pid_path" ]] || continue
+    local pid
+    pid=$(cat "$pid_path")
+    if kill -0 "$pid" 2>/dev/null; then
+      kill -TERM "$pid"
+      for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
+      echo "member $id stopped"
+    fi
+    rm -f "$pid_path"
+  done
+}
+
+status() {
+  printf '%-7s %-8s %-10s %-5s %-7s %-9s\n' MEMBER PID ROLE TERM LEADER REVISION
+  for id in "${members[@]}"; do
+    local pid="-"
+    is_running "$id" && pid=$(cat "$(pid_file "$id")")
+    local answer
+    if answer=$(curl -sf --max-time 2 "$(client_url "$id")/v1/status" 2>/dev/null); then
+      python3 -c 'import json,sys; s=json.loads(sys.argv[2]); print("%-7s %-8s %-10s %-5s %-7s %-9s" % (sys.argv[1], sys.argv[3], s["role"], s["raft_term"], s["leader_id"], s["revision"]))' "$id" "$answer" "$pid"
+    else
+      printf '%-7s %-8s %-10s\n' "$id" "$pid" unreachable
+    fi
+  done
+}
+
+logs() {
+  if [[ "${1:-}" == "-f" ]]; then
+    tail -f "$cluster_dir"/member-*.log
+  else
+    tail -n 40 "$cluster_dir"/member-*.log
+  fi
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  status) status ;;
+  logs) shift; logs "$@" ;;
+  *) echo "usage: $0 up|down|status|logs [-f]" >&2; exit 2 ;;
+esac
