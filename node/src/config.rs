@@ -231,13 +231,11 @@ fn parse_initial_cluster(
             .parse()
             .map_err(|_| format!("initial cluster entry {entry:?}: {id:?} is not a member id"))?;
         let peer_url = peer_url.trim().trim_end_matches('/').to_string();
-        let node = if id == own_id {
-            own.clone()
-        } else {
-            MemberNode {
-                peer_url: peer_url.clone(),
-                client_url: String::new(),
-            }
+        // Every founding member must bootstrap with the same membership, and only peer URLs are
+        // known to all of them; each member publishes its client URL after the bootstrap.
+        let node = MemberNode {
+            peer_url: peer_url.clone(),
+            client_url: String::new(),
         };
         if id == own_id && peer_url != own.peer_url {
             return Err(format!(

@@ -106,6 +106,7 @@ impl RaftMember {
             stop_peer_server: std::sync::Mutex::new(Some(stop_peer_server)),
         };
         member.bootstrap_if_new().await?;
+        member.spawn_publish_advertised_addresses();
         Ok(member)
     }
 
@@ -138,6 +139,54 @@ impl RaftMember {
 
     pub fn id(&self) -> u64 {
         self.inner.id
+    }
+
+    /// Founding members bootstrap with identical memberships that carry only peer URLs (raft needs
+    /// equal entries at equal log ids), so each member then publishes its own client URL through a
+    /// replicated membership update, once a leader is known. Bounded: gives up after a while and
+    /// logs it; the client URL is informational.
+    fn spawn_publish_advertised_addresses(&self) {
+        let inner = self.inner.clone();
+        tokio::spawn(async move {
+            const ATTEMPTS: u32 = 20;
+            for _ in 0..ATTEMPTS {
+                // Right after bootstrap the membership is not in the metrics yet; once a leader is
+                // known, it is.
+                let mut metrics = inner.raft.metrics();
+                let wait = tokio::time::timeout(
+                    inner.config.peer_limits.call_timeout,
+                    metrics.wait_until(|metrics| metrics.current_leader.is_some()),
+                );
+                if !matches!(wait.await, Ok(Ok(_))) {
+                    continue;
+                }
+                let advertised = inner.config.advertise.clone();
+                let recorded = inner
+                    .raft
+                    .metrics()
+                    .borrow_watched()
+                    .membership_config
+                    .get_node(&inner.id)
+                    .cloned();
+                match recorded {
+                    Some(node) if node == advertised => return,
+                    // Not a member yet (a joining learner) or a different peer URL: not ours to fix.
+                    None => return,
+                    Some(node) if node.peer_url != advertised.peer_url => return,
+                    Some(_) => {}
+                }
+                let update = AdminRequest::UpdateNode {
+                    id: inner.id,
+                    node: advertised,
+                };
+                match MemberInner::run_admin_on_leader(&inner, update).await {
+                    Ok(()) => return,
+                    Err(error) => tracing::debug!(%error, "publishing client URL, will retry"),
+                }
+                tokio::time::sleep(inner.config.timing.election_timeout_max).await;
+            }
+            tracing::warn!("could not publish this member's client URL to the membership");
+        });
     }
 
     /// The address the peer listener is bound to.
@@ -424,6 +473,35 @@ fn openraft_config(config: &MemberConfig) -> Result<Arc<openraft::Config>, openr
 }
 
 impl MemberInner {
+    /// Runs a membership change on the leader this member knows of (once; no retries).
+    async fn run_admin_on_leader(
+        inner: &Arc<MemberInner>,
+        request: AdminRequest,
+    ) -> Result<(), PeerError> {
+        let (leader_id, leader) = {
+            let metrics = inner.raft.metrics().borrow_watched().clone();
+            let leader_id = metrics
+                .current_leader
+                .ok_or_else(|| PeerError::Unavailable("no leader".into()))?;
+            let leader = metrics.membership_config.get_node(&leader_id).cloned();
+            (
+                leader_id,
+                leader.ok_or_else(|| PeerError::Unavailable("leader unknown".into()))?,
+            )
+        };
+        if leader_id == inner.id {
+            return inner.admin_as_leader(request).await;
+        }
+        let timeout = inner.config.peer_limits.call_timeout;
+        let call = inner
+            .peers
+            .call(&leader.peer_url, paths::ADMIN, &request, timeout);
+        call.await.map_err(|error| match error {
+            CallError::Remote(refusal) => refusal,
+            other => PeerError::Unavailable(other.to_string()),
+        })
+    }
+
     /// Runs a client write on this member, which must be the leader.
     pub(crate) async fn write_as_leader(
         &self,
@@ -481,6 +559,13 @@ impl MemberInner {
                 return Err(PeerError::Refused(format!("member {to} is not a voter")))
             }
             AdminRequest::TransferLeader { to } => return self.transfer_leadership(to).await,
+            AdminRequest::UpdateNode { id, .. } if !is_member(id) => {
+                return Err(PeerError::UnknownMember(id))
+            }
+            AdminRequest::UpdateNode { id, node } => {
+                let nodes = ChangeMembers::SetNodes(std::collections::BTreeMap::from([(id, node)]));
+                self.raft.change_membership(nodes, false).await
+            }
         };
         changed.map(|_| ()).map_err(|error| self.peer_error(error))
     }

@@ -58,8 +58,23 @@ pub struct ForwardedWrite {
 /// A membership or leadership change, run on the leader.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum AdminRequest {
-    AddLearner { id: u64, node: MemberNode },
-    Promote { id: u64 },
-    Remove { id: u64 },
-    TransferLeader { to: u64 },
+    AddLearner {
+        id: u64,
+        node: MemberNode,
+    },
+    Promote {
+        id: u64,
+    },
+    Remove {
+        id: u64,
+    },
+    TransferLeader {
+        to: u64,
+    },
+    /// Replaces a member's addresses (used to publish a founding member's client URL, which the
+    /// identical bootstrap membership leaves empty).
+    UpdateNode {
+        id: u64,
+        node: MemberNode,
+    },
 }
