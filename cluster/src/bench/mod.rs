@@ -1,0 +1,70 @@
+//! `revkv bench`: a load generator that measures revkv and etcd with the same workloads.
+//!
+//! One run drives one workload against one cluster: `--clients N` concurrent client tasks, each on
+//! its own keep-alive HTTP connection to one endpoint (clients are spread round-robin over
+//! `--endpoints`), until `--total N` operations were issued or `--duration` passed, whichever comes
+//! first (a run always has a time limit, so it always stops by itself). Every successful operation's
+//! latency, from sending the request to having read the whole answer, goes into an HDR histogram;
+//! failures are counted by kind. The report gives throughput, p50/p90/p99/max latency and the
+//! failures, as a table or as JSON (`-o json`, what `scripts/bench-vs-etcd.sh` reads).
+//!
+//! The same tool drives both systems so that they are measured the same way: `--target revkv`
+//! speaks revkv's HTTP/JSON API (`shared/spec/API.md` section 4), `--target etcd` speaks etcd's v3
+//! JSON gateway (`POST /v3/kv/put`, `POST /v3/kv/range`, base64 keys and values).
+//!
+//! Workloads built now: `put` (distinct keys, `--value-size` bytes) and `get` (`--consistency
+//! linearizable|serializable`, one key or `--keys N` random keys written before the measured part).
+//! Issue 6's `cas` (clients incrementing hot keys with retry-on-conflict) and `watch` (event
+//! latency with W watchers) are not built yet; they become new variants of
+//! [`workload::WorkloadKind`] and [`workload::Workload`], with their requests in [`target`].
+//!
+//! The parts, one idea per file:
+//! - [`options`]: the command line ([`BenchArgs`]) and its validation into a [`options::BenchPlan`].
+//! - [`workload`]: what each workload does: the operations and the keys and values they use.
+//! - [`target`]: how an operation becomes an HTTP request to revkv or etcd, and how an answer is
+//!   judged a success or a failure of some kind.
+//! - [`driver`]: the client tasks, the shared operation budget, setup writes and the progress line.
+//! - [`report`]: latency percentiles from the histogram, and the table and JSON output.
+
+pub mod driver;
+pub mod options;
+pub mod report;
+pub mod target;
+pub mod workload;
+
+use std::process::ExitCode;
+
+pub use options::BenchArgs;
+
+/// Runs `revkv bench` with parsed arguments: validates them, writes the keys a workload reads,
+/// runs the measured part, and prints the report on stdout (the progress line goes to stderr).
+///
+/// Fails when the arguments are inconsistent, when the setup writes fail, or when not one measured
+/// operation succeeded; a run with some failures still succeeds and reports them.
+pub async fn run(args: BenchArgs) -> ExitCode {
+    let plan = match args.into_plan() {
+        Ok(plan) => plan,
+        Err(message) => {
+            eprintln!("revkv bench: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(message) = driver::write_keys_the_workload_reads(&plan).await {
+        eprintln!("revkv bench: setup failed: {message}");
+        return ExitCode::FAILURE;
+    }
+    let totals = match driver::run_measured_part(&plan).await {
+        Ok(totals) => totals,
+        Err(message) => {
+            eprintln!("revkv bench: {message}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let report = report::BenchReport::new(&plan, &totals);
+    println!("{}", report.render(plan.output_format));
+    if report.succeeded == 0 {
+        eprintln!("revkv bench: no operation succeeded");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
