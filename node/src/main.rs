@@ -1,4 +1,4 @@
-//! The `revkv` binary: `revkv serve` runs a member.
+//! The `revkv` binary: `revkv serve` runs a member; `revkv bench` drives load at a cluster.
 
 use std::process::ExitCode;
 
@@ -18,10 +18,14 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once at start-up, so the size gap between the variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Run a member (with no flags: a single-member cluster in ./revkv-data on 127.0.0.1:7001).
     Serve(ServeArgs),
+    /// Measure a running revkv or etcd cluster with a workload (put, get).
+    Bench(revkv_cluster::bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +39,7 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Serve(args) => runtime.block_on(serve(args)),
+        Command::Bench(args) => runtime.block_on(revkv_cluster::bench::run(args)),
     }
 }
 
