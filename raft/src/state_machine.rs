@@ -67,6 +67,9 @@ impl StateMachine {
         entries: Vec<ApplyEntry>,
         responders: Vec<Option<openraft::storage::ApplyResponder<TypeConfig>>>,
     ) -> io::Result<()> {
+        let Some(last_log_index) = entries.last().map(|entry| entry.log_id.index) else {
+            return Ok(());
+        };
         let store = self.store.clone();
         let outcomes = run_blocking(move || store.apply_batch(&entries)).await?;
         let mut last_revision = None;
@@ -78,14 +81,8 @@ impl StateMachine {
             }
         }
         if let Some(revision) = last_revision {
-            let log_index = self
-                .store
-                .applied_state()
-                .map_err(io::Error::other)?
-                .last_applied
-                .map_or(0, |log_id| log_id.index);
             self.applied.send_replace(AppliedPosition {
-                log_index,
+                log_index: last_log_index,
                 revision,
             });
         }
