@@ -85,8 +85,17 @@ impl Node {
             .await
             .map_err(node_error)?;
         // Serve nothing until the state machine has re-applied what was committed before a restart,
-        // so that reads never go backwards across a restart.
-        if let Err(error) = member
+        // so that reads never go backwards across a restart. A member that was never part of a
+        // cluster (an empty `--join` member waiting to be added) has nothing to recover and no
+        // leader to recover from: it serves at once, so its probes answer while it waits.
+        let initialized = member
+            .raft()
+            .is_initialized()
+            .await
+            .map_err(|error| NodeError::Internal(format!("raft stopped at start: {error}")))?;
+        if !initialized {
+            tracing::info!("member is not part of a cluster yet; waiting to be added");
+        } else if let Err(error) = member
             .raft()
             .wait_for_recovery(Some(config.recovery_timeout))
             .await
