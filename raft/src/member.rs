@@ -521,6 +521,13 @@ impl MemberInner {
     pub(crate) async fn read_index_as_leader(&self) -> Result<u64, PeerError> {
         match self.raft.get_read_linearizer(ReadPolicy::ReadIndex).await {
             Ok(linearizer) => Ok(linearizer.read_log_id().index()),
+            // A leader that cannot hear from a quorum cannot confirm it still leads: there is no
+            // usable leader, which the client should retry later (503), not a bad request.
+            Err(openraft::errors::RaftError::APIError(
+                openraft::errors::LinearizableReadError::QuorumNotEnough(not_enough),
+            )) => Err(PeerError::Unavailable(format!(
+                "the leader cannot reach a quorum: {not_enough}"
+            ))),
             Err(error) => Err(self.peer_error(error)),
         }
     }
