@@ -562,6 +562,9 @@ impl MemberInner {
                 let nodes = ChangeMembers::RemoveNodes(BTreeSet::from([id]));
                 self.raft.change_membership(nodes, false).await
             }
+            AdminRequest::TransferLeader { to } if !is_member(to) => {
+                return Err(PeerError::UnknownMember(to))
+            }
             AdminRequest::TransferLeader { to } if !is_voter(to) => {
                 return Err(PeerError::Refused(format!("member {to} is not a voter")))
             }
