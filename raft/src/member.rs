@@ -381,7 +381,13 @@ impl RaftMember {
                 Err(CallError::Remote(PeerError::NotLeader { .. }))
                 | Err(CallError::Unreachable(_)) => {
                     last_problem = format!("leader {leader_id} moved or unreachable");
-                    self.wait_for_leader_change(leader_id, deadline).await;
+                    // Usually leadership moved, and the metrics soon name the new leader. But a
+                    // leader that has just been elected (or whose lease lapsed) refuses for a
+                    // moment while nobody else leads: wait at most an election timeout for
+                    // another leader, then ask again, instead of waiting out the whole deadline.
+                    let retry_at = deadline
+                        .min(Instant::now() + self.inner.config.timing.election_timeout_min);
+                    self.wait_for_leader_change(leader_id, retry_at).await;
                 }
                 Err(other) => return Err(member_error(other)),
             }
