@@ -170,18 +170,25 @@ impl RaftMember {
                     .cloned();
                 match recorded {
                     Some(node) if node == advertised => return,
-                    // Not a member yet (a joining learner) or a different peer URL: not ours to fix.
-                    None => return,
+                    // A joining learner: whoever adds it names its client URL.
+                    None if inner.config.join => return,
+                    // A founding member that learned of the leader before receiving the log that
+                    // holds the membership: ask again shortly.
+                    None => {}
+                    // A different peer URL: not ours to fix.
                     Some(node) if node.peer_url != advertised.peer_url => return,
-                    Some(_) => {}
-                }
-                let update = AdminRequest::UpdateNode {
-                    id: inner.id,
-                    node: advertised,
-                };
-                match MemberInner::run_admin_on_leader(&inner, update).await {
-                    Ok(()) => return,
-                    Err(error) => tracing::debug!(%error, "publishing client URL, will retry"),
+                    Some(_) => {
+                        let update = AdminRequest::UpdateNode {
+                            id: inner.id,
+                            node: advertised,
+                        };
+                        match MemberInner::run_admin_on_leader(&inner, update).await {
+                            Ok(()) => return,
+                            Err(error) => {
+                                tracing::debug!(%error, "publishing client URL, will retry")
+                            }
+                        }
+                    }
                 }
                 tokio::time::sleep(inner.config.timing.election_timeout_max).await;
             }
