@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::async_runtime::WatchReceiver;
+use openraft::errors::{ChangeMembershipError, ClientWriteError, LinearizableReadError, RaftError};
 use openraft::{ChangeMembers, ReadPolicy, SnapshotPolicy};
 use revkv_storage::{MvccStore, RaftLogStore, Request};
 use serde::de::DeserializeOwned;
@@ -253,14 +254,25 @@ impl RaftMember {
         self.wait_for_log_index(read_index, timeout).await
     }
 
-    /// Runs a membership or leadership change on the leader.
+    /// Runs a membership or leadership change on the leader, and answers once this member has
+    /// applied the change too (as writes do), so that its own membership list shows it. A member
+    /// that the change removes is not waited for: it may never receive the rest of the log.
     pub async fn admin(&self, request: AdminRequest) -> Result<(), MemberError> {
+        let removes_this_member = request == AdminRequest::Remove { id: self.inner.id };
         let inner = self.inner.clone();
-        self.run_on_leader(paths::ADMIN, &request, move |request| {
-            let inner = inner.clone();
-            async move { inner.admin_as_leader(request).await }
-        })
-        .await
+        let change_index: Option<u64> = self
+            .run_on_leader(paths::ADMIN, &request, move |request| {
+                let inner = inner.clone();
+                async move { inner.admin_as_leader(request).await }
+            })
+            .await?;
+        match change_index {
+            Some(index) if !removes_this_member => {
+                let timeout = self.inner.config.peer_limits.call_timeout;
+                self.wait_for_log_index(index, timeout).await
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Waits until this member has applied at least `revision`.
@@ -503,13 +515,14 @@ impl MemberInner {
             )
         };
         if leader_id == inner.id {
-            return inner.admin_as_leader(request).await;
+            return inner.admin_as_leader(request).await.map(|_| ());
         }
         let timeout = inner.config.peer_limits.call_timeout;
-        let call = inner
-            .peers
-            .call(&leader.peer_url, paths::ADMIN, &request, timeout);
-        call.await.map_err(|error| match error {
+        let call =
+            inner
+                .peers
+                .call::<_, Option<u64>>(&leader.peer_url, paths::ADMIN, &request, timeout);
+        call.await.map(|_| ()).map_err(|error| match error {
             CallError::Remote(refusal) => refusal,
             other => PeerError::Unavailable(other.to_string()),
         })
@@ -536,17 +549,19 @@ impl MemberInner {
             Ok(linearizer) => Ok(linearizer.read_log_id().index()),
             // A leader that cannot hear from a quorum cannot confirm it still leads: there is no
             // usable leader, which the client should retry later (503), not a bad request.
-            Err(openraft::errors::RaftError::APIError(
-                openraft::errors::LinearizableReadError::QuorumNotEnough(not_enough),
-            )) => Err(PeerError::Unavailable(format!(
-                "the leader cannot reach a quorum: {not_enough}"
-            ))),
+            Err(RaftError::APIError(LinearizableReadError::QuorumNotEnough(not_enough))) => Err(
+                PeerError::Unavailable(format!("the leader cannot reach a quorum: {not_enough}")),
+            ),
             Err(error) => Err(self.peer_error(error)),
         }
     }
 
-    /// Runs a membership or leadership change on this member, which must be the leader.
-    pub(crate) async fn admin_as_leader(&self, request: AdminRequest) -> Result<(), PeerError> {
+    /// Runs a membership or leadership change on this member, which must be the leader. Answers
+    /// the log index of the membership entry that made the change (none for a leader transfer).
+    pub(crate) async fn admin_as_leader(
+        &self,
+        request: AdminRequest,
+    ) -> Result<Option<u64>, PeerError> {
         let membership = self
             .raft
             .metrics()
@@ -581,7 +596,9 @@ impl MemberInner {
             AdminRequest::TransferLeader { to } if !is_voter(to) => {
                 return Err(PeerError::Refused(format!("member {to} is not a voter")))
             }
-            AdminRequest::TransferLeader { to } => return self.transfer_leadership(to).await,
+            AdminRequest::TransferLeader { to } => {
+                return self.transfer_leadership(to).await.map(|()| None)
+            }
             AdminRequest::UpdateNode { id, .. } if !is_member(id) => {
                 return Err(PeerError::UnknownMember(id))
             }
@@ -590,7 +607,19 @@ impl MemberInner {
                 self.raft.change_membership(nodes, false).await
             }
         };
-        changed.map(|_| ()).map_err(|error| self.peer_error(error))
+        match changed {
+            Ok(response) => Ok(Some(response.log_id.index)),
+            // Another membership change is still in flight (or this new leader has not committed
+            // its first entry yet): the request is fine and succeeds when retried shortly, so it
+            // is "unavailable, retry later" (503), not a bad request.
+            Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(
+                busy @ (ChangeMembershipError::InProgress(_)
+                | ChangeMembershipError::UncommittedLeaderLog(_)),
+            ))) => Err(PeerError::Unavailable(format!(
+                "the membership cannot change right now: {busy}"
+            ))),
+            Err(error) => Err(self.peer_error(error)),
+        }
     }
 
     /// Asks raft to hand leadership to `to` and waits (bounded) until it has.
