@@ -408,6 +408,14 @@ impl RaftMember {
                         .min(Instant::now() + self.inner.config.timing.election_timeout_min);
                     self.wait_for_leader_change(leader_id, retry_at).await;
                 }
+                // The request was sent but no valid answer came back: a write or a membership
+                // change may have taken effect on the leader, so its outcome is unknown (504), and
+                // "no leader, retry" (503) would invite the client to apply it twice.
+                Err(CallError::BadAnswer(message)) if path != paths::READ_INDEX => {
+                    return Err(MemberError::Timeout(format!(
+                        "the leader's answer was lost, the outcome is unknown: {message}"
+                    )));
+                }
                 Err(other) => return Err(member_error(other)),
             }
         }
@@ -538,6 +546,12 @@ impl MemberInner {
                 log_index: response.log_id.index,
                 result: response.data,
             }),
+            // The entry was appended and then dropped when this member stopped leading; it may
+            // still commit through the new leader. Checked before `peer_error`, which would take
+            // it for a plain redirect (it carries a ForwardToLeader) and let the caller re-send it.
+            Err(RaftError::APIError(ClientWriteError::LogEntryDiscarded(forward))) => Err(
+                PeerError::OutcomeUnknown(format!("the write was discarded: {forward}")),
+            ),
             Err(error) => Err(self.peer_error(error)),
         }
     }
