@@ -1,13 +1,15 @@
 //! Failover in a real three-member cluster of `revkv serve` processes: after the leader is killed
 //! with SIGKILL the survivors elect a new leader and keep taking writes, and the old leader,
 //! restarted on its data directory, catches up to an equal replica hash; a member that was down
-//! while the leader snapshotted and purged its log catches up by installing a snapshot.
+//! while the leader snapshotted and purged its log catches up by installing a snapshot; and writes
+//! cut off by the crash answer 503 only when they did not happen (otherwise 504, outcome unknown).
 
 mod process_cluster;
 
 use std::collections::BTreeMap;
 
 use process_cluster::{wait_until, ClusterOptions, ProcessCluster, CONVERGENCE_TIMEOUT};
+use reqwest::{Method, StatusCode};
 
 /// What openraft 0.10.0-alpha.37's state machine worker logs (target
 /// `openraft::core::sm::worker`, level info) once a snapshot received from the leader has been
@@ -199,4 +201,89 @@ async fn a_member_that_missed_purged_log_entries_catches_up_by_snapshot() {
         since_restart.contains(SNAPSHOT_INSTALLED_LOG_LINE),
         "member {stopped} caught up without installing a snapshot from the leader"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_cut_off_by_a_leader_crash_answer_unavailable_only_when_they_did_not_happen() {
+    const WRITES_PER_FOLLOWER: usize = 200;
+    // The crash lands at a random point of a write's life, so a few rounds make it likely that
+    // one lands after a follower forwarded a write and before the leader's answer came back.
+    for round in 0..3 {
+        let mut cluster = ProcessCluster::start(3, ClusterOptions::default()).await;
+        let leader = cluster.leader().await;
+        let followers: Vec<_> = cluster
+            .ids()
+            .into_iter()
+            .filter(|id| *id != leader)
+            .map(|id| cluster.client(id))
+            .collect();
+        let writers: Vec<_> = followers
+            .iter()
+            .cloned()
+            .map(|client| {
+                tokio::spawn(async move {
+                    let mut answers = Vec::new();
+                    for index in 0..WRITES_PER_FOLLOWER {
+                        let key = format!("cut/{}/{index:03}", client.id);
+                        let body = serde_json::to_vec(&serde_json::json!({ "value": "v" }))
+                            .expect("JSON encodes");
+                        let answer = client
+                            .try_send(Method::PUT, &format!("/v1/kv/{key}"), Some(body), &[])
+                            .await
+                            .unwrap_or_else(|error| panic!("{key}: no answer: {error}"));
+                        answers.push((key, answer));
+                    }
+                    answers
+                })
+            })
+            .collect();
+        let probe = &followers[0];
+        wait_until(
+            "some writes before the crash",
+            CONVERGENCE_TIMEOUT,
+            async || {
+                let revision = probe.status().await?["revision"].as_u64()?;
+                (revision > 40).then_some(())
+            },
+        )
+        .await;
+        cluster.kill(leader);
+        let mut answers = Vec::new();
+        for writer in writers {
+            answers.extend(writer.await.expect("a writer task"));
+        }
+        let survivors = cluster.running_ids();
+        cluster.wait_for_leader(&survivors).await;
+        let mut acknowledged_after_the_crash = false;
+        let mut crash_seen = false;
+        for (key, answer) in &answers {
+            match answer.status {
+                StatusCode::OK => acknowledged_after_the_crash |= crash_seen,
+                StatusCode::SERVICE_UNAVAILABLE => {
+                    crash_seen = true;
+                    answer.expect_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", &[]);
+                    assert!(answer.header("retry-after").is_some(), "{answer:?}");
+                    // "Unavailable, retry" promises the write did not happen and never will.
+                    let now = probe.get_key(key, "").await;
+                    assert_eq!(
+                        now.status,
+                        StatusCode::NOT_FOUND,
+                        "round {round}: {key} was answered 503 but was applied: {answer:?}"
+                    );
+                }
+                // The outcome is unknown: the key may or may not be there.
+                StatusCode::GATEWAY_TIMEOUT => {
+                    crash_seen = true;
+                    answer.expect_error(StatusCode::GATEWAY_TIMEOUT, "timeout", &[]);
+                }
+                _ => panic!("round {round}: {key}: unexpected answer {answer:?}"),
+            }
+        }
+        assert!(
+            !crash_seen || acknowledged_after_the_crash,
+            "round {round}: writes continued after the crash"
+        );
+        let revision = cluster.wait_for_same_revision(&survivors, 0).await;
+        cluster.assert_same_hash(&survivors, revision).await;
+    }
 }
