@@ -162,11 +162,19 @@ run_revkv() {
   echo "== starting the revkv cluster"
   revkv_running=1
   REVKV_CLUSTER_DIR="$revkv_cluster_dir" "$repo/scripts/cluster.sh" up
+  # The term before and after the workloads tells whether an election happened during them.
+  REVKV_CLUSTER_DIR="$revkv_cluster_dir" "$repo/scripts/cluster.sh" status
   echo "uptime: $(uptime)"
   run_workloads revkv
   echo "uptime: $(uptime)"
   REVKV_CLUSTER_DIR="$revkv_cluster_dir" "$repo/scripts/cluster.sh" status
   stop_revkv
+}
+
+# Each member's raft term, leader and revision (the term tells whether an election happened).
+print_etcd_status() {
+  ETCDCTL_API=3 etcdctl --endpoints=127.0.0.1:12379,127.0.0.1:22379,127.0.0.1:32379 \
+    endpoint status -w table || true
 }
 
 run_etcd() {
@@ -181,9 +189,11 @@ run_etcd() {
       endpoint health >/dev/null 2>&1 && break
     sleep 0.2
   done
+  print_etcd_status
   echo "uptime: $(uptime)"
   run_workloads etcd
   echo "uptime: $(uptime)"
+  print_etcd_status
   stop_etcd
 }
 
