@@ -13,6 +13,7 @@
 mod blocking;
 pub mod config;
 pub mod error;
+mod leader;
 pub mod log_storage;
 pub mod member;
 pub mod peer;
