@@ -13,7 +13,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cluster_dir=${REVKV_CLUSTER_DIR:-./.cluster}
-binary="$root/target/release/revkv"
+binary="${CARGO_TARGET_DIR:-$root/target}/release/revkv"
 members=(1 2 3)
 initial_cluster="1=http://127.0.0.1:7101,2=http://127.0.0.1:7102,3=http://127.0.0.1:7103"
 ready_timeout_seconds=${REVKV_CLUSTER_READY_TIMEOUT:-60}
