@@ -143,6 +143,13 @@ impl MemberInner {
             ))) => Err(PeerError::Unavailable(format!(
                 "the membership cannot change right now: {busy}"
             ))),
+            // The change was proposed but its entry was lost with the leader: it may or may not
+            // have happened.
+            Err(RaftError::APIError(ClientWriteError::LogEntryDiscarded(forward))) => {
+                Err(PeerError::OutcomeUnknown(format!(
+                    "the membership change was discarded: {forward}"
+                )))
+            }
             Err(error) => Err(self.peer_error(error)),
         }
     }
@@ -182,13 +189,10 @@ impl MemberInner {
             return PeerError::NotLeader { leader };
         }
         match error {
+            // Callers match the errors whose meaning is not "refused" (a discarded entry, a
+            // membership change in progress) by type before calling this.
             openraft::errors::RaftError::APIError(api_error) => {
-                let message = api_error.to_string();
-                if message.contains("discarded") {
-                    PeerError::OutcomeUnknown(message)
-                } else {
-                    PeerError::Refused(message)
-                }
+                PeerError::Refused(api_error.to_string())
             }
             openraft::errors::RaftError::Fatal(fatal) => PeerError::Fatal(fatal.to_string()),
         }
