@@ -77,6 +77,10 @@ pub trait KvBackend: Send + Sync + 'static {
     /// This member's id.
     fn member_id(&self) -> u64;
 
+    /// The header for an answer that reflects no particular read: this member's current revision
+    /// and term. Cheap (no file statistics), unlike `status`.
+    fn header(&self) -> Result<ResponseHeader, NodeError>;
+
     /// Replicates a change and answers once this member has applied it. A request the store rejects
     /// (invalid, too large, compacted, future revision) is an `Err` carrying the storage error.
     fn write(&self, request: Request) -> impl Future<Output = Result<Written, NodeError>> + Send;

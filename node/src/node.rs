@@ -177,7 +177,7 @@ impl MemberBackend {
         &self.member
     }
 
-    fn header(&self, revision: u64) -> ResponseHeader {
+    fn header_at(&self, revision: u64) -> ResponseHeader {
         let term = self.member.raft().metrics().borrow_watched().current_term;
         ResponseHeader {
             revision,
@@ -244,6 +244,11 @@ impl KvBackend for MemberBackend {
         self.member.id()
     }
 
+    fn header(&self) -> Result<ResponseHeader, NodeError> {
+        let revision = self.member.store().current_revision()?;
+        Ok(self.header_at(revision))
+    }
+
     async fn write(&self, request: Request) -> Result<Written, NodeError> {
         // Refuse bad input here, before it costs a raft round (the state machine checks again).
         validate_request(&request, self.member.store().limits())?;
@@ -252,7 +257,7 @@ impl KvBackend for MemberBackend {
             .outcome
             .map_err(|rejection| rejection.into_storage())?;
         Ok(Written {
-            header: self.header(written.revision),
+            header: self.header_at(written.revision),
             response,
         })
     }
@@ -283,7 +288,7 @@ impl KvBackend for MemberBackend {
             .await
             .map_err(|error| NodeError::Internal(error.to_string()))??;
         Ok(ReadAnswer {
-            header: self.header(read.revision),
+            header: self.header_at(read.revision),
             response: read.response,
         })
     }
@@ -294,7 +299,7 @@ impl KvBackend for MemberBackend {
             .await
             .map_err(|error| NodeError::Internal(error.to_string()))??;
         let current = self.member.store().current_revision()?;
-        Ok((self.header(current), hash))
+        Ok((self.header_at(current), hash))
     }
 
     async fn status(&self) -> Result<MemberStatus, NodeError> {

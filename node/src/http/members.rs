@@ -14,7 +14,6 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
 use super::body::read_json;
-use super::cluster::header_of;
 use super::error::ApiError;
 use super::query::QueryParams;
 use super::wire::HeaderAnswer;
@@ -51,10 +50,6 @@ struct TransferBody {
     to: u64,
 }
 
-async fn header_now<B: KvBackend>(backend: &B) -> Result<ResponseHeader, NodeError> {
-    Ok(header_of(&backend.status().await?))
-}
-
 fn members_answer(header: ResponseHeader, members: Vec<MemberInfo>) -> Response {
     Json(MembersAnswer { header, members }).into_response()
 }
@@ -77,9 +72,8 @@ async fn list_members<B: KvBackend>(
     RawQuery(raw_query): RawQuery,
 ) -> Result<Response, ApiError> {
     QueryParams::parse(raw_query.as_deref())?.finish()?;
-    let header = header_now(&*state.backend).await?;
     let members = state.backend.members().await?;
-    Ok(members_answer(header, members))
+    Ok(members_answer(state.backend.header()?, members))
 }
 
 /// Adds a learner; the backend answers once it has caught up (bounded).
@@ -91,9 +85,8 @@ async fn add_learner<B: KvBackend>(
     QueryParams::parse(raw_query.as_deref())?.finish()?;
     let body: NewMemberBody = read_json(body, state.limits.max_body_bytes).await?;
     let member = new_learner(body)?;
-    let header = header_now(&*state.backend).await?;
     let members = state.backend.add_learner(member).await?;
-    Ok(members_answer(header, members))
+    Ok(members_answer(state.backend.header()?, members))
 }
 
 /// Checks a new member's fields: a positive id and http(s) URLs, so a typo cannot become a member
@@ -129,11 +122,7 @@ async fn promote_member<B: KvBackend>(
     path: Result<Path<String>, PathRejection>,
     RawQuery(raw_query): RawQuery,
 ) -> Result<Response, ApiError> {
-    QueryParams::parse(raw_query.as_deref())?.finish()?;
-    let id = member_id(path)?;
-    let header = header_now(&*state.backend).await?;
-    let members = state.backend.promote(id).await?;
-    Ok(members_answer(header, members))
+    change_member(&state, path, raw_query, MemberChange::Promote).await
 }
 
 async fn remove_member<B: KvBackend>(
@@ -141,11 +130,29 @@ async fn remove_member<B: KvBackend>(
     path: Result<Path<String>, PathRejection>,
     RawQuery(raw_query): RawQuery,
 ) -> Result<Response, ApiError> {
+    change_member(&state, path, raw_query, MemberChange::Remove).await
+}
+
+/// What a `/v1/members/{id}` route does to the member.
+enum MemberChange {
+    Promote,
+    Remove,
+}
+
+/// Runs a change to one member named in the path and answers the membership after it.
+async fn change_member<B: KvBackend>(
+    state: &ApiState<B>,
+    path: Result<Path<String>, PathRejection>,
+    raw_query: Option<String>,
+    change: MemberChange,
+) -> Result<Response, ApiError> {
     QueryParams::parse(raw_query.as_deref())?.finish()?;
     let id = member_id(path)?;
-    let header = header_now(&*state.backend).await?;
-    let members = state.backend.remove_member(id).await?;
-    Ok(members_answer(header, members))
+    let members = match change {
+        MemberChange::Promote => state.backend.promote(id).await?,
+        MemberChange::Remove => state.backend.remove_member(id).await?,
+    };
+    Ok(members_answer(state.backend.header()?, members))
 }
 
 /// `POST /v1/leader/transfer` with `{"to": id}`.
@@ -156,7 +163,9 @@ async fn transfer_leader<B: KvBackend>(
 ) -> Result<Response, ApiError> {
     QueryParams::parse(raw_query.as_deref())?.finish()?;
     let body: TransferBody = read_json(body, state.limits.max_body_bytes).await?;
-    let header = header_now(&*state.backend).await?;
     state.backend.transfer_leader(body.to).await?;
-    Ok(Json(HeaderAnswer { header }).into_response())
+    Ok(Json(HeaderAnswer {
+        header: state.backend.header()?,
+    })
+    .into_response())
 }

@@ -159,6 +159,14 @@ impl KvBackend for StoreBackend {
         Ok((header, hash))
     }
 
+    fn header(&self) -> Result<ResponseHeader, NodeError> {
+        Ok(ResponseHeader {
+            revision: self.store.current_revision()?,
+            member_id: MEMBER_ID,
+            raft_term: RAFT_TERM,
+        })
+    }
+
     async fn status(&self) -> Result<MemberStatus, NodeError> {
         let stats = self.store.stats()?;
         let applied = *self.next_index.lock().unwrap() - 1;
