@@ -5,12 +5,14 @@
 //! straight to an `MvccStore`.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use revkv_storage::{RangeRequest, RangeResponse, Request, Response, StateHash};
 use serde::{Deserialize, Serialize};
 
 use crate::error::NodeError;
+use crate::watch::WatchHub;
 
 /// How a read may be served.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,4 +127,7 @@ pub trait KvBackend: Send + Sync + 'static {
 
     /// How long `min_revision` waits and writes wait before answering `timeout`.
     fn request_timeout(&self) -> Duration;
+
+    /// The member's watch hub, which serves `GET /v1/watch`.
+    fn watch_hub(&self) -> &Arc<WatchHub>;
 }

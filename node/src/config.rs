@@ -16,6 +16,7 @@ use serde::Deserialize;
 
 use crate::http::HttpLimits;
 use crate::node::NodeConfig;
+use crate::watch::WatchLimits;
 
 /// How log lines are written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
@@ -191,6 +192,7 @@ impl ServeArgs {
             listen_client,
             http,
             request_timeout,
+            watch: WatchLimits::default(),
             recovery_timeout: Duration::from_secs(60),
         })
     }

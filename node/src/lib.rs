@@ -1,5 +1,5 @@
 //! The revkv member: the embeddable node and the `revkv` binary, the HTTP client API (axum 0.8),
-//! the linearizable and serializable read paths, write forwarding, and (later) the watch hub.
+//! the linearizable and serializable read paths, write forwarding, and the watch hub.
 //! Only this crate knows HTTP status codes, and it decides them in one place (`http::error`).
 
 pub mod backend;
@@ -7,6 +7,7 @@ pub mod config;
 pub mod error;
 pub mod http;
 pub mod node;
+pub mod watch;
 
 pub use backend::{
     KvBackend, MemberInfo, MemberStatus, ReadAnswer, ReadConsistency, ResponseHeader, Written,

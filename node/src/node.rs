@@ -23,6 +23,7 @@ use crate::backend::{
 };
 use crate::error::NodeError;
 use crate::http::{client_router, HttpLimits};
+use crate::watch::{WatchHub, WatchLimits};
 
 /// How a node starts: the raft member's configuration plus the client listener's.
 #[derive(Clone, Debug)]
@@ -33,6 +34,8 @@ pub struct NodeConfig {
     pub http: HttpLimits,
     /// Longest wait for a write, a read barrier or `min_revision` before answering `timeout`.
     pub request_timeout: Duration,
+    /// Bounds on watches and the member's default bookmark interval.
+    pub watch: WatchLimits,
     /// Longest wait at start for the state machine to re-apply committed entries before the client
     /// listener opens.
     pub recovery_timeout: Duration,
@@ -42,6 +45,7 @@ pub struct NodeConfig {
 pub struct MemberBackend {
     member: RaftMember,
     request_timeout: Duration,
+    watch_hub: Arc<WatchHub>,
 }
 
 /// A running member with its client listener.
@@ -105,9 +109,15 @@ impl Node {
         let client_address = client_listener
             .local_addr()
             .map_err(|error| NodeError::Internal(error.to_string()))?;
+        let watch_hub = WatchHub::start(
+            member.store().clone(),
+            member.applied(),
+            config.watch.clone(),
+        )?;
         let backend = Arc::new(MemberBackend {
             member,
             request_timeout: config.request_timeout,
+            watch_hub,
         });
         let router = client_router(backend.clone(), config.http.clone());
         let (stop, stopped) = oneshot::channel::<()>();
@@ -137,8 +147,10 @@ impl Node {
         self.backend.member.peer_address()
     }
 
-    /// Stops serving clients, stops raft and the peer listener, and makes the store durable.
+    /// Ends every watch with CANCELED (so its client resumes on another member), stops serving
+    /// clients, stops raft and the peer listener, and makes the store durable.
     pub async fn shutdown(&self) -> Result<(), NodeError> {
+        self.backend.watch_hub.shutdown();
         let stop = self
             .stop_client_server
             .lock()
@@ -359,5 +371,9 @@ impl KvBackend for MemberBackend {
 
     fn request_timeout(&self) -> Duration {
         self.request_timeout
+    }
+
+    fn watch_hub(&self) -> &Arc<WatchHub> {
+        &self.watch_hub
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! Layout: `kv_read` and `kv_write` (with `precondition`) serve `/v1/kv`, `txn` (with
 //! `txn_request`) serves `/v1/txn`, `cluster` and
-//! `members` serve the status, maintenance, membership and health routes. Every handler turns its
+//! `members` serve the status, maintenance, membership and health routes, and `watch` serves the
+//! watch streams. Every handler turns its
 //! failures into a [`NodeError`](crate::NodeError); `error` is the one place that picks HTTP status
 //! codes and error bodies. `query`, `body`, `keys` and `wire` hold the parsing and JSON shapes the
 //! handlers share.
@@ -24,6 +25,7 @@ mod precondition;
 mod query;
 mod txn;
 mod txn_request;
+mod watch;
 mod wire;
 
 use std::sync::Arc;
@@ -78,6 +80,7 @@ pub fn client_router<B: KvBackend>(backend: Arc<B>, limits: HttpLimits) -> Route
         .merge(txn::routes::<B>())
         .merge(cluster::routes::<B>())
         .merge(members::routes::<B>())
+        .merge(watch::routes::<B>())
         .fallback(unknown_route)
         .method_not_allowed_fallback(unsupported_method)
         .with_state(state)

@@ -3,9 +3,10 @@
 //! storage semantics. Membership is an in-memory list so the membership routes can be exercised.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use revkv_node::watch::{WatchHub, WatchLimits};
 use revkv_node::{
     KvBackend, MemberInfo, MemberStatus, NodeError, ReadAnswer, ReadConsistency, ResponseHeader,
     Written,
@@ -20,7 +21,8 @@ pub const RAFT_TERM: u64 = 3;
 
 /// A single-member backend over a real store: writes are applied as consecutive log entries.
 pub struct StoreBackend {
-    store: MvccStore,
+    store: Arc<MvccStore>,
+    watch_hub: Arc<WatchHub>,
     /// The log index the next write takes; the lock also serialises writes, as raft's log does.
     next_index: Mutex<u64>,
     /// The store revision after the latest write, so `min_revision` reads can wait for it.
@@ -32,15 +34,26 @@ pub struct StoreBackend {
 }
 
 impl StoreBackend {
+    /// A backend with the default watch limits. Must be called inside a tokio runtime (the watch
+    /// hub starts a task).
     pub fn new(request_timeout: Duration) -> Self {
+        Self::with_watch_limits(request_timeout, WatchLimits::default())
+    }
+
+    pub fn with_watch_limits(request_timeout: Duration, watch_limits: WatchLimits) -> Self {
         let dir = tempfile::tempdir().expect("temporary directory");
         let store = MvccStore::open(dir.path().join("state.redb"), StoreOptions::default())
             .expect("open the store");
+        let store = Arc::new(store);
         let revision = store.current_revision().expect("current revision");
+        let applied_revision = watch::Sender::new(revision);
+        let watch_hub = WatchHub::start(store.clone(), applied_revision.subscribe(), watch_limits)
+            .expect("start the watch hub");
         StoreBackend {
             store,
+            watch_hub,
             next_index: Mutex::new(1),
-            applied_revision: watch::Sender::new(revision),
+            applied_revision,
             members: Mutex::new(vec![member(MEMBER_ID, false)]),
             ready: AtomicBool::new(true),
             request_timeout,
@@ -52,9 +65,10 @@ impl StoreBackend {
         self.ready.store(ready, Ordering::SeqCst);
     }
 
-    /// How many reads are waiting for a `min_revision` right now.
+    /// How many reads are waiting for a `min_revision` right now (the watch hub's own
+    /// subscription is not one).
     pub fn waiting_readers(&self) -> usize {
-        self.applied_revision.receiver_count()
+        self.applied_revision.receiver_count() - 1
     }
 
     fn header(&self, revision: u64) -> ResponseHeader {
@@ -228,5 +242,9 @@ impl KvBackend for StoreBackend {
 
     fn request_timeout(&self) -> Duration {
         self.request_timeout
+    }
+
+    fn watch_hub(&self) -> &Arc<WatchHub> {
+        &self.watch_hub
     }
 }

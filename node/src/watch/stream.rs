@@ -1,0 +1,149 @@
+//! The reading side of one watch: `Watch` yields the stream's messages in order (CREATED first,
+//! CANCELED last), asks the hub for periodic bookmarks, and leaves the hub when dropped. The HTTP
+//! layer writes its messages out; an embedding application reads them directly or as a `Stream`.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::Stream;
+use tokio::sync::mpsc;
+use tokio::time::{Instant, Interval, MissedTickBehavior};
+
+use super::hub::WatchHub;
+use super::message::{CancelReason, Cancellation, WatchMessage};
+
+/// Why the hub ended a watch, written by the hub before it drops its sender and read by the stream
+/// once the buffer is drained.
+#[derive(Debug, Default)]
+pub(super) struct Ending {
+    cancellation: Mutex<Option<Cancellation>>,
+}
+
+impl Ending {
+    /// Records the first reason given; later ones do not replace it.
+    pub fn set(&self, cancellation: Cancellation) {
+        let mut slot = self
+            .cancellation
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        slot.get_or_insert(cancellation);
+    }
+
+    fn take(&self) -> Option<Cancellation> {
+        self.cancellation
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take()
+    }
+}
+
+/// An open watch on this member.
+pub struct Watch {
+    id: u64,
+    hub: Arc<WatchHub>,
+    receiver: mpsc::Receiver<WatchMessage>,
+    ending: Arc<Ending>,
+    created: Option<WatchMessage>,
+    progress: Option<Interval>,
+    /// Every matching event at or below this has been handed to the reader.
+    delivered_through: u64,
+    finished: bool,
+}
+
+impl Watch {
+    pub(super) fn new(
+        id: u64,
+        hub: Arc<WatchHub>,
+        receiver: mpsc::Receiver<WatchMessage>,
+        ending: Arc<Ending>,
+        created: WatchMessage,
+        start_revision: u64,
+        progress_interval: Option<Duration>,
+    ) -> Watch {
+        let progress = progress_interval.map(|period| {
+            let mut interval = tokio::time::interval_at(Instant::now() + period, period);
+            interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
+            interval
+        });
+        Watch {
+            id,
+            hub,
+            receiver,
+            ending,
+            created: Some(created),
+            progress,
+            delivered_through: start_revision - 1,
+            finished: false,
+        }
+    }
+
+    /// This watch's id on this member (for `POST /v1/watch/{id}/progress`).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The next message, or `None` after the CANCELED message.
+    pub async fn next(&mut self) -> Option<WatchMessage> {
+        if let Some(created) = self.created.take() {
+            return Some(created);
+        }
+        if self.finished {
+            return None;
+        }
+        loop {
+            let received = match &mut self.progress {
+                Some(interval) => tokio::select! {
+                    message = self.receiver.recv() => message,
+                    _ = interval.tick() => {
+                        // Periodic bookmarks have no minimum revision: the current broadcast
+                        // point is enough, once the watch is synced.
+                        self.hub.owe_bookmark(self.id, 0);
+                        continue;
+                    }
+                },
+                None => self.receiver.recv().await,
+            };
+            return Some(match received {
+                Some(message) => {
+                    if let Some(revision) = message.resume_revision() {
+                        // The hub's ordering argument: revisions never go backwards.
+                        debug_assert!(revision >= self.delivered_through);
+                        self.delivered_through = self.delivered_through.max(revision);
+                    }
+                    message
+                }
+                None => {
+                    self.finished = true;
+                    WatchMessage::Canceled(self.final_cancellation())
+                }
+            });
+        }
+    }
+
+    /// The CANCELED message once the buffer is drained: the hub's reason, with `last_revision`
+    /// raised to what this stream actually delivered (both are safe resume points).
+    fn final_cancellation(&self) -> Cancellation {
+        let mut cancellation = self.ending.take().unwrap_or(Cancellation {
+            reason: CancelReason::Internal,
+            compact_revision: None,
+            last_revision: None,
+        });
+        let hub_said = cancellation.last_revision.unwrap_or(0);
+        cancellation.last_revision = Some(hub_said.max(self.delivered_through));
+        cancellation
+    }
+
+    /// The watch as a `Stream` of messages, ending after CANCELED.
+    pub fn into_stream(self) -> impl Stream<Item = WatchMessage> + Send + 'static {
+        futures_util::stream::unfold(self, |mut watch| async move {
+            let message = watch.next().await?;
+            Some((message, watch))
+        })
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.hub.remove(self.id);
+    }
+}

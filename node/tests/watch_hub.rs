@@ -1,0 +1,577 @@
+//! The watch hub through its embedding API (`WatchHub::open` → `Watch`), over a real store: live
+//! delivery, filters and prev_kv, the catch-up/live hand-over under concurrent writes, bookmark
+//! ordering (etcd issues 15220 and 17507), slow consumers, compaction and shutdown.
+//!
+//! Every wait is a poll of the stream with a deadline; nothing sleeps.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use revkv_node::watch::{
+    CancelReason, EventFilter, Watch, WatchLimits, WatchMessage, WatchRequest,
+};
+use revkv_node::{KvBackend, NodeError};
+use revkv_storage::{
+    DeleteRangeRequest, EventKind, KeyRange, PutRequest, Request, TxnOp, TxnRequest,
+};
+use support::StoreBackend;
+
+/// The longest any single message may take to arrive before the test fails.
+const MESSAGE_DEADLINE: Duration = Duration::from_secs(20);
+
+fn backend_with(limits: WatchLimits) -> Arc<StoreBackend> {
+    Arc::new(StoreBackend::with_watch_limits(
+        Duration::from_secs(5),
+        limits,
+    ))
+}
+
+/// Small batches and a short hand-over window exercise every catch-up path with few writes; the
+/// buffer is large enough that a reader that keeps reading is never canceled.
+fn small_limits() -> WatchLimits {
+    WatchLimits {
+        stream_buffer_messages: 1024,
+        ..tiny_buffer_limits()
+    }
+}
+
+/// As `small_limits`, with a buffer of 16 messages, for the tests of slow readers.
+fn tiny_buffer_limits() -> WatchLimits {
+    WatchLimits {
+        stream_buffer_messages: 16,
+        read_batch_events: 5,
+        handover_max_revisions: 3,
+        ..WatchLimits::default()
+    }
+}
+
+fn put_request(key: &str, value: &str) -> PutRequest {
+    PutRequest {
+        key: key.as_bytes().to_vec(),
+        value: value.as_bytes().to_vec(),
+        lease: 0,
+        prev_kv: false,
+    }
+}
+
+async fn put(backend: &StoreBackend, key: &str, value: &str) -> u64 {
+    let written = backend
+        .write(Request::Put(put_request(key, value)))
+        .await
+        .unwrap();
+    written.header.revision
+}
+
+async fn delete(backend: &StoreBackend, key: &str) -> u64 {
+    let request = DeleteRangeRequest {
+        range: KeyRange::single(key),
+        prev_kv: false,
+    };
+    let written = backend.write(Request::DeleteRange(request)).await.unwrap();
+    written.header.revision
+}
+
+fn watch_request(range: KeyRange, start_revision: Option<u64>) -> WatchRequest {
+    WatchRequest {
+        filter: EventFilter::of(range),
+        start_revision,
+        prev_kv: false,
+        progress_interval: Some(Duration::ZERO),
+    }
+}
+
+async fn next(watch: &mut Watch) -> WatchMessage {
+    tokio::time::timeout(MESSAGE_DEADLINE, watch.next())
+        .await
+        .expect("a message within the deadline")
+        .expect("the stream has not ended")
+}
+
+/// Polls (with a deadline) until the hub has offered every revision up to `revision`.
+async fn wait_for_broadcast(backend: &StoreBackend, revision: u64) {
+    let deadline = tokio::time::Instant::now() + MESSAGE_DEADLINE;
+    while backend.watch_hub().broadcast_revision() < revision {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the hub never reached {revision}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Opens a watch and reads past its CREATED message.
+async fn open(backend: &StoreBackend, request: WatchRequest) -> Watch {
+    let mut watch = backend.watch_hub().open(request).expect("open the watch");
+    assert!(matches!(
+        next(&mut watch).await,
+        WatchMessage::Created { .. }
+    ));
+    watch
+}
+
+/// The revisions and (kind, key) pairs of EVENTS messages, until `last_revision` is seen.
+async fn events_through(
+    watch: &mut Watch,
+    last_revision: u64,
+) -> Vec<(u64, Vec<(EventKind, String)>)> {
+    let mut seen = Vec::new();
+    loop {
+        match next(watch).await {
+            WatchMessage::Events(events) => {
+                let revision = events.revision;
+                let items = events
+                    .events()
+                    .map(|event| (event.kind, String::from_utf8(event.kv.key.clone()).unwrap()))
+                    .collect();
+                seen.push((revision, items));
+                if revision >= last_revision {
+                    return seen;
+                }
+            }
+            WatchMessage::Bookmark { .. } => {}
+            other => panic!("unexpected message {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn live_events_arrive_per_revision_in_request_order() {
+    let backend = backend_with(WatchLimits::default());
+    let mut watch = open(&backend, watch_request(KeyRange::prefix("app/"), None)).await;
+    put(&backend, "app/a", "1").await;
+    put(&backend, "other", "x").await;
+    let txn = TxnRequest {
+        compare: vec![],
+        success: vec![
+            TxnOp::Put(put_request("app/c", "3")),
+            TxnOp::Put(put_request("zzz", "outside")),
+            TxnOp::Put(put_request("app/b", "2")),
+        ],
+        failure: vec![],
+    };
+    let txn_revision = backend
+        .write(Request::Txn(txn))
+        .await
+        .unwrap()
+        .header
+        .revision;
+    let delete_revision = delete(&backend, "app/a").await;
+    let seen = events_through(&mut watch, delete_revision).await;
+    assert_eq!(
+        seen,
+        vec![
+            (2, vec![(EventKind::Put, "app/a".to_string())]),
+            (
+                txn_revision,
+                vec![
+                    (EventKind::Put, "app/c".to_string()),
+                    (EventKind::Put, "app/b".to_string())
+                ]
+            ),
+            (
+                delete_revision,
+                vec![(EventKind::Delete, "app/a".to_string())]
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn prev_kv_and_kind_filters_shape_each_stream() {
+    let backend = backend_with(WatchLimits::default());
+    let with_prev = WatchRequest {
+        prev_kv: true,
+        ..watch_request(KeyRange::single("k"), None)
+    };
+    let mut prev_watch = open(&backend, with_prev).await;
+    let mut no_put = open(
+        &backend,
+        WatchRequest {
+            filter: EventFilter {
+                no_put: true,
+                ..EventFilter::of(KeyRange::single("k"))
+            },
+            ..watch_request(KeyRange::single("k"), None)
+        },
+    )
+    .await;
+    let mut plain = open(&backend, watch_request(KeyRange::single("k"), None)).await;
+    put(&backend, "k", "one").await;
+    put(&backend, "k", "two").await;
+    let deleted_at = delete(&backend, "k").await;
+
+    let mut prev_values = Vec::new();
+    while prev_values.len() < 3 {
+        if let WatchMessage::Events(events) = next(&mut prev_watch).await {
+            for event in events.events() {
+                prev_values.push(event.prev_kv.map(|kv| kv.value.clone()));
+            }
+        }
+    }
+    assert_eq!(
+        prev_values,
+        vec![None, Some(b"one".to_vec()), Some(b"two".to_vec())]
+    );
+    match next(&mut no_put).await {
+        WatchMessage::Events(events) => {
+            assert_eq!(events.revision, deleted_at, "only the delete passes noput");
+            assert_eq!(events.len(), 1);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    if let WatchMessage::Events(events) = next(&mut plain).await {
+        assert!(
+            events.events().all(|event| event.prev_kv.is_none()),
+            "prev_kv only when asked, even though another watcher made the hub read it"
+        );
+    }
+}
+
+/// Catch-up from many start points while a writer keeps writing: every stream sees exactly the
+/// revisions from its start on, once each, in order, across the hand-over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catch_up_hands_over_to_live_without_gap_or_duplicate() {
+    let backend = backend_with(small_limits());
+    for index in 0..60 {
+        put(&backend, &format!("h/{}", index % 7), "before").await;
+    }
+    let writer_backend = backend.clone();
+    let writer = tokio::spawn(async move {
+        let mut last = 0;
+        for index in 0..200 {
+            last = put(&writer_backend, &format!("h/{}", index % 5), "during").await;
+        }
+        last
+    });
+    let mut watches = Vec::new();
+    for start in [2u64, 10, 33, 55, 61] {
+        watches.push((
+            start,
+            open(&backend, watch_request(KeyRange::prefix("h/"), Some(start))).await,
+        ));
+    }
+    let last = writer.await.unwrap();
+    for (start, mut watch) in watches {
+        let revisions: Vec<u64> = events_through(&mut watch, last)
+            .await
+            .into_iter()
+            .map(|(revision, _)| revision)
+            .collect();
+        let expected: Vec<u64> = (start..=last).collect();
+        assert_eq!(revisions, expected, "watch from {start}");
+    }
+}
+
+/// A bookmark R is never followed by an event at or below R, and an on-request bookmark reaches
+/// at least the revision current when it was asked for (etcd issue 15220).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bookmarks_never_overtake_events() {
+    let backend = backend_with(small_limits());
+    let mut watch = open(&backend, watch_request(KeyRange::prefix(""), Some(2))).await;
+    let writer_backend = backend.clone();
+    let writer = tokio::spawn(async move {
+        let mut last = 0;
+        for index in 0..300 {
+            last = put(&writer_backend, &format!("b/{}", index % 3), "v").await;
+        }
+        last
+    });
+    let hub = backend.watch_hub().clone();
+    let mut requests = 0;
+    let mut last_event = 1;
+    let mut last_bookmark = 0;
+    let mut bookmarks = 0;
+    let mut done_writing = None;
+    loop {
+        if requests < 100 {
+            hub.request_progress(watch.id()).unwrap();
+            requests += 1;
+        }
+        match next(&mut watch).await {
+            WatchMessage::Events(events) => {
+                assert_eq!(events.revision, last_event + 1, "no gap, no duplicate");
+                assert!(
+                    events.revision > last_bookmark,
+                    "event {} after bookmark {last_bookmark}",
+                    events.revision
+                );
+                last_event = events.revision;
+            }
+            WatchMessage::Bookmark { revision } => {
+                assert!(
+                    revision >= last_event,
+                    "bookmark {revision} before event {last_event}"
+                );
+                assert!(revision >= last_bookmark, "bookmarks never go backwards");
+                bookmarks += 1;
+                last_bookmark = revision;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        if done_writing.is_none() && writer.is_finished() {
+            done_writing = Some(backend.header().unwrap().revision);
+        }
+        if done_writing.is_some_and(|last| last_event >= last) {
+            break;
+        }
+    }
+    // Once writing has stopped, a request is answered with a bookmark at the final revision.
+    let current = backend.header().unwrap().revision;
+    assert!(hub.request_progress(watch.id()).unwrap() >= current);
+    loop {
+        match next(&mut watch).await {
+            WatchMessage::Bookmark { revision } if revision >= current => break,
+            WatchMessage::Bookmark { revision } => assert!(revision >= last_bookmark),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    eprintln!("{bookmarks} bookmarks arrived between events");
+}
+
+/// A bookmark requested while the hub is behind the writes is sent after every event it covers,
+/// never before them (etcd issue 15220). On the single-threaded test runtime the hub cannot run
+/// between the writes and the request, so the request is always pending when the events are sent.
+#[tokio::test]
+async fn a_requested_bookmark_follows_the_events_it_covers() {
+    let backend = backend_with(small_limits());
+    let mut watch = open(&backend, watch_request(KeyRange::prefix("o/"), None)).await;
+    let mut last = 0;
+    for index in 0..12 {
+        last = put(&backend, &format!("o/{index}"), "v").await;
+    }
+    assert_eq!(
+        backend.watch_hub().request_progress(watch.id()).unwrap(),
+        last
+    );
+    let mut last_event = 1;
+    loop {
+        match next(&mut watch).await {
+            WatchMessage::Events(events) => {
+                assert_eq!(events.revision, last_event + 1);
+                last_event = events.revision;
+            }
+            WatchMessage::Bookmark { revision } => {
+                assert_eq!(last_event, last, "bookmark {revision} overtook events");
+                assert!(revision >= last);
+                break;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+/// A progress request for a watch still catching up is answered once it joins, with a revision at
+/// least the one current at the request, after every event up to it (etcd issue 17507).
+#[tokio::test]
+async fn a_watch_still_catching_up_gets_its_requested_bookmark() {
+    let backend = backend_with(tiny_buffer_limits());
+    for index in 0..100 {
+        put(&backend, &format!("c/{}", index % 4), "v").await;
+    }
+    let current = backend.header().unwrap().revision;
+    // The hub has offered everything, so a watch from revision 2 must catch up from history.
+    wait_for_broadcast(&backend, current).await;
+    let mut watch = backend
+        .watch_hub()
+        .open(watch_request(KeyRange::prefix("c/"), Some(2)))
+        .unwrap();
+    // Asked before the stream has read anything: the catch-up cannot have joined yet, because
+    // its buffer (16 messages) is far smaller than the 100 revisions it must deliver first.
+    let promised = backend.watch_hub().request_progress(watch.id()).unwrap();
+    assert_eq!(promised, current);
+    let mut last_event = 1;
+    loop {
+        match next(&mut watch).await {
+            WatchMessage::Created { .. } => {}
+            WatchMessage::Events(events) => {
+                assert_eq!(events.revision, last_event + 1);
+                last_event = events.revision;
+            }
+            WatchMessage::Bookmark { revision } => {
+                assert!(revision >= current, "bookmark {revision} below {current}");
+                assert_eq!(
+                    last_event, current,
+                    "every event <= the bookmark came first"
+                );
+                break;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn periodic_bookmarks_arrive_on_an_idle_stream() {
+    let backend = backend_with(WatchLimits::default());
+    let revision = put(&backend, "p", "v").await;
+    let request = WatchRequest {
+        progress_interval: Some(Duration::from_millis(20)),
+        ..watch_request(KeyRange::single("p"), None)
+    };
+    let mut watch = open(&backend, request).await;
+    for _ in 0..3 {
+        assert_eq!(next(&mut watch).await, WatchMessage::Bookmark { revision });
+    }
+}
+
+/// A reader that stops reading is canceled with `slow_consumer`; what it was sent is complete up
+/// to `last_revision`, and resuming there yields exactly the rest.
+#[tokio::test]
+async fn a_slow_consumer_is_canceled_and_can_resume_without_loss() {
+    let backend = backend_with(tiny_buffer_limits());
+    let mut watch = open(&backend, watch_request(KeyRange::prefix("s/"), None)).await;
+    let mut last = 0;
+    for index in 0..40 {
+        last = put(&backend, &format!("s/{index}"), "v").await;
+    }
+    // Not reading while the hub offers the writes is what makes this reader slow.
+    wait_for_broadcast(&backend, last).await;
+    let mut received = Vec::new();
+    let cancellation = loop {
+        match next(&mut watch).await {
+            WatchMessage::Events(events) => received.push(events.revision),
+            WatchMessage::Canceled(cancellation) => break cancellation,
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    assert_eq!(cancellation.reason, CancelReason::SlowConsumer);
+    let last_revision = cancellation.last_revision.unwrap();
+    let expected: Vec<u64> = (2..=last_revision).collect();
+    assert_eq!(
+        received, expected,
+        "everything up to last_revision, nothing after"
+    );
+    assert!(
+        last_revision < last,
+        "the buffer of 16 cannot hold 40 revisions"
+    );
+    assert!(watch.next().await.is_none(), "CANCELED is the last message");
+    let mut resumed = open(
+        &backend,
+        watch_request(KeyRange::prefix("s/"), Some(last_revision + 1)),
+    )
+    .await;
+    let rest: Vec<u64> = events_through(&mut resumed, last)
+        .await
+        .into_iter()
+        .map(|(revision, _)| revision)
+        .collect();
+    assert_eq!(rest, (last_revision + 1..=last).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn watches_below_the_compact_revision_are_refused() {
+    let backend = backend_with(WatchLimits::default());
+    for index in 0..10 {
+        put(&backend, "x", &index.to_string()).await;
+    }
+    backend
+        .write(Request::Compact { revision: 6 })
+        .await
+        .unwrap();
+    let refused = backend
+        .watch_hub()
+        .open(watch_request(KeyRange::single("x"), Some(6)));
+    match refused {
+        Err(NodeError::Storage(revkv_storage::Error::Compacted {
+            compact_revision, ..
+        })) => assert_eq!(compact_revision, 6),
+        Err(other) => panic!("expected compacted, got {other:?}"),
+        Ok(_) => panic!("expected compacted, got a watch"),
+    }
+    let mut allowed = open(&backend, watch_request(KeyRange::single("x"), Some(7))).await;
+    let revisions: Vec<u64> = events_through(&mut allowed, 11)
+        .await
+        .into_iter()
+        .map(|(revision, _)| revision)
+        .collect();
+    assert_eq!(revisions, vec![7, 8, 9, 10, 11]);
+}
+
+/// A watch catching up whose history is compacted under it is canceled with the compact revision.
+#[tokio::test]
+async fn a_catch_up_overtaken_by_compaction_is_canceled_with_the_compact_revision() {
+    let backend = backend_with(tiny_buffer_limits());
+    for index in 0..80 {
+        put(&backend, "y", &index.to_string()).await;
+    }
+    let mut watch = open(&backend, watch_request(KeyRange::single("y"), Some(2))).await;
+    // The first buffer-full has been read from history; compact far past it.
+    match next(&mut watch).await {
+        WatchMessage::Events(events) => assert_eq!(events.revision, 2),
+        other => panic!("unexpected {other:?}"),
+    }
+    backend
+        .write(Request::Compact { revision: 70 })
+        .await
+        .unwrap();
+    let cancellation = loop {
+        match next(&mut watch).await {
+            WatchMessage::Events(_) => {}
+            WatchMessage::Canceled(cancellation) => break cancellation,
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    assert_eq!(cancellation.reason, CancelReason::Compacted);
+    assert_eq!(cancellation.compact_revision, Some(70));
+}
+
+#[tokio::test]
+async fn shutdown_ends_every_stream_with_canceled_and_refuses_new_watches() {
+    let backend = backend_with(WatchLimits::default());
+    let revision = put(&backend, "z", "v").await;
+    let mut live = open(&backend, watch_request(KeyRange::single("z"), None)).await;
+    let mut catching_up = backend
+        .watch_hub()
+        .open(watch_request(KeyRange::single("z"), Some(2)))
+        .unwrap();
+    backend.watch_hub().shutdown();
+    match next(&mut live).await {
+        WatchMessage::Canceled(cancellation) => {
+            assert_eq!(cancellation.reason, CancelReason::MemberStopping);
+            assert_eq!(cancellation.last_revision, Some(revision));
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    let mut last = None;
+    while let Some(message) = tokio::time::timeout(MESSAGE_DEADLINE, catching_up.next())
+        .await
+        .expect("the stream ends")
+    {
+        last = Some(message);
+    }
+    assert!(matches!(last, Some(WatchMessage::Canceled(_))));
+    assert!(matches!(
+        backend
+            .watch_hub()
+            .open(watch_request(KeyRange::single("z"), None)),
+        Err(NodeError::Unavailable { .. })
+    ));
+    assert_eq!(backend.watch_hub().watcher_count(), 0);
+}
+
+#[tokio::test]
+async fn the_watch_limit_is_enforced_and_dropped_watches_leave_the_hub() {
+    let backend = backend_with(WatchLimits {
+        max_watchers: 3,
+        ..WatchLimits::default()
+    });
+    let watches: Vec<Watch> = (0..3)
+        .map(|_| {
+            backend
+                .watch_hub()
+                .open(watch_request(KeyRange::single("w"), None))
+                .unwrap()
+        })
+        .collect();
+    assert!(matches!(
+        backend
+            .watch_hub()
+            .open(watch_request(KeyRange::single("w"), None)),
+        Err(NodeError::Unavailable { .. })
+    ));
+    drop(watches);
+    assert_eq!(backend.watch_hub().watcher_count(), 0);
+}
