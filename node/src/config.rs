@@ -14,6 +14,7 @@ use revkv_raft::{MemberConfig, MemberNode, PeerLimits, RaftTiming};
 use revkv_storage::{Limits, StoreOptions};
 use serde::Deserialize;
 
+use crate::compaction::AutoCompaction;
 use crate::http::HttpLimits;
 use crate::node::NodeConfig;
 use crate::watch::WatchLimits;
@@ -94,6 +95,35 @@ pub struct ServeArgs {
     /// Log line format.
     #[arg(long, env = "REVKV_LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
+    /// What `--auto-compaction-retention` counts: `revision` or `periodic` (default periodic).
+    #[arg(long, env = "REVKV_AUTO_COMPACTION_MODE", value_enum)]
+    pub auto_compaction_mode: Option<AutoCompactionMode>,
+    /// Revisions to keep (`revision` mode), or a time span such as `1h` or `30m` (`periodic` mode;
+    /// a bare number means hours, as in etcd). 0, the default, turns automatic compaction off.
+    #[arg(long, env = "REVKV_AUTO_COMPACTION_RETENTION")]
+    pub auto_compaction_retention: Option<String>,
+    /// How often `revision` mode checks, in milliseconds (default 300000, etcd's five minutes).
+    #[arg(long, env = "REVKV_AUTO_COMPACTION_INTERVAL_MS")]
+    pub auto_compaction_interval_ms: Option<u64>,
+    /// Periodic bookmark interval of a watch that names none, in milliseconds; 0 turns them off
+    /// (default 600000, etcd's ten minutes).
+    #[arg(long, env = "REVKV_WATCH_PROGRESS_NOTIFY_INTERVAL_MS")]
+    pub watch_progress_notify_interval_ms: Option<u64>,
+    /// Most watches open on this member (default 65536).
+    #[arg(long, env = "REVKV_MAX_WATCHES")]
+    pub max_watches: Option<usize>,
+    /// Messages a watch stream may hold for a slow reader before it is canceled (default 128).
+    #[arg(long, env = "REVKV_WATCH_BUFFER_MESSAGES")]
+    pub watch_buffer_messages: Option<usize>,
+}
+
+/// What automatic compaction's retention counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AutoCompactionMode {
+    Revision,
+    #[default]
+    Periodic,
 }
 
 /// Takes every setting from `preferred` when it has one, otherwise from `fallback`.
@@ -118,12 +148,16 @@ impl ServeArgs {
             advertise_peer, initial_cluster, join, heartbeat_ms, election_timeout_ms,
             snapshot_entries, snapshot_keep_entries, durable_commit_interval_ms,
             request_timeout_ms, max_body_bytes, max_key_bytes, max_value_bytes, max_txn_ops,
-            log_format),
+            log_format, auto_compaction_mode, auto_compaction_retention,
+            auto_compaction_interval_ms, watch_progress_notify_interval_ms, max_watches,
+            watch_buffer_messages),
         )
     }
 
     /// Fills defaults and checks the settings fit together.
     pub fn into_node_config(self) -> Result<NodeConfig, String> {
+        let watch = self.watch_limits()?;
+        let auto_compaction = self.auto_compaction()?;
         let id = self.id.unwrap_or(1);
         let listen_client = self.listen_client.unwrap_or(([127, 0, 0, 1], 7001).into());
         let listen_peer = self.listen_peer.unwrap_or(([127, 0, 0, 1], 7101).into());
@@ -192,9 +226,70 @@ impl ServeArgs {
             listen_client,
             http,
             request_timeout,
-            watch: WatchLimits::default(),
+            watch,
+            auto_compaction,
             recovery_timeout: Duration::from_secs(60),
         })
+    }
+}
+
+impl ServeArgs {
+    fn watch_limits(&self) -> Result<WatchLimits, String> {
+        let defaults = WatchLimits::default();
+        let limits = WatchLimits {
+            default_progress_interval: match self.watch_progress_notify_interval_ms {
+                None => defaults.default_progress_interval,
+                Some(0) => None,
+                Some(millis) => Some(Duration::from_millis(millis)),
+            },
+            max_watchers: self.max_watches.unwrap_or(defaults.max_watchers),
+            stream_buffer_messages: self
+                .watch_buffer_messages
+                .unwrap_or(defaults.stream_buffer_messages),
+            ..defaults
+        };
+        limits.check()?;
+        Ok(limits)
+    }
+
+    fn auto_compaction(&self) -> Result<AutoCompaction, String> {
+        let retention = self
+            .auto_compaction_retention
+            .as_deref()
+            .unwrap_or("0")
+            .trim();
+        if retention == "0" {
+            return Ok(AutoCompaction::Off);
+        }
+        match self.auto_compaction_mode.unwrap_or_default() {
+            AutoCompactionMode::Revision => {
+                let keep: u64 = retention.parse().map_err(|_| {
+                    format!("auto-compaction-retention {retention:?} is not a revision count")
+                })?;
+                let check_interval =
+                    Duration::from_millis(self.auto_compaction_interval_ms.unwrap_or(300_000));
+                if check_interval.is_zero() {
+                    return Err("auto-compaction-interval-ms must be at least 1".into());
+                }
+                Ok(AutoCompaction::Revisions {
+                    keep,
+                    check_interval,
+                })
+            }
+            AutoCompactionMode::Periodic => {
+                // etcd reads a bare number as hours.
+                let retention = match retention.parse::<u64>() {
+                    Ok(hours) => Duration::from_secs(hours * 3600),
+                    Err(_) => humantime::parse_duration(retention).map_err(|error| {
+                        format!("auto-compaction-retention {retention:?}: {error}")
+                    })?,
+                };
+                if retention < Duration::from_millis(10) {
+                    return Err("a periodic auto-compaction retention must be at least 10ms".into());
+                }
+                Ok(AutoCompaction::Periodic { retention })
+            }
+        }
     }
 }
 
@@ -301,6 +396,63 @@ mod tests {
             ..args
         };
         assert!(garbage.into_node_config().is_err());
+    }
+
+    #[test]
+    fn auto_compaction_settings_follow_etcd() {
+        let with = |mode, retention: &str| ServeArgs {
+            auto_compaction_mode: mode,
+            auto_compaction_retention: Some(retention.into()),
+            ..ServeArgs::default()
+        };
+        let off = with(None, "0").into_node_config().unwrap();
+        assert_eq!(off.auto_compaction, AutoCompaction::Off);
+        let hours = with(None, "2").into_node_config().unwrap();
+        assert_eq!(
+            hours.auto_compaction,
+            AutoCompaction::Periodic {
+                retention: Duration::from_secs(7200)
+            }
+        );
+        let minutes = with(Some(AutoCompactionMode::Periodic), "30m");
+        assert_eq!(
+            minutes.into_node_config().unwrap().auto_compaction,
+            AutoCompaction::Periodic {
+                retention: Duration::from_secs(1800)
+            }
+        );
+        let revisions = with(Some(AutoCompactionMode::Revision), "1000");
+        assert_eq!(
+            revisions.into_node_config().unwrap().auto_compaction,
+            AutoCompaction::Revisions {
+                keep: 1000,
+                check_interval: Duration::from_secs(300)
+            }
+        );
+        assert!(with(Some(AutoCompactionMode::Revision), "1h")
+            .into_node_config()
+            .is_err());
+        assert!(with(None, "soon").into_node_config().is_err());
+    }
+
+    #[test]
+    fn watch_settings_are_checked() {
+        let off = ServeArgs {
+            watch_progress_notify_interval_ms: Some(0),
+            ..ServeArgs::default()
+        };
+        assert_eq!(
+            off.into_node_config()
+                .unwrap()
+                .watch
+                .default_progress_interval,
+            None
+        );
+        let tiny_buffer = ServeArgs {
+            watch_buffer_messages: Some(2),
+            ..ServeArgs::default()
+        };
+        assert!(tiny_buffer.into_node_config().is_err());
     }
 
     #[test]

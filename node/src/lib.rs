@@ -3,6 +3,7 @@
 //! Only this crate knows HTTP status codes, and it decides them in one place (`http::error`).
 
 pub mod backend;
+pub mod compaction;
 pub mod config;
 pub mod error;
 pub mod http;

@@ -16,11 +16,12 @@ use revkv_storage::{
     validate_range, validate_request, DeleteRangeRequest, KeyRange, KeyValue, PutRequest,
     RangeRequest, Request, Response, StateHash,
 };
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 use crate::backend::{
     KvBackend, MemberInfo, MemberStatus, ReadAnswer, ReadConsistency, ResponseHeader, Written,
 };
+use crate::compaction::{self, AutoCompaction};
 use crate::error::NodeError;
 use crate::http::{client_router, HttpLimits};
 use crate::watch::{WatchHub, WatchLimits};
@@ -36,6 +37,8 @@ pub struct NodeConfig {
     pub request_timeout: Duration,
     /// Bounds on watches and the member's default bookmark interval.
     pub watch: WatchLimits,
+    /// What automatic compaction keeps (run by the leader, through raft).
+    pub auto_compaction: AutoCompaction,
     /// Longest wait at start for the state machine to re-apply committed entries before the client
     /// listener opens.
     pub recovery_timeout: Duration,
@@ -53,6 +56,8 @@ pub struct Node {
     backend: Arc<MemberBackend>,
     client_address: SocketAddr,
     stop_client_server: std::sync::Mutex<Option<oneshot::Sender<()>>>,
+    /// Turns true at shutdown, stopping the member's background tasks (the compactor).
+    stop_background: watch::Sender<bool>,
 }
 
 impl Deref for Node {
@@ -119,6 +124,12 @@ impl Node {
             request_timeout: config.request_timeout,
             watch_hub,
         });
+        let stop_background = watch::Sender::new(false);
+        compaction::spawn(
+            backend.clone(),
+            config.auto_compaction,
+            stop_background.subscribe(),
+        );
         let router = client_router(backend.clone(), config.http.clone());
         let (stop, stopped) = oneshot::channel::<()>();
         tokio::spawn(async move {
@@ -134,6 +145,7 @@ impl Node {
             backend,
             client_address,
             stop_client_server: std::sync::Mutex::new(Some(stop)),
+            stop_background,
         })
     }
 
@@ -151,6 +163,7 @@ impl Node {
     /// clients, stops raft and the peer listener, and makes the store durable.
     pub async fn shutdown(&self) -> Result<(), NodeError> {
         self.backend.watch_hub.shutdown();
+        self.stop_background.send_replace(true);
         let stop = self
             .stop_client_server
             .lock()

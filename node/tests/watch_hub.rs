@@ -9,12 +9,14 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
+use revkv_node::watch::WatchHub;
 use revkv_node::watch::{
     CancelReason, EventFilter, Watch, WatchLimits, WatchMessage, WatchRequest,
 };
 use revkv_node::{KvBackend, NodeError};
 use revkv_storage::{
-    DeleteRangeRequest, EventKind, KeyRange, PutRequest, Request, TxnOp, TxnRequest,
+    ApplyEntry, DeleteRangeRequest, EntryPayload, EventKind, KeyRange, LogId, MvccStore,
+    PutRequest, Request, StoreOptions, TxnOp, TxnRequest,
 };
 use support::StoreBackend;
 
@@ -262,6 +264,65 @@ async fn catch_up_hands_over_to_live_without_gap_or_duplicate() {
         let expected: Vec<u64> = (start..=last).collect();
         assert_eq!(revisions, expected, "watch from {start}");
     }
+}
+
+/// A catch-up that reads past the hub's broadcast point (the store is ahead of the hub) joins
+/// without the hub offering those revisions again. The hub here is fed by hand, so it is held
+/// exactly where the test wants it.
+#[tokio::test]
+async fn a_catch_up_ahead_of_the_hub_joins_without_repeating_revisions() {
+    let dir = tempfile::tempdir().unwrap();
+    let store =
+        Arc::new(MvccStore::open(dir.path().join("state.redb"), StoreOptions::default()).unwrap());
+    let (feed, fed) = tokio::sync::watch::channel(1u64);
+    let hub = WatchHub::start(store.clone(), fed, small_limits()).unwrap();
+    let mut index = 0;
+    let mut apply = |count: u64| {
+        let mut revision = 0;
+        for _ in 0..count {
+            index += 1;
+            let entry = ApplyEntry {
+                log_id: LogId {
+                    term: 1,
+                    node_id: 1,
+                    index,
+                },
+                payload: EntryPayload::Request(Request::Put(put_request("r", "v"))),
+            };
+            revision = store.apply_batch(&[entry]).unwrap()[0].revision;
+        }
+        revision
+    };
+    // Batches of 5 from revision 2 start at 2, 7, 12; at 12 the hub (at 15) is 3 revisions ahead,
+    // too far to join, so the catch-up reads 12..=16, one revision past the hub.
+    let broadcast = apply(14);
+    feed.send_replace(broadcast);
+    let deadline = tokio::time::Instant::now() + MESSAGE_DEADLINE;
+    while hub.broadcast_revision() < broadcast {
+        assert!(tokio::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The store moves on; the hub is not told, so it stays at `broadcast`.
+    apply(10);
+    let mut watch = hub
+        .open(watch_request(KeyRange::single("r"), Some(2)))
+        .unwrap();
+    let mut revisions = Vec::new();
+    while revisions.last() != Some(&(broadcast + 1)) {
+        if let WatchMessage::Events(events) = next(&mut watch).await {
+            revisions.push(events.revision);
+        }
+    }
+    // Now the hub learns of everything, plus one more revision that only it can deliver.
+    let last = apply(1);
+    feed.send_replace(last);
+    while revisions.last() != Some(&last) {
+        match next(&mut watch).await {
+            WatchMessage::Events(events) => revisions.push(events.revision),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(revisions, (2..=last).collect::<Vec<_>>());
 }
 
 /// A bookmark R is never followed by an event at or below R, and an on-request bookmark reaches

@@ -407,6 +407,15 @@ impl MemberProcess {
         }
     }
 
+    /// SIGTERM (a graceful stop), then waits for the process to exit.
+    fn terminate(&mut self) {
+        self.signal("TERM");
+        if let Some(mut child) = self.child.take() {
+            let status = child.wait().expect("wait for the member to exit");
+            assert!(status.success(), "member {} stopped with {status}", self.id);
+        }
+    }
+
     /// The exit status if the process has ended by itself.
     fn exited(&mut self) -> Option<std::process::ExitStatus> {
         self.child.as_mut()?.try_wait().ok().flatten()
@@ -648,6 +657,14 @@ impl ProcessCluster {
             .get_mut(&id)
             .unwrap_or_else(|| panic!("no member {id}"))
             .kill();
+    }
+
+    /// Stops member `id` gracefully (SIGTERM) and waits until it has exited.
+    pub fn stop(&mut self, id: u64) {
+        self.members
+            .get_mut(&id)
+            .unwrap_or_else(|| panic!("no member {id}"))
+            .terminate();
     }
 
     /// Freezes member `id` (SIGSTOP): its sockets stay open but it answers nothing.
