@@ -12,11 +12,11 @@
 //! speaks revkv's HTTP/JSON API (`shared/spec/API.md` section 4), `--target etcd` speaks etcd's v3
 //! JSON gateway (`POST /v3/kv/put`, `POST /v3/kv/range`, base64 keys and values).
 //!
-//! Workloads built now: `put` (distinct keys, `--value-size` bytes) and `get` (`--consistency
-//! linearizable|serializable`, one key or `--keys N` random keys written before the measured part).
-//! Issue 6's `cas` (clients incrementing hot keys with retry-on-conflict) and `watch` (event
-//! latency with W watchers) are not built yet; they become new variants of
-//! [`workload::WorkloadKind`] and [`workload::Workload`], with their requests in [`target`].
+//! Workloads built now: `put` (distinct keys, `--value-size` bytes), `get` (`--consistency
+//! linearizable|serializable`, one key or `--keys N` random keys written before the measured part)
+//! and `watch` (event delivery latency with `--watchers W` streams at `--write-rate` writes per
+//! second; it measures streams, not requests, so it has its own module, [`watch_latency`]).
+//! Issue 6's `cas` (clients incrementing hot keys with retry-on-conflict) is not built yet.
 //!
 //! The parts, one idea per file:
 //! - [`options`]: the command line ([`BenchArgs`]) and its validation into a [`options::BenchPlan`].
@@ -30,6 +30,7 @@ pub mod driver;
 pub mod options;
 pub mod report;
 pub mod target;
+pub mod watch_latency;
 pub mod workload;
 
 use std::process::ExitCode;
@@ -42,6 +43,9 @@ pub use options::BenchArgs;
 /// Fails when the arguments are inconsistent, when the setup writes fail, or when not one measured
 /// operation succeeded; a run with some failures still succeeds and reports them.
 pub async fn run(args: BenchArgs) -> ExitCode {
+    if args.workload == workload::WorkloadKind::Watch {
+        return run_watch(args).await;
+    }
     let plan = match args.into_plan() {
         Ok(plan) => plan,
         Err(message) => {
@@ -65,6 +69,49 @@ pub async fn run(args: BenchArgs) -> ExitCode {
     if report.succeeded == 0 {
         eprintln!("revkv bench: no operation succeeded");
         return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+/// The watch workload: event delivery latency, reported as JSON or a short table.
+async fn run_watch(args: BenchArgs) -> ExitCode {
+    let output = args.output;
+    let plan = match args.into_watch_plan() {
+        Ok(plan) => plan,
+        Err(message) => {
+            eprintln!("revkv bench: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let report = match watch_latency::run(&plan).await {
+        Ok(report) => report,
+        Err(message) => {
+            eprintln!("revkv bench: {message}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match output {
+        report::OutputFormat::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("reports serialize")
+        ),
+        report::OutputFormat::Table => {
+            let latency = &report.latency;
+            println!(
+                "target {:?}  watchers {}  write rate {}/s  writes {}  events {}/{} ({} before ack)",
+                report.target,
+                report.watchers,
+                report.write_rate,
+                report.writes_acknowledged,
+                report.events_received,
+                report.events_expected,
+                report.events_before_ack
+            );
+            println!(
+                "delivery latency (ack -> event): p50 {} us  p90 {} us  p99 {} us  max {} us",
+                latency.p50_us, latency.p90_us, latency.p99_us, latency.max_us
+            );
+        }
     }
     ExitCode::SUCCESS
 }

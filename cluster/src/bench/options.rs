@@ -75,6 +75,49 @@ pub struct BenchArgs {
     /// Print no progress line on stderr.
     #[arg(long)]
     pub quiet: bool,
+
+    /// Watch streams the watch workload opens (spread over the endpoints).
+    #[arg(long, default_value_t = 1)]
+    pub watchers: usize,
+
+    /// Writes per second of the watch workload's single writer.
+    #[arg(long, default_value_t = 10)]
+    pub write_rate: u32,
+}
+
+impl BenchArgs {
+    /// The plan of the watch workload, which measures streams rather than requests.
+    pub fn into_watch_plan(self) -> Result<super::watch_latency::WatchLatencyPlan, String> {
+        use super::watch_latency::MOST_WATCHERS;
+        if self.watchers == 0 || self.watchers > MOST_WATCHERS {
+            return Err(format!("--watchers must be between 1 and {MOST_WATCHERS}"));
+        }
+        if self.write_rate == 0 || self.write_rate > 10_000 {
+            return Err("--write-rate must be between 1 and 10000 writes per second".into());
+        }
+        if self.value_size > LARGEST_VALUE_SIZE {
+            return Err(format!(
+                "--value-size must be at most {LARGEST_VALUE_SIZE} bytes"
+            ));
+        }
+        let endpoints = if self.endpoints.is_empty() {
+            self.target.default_endpoints()
+        } else {
+            self.endpoints
+                .iter()
+                .map(|endpoint| normalise_endpoint(endpoint))
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        Ok(super::watch_latency::WatchLatencyPlan {
+            target: self.target,
+            endpoints,
+            watchers: self.watchers,
+            write_rate: self.write_rate,
+            duration: self.duration.unwrap_or(DEFAULT_DURATION),
+            value_size: self.value_size,
+            run_tag: run_tag_from_clock(),
+        })
+    }
 }
 
 /// When a run stops: after `operation_limit` operations (if set) or after `time_limit`, whichever
@@ -145,6 +188,9 @@ impl BenchArgs {
                     key_count,
                     value_size: self.value_size,
                 }
+            }
+            WorkloadKind::Watch => {
+                return Err("the watch workload is planned by into_watch_plan".into());
             }
         };
         let endpoints = if self.endpoints.is_empty() {

@@ -17,6 +17,8 @@ pub enum WorkloadKind {
     Put,
     /// Reads of pre-written keys.
     Get,
+    /// Event delivery latency with `--watchers` streams on one prefix (see `watch_latency`).
+    Watch,
 }
 
 /// How a read is served: through the leader's read index, or from the answering member's state.
