@@ -1,12 +1,14 @@
 //! An application embedding a revkv member as a library: start a single-member cluster in a
 //! temporary directory, write and read through the same operations the HTTP API offers (including
-//! a compare-and-swap txn), see that the HTTP API is served too, and shut down cleanly.
+//! a compare-and-swap txn), watch the history from the first write on, see that the HTTP API is
+//! served too, and shut down cleanly.
 //!
 //! Run it with `cargo run -p revkv-node --example embedded`.
 
 use std::error::Error;
 
 use revkv_node::config::ServeArgs;
+use revkv_node::watch::{EventFilter, WatchMessage, WatchRequest};
 use revkv_node::{KvBackend, Node, ReadConsistency};
 use revkv_storage::{
     Compare, CompareOp, CompareTarget, KeyRange, PutRequest, RangeRequest, Request, Response,
@@ -74,6 +76,33 @@ async fn main() -> Result<(), Box<dyn Error>> {
             kv.version,
             kv.mod_revision
         );
+    }
+
+    // A watch from the first write's revision replays the history, then would follow live changes.
+    let mut watch = node.watch_hub().open(WatchRequest {
+        filter: EventFilter::of(KeyRange::prefix("app/")),
+        start_revision: Some(written.header.revision),
+        prev_kv: true,
+        progress_interval: None,
+    })?;
+    while let Some(message) = watch.next().await {
+        match message {
+            WatchMessage::Events(events) => {
+                for event in events.events() {
+                    println!(
+                        "watch: revision {} {:?} {} (previous value {:?})",
+                        events.revision,
+                        event.kind,
+                        String::from_utf8_lossy(&event.kv.key),
+                        event.prev_kv.map(|kv| String::from_utf8_lossy(&kv.value).into_owned())
+                    );
+                }
+                if events.revision == swapped.header.revision {
+                    break;
+                }
+            }
+            other => println!("watch: {other:?}"),
+        }
     }
 
     node.shutdown().await?;
