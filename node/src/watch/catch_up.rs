@@ -8,8 +8,10 @@ use std::sync::Arc;
 use revkv_storage::{Error as StorageError, EventBatch};
 use tokio::sync::mpsc;
 
+use super::broadcast::{group_by_revision, message_for};
 use super::filter::EventFilter;
-use super::hub::{group_by_revision, message_for, HandOver, WatchHub};
+use super::hand_over::HandOver;
+use super::hub::WatchHub;
 use super::message::{CancelReason, WatchMessage};
 
 /// One watcher's catch-up task.

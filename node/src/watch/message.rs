@@ -63,7 +63,10 @@ impl RevisionEvents {
             selected,
             with_prev_kv,
         };
-        assert!(!message.is_empty(), "a watch message never carries no events");
+        assert!(
+            !message.is_empty(),
+            "a watch message never carries no events"
+        );
         message
     }
 

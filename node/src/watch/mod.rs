@@ -1,16 +1,19 @@
 //! Watches (contract section 5): the member's watch hub, the streams it feeds, and the messages
 //! they carry. Only the `http::watch` routes know how messages are written on the wire.
 //!
-//! - `hub`: reads each applied revision's events once and fans them out to synced watchers;
-//!   serves bookmarks in order; cancels slow readers; ends every stream at shutdown.
+//! - `hub`: the watchers' registry; serves bookmarks in order; cancels slow readers; ends every
+//!   stream at shutdown. `broadcast` reads each applied revision's events once and fans them out to
+//!   synced watchers; `hand_over` joins a catching-up watch to them.
 //! - `catch_up`: brings a watch that starts in the past up to the hub from the store's history.
 //! - `stream`: the reader's side (`Watch`), with periodic bookmarks.
 //! - `filter`, `message`, `feed`, `limits`: what a watch selects, what it receives, what wakes
 //!   the hub, and the bounds on all of it.
 
+mod broadcast;
 mod catch_up;
 mod feed;
 mod filter;
+mod hand_over;
 mod hub;
 mod limits;
 mod message;
