@@ -94,7 +94,9 @@ async fn main() -> Result<(), Box<dyn Error>> {
                         events.revision,
                         event.kind,
                         String::from_utf8_lossy(&event.kv.key),
-                        event.prev_kv.map(|kv| String::from_utf8_lossy(&kv.value).into_owned())
+                        event
+                            .prev_kv
+                            .map(|kv| String::from_utf8_lossy(&kv.value).into_owned())
                     );
                 }
                 if events.revision == swapped.header.revision {
