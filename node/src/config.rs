@@ -16,6 +16,7 @@ use serde::Deserialize;
 
 use crate::http::HttpLimits;
 use crate::node::NodeConfig;
+use revkv_metrics::PrefixLabelConfig;
 
 /// How log lines are written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
@@ -93,6 +94,12 @@ pub struct ServeArgs {
     /// Log line format.
     #[arg(long, env = "REVKV_LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
+    /// Key path segments in the `prefix` label of conflict and retry metrics (default 1).
+    #[arg(long, env = "REVKV_METRICS_PREFIX_DEPTH")]
+    pub metrics_prefix_depth: Option<usize>,
+    /// Distinct `prefix` labels before further prefixes are counted as `other` (default 100).
+    #[arg(long, env = "REVKV_METRICS_MAX_PREFIXES")]
+    pub metrics_max_prefixes: Option<usize>,
 }
 
 /// Takes every setting from `preferred` when it has one, otherwise from `fallback`.
@@ -117,13 +124,14 @@ impl ServeArgs {
             advertise_peer, initial_cluster, join, heartbeat_ms, election_timeout_ms,
             snapshot_entries, snapshot_keep_entries, durable_commit_interval_ms,
             request_timeout_ms, max_body_bytes, max_key_bytes, max_value_bytes, max_txn_ops,
-            log_format),
+            log_format, metrics_prefix_depth, metrics_max_prefixes),
         )
     }
 
     /// Fills defaults and checks the settings fit together.
     pub fn into_node_config(self) -> Result<NodeConfig, String> {
         let id = self.id.unwrap_or(1);
+        let metric_prefix_labels = self.metric_prefix_labels()?;
         let listen_client = self.listen_client.unwrap_or(([127, 0, 0, 1], 7001).into());
         let listen_peer = self.listen_peer.unwrap_or(([127, 0, 0, 1], 7101).into());
         let advertise = MemberNode {
@@ -192,6 +200,22 @@ impl ServeArgs {
             http,
             request_timeout,
             recovery_timeout: Duration::from_secs(60),
+            metric_prefix_labels,
+        })
+    }
+}
+
+impl ServeArgs {
+    /// The `prefix` label settings; a depth of 0 would make every key its own nothing.
+    fn metric_prefix_labels(&self) -> Result<PrefixLabelConfig, String> {
+        let defaults = PrefixLabelConfig::default();
+        let depth = self.metrics_prefix_depth.unwrap_or(defaults.depth);
+        if depth == 0 {
+            return Err("--metrics-prefix-depth must be at least 1".into());
+        }
+        Ok(PrefixLabelConfig {
+            depth,
+            max_prefixes: self.metrics_max_prefixes.unwrap_or(defaults.max_prefixes),
         })
     }
 }

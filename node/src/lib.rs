@@ -6,6 +6,7 @@ pub mod backend;
 pub mod config;
 pub mod error;
 pub mod http;
+mod metrics_feed;
 pub mod node;
 
 pub use backend::{
@@ -13,3 +14,4 @@ pub use backend::{
 };
 pub use error::NodeError;
 pub use node::{MemberBackend, Node, NodeConfig};
+pub use revkv_metrics::{Metrics, PrefixLabelConfig};
