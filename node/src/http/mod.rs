@@ -11,7 +11,8 @@
 //!
 //! Metrics: `metrics_route` serves `GET /metrics`; every route is wrapped in the metrics crate's
 //! HTTP layer (requests and durations by route template) and in `client_retries` (the
-//! `X-Retry-Attempt` header); `conflicts` counts the conflicts handlers answer.
+//! `X-Retry-Attempt` header); `conflicts` counts the conflicts handlers answer; `kv_patch` (with
+//! `guaranteed_update`) serves `PATCH /v1/kv/{key}`.
 //!
 //! Strictness: unknown query parameters, unknown JSON fields, malformed numbers, flags, base64 and
 //! preconditions are all answered `400 invalid` with a message naming the culprit, because a typo
@@ -22,7 +23,9 @@ mod client_retries;
 mod cluster;
 mod conflicts;
 mod error;
+mod guaranteed_update;
 mod keys;
+mod kv_patch;
 mod kv_read;
 mod kv_write;
 mod members;
@@ -106,6 +109,7 @@ pub fn client_router_with_metrics<B: KvBackend>(
     Router::new()
         .merge(kv_read::routes::<B>())
         .merge(kv_write::routes::<B>())
+        .merge(kv_patch::routes::<B>())
         .merge(txn::routes::<B>())
         .merge(cluster::routes::<B>())
         .merge(members::routes::<B>())
