@@ -10,13 +10,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
+use revkv_metrics::PrefixLabelConfig;
 use revkv_raft::{MemberConfig, MemberNode, PeerLimits, RaftTiming};
 use revkv_storage::{Limits, StoreOptions};
 use serde::Deserialize;
 
 use crate::http::HttpLimits;
 use crate::node::NodeConfig;
-use revkv_metrics::PrefixLabelConfig;
 
 /// How log lines are written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]

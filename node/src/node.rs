@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::async_runtime::WatchReceiver;
+use revkv_metrics::{Metrics, PrefixLabelConfig};
 use revkv_raft::{AdminRequest, MemberConfig, MemberError, MemberNode, RaftMember};
 use revkv_storage::{
     validate_range, validate_request, DeleteRangeRequest, KeyRange, KeyValue, PutRequest,
@@ -24,7 +25,6 @@ use crate::backend::{
 use crate::error::NodeError;
 use crate::http::{client_router_with_metrics, HttpLimits};
 use crate::metrics_feed::start_metrics_feeds;
-use revkv_metrics::{Metrics, PrefixLabelConfig};
 
 /// How a node starts: the raft member's configuration plus the client listener's.
 #[derive(Clone, Debug)]
