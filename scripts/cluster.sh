@@ -3,7 +3,11 @@
 #
 #   scripts/cluster.sh up       build the release binary if needed, start members 1-3, wait until
 #                               a leader is elected and every member is ready, print the endpoints
-#   scripts/cluster.sh down     stop exactly the processes `up` started (by pid file)
+#   scripts/cluster.sh up --prometheus
+#                               the same, then also start Debian's `prometheus` on 127.0.0.1:9090
+#                               (REVKV_PROMETHEUS_PORT) scraping the members (scripts/prometheus.yml),
+#                               its data under the cluster directory
+#   scripts/cluster.sh down     stop exactly the processes `up` started (by pid file), Prometheus too
 #   scripts/cluster.sh status   each member's role, term, leader and revision
 #   scripts/cluster.sh logs     the last lines of each member's log (logs -f follows them)
 #
@@ -17,6 +21,9 @@ binary="${CARGO_TARGET_DIR:-$root/target}/release/revkv"
 members=(1 2 3)
 initial_cluster="1=http://127.0.0.1:7101,2=http://127.0.0.1:7102,3=http://127.0.0.1:7103"
 ready_timeout_seconds=${REVKV_CLUSTER_READY_TIMEOUT:-60}
+
+prometheus_port=${REVKV_PROMETHEUS_PORT:-9090}
+prometheus_pid_file="$cluster_dir/prometheus.pid"
 
 client_url() { echo "http://127.0.0.1:700$1"; }
 pid_file() { echo "$cluster_dir/member-$1.pid"; }
@@ -64,11 +71,71 @@ wait_until_ready() {
 }
 
 up() {
+  local with_prometheus=false
+  case "${1:-}" in
+    "") ;;
+    --prometheus) with_prometheus=true ;;
+    *) echo "usage: $0 up [--prometheus]" >&2; exit 2 ;;
+  esac
   build
   for id in "${members[@]}"; do start_member "$id"; done
   wait_until_ready
   echo "revkv cluster ready; client endpoints:"
   for id in "${members[@]}"; do echo "  member $id: $(client_url "$id")"; done
+  if [[ "$with_prometheus" == true ]]; then start_prometheus; fi
+}
+
+prometheus_is_running() {
+  [[ -f "$prometheus_pid_file" ]] && kill -0 "$(cat "$prometheus_pid_file")" 2>/dev/null
+}
+
+# Debian's prometheus, scraping the three members, with its data under the cluster directory.
+start_prometheus() {
+  if ! command -v prometheus >/dev/null 2>&1; then
+    echo "prometheus is not installed (Debian: apt-get install prometheus); the cluster runs without it" >&2
+    exit 1
+  fi
+  if prometheus_is_running; then
+    echo "prometheus already running (pid $(cat "$prometheus_pid_file"))"
+    return
+  fi
+  if curl -s --max-time 1 "http://127.0.0.1:$prometheus_port/" >/dev/null 2>&1; then
+    echo "127.0.0.1:$prometheus_port is taken (a system prometheus service?); stop it or set REVKV_PROMETHEUS_PORT" >&2
+    exit 1
+  fi
+  mkdir -p "$cluster_dir/prometheus"
+  nohup prometheus --config.file="$root/scripts/prometheus.yml" \
+    --storage.tsdb.path="$cluster_dir/prometheus" \
+    --web.listen-address="127.0.0.1:$prometheus_port" \
+    >"$cluster_dir/prometheus.log" 2>&1 &
+  echo $! >"$prometheus_pid_file"
+  local deadline=$((SECONDS + ready_timeout_seconds))
+  until curl -sf "http://127.0.0.1:$prometheus_port/-/ready" >/dev/null 2>&1; do
+    if ((SECONDS >= deadline)) || ! prometheus_is_running; then
+      echo "prometheus did not become ready; see $cluster_dir/prometheus.log" >&2
+      exit 1
+    fi
+    sleep 0.1
+  done
+  echo "prometheus ready: http://127.0.0.1:$prometheus_port (scraping members 1-3 every 5s)"
+}
+
+stop_prometheus() {
+  [[ -f "$prometheus_pid_file" ]] || return 0
+  local pid
+  pid=$(cat "$prometheus_pid_file")
+  stop_process "$pid" && echo "prometheus stopped"
+  rm -f "$prometheus_pid_file"
+}
+
+# Stops one process: TERM, up to 10 s to exit, then KILL. Succeeds if it was running.
+stop_process() {
+  local pid=$1
+  kill -0 "$pid" 2>/dev/null || return 1
+  kill -TERM "$pid"
+  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
+  return 0
 }
 
 down() {
@@ -76,16 +143,10 @@ down() {
     local pid_path
     pid_path=$(pid_file "$id")
     [[ -f "$pid_path" ]] || continue
-    local pid
-    pid=$(cat "$pid_path")
-    if kill -0 "$pid" 2>/dev/null; then
-      kill -TERM "$pid"
-      for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
-      echo "member $id stopped"
-    fi
+    stop_process "$(cat "$pid_path")" && echo "member $id stopped"
     rm -f "$pid_path"
   done
+  stop_prometheus
 }
 
 status() {
@@ -111,9 +172,9 @@ logs() {
 }
 
 case "${1:-}" in
-  up) up ;;
+  up) shift; up "$@" ;;
   down) down ;;
   status) status ;;
   logs) shift; logs "$@" ;;
-  *) echo "usage: $0 up|down|status|logs [-f]" >&2; exit 2 ;;
+  *) echo "usage: $0 up [--prometheus]|down|status|logs [-f]" >&2; exit 2 ;;
 esac

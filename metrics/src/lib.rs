@@ -1,5 +1,110 @@
-//! revkv's Prometheus metrics (not built yet; issue 5).
+//! revkv's Prometheus metrics: the one place that defines and registers every metric of the
+//! contract's section 6 (`shared/spec/API.md`), and the tower layer that counts and times HTTP
+//! requests per route.
 //!
-//! This crate will define and register every metric of the contract's section 6 in one place
-//! (`prometheus` 0.14), with bounded label sets (prefix folding), and provide the axum layer that
-//! counts and times HTTP requests per route.
+//! Each member owns one [`Metrics`], holding its own `prometheus::Registry` (never the global
+//! one, so several members can run in one process, as the tests do). The metrics are grouped by
+//! subsystem, each a plain handle with recorder methods that take plain numbers and durations:
+//!
+//! - [`KvMetrics`]: conflicts, guaranteed-update attempts, client-reported retries.
+//! - [`RaftMetrics`]: term, leadership, indexes, failed proposals, append and apply durations.
+//! - [`StoreMetrics`]: revisions, keys, file sizes.
+//! - [`WatchMetrics`]: watchers, events, bookmarks, slow-consumer cancels.
+//! - [`HttpMetrics`]: requests and durations by route, with [`HttpMetricsLayer`].
+//!
+//! The crate knows nothing of raft, storage or the HTTP API's types: callers turn their state into
+//! the plain observations defined here. Names carry their unit (`_seconds`, `_bytes`, `_total`),
+//! and every label set is bounded (key prefixes are folded by [`PrefixFolder`]).
+
+mod http;
+mod kv;
+mod prefix;
+mod raft;
+mod registration;
+mod store;
+mod watch;
+
+use std::sync::{Arc, RwLock};
+
+use prometheus::{Encoder, Registry, TextEncoder};
+
+pub use http::{HttpMetrics, HttpMetricsLayer, HttpMetricsService, UNMATCHED_ROUTE};
+pub use kv::{KvMetrics, KvOp, UpdateOutcome};
+pub use prefix::{
+    key_prefix, PrefixFolder, PrefixLabelConfig, MAX_PREFIX_LABEL_BYTES, NO_KEY_PREFIX,
+    OTHER_PREFIX,
+};
+pub use raft::{RaftMetrics, RaftObservation};
+pub use store::{StoreMetrics, StoreObservation};
+pub use watch::{WatchMetrics, WatcherGuard};
+
+/// The `Content-Type` of the text exposition format [`Metrics::render`] produces.
+pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// A callback run just before each scrape, to refresh gauges that are cheap to read on demand.
+type BeforeScrape = Box<dyn Fn() + Send + Sync>;
+
+/// Every metric of one member, registered on the member's own registry.
+pub struct Metrics {
+    registry: Registry,
+    pub kv: KvMetrics,
+    pub raft: RaftMetrics,
+    pub store: StoreMetrics,
+    pub watch: WatchMetrics,
+    pub http: HttpMetrics,
+    before_scrape: RwLock<Option<BeforeScrape>>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Metrics {
+    /// Creates and registers every metric on a new registry.
+    pub fn new(prefix_labels: PrefixLabelConfig) -> prometheus::Result<Self> {
+        let registry = Registry::new();
+        let prefixes = Arc::new(PrefixFolder::new(prefix_labels));
+        Ok(Metrics {
+            kv: KvMetrics::register(&registry, prefixes)?,
+            raft: RaftMetrics::register(&registry)?,
+            store: StoreMetrics::register(&registry)?,
+            watch: WatchMetrics::register(&registry)?,
+            http: HttpMetrics::register(&registry)?,
+            registry,
+            before_scrape: RwLock::new(None),
+        })
+    }
+
+    /// The member's registry, for callers that gather themselves.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Installs the callback [`Metrics::render`] runs first (replacing any earlier one), typically
+    /// one that reads the store's revision and file sizes into [`StoreMetrics`].
+    pub fn set_before_scrape(&self, refresh: impl Fn() + Send + Sync + 'static) {
+        *self
+            .before_scrape
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(Box::new(refresh));
+    }
+
+    /// Every metric in the Prometheus text exposition format (see [`TEXT_CONTENT_TYPE`]).
+    pub fn render(&self) -> prometheus::Result<String> {
+        if let Some(refresh) = &*self
+            .before_scrape
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        {
+            refresh();
+        }
+        let mut text = Vec::new();
+        TextEncoder::new().encode(&self.registry.gather(), &mut text)?;
+        String::from_utf8(text).map_err(|error| prometheus::Error::Msg(error.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests;

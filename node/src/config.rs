@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
+use revkv_metrics::PrefixLabelConfig;
 use revkv_raft::{MemberConfig, MemberNode, PeerLimits, RaftTiming};
 use revkv_storage::{Limits, StoreOptions};
 use serde::Deserialize;
@@ -115,6 +116,12 @@ pub struct ServeArgs {
     /// Messages a watch stream may hold for a slow reader before it is canceled (default 128).
     #[arg(long, env = "REVKV_WATCH_BUFFER_MESSAGES")]
     pub watch_buffer_messages: Option<usize>,
+    /// Key path segments in the `prefix` label of conflict and retry metrics (default 1).
+    #[arg(long, env = "REVKV_METRICS_PREFIX_DEPTH")]
+    pub metrics_prefix_depth: Option<usize>,
+    /// Distinct `prefix` labels before further prefixes are counted as `other` (default 100).
+    #[arg(long, env = "REVKV_METRICS_MAX_PREFIXES")]
+    pub metrics_max_prefixes: Option<usize>,
 }
 
 /// What automatic compaction's retention counts.
@@ -150,7 +157,7 @@ impl ServeArgs {
             request_timeout_ms, max_body_bytes, max_key_bytes, max_value_bytes, max_txn_ops,
             log_format, auto_compaction_mode, auto_compaction_retention,
             auto_compaction_interval_ms, watch_progress_notify_interval_ms, max_watches,
-            watch_buffer_messages),
+            watch_buffer_messages, metrics_prefix_depth, metrics_max_prefixes),
         )
     }
 
@@ -159,6 +166,7 @@ impl ServeArgs {
         let watch = self.watch_limits()?;
         let auto_compaction = self.auto_compaction()?;
         let id = self.id.unwrap_or(1);
+        let metric_prefix_labels = self.metric_prefix_labels()?;
         let listen_client = self.listen_client.unwrap_or(([127, 0, 0, 1], 7001).into());
         let listen_peer = self.listen_peer.unwrap_or(([127, 0, 0, 1], 7101).into());
         let advertise = MemberNode {
@@ -229,6 +237,22 @@ impl ServeArgs {
             watch,
             auto_compaction,
             recovery_timeout: Duration::from_secs(60),
+            metric_prefix_labels,
+        })
+    }
+}
+
+impl ServeArgs {
+    /// The `prefix` label settings; a depth of 0 would make every key its own nothing.
+    fn metric_prefix_labels(&self) -> Result<PrefixLabelConfig, String> {
+        let defaults = PrefixLabelConfig::default();
+        let depth = self.metrics_prefix_depth.unwrap_or(defaults.depth);
+        if depth == 0 {
+            return Err("--metrics-prefix-depth must be at least 1".into());
+        }
+        Ok(PrefixLabelConfig {
+            depth,
+            max_prefixes: self.metrics_max_prefixes.unwrap_or(defaults.max_prefixes),
         })
     }
 }

@@ -7,6 +7,7 @@ pub mod compaction;
 pub mod config;
 pub mod error;
 pub mod http;
+mod metrics_feed;
 pub mod node;
 pub mod watch;
 
@@ -15,3 +16,4 @@ pub use backend::{
 };
 pub use error::NodeError;
 pub use node::{MemberBackend, Node, NodeConfig};
+pub use revkv_metrics::{Metrics, PrefixLabelConfig};

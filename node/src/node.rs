@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::async_runtime::WatchReceiver;
+use revkv_metrics::{Metrics, PrefixLabelConfig};
 use revkv_raft::{AdminRequest, MemberConfig, MemberError, MemberNode, RaftMember};
 use revkv_storage::{
     validate_range, validate_request, DeleteRangeRequest, KeyRange, KeyValue, PutRequest,
@@ -23,7 +24,8 @@ use crate::backend::{
 };
 use crate::compaction::{self, AutoCompaction};
 use crate::error::NodeError;
-use crate::http::{client_router, HttpLimits};
+use crate::http::{client_router_with_metrics, HttpLimits};
+use crate::metrics_feed::start_metrics_feeds;
 use crate::watch::{WatchHub, WatchLimits};
 
 /// How a node starts: the raft member's configuration plus the client listener's.
@@ -42,6 +44,8 @@ pub struct NodeConfig {
     /// Longest wait at start for the state machine to re-apply committed entries before the client
     /// listener opens.
     pub recovery_timeout: Duration,
+    /// How keys become the `prefix` label of conflict and retry metrics.
+    pub metric_prefix_labels: PrefixLabelConfig,
 }
 
 /// The API's operations, answered through the raft member.
@@ -49,6 +53,7 @@ pub struct MemberBackend {
     member: RaftMember,
     request_timeout: Duration,
     watch_hub: Arc<WatchHub>,
+    metrics: Arc<Metrics>,
 }
 
 /// A running member with its client listener.
@@ -114,15 +119,22 @@ impl Node {
         let client_address = client_listener
             .local_addr()
             .map_err(|error| NodeError::Internal(error.to_string()))?;
+        let metrics = Arc::new(
+            Metrics::new(config.metric_prefix_labels)
+                .map_err(|error| NodeError::Internal(format!("metrics: {error}")))?,
+        );
+        start_metrics_feeds(&member, &metrics);
         let watch_hub = WatchHub::start(
             member.store().clone(),
             member.applied(),
             config.watch.clone(),
+            Some(metrics.watch.clone()),
         )?;
         let backend = Arc::new(MemberBackend {
             member,
             request_timeout: config.request_timeout,
             watch_hub,
+            metrics: metrics.clone(),
         });
         let stop_background = watch::Sender::new(false);
         compaction::spawn(
@@ -130,7 +142,7 @@ impl Node {
             config.auto_compaction,
             stop_background.subscribe(),
         );
-        let router = client_router(backend.clone(), config.http.clone());
+        let router = client_router_with_metrics(backend.clone(), config.http.clone(), metrics);
         let (stop, stopped) = oneshot::channel::<()>();
         tokio::spawn(async move {
             let serving = axum::serve(client_listener, router).with_graceful_shutdown(async move {
@@ -200,6 +212,11 @@ impl MemberBackend {
     /// The raft member, for metrics and tests.
     pub fn member(&self) -> &RaftMember {
         &self.member
+    }
+
+    /// This member's metrics (what `GET /metrics` serves).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     fn header_at(&self, revision: u64) -> ResponseHeader {
@@ -277,7 +294,10 @@ impl KvBackend for MemberBackend {
     async fn write(&self, request: Request) -> Result<Written, NodeError> {
         // Refuse bad input here, before it costs a raft round (the state machine checks again).
         validate_request(&request, self.member.store().limits())?;
-        let written = self.member.write(request).await.map_err(node_error)?;
+        let written = self.member.write(request).await.map_err(|error| {
+            self.metrics.raft.record_proposal_failed();
+            node_error(error)
+        })?;
         let response = written
             .outcome
             .map_err(|rejection| rejection.into_storage())?;

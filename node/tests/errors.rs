@@ -151,7 +151,7 @@ async fn missing_keys_members_and_routes_are_not_found() {
 async fn an_unsupported_method_is_invalid_as_json() {
     let api = Api::new();
     let answer = api
-        .send(Method::PATCH, "/v1/kv/k", &[], r#"{"value":"v"}"#)
+        .send(Method::POST, "/v1/kv/k", &[], r#"{"value":"v"}"#)
         .await;
     assert_error(&answer, StatusCode::BAD_REQUEST, "invalid", &[]);
 }

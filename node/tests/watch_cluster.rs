@@ -111,6 +111,32 @@ async fn every_stream_satisfies_the_six_properties_under_writes_disconnects_and_
         stopped_member_cancels > 0,
         "watchers on the stopped member were told with CANCELED member_stopping"
     );
+    // Every stream has closed: the members' watcher gauges go back to zero (nothing leaked), and
+    // the events they sent were counted.
+    for id in [1u64, 2] {
+        let client = cluster.client(id);
+        let sent = wait_until(
+            format!("member {id} to count no open watchers"),
+            CONVERGENCE_TIMEOUT,
+            async || {
+                let text = client.metrics_text().await;
+                (metric_value(&text, "revkv_watch_watchers") == Some(0.0))
+                    .then(|| metric_value(&text, "revkv_watch_events_sent_total"))
+            },
+        )
+        .await;
+        assert!(
+            sent.unwrap_or(0.0) > 0.0,
+            "member {id} counted the events it sent"
+        );
+    }
+}
+
+/// The value of an unlabelled sample in Prometheus text.
+fn metric_value(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|value| value.trim().parse().ok())
 }
 
 fn watcher_plans() -> Vec<WatcherPlan> {

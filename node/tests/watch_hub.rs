@@ -275,7 +275,7 @@ async fn a_catch_up_ahead_of_the_hub_joins_without_repeating_revisions() {
     let store =
         Arc::new(MvccStore::open(dir.path().join("state.redb"), StoreOptions::default()).unwrap());
     let (feed, fed) = tokio::sync::watch::channel(1u64);
-    let hub = WatchHub::start(store.clone(), fed, small_limits()).unwrap();
+    let hub = WatchHub::start(store.clone(), fed, small_limits(), None).unwrap();
     let mut index = 0;
     let mut apply = |count: u64| {
         let mut revision = 0;

@@ -8,10 +8,12 @@ use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::put;
 use axum::{Json, Router};
+use revkv_metrics::KvOp;
 use revkv_storage::{DeleteRangeRequest, PutRequest, TxnOp, TxnOpResponse};
 use serde::{Deserialize, Serialize};
 
 use super::body::read_json;
+use super::conflicts::count_if_conflict;
 use super::error::ApiError;
 use super::keys::{key_from_path, key_range};
 use super::precondition::{write_one, Precondition};
@@ -75,14 +77,16 @@ async fn put_key<B: KvBackend>(
         lease: body.lease,
         prev_kv,
     };
-    let (header, response) = write_one(
+    let written = write_one(
         &*state.backend,
         &key,
         precondition,
         TxnOp::Put(put),
         encoding,
     )
-    .await?;
+    .await;
+    count_if_conflict(&state, KvOp::Put, &key, &written);
+    let (header, response) = written?;
     let TxnOpResponse::Put(put) = response else {
         return Err(unexpected_response("put").into());
     };
@@ -123,7 +127,9 @@ async fn delete_key<B: KvBackend>(
         prev_kv,
     };
     let op = TxnOp::DeleteRange(delete);
-    let (header, response) = write_one(&*state.backend, &key, precondition, op, encoding).await?;
+    let written = write_one(&*state.backend, &key, precondition, op, encoding).await;
+    count_if_conflict(&state, KvOp::Delete, &key, &written);
+    let (header, response) = written?;
     let TxnOpResponse::DeleteRange(deleted) = response else {
         return Err(unexpected_response("delete").into());
     };

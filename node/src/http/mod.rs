@@ -10,17 +10,27 @@
 //! codes and error bodies. `query`, `body`, `keys` and `wire` hold the parsing and JSON shapes the
 //! handlers share.
 //!
+//! Metrics: `metrics_route` serves `GET /metrics`; every route is wrapped in the metrics crate's
+//! HTTP layer (requests and durations by route template) and in `client_retries` (the
+//! `X-Retry-Attempt` header); `conflicts` counts the conflicts handlers answer; `kv_patch` (with
+//! `guaranteed_update`) serves `PATCH /v1/kv/{key}`.
+//!
 //! Strictness: unknown query parameters, unknown JSON fields, malformed numbers, flags, base64 and
 //! preconditions are all answered `400 invalid` with a message naming the culprit, because a typo
 //! such as `prefx=a` silently ignored would turn a listing into a single-key read.
 
 mod body;
+mod client_retries;
 mod cluster;
+mod conflicts;
 mod error;
+mod guaranteed_update;
 mod keys;
+mod kv_patch;
 mod kv_read;
 mod kv_write;
 mod members;
+mod metrics_route;
 mod precondition;
 mod query;
 mod txn;
@@ -31,7 +41,9 @@ mod wire;
 use std::sync::Arc;
 
 use axum::http::{Method, Uri};
+use axum::middleware::from_fn_with_state;
 use axum::Router;
+use revkv_metrics::{Metrics, PrefixLabelConfig};
 
 use crate::backend::KvBackend;
 use crate::error::NodeError;
@@ -55,10 +67,11 @@ impl Default for HttpLimits {
     }
 }
 
-/// What every handler receives: the backend and the limits.
+/// What every handler receives: the backend, the limits and the member's metrics.
 pub(crate) struct ApiState<B> {
     pub backend: Arc<B>,
     pub limits: HttpLimits,
+    pub metrics: Arc<Metrics>,
 }
 
 // A derived `Clone` would demand `B: Clone`; only the `Arc` is cloned.
@@ -67,22 +80,47 @@ impl<B> Clone for ApiState<B> {
         ApiState {
             backend: Arc::clone(&self.backend),
             limits: self.limits.clone(),
+            metrics: Arc::clone(&self.metrics),
         }
     }
 }
 
-/// Builds the client API router over `backend`.
+/// Builds the client API router over `backend`, with metrics of its own (for tests and embedders
+/// that do not scrape them).
 pub fn client_router<B: KvBackend>(backend: Arc<B>, limits: HttpLimits) -> Router {
-    let state = ApiState { backend, limits };
+    let metrics = Metrics::new(PrefixLabelConfig::default())
+        .expect("a fresh registry accepts every metric once");
+    client_router_with_metrics(backend, limits, Arc::new(metrics))
+}
+
+/// Builds the client API router over `backend`, recording into `metrics` and serving them on
+/// `GET /metrics`.
+pub fn client_router_with_metrics<B: KvBackend>(
+    backend: Arc<B>,
+    limits: HttpLimits,
+    metrics: Arc<Metrics>,
+) -> Router {
+    let http_metrics_layer = metrics.http.layer();
+    let state = ApiState {
+        backend,
+        limits,
+        metrics,
+    };
+    let retries_layer =
+        from_fn_with_state(state.clone(), client_retries::record_client_retries::<B>);
     Router::new()
         .merge(kv_read::routes::<B>())
         .merge(kv_write::routes::<B>())
+        .merge(kv_patch::routes::<B>())
         .merge(txn::routes::<B>())
         .merge(cluster::routes::<B>())
         .merge(members::routes::<B>())
         .merge(watch::routes::<B>())
+        .merge(metrics_route::routes::<B>())
         .fallback(unknown_route)
         .method_not_allowed_fallback(unsupported_method)
+        .layer(retries_layer)
+        .layer(http_metrics_layer)
         .with_state(state)
 }
 

@@ -7,6 +7,7 @@
 
 use axum::body::Body;
 use axum::extract::{RawQuery, State};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
@@ -14,6 +15,8 @@ use revkv_storage::{Request, Response as StoreResponse, TxnOp, TxnOpResponse};
 use serde::Serialize;
 
 use super::body::read_json;
+use super::client_retries::record_txn_retry;
+use super::conflicts::count_failed_txn;
 use super::error::ApiError;
 use super::keys::TextEncoding;
 use super::query::QueryParams;
@@ -55,6 +58,7 @@ enum OpAnswer {
 
 async fn post_txn<B: KvBackend>(
     State(state): State<ApiState<B>>,
+    headers: HeaderMap,
     RawQuery(raw_query): RawQuery,
     body: Body,
 ) -> Result<Response, ApiError> {
@@ -63,6 +67,8 @@ async fn post_txn<B: KvBackend>(
     query.finish()?;
     let body: TxnBody = read_json(body, state.limits.max_body_bytes).await?;
     let request = body.into_request(encoding)?;
+    let first_compare_key = request.compare.first().map(|compare| compare.key.clone());
+    record_txn_retry(&state, &headers, first_compare_key.as_deref())?;
     // The storage answer does not say whether a delete asked for its previous values, so remember
     // it per op before the request is handed over.
     let success_wants_prev_kvs = wants_prev_kvs(&request.success);
@@ -71,6 +77,7 @@ async fn post_txn<B: KvBackend>(
     let StoreResponse::Txn(answer) = written.response else {
         return Err(unexpected_response("txn").into());
     };
+    count_failed_txn(&state, answer.succeeded, first_compare_key.as_deref());
     let wants = match answer.succeeded {
         true => success_wants_prev_kvs,
         false => failure_wants_prev_kvs,

@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use revkv_metrics::{WatchMetrics, WatcherGuard};
 use revkv_storage::{validate_range, Error as StorageError, MvccStore, RangeRequest};
 use tokio::sync::{mpsc, watch, Semaphore};
 
@@ -38,6 +39,8 @@ pub struct WatchHub {
     /// cannot starve the apply path of disk and CPU.
     pub(super) catch_up_reads: Semaphore,
     pub(super) stop: watch::Sender<bool>,
+    /// The member's watch metrics (none for a hub outside a member, as in tests).
+    pub(super) metrics: Option<WatchMetrics>,
 }
 
 pub(super) struct HubState {
@@ -63,6 +66,8 @@ pub(super) struct Watcher {
     pub(super) deliver_from: u64,
     /// A bookmark owed to this watcher must reach at least this revision.
     pub(super) bookmark_owed: Option<u64>,
+    /// Counts this watcher in the open-watchers gauge until it leaves the hub.
+    pub(super) _counted: Option<WatcherGuard>,
 }
 
 impl WatchHub {
@@ -71,6 +76,7 @@ impl WatchHub {
         store: Arc<MvccStore>,
         feed: impl RevisionFeed,
         limits: WatchLimits,
+        metrics: Option<WatchMetrics>,
     ) -> Result<Arc<WatchHub>, NodeError> {
         limits.check().map_err(NodeError::Invalid)?;
         let current = store.current_revision()?;
@@ -87,6 +93,7 @@ impl WatchHub {
             }),
             next_watch_id: AtomicU64::new(1),
             stop: watch::Sender::new(false),
+            metrics,
         });
         tokio::spawn(hub.clone().broadcast_loop(feed));
         Ok(hub)
@@ -194,6 +201,7 @@ impl WatchHub {
             synced,
             deliver_from: start,
             bookmark_owed: None,
+            _counted: self.metrics.as_ref().map(WatchMetrics::track_watcher),
         };
         state.watchers.insert(id, watcher);
         Ok(!synced)

@@ -103,7 +103,7 @@ impl Watch {
                 },
                 None => self.receiver.recv().await,
             };
-            return Some(match received {
+            let message = match received {
                 Some(message) => {
                     if let Some(revision) = message.resume_revision() {
                         // The hub's ordering argument: revisions never go backwards.
@@ -116,7 +116,26 @@ impl Watch {
                     self.finished = true;
                     WatchMessage::Canceled(self.final_cancellation())
                 }
-            });
+            };
+            self.count(&message);
+            return Some(message);
+        }
+    }
+
+    /// Feeds the watch metrics with a message handed to the reader.
+    fn count(&self, message: &WatchMessage) {
+        let Some(metrics) = &self.hub.metrics else {
+            return;
+        };
+        match message {
+            WatchMessage::Events(events) => metrics.record_events_sent(events.len() as u64),
+            WatchMessage::Bookmark { .. } => metrics.record_bookmark_sent(),
+            WatchMessage::Canceled(cancellation)
+                if cancellation.reason == CancelReason::SlowConsumer =>
+            {
+                metrics.record_slow_consumer_cancel()
+            }
+            WatchMessage::Canceled(_) | WatchMessage::Created { .. } => {}
         }
     }
 

@@ -310,6 +310,15 @@ impl MemberClient {
     }
 
     /// `GET /v1/status`, or `None` when the member does not answer 200.
+    /// The member's `GET /metrics` text (empty when it does not answer).
+    pub async fn metrics_text(&self) -> String {
+        let url = format!("{}/metrics", self.base_url);
+        match self.http.get(url).send().await {
+            Ok(response) => response.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        }
+    }
+
     pub async fn status(&self) -> Option<Value> {
         let answer = self
             .try_send(Method::GET, "/v1/status", None, &[])

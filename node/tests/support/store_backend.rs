@@ -47,8 +47,13 @@ impl StoreBackend {
         let store = Arc::new(store);
         let revision = store.current_revision().expect("current revision");
         let applied_revision = watch::Sender::new(revision);
-        let watch_hub = WatchHub::start(store.clone(), applied_revision.subscribe(), watch_limits)
-            .expect("start the watch hub");
+        let watch_hub = WatchHub::start(
+            store.clone(),
+            applied_revision.subscribe(),
+            watch_limits,
+            None,
+        )
+        .expect("start the watch hub");
         StoreBackend {
             store,
             watch_hub,

@@ -1,0 +1,72 @@
+//! Store metrics: the current and compact revisions, the number of live keys, and the size of each
+//! database file. The node refreshes them from cheap reads just before a scrape is answered (see
+//! [`Metrics::set_before_scrape`](crate::Metrics::set_before_scrape)), so they cost nothing between
+//! scrapes.
+
+use prometheus::{IntGauge, IntGaugeVec, Registry};
+
+use crate::raft::saturating_i64;
+use crate::registration::{gauge, gauge_vec};
+
+/// What the store looks like at one moment, in plain numbers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreObservation {
+    pub revision: u64,
+    pub compact_revision: u64,
+    pub keys: u64,
+    /// Size of the MVCC state file.
+    pub state_file_bytes: u64,
+    /// Size of the raft log file.
+    pub log_file_bytes: u64,
+}
+
+/// The store metrics of one member.
+#[derive(Clone, Debug)]
+pub struct StoreMetrics {
+    revision: IntGauge,
+    compact_revision: IntGauge,
+    keys: IntGauge,
+    db_size_bytes: IntGaugeVec,
+}
+
+impl StoreMetrics {
+    pub(crate) fn register(registry: &Registry) -> prometheus::Result<Self> {
+        Ok(StoreMetrics {
+            revision: gauge(
+                registry,
+                "revkv_store_revision",
+                "The store revision this member has applied.",
+            )?,
+            compact_revision: gauge(
+                registry,
+                "revkv_store_compact_revision",
+                "The revision of the last compaction (0 when never compacted).",
+            )?,
+            keys: gauge(
+                registry,
+                "revkv_store_keys",
+                "Keys live at the current revision.",
+            )?,
+            db_size_bytes: gauge_vec(
+                registry,
+                "revkv_store_db_size_bytes",
+                "Size on disk of each database file: file=\"state\" (MVCC store) or \
+                 file=\"log\" (raft log).",
+                &["file"],
+            )?,
+        })
+    }
+
+    pub fn observe(&self, observation: &StoreObservation) {
+        self.revision.set(saturating_i64(observation.revision));
+        self.compact_revision
+            .set(saturating_i64(observation.compact_revision));
+        self.keys.set(saturating_i64(observation.keys));
+        self.db_size_bytes
+            .with_label_values(&["state"])
+            .set(saturating_i64(observation.state_file_bytes));
+        self.db_size_bytes
+            .with_label_values(&["log"])
+            .set(saturating_i64(observation.log_file_bytes));
+    }
+}

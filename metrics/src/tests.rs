@@ -1,0 +1,180 @@
+//! Tests of the registry as a whole: every contract metric is exposed, two members do not share
+//! metrics, and the HTTP layer labels requests by route template.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use axum::routing::get;
+use axum::Router;
+use tower::ServiceExt;
+
+use super::*;
+
+fn metrics() -> Metrics {
+    Metrics::new(PrefixLabelConfig::default()).expect("metrics register")
+}
+
+/// Touches every labelled metric once, so it shows up in the exposition.
+fn record_one_of_each(metrics: &Metrics) {
+    metrics.kv.record_conflict(KvOp::Put, b"app/config");
+    metrics
+        .kv
+        .record_update_attempts(KvOp::Patch, UpdateOutcome::Success, 2);
+    metrics
+        .kv
+        .record_client_retry(KvOp::Put, Some(b"app/config"), 1);
+    metrics.store.observe(&StoreObservation::default());
+    metrics.http.record_request(
+        &axum::http::Method::GET,
+        "/v1/status",
+        StatusCode::OK,
+        0.001,
+    );
+}
+
+#[test]
+fn every_contract_metric_is_exposed_with_help_text() {
+    let metrics = metrics();
+    record_one_of_each(&metrics);
+    let text = metrics.render().unwrap();
+    for name in [
+        "revkv_conflicts_total",
+        "revkv_update_attempts",
+        "revkv_client_retries_total",
+        "revkv_client_retry_attempt",
+        "revkv_raft_term",
+        "revkv_raft_is_leader",
+        "revkv_raft_leader_changes_total",
+        "revkv_raft_commit_index",
+        "revkv_raft_applied_index",
+        "revkv_raft_proposals_failed_total",
+        "revkv_raft_append_duration_seconds",
+        "revkv_raft_apply_duration_seconds",
+        "revkv_store_revision",
+        "revkv_store_compact_revision",
+        "revkv_store_keys",
+        "revkv_store_db_size_bytes",
+        "revkv_watch_watchers",
+        "revkv_watch_events_sent_total",
+        "revkv_watch_bookmarks_sent_total",
+        "revkv_watch_slow_consumer_cancels_total",
+        "revkv_http_requests_total",
+        "revkv_http_request_duration_seconds",
+    ] {
+        assert!(
+            text.contains(&format!("# HELP {name} ")),
+            "{name} has no help"
+        );
+        assert!(
+            text.contains(&format!("# TYPE {name} ")),
+            "{name} has no type"
+        );
+    }
+}
+
+#[test]
+fn two_members_in_one_process_keep_separate_counts() {
+    let first = metrics();
+    let second = metrics();
+    first.kv.record_conflict(KvOp::Txn, b"hot/key");
+    assert!(first
+        .render()
+        .unwrap()
+        .contains("revkv_conflicts_total{op=\"txn\",prefix=\"hot\"} 1"));
+    assert!(!second.render().unwrap().contains("prefix=\"hot\""));
+}
+
+#[test]
+fn a_first_attempt_is_not_a_client_retry() {
+    let metrics = metrics();
+    metrics.kv.record_client_retry(KvOp::Put, Some(b"a/b"), 0);
+    metrics.kv.record_client_retry(KvOp::Get, None, 3);
+    let text = metrics.render().unwrap();
+    assert!(!text.contains("revkv_client_retries_total{op=\"put\""));
+    assert!(text.contains("revkv_client_retries_total{op=\"get\",prefix=\"none\"} 1"));
+    assert!(text.contains("revkv_client_retry_attempt_sum{op=\"get\"} 3"));
+}
+
+#[test]
+fn leader_changes_count_terms_that_had_a_leader() {
+    let metrics = metrics();
+    let observe = |term, leader_id| {
+        metrics.raft.observe(&RaftObservation {
+            term,
+            leader_id,
+            ..RaftObservation::default()
+        })
+    };
+    observe(1, None);
+    observe(1, Some(1));
+    observe(1, Some(1));
+    observe(2, None);
+    observe(3, Some(2));
+    observe(3, Some(2));
+    let text = metrics.render().unwrap();
+    assert!(text.contains("revkv_raft_leader_changes_total 2"), "{text}");
+    assert!(text.contains("revkv_raft_term 3"));
+}
+
+#[test]
+fn the_before_scrape_callback_refreshes_gauges() {
+    let metrics = Arc::new(metrics());
+    let store = metrics.store.clone();
+    metrics.set_before_scrape(move || {
+        store.observe(&StoreObservation {
+            revision: 42,
+            state_file_bytes: 4096,
+            ..StoreObservation::default()
+        })
+    });
+    let text = metrics.render().unwrap();
+    assert!(text.contains("revkv_store_revision 42"));
+    assert!(text.contains("revkv_store_db_size_bytes{file=\"state\"} 4096"));
+}
+
+#[test]
+fn a_watcher_guard_counts_until_dropped() {
+    let metrics = metrics();
+    let guard = metrics.watch.track_watcher();
+    assert!(metrics.render().unwrap().contains("revkv_watch_watchers 1"));
+    drop(guard);
+    assert!(metrics.render().unwrap().contains("revkv_watch_watchers 0"));
+}
+
+#[test]
+fn durations_are_recorded_in_seconds() {
+    let metrics = metrics();
+    metrics.raft.record_append(Duration::from_millis(3));
+    metrics.raft.record_apply(Duration::from_millis(1));
+    let text = metrics.render().unwrap();
+    assert!(text.contains("revkv_raft_append_duration_seconds_sum 0.003"));
+    assert!(text.contains("revkv_raft_apply_duration_seconds_count 1"));
+}
+
+#[tokio::test]
+async fn the_layer_labels_requests_by_route_template_not_by_uri() {
+    let metrics = metrics();
+    let router = Router::new()
+        .route("/v1/kv/{*key}", get(|| async { "value" }))
+        .fallback(|| async { StatusCode::NOT_FOUND })
+        .layer(metrics.http.layer());
+    for uri in ["/v1/kv/a/b", "/v1/kv/c", "/nowhere"] {
+        let request = Request::get(uri).body(Body::empty()).unwrap();
+        router.clone().oneshot(request).await.unwrap();
+    }
+    let text = metrics.render().unwrap();
+    assert!(
+        text.contains(
+            "revkv_http_requests_total{method=\"GET\",route=\"/v1/kv/{*key}\",status=\"200\"} 2"
+        ),
+        "{text}"
+    );
+    assert!(text.contains(
+        "revkv_http_requests_total{method=\"GET\",route=\"unmatched\",status=\"404\"} 1"
+    ));
+    assert!(!text.contains("/v1/kv/a/b"));
+    assert!(text.contains(
+        "revkv_http_request_duration_seconds_count{method=\"GET\",route=\"/v1/kv/{*key}\"} 2"
+    ));
+}

@@ -1,0 +1,88 @@
+//! Watch metrics: open watchers, events and bookmarks sent, and watchers canceled because they
+//! could not keep up. Plain handles for the watch hub to call; the hub owns no Prometheus types.
+
+use prometheus::{IntCounter, IntGauge, Registry};
+
+use crate::registration::{counter, gauge};
+
+/// The watch metrics of one member.
+#[derive(Clone, Debug)]
+pub struct WatchMetrics {
+    watchers: IntGauge,
+    events_sent_total: IntCounter,
+    bookmarks_sent_total: IntCounter,
+    slow_consumer_cancels_total: IntCounter,
+}
+
+impl WatchMetrics {
+    pub(crate) fn register(registry: &Registry) -> prometheus::Result<Self> {
+        Ok(WatchMetrics {
+            watchers: gauge(
+                registry,
+                "revkv_watch_watchers",
+                "Watch streams open on this member.",
+            )?,
+            events_sent_total: counter(
+                registry,
+                "revkv_watch_events_sent_total",
+                "Events sent to watchers (each PUT or DELETE event counts once).",
+            )?,
+            bookmarks_sent_total: counter(
+                registry,
+                "revkv_watch_bookmarks_sent_total",
+                "BOOKMARK messages sent to watchers.",
+            )?,
+            slow_consumer_cancels_total: counter(
+                registry,
+                "revkv_watch_slow_consumer_cancels_total",
+                "Watchers canceled with reason slow_consumer because they fell too far behind.",
+            )?,
+        })
+    }
+
+    /// A watch stream opened; pair it with exactly one [`WatchMetrics::watcher_closed`].
+    pub fn watcher_opened(&self) {
+        self.watchers.inc();
+    }
+
+    /// A watch stream ended, for whatever reason.
+    pub fn watcher_closed(&self) {
+        self.watchers.dec();
+    }
+
+    /// Counts `events` events sent in one message.
+    pub fn record_events_sent(&self, events: u64) {
+        self.events_sent_total.inc_by(events);
+    }
+
+    pub fn record_bookmark_sent(&self) {
+        self.bookmarks_sent_total.inc();
+    }
+
+    pub fn record_slow_consumer_cancel(&self) {
+        self.slow_consumer_cancels_total.inc();
+    }
+}
+
+/// Counts one open watcher for as long as it lives: [`WatchMetrics::track_watcher`] increments the
+/// gauge and dropping the guard decrements it, so an early return can never leak a watcher.
+#[derive(Debug)]
+pub struct WatcherGuard {
+    watchers: IntGauge,
+}
+
+impl WatchMetrics {
+    /// Counts a watch stream as open until the returned guard is dropped.
+    pub fn track_watcher(&self) -> WatcherGuard {
+        self.watcher_opened();
+        WatcherGuard {
+            watchers: self.watchers.clone(),
+        }
+    }
+}
+
+impl Drop for WatcherGuard {
+    fn drop(&mut self) {
+        self.watchers.dec();
+    }
+}

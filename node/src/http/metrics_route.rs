@@ -1,0 +1,33 @@
+//! `GET /metrics`: every metric of this member in the Prometheus text exposition format.
+
+use axum::extract::{RawQuery, State};
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use revkv_metrics::TEXT_CONTENT_TYPE;
+
+use super::error::ApiError;
+use super::query::QueryParams;
+use super::ApiState;
+use crate::backend::KvBackend;
+use crate::error::NodeError;
+
+pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
+    Router::new().route("/metrics", get(get_metrics::<B>))
+}
+
+async fn get_metrics<B: KvBackend>(
+    State(state): State<ApiState<B>>,
+    RawQuery(raw_query): RawQuery,
+) -> Result<Response, ApiError> {
+    QueryParams::parse(raw_query.as_deref())?.finish()?;
+    // Rendering reads the store's statistics first (a redb read transaction), so keep it off the
+    // async workers.
+    let metrics = state.metrics.clone();
+    let text = tokio::task::spawn_blocking(move || metrics.render())
+        .await
+        .map_err(|error| NodeError::Internal(format!("rendering metrics failed: {error}")))?
+        .map_err(|error| NodeError::Internal(format!("rendering metrics failed: {error}")))?;
+    Ok(([(CONTENT_TYPE, TEXT_CONTENT_TYPE)], text).into_response())
+}

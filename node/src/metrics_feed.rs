@@ -1,0 +1,72 @@
+//! Feeds a member's [`Metrics`] from its raft member and stores, without polling:
+//!
+//! - Raft gauges and leader changes follow openraft's metrics watch channel: a task wakes on each
+//!   change, turns the new `RaftMetrics` into a plain [`RaftObservation`], and stops when raft
+//!   shuts down and closes the channel.
+//! - Store gauges (revisions, live keys, file sizes) are read just before each scrape: one read
+//!   transaction and two file-size lookups per scrape, nothing between scrapes.
+
+use std::sync::Arc;
+
+use openraft::async_runtime::WatchReceiver;
+use openraft::ServerState;
+use revkv_metrics::{Metrics, RaftMetrics, RaftObservation, StoreObservation};
+use revkv_raft::{RaftMember, TypeConfig};
+use revkv_storage::{MvccStore, RaftLogStore};
+use tokio::task::JoinHandle;
+
+/// Starts both feeds for `member`. The returned task ends by itself when raft stops.
+pub fn start_metrics_feeds(member: &RaftMember, metrics: &Arc<Metrics>) -> JoinHandle<()> {
+    install_store_refresh(metrics, member.store().clone(), member.log_store().clone());
+    follow_raft_metrics(member, metrics.raft.clone())
+}
+
+/// Spawns the task that mirrors every change of openraft's metrics into `raft_metrics`.
+fn follow_raft_metrics(member: &RaftMember, raft_metrics: RaftMetrics) -> JoinHandle<()> {
+    let mut changes = member.raft().metrics();
+    tokio::spawn(async move {
+        loop {
+            let observation = raft_observation(&changes.borrow_watched());
+            raft_metrics.observe(&observation);
+            if changes.changed().await.is_err() {
+                return;
+            }
+        }
+    })
+}
+
+/// The plain numbers the metrics crate needs from one openraft metrics value.
+fn raft_observation(metrics: &openraft::RaftMetrics<TypeConfig>) -> RaftObservation {
+    RaftObservation {
+        term: metrics.current_term,
+        is_leader: metrics.state == ServerState::Leader,
+        leader_id: metrics.current_leader,
+        commit_index: metrics.local_committed.map_or(0, |log_id| log_id.index),
+        applied_index: metrics.last_applied.map_or(0, |log_id| log_id.index),
+    }
+}
+
+/// Makes every scrape read the store's revisions, key count and file sizes first. A failed read
+/// leaves the previous values in place (and is logged), so a scrape never fails because of it.
+fn install_store_refresh(metrics: &Metrics, store: Arc<MvccStore>, log: Arc<RaftLogStore>) {
+    let store_metrics = metrics.store.clone();
+    metrics.set_before_scrape(move || match store_observation(&store, &log) {
+        Ok(observation) => store_metrics.observe(&observation),
+        Err(error) => tracing::warn!(%error, "could not read store statistics for metrics"),
+    });
+}
+
+fn store_observation(
+    store: &MvccStore,
+    log: &RaftLogStore,
+) -> revkv_storage::Result<StoreObservation> {
+    let stats = store.stats()?;
+    let log_file_bytes = std::fs::metadata(log.path()).map_or(0, |metadata| metadata.len());
+    Ok(StoreObservation {
+        revision: stats.current_revision,
+        compact_revision: stats.compact_revision,
+        keys: stats.live_keys,
+        state_file_bytes: stats.file_bytes,
+        log_file_bytes,
+    })
+}
