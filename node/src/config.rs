@@ -223,6 +223,8 @@ impl ServeArgs {
             },
             store,
             log_cache_bytes: 64 * 1024 * 1024,
+            // `Node` fills in its metrics observer when it starts the member.
+            timings: Default::default(),
         };
         let http = HttpLimits {
             max_body_bytes: self

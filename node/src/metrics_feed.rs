@@ -5,6 +5,8 @@
 //!   shuts down and closes the channel.
 //! - Store gauges (revisions, live keys, file sizes) are read just before each scrape: one read
 //!   transaction and two file-size lookups per scrape, nothing between scrapes.
+//! - Append (fsync) and apply durations are handed over by the raft layer as they happen, through
+//!   [`AppendApplyTimings`], the observer `Node` puts in the member's configuration.
 
 use std::sync::Arc;
 
@@ -19,6 +21,19 @@ use tokio::task::JoinHandle;
 pub fn start_metrics_feeds(member: &RaftMember, metrics: &Arc<Metrics>) -> JoinHandle<()> {
     install_store_refresh(metrics, member.store().clone(), member.log_store().clone());
     follow_raft_metrics(member, metrics.raft.clone())
+}
+
+/// Records the raft layer's append and apply durations in the member's histograms.
+pub struct AppendApplyTimings(pub RaftMetrics);
+
+impl revkv_raft::StorageTimingObserver for AppendApplyTimings {
+    fn log_appended(&self, elapsed: std::time::Duration, _entries: usize) {
+        self.0.record_append(elapsed);
+    }
+
+    fn entries_applied(&self, elapsed: std::time::Duration, _entries: usize) {
+        self.0.record_apply(elapsed);
+    }
 }
 
 /// Spawns the task that mirrors every change of openraft's metrics into `raft_metrics`.

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use openraft::async_runtime::WatchReceiver;
 use revkv_metrics::{Metrics, PrefixLabelConfig};
-use revkv_raft::{AdminRequest, MemberConfig, MemberError, MemberNode, RaftMember};
+use revkv_raft::{AdminRequest, MemberConfig, MemberError, MemberNode, RaftMember, StorageTimings};
 use revkv_storage::{
     validate_range, validate_request, DeleteRangeRequest, KeyRange, KeyValue, PutRequest,
     RangeRequest, Request, Response, StateHash,
@@ -25,7 +25,7 @@ use crate::backend::{
 use crate::compaction::{self, AutoCompaction};
 use crate::error::NodeError;
 use crate::http::{client_router_with_metrics, HttpLimits};
-use crate::metrics_feed::start_metrics_feeds;
+use crate::metrics_feed::{start_metrics_feeds, AppendApplyTimings};
 use crate::watch::{WatchHub, WatchLimits};
 
 /// How a node starts: the raft member's configuration plus the client listener's.
@@ -95,7 +95,14 @@ impl Node {
         client_listener: tokio::net::TcpListener,
         peer_listener: tokio::net::TcpListener,
     ) -> Result<Node, NodeError> {
-        let member = RaftMember::start(config.member.clone(), peer_listener)
+        let metrics = Arc::new(
+            Metrics::new(config.metric_prefix_labels)
+                .map_err(|error| NodeError::Internal(format!("metrics: {error}")))?,
+        );
+        let mut member_config = config.member.clone();
+        member_config.timings =
+            StorageTimings::new(Arc::new(AppendApplyTimings(metrics.raft.clone())));
+        let member = RaftMember::start(member_config, peer_listener)
             .await
             .map_err(node_error)?;
         // Serve nothing until the state machine has re-applied what was committed before a restart,
@@ -119,10 +126,6 @@ impl Node {
         let client_address = client_listener
             .local_addr()
             .map_err(|error| NodeError::Internal(error.to_string()))?;
-        let metrics = Arc::new(
-            Metrics::new(config.metric_prefix_labels)
-                .map_err(|error| NodeError::Internal(format!("metrics: {error}")))?,
-        );
         start_metrics_feeds(&member, &metrics);
         let watch_hub = WatchHub::start(
             member.store().clone(),

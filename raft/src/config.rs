@@ -77,4 +77,6 @@ pub struct MemberConfig {
     pub store: StoreOptions,
     /// redb cache for the log file.
     pub log_cache_bytes: usize,
+    /// Who is told how long appends and applies take (nobody by default).
+    pub timings: crate::timings::StorageTimings,
 }

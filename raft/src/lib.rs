@@ -4,6 +4,7 @@
 //! - [`log_storage`]: `RaftLogStorage` over the raft log file (group-committed appends).
 //! - [`state_machine`]: `RaftStateMachine` over the MVCC store (whole committed ranges applied in
 //!   bounded chunks, one transaction each), snapshots, and the applied-position watch.
+//! - [`timings`]: append and apply durations handed to an observer the embedder supplies.
 //! - [`peer`]: the peer protocol (client, server) on the separate peer listener.
 //! - [`member`]: a running member: writes forwarded to the leader, ReadIndex barriers for
 //!   linearizable reads on any member, membership and leadership changes.
@@ -18,6 +19,7 @@ pub mod log_storage;
 pub mod member;
 pub mod peer;
 pub mod state_machine;
+pub mod timings;
 pub mod types;
 
 pub use config::{MemberConfig, PeerLimits, RaftTiming};
@@ -26,4 +28,5 @@ pub use log_storage::LogStorage;
 pub use member::{Membership, RaftMember};
 pub use peer::AdminRequest;
 pub use state_machine::{AppliedPosition, StateMachine};
+pub use timings::{StorageTimingObserver, StorageTimings};
 pub use types::{ClientRequest, MemberNode, Rejection, TypeConfig, WriteResult};

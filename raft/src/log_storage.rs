@@ -19,6 +19,7 @@ use openraft::OptionalSend;
 use revkv_storage::{codec, MvccStore, RaftLogStore};
 
 use crate::blocking::{invalid_data, run_blocking};
+use crate::timings::StorageTimings;
 use crate::types::alias::{Entry, IOFlushed, LogId, LogState, Vote};
 use crate::types::{from_storage_log_id, to_storage_log_id, TypeConfig};
 
@@ -27,13 +28,19 @@ use crate::types::{from_storage_log_id, to_storage_log_id, TypeConfig};
 pub struct LogStorage {
     log: Arc<RaftLogStore>,
     state_machine_store: Arc<MvccStore>,
+    timings: StorageTimings,
 }
 
 impl LogStorage {
-    pub fn new(log: Arc<RaftLogStore>, state_machine_store: Arc<MvccStore>) -> Self {
+    pub fn new(
+        log: Arc<RaftLogStore>,
+        state_machine_store: Arc<MvccStore>,
+        timings: StorageTimings,
+    ) -> Self {
         LogStorage {
             log,
             state_machine_store,
+            timings,
         }
     }
 }
@@ -131,12 +138,14 @@ impl RaftLogStorage<TypeConfig> for LogStorage {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
+        let started = std::time::Instant::now();
         let mut encoded = Vec::new();
         for entry in entries {
             let bytes = codec::encode(&entry).map_err(invalid_data)?;
             encoded.push((entry.log_id.index, bytes));
         }
         let log = self.log.clone();
+        let entry_count = encoded.len();
         let result = run_blocking(move || {
             log.append(
                 encoded
@@ -147,6 +156,7 @@ impl RaftLogStorage<TypeConfig> for LogStorage {
         .await;
         match result {
             Ok(()) => {
+                self.timings.log_appended(started.elapsed(), entry_count);
                 callback.io_completed(Ok(()));
                 Ok(())
             }

@@ -76,7 +76,7 @@ impl RaftMember {
             config.data_dir.join("raft-log.redb"),
             config.log_cache_bytes,
         )?);
-        let state_machine = StateMachine::new(store.clone())?;
+        let state_machine = StateMachine::new(store.clone(), config.timings.clone())?;
         let applied = state_machine.subscribe();
         let raft_config =
             openraft_config(&config).map_err(|error| startup("raft config", &error))?;
@@ -84,7 +84,7 @@ impl RaftMember {
         let network = PeerNetworkFactory {
             client: peers.clone(),
         };
-        let log_storage = LogStorage::new(log.clone(), store.clone());
+        let log_storage = LogStorage::new(log.clone(), store.clone(), config.timings.clone());
         let raft = Raft::new(config.id, raft_config, network, log_storage, state_machine)
             .await
             .map_err(|error| startup("raft", &error))?;

@@ -20,6 +20,7 @@ use revkv_storage::{codec, ApplyEntry, ApplyOutcome, MvccStore};
 use tokio::sync::watch;
 
 use crate::blocking::{invalid_data, run_blocking};
+use crate::timings::StorageTimings;
 use crate::types::alias::{
     Entry, EntryResponder, LogId, Snapshot, SnapshotData, SnapshotMeta, StoredMembership,
 };
@@ -39,11 +40,12 @@ pub struct AppliedPosition {
 pub struct StateMachine {
     store: Arc<MvccStore>,
     applied: watch::Sender<AppliedPosition>,
+    timings: StorageTimings,
 }
 
 impl StateMachine {
     /// Wraps a store; the watch channel starts at the store's current position.
-    pub fn new(store: Arc<MvccStore>) -> revkv_storage::Result<Self> {
+    pub fn new(store: Arc<MvccStore>, timings: StorageTimings) -> revkv_storage::Result<Self> {
         let position = AppliedPosition {
             log_index: store
                 .applied_state()?
@@ -54,6 +56,7 @@ impl StateMachine {
         Ok(StateMachine {
             store,
             applied: watch::Sender::new(position),
+            timings,
         })
     }
 
@@ -71,7 +74,10 @@ impl StateMachine {
             return Ok(());
         };
         let store = self.store.clone();
+        let entry_count = entries.len();
+        let started = std::time::Instant::now();
         let outcomes = run_blocking(move || store.apply_batch(&entries)).await?;
+        self.timings.entries_applied(started.elapsed(), entry_count);
         let mut last_revision = None;
         for (outcome, responder) in outcomes.into_iter().zip(responders) {
             last_revision = Some(outcome.revision);

@@ -25,8 +25,13 @@ impl StoreBuilder<TypeConfig, LogStorage, StateMachine, tempfile::TempDir> for R
             RaftLogStore::open(dir.path().join("raft-log.redb"), 16 * 1024 * 1024)
                 .expect("open log file"),
         );
-        let state_machine = StateMachine::new(state.clone()).expect("state machine");
-        Ok((dir, LogStorage::new(log, state), state_machine))
+        let state_machine =
+            StateMachine::new(state.clone(), Default::default()).expect("state machine");
+        Ok((
+            dir,
+            LogStorage::new(log, state, Default::default()),
+            state_machine,
+        ))
     }
 }
 

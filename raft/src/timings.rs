@@ -1,0 +1,53 @@
+//! How long the two disk-bound steps of replication take: a durable log append (one fsync) and the
+//! apply of a chunk of committed entries. The raft layer measures them and hands the durations to
+//! an observer the embedder supplies (the node feeds its Prometheus histograms), so this crate
+//! stays free of any metrics library.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Receives the durations. Called on the raft storage tasks: implementations must be cheap.
+pub trait StorageTimingObserver: Send + Sync + 'static {
+    /// A durable append of `entries` log entries took `elapsed` (encoding and fsync included).
+    fn log_appended(&self, elapsed: Duration, entries: usize);
+    /// Applying a chunk of `entries` committed entries to the state file took `elapsed`.
+    fn entries_applied(&self, elapsed: Duration, entries: usize);
+}
+
+/// An optional observer, shared by the log storage and the state machine.
+#[derive(Clone, Default)]
+pub struct StorageTimings {
+    observer: Option<Arc<dyn StorageTimingObserver>>,
+}
+
+impl StorageTimings {
+    pub fn new(observer: Arc<dyn StorageTimingObserver>) -> Self {
+        StorageTimings {
+            observer: Some(observer),
+        }
+    }
+
+    pub(crate) fn log_appended(&self, elapsed: Duration, entries: usize) {
+        if let Some(observer) = &self.observer {
+            observer.log_appended(elapsed, entries);
+        }
+    }
+
+    pub(crate) fn entries_applied(&self, elapsed: Duration, entries: usize) {
+        if let Some(observer) = &self.observer {
+            observer.entries_applied(elapsed, entries);
+        }
+    }
+}
+
+impl fmt::Debug for StorageTimings {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let observed = if self.observer.is_some() {
+            "observed"
+        } else {
+            "unobserved"
+        };
+        formatter.write_str(observed)
+    }
+}
