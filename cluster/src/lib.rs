@@ -5,7 +5,7 @@
 //!   per-call timeouts, writes whose outcome is unknown reported rather than repeated, typed calls
 //!   for every endpoint, [`retry_on_conflict`] with client-go's [`DEFAULT_RETRY`] and
 //!   [`DEFAULT_BACKOFF`], watches that resume on another member, and an [`Informer`].
-//! - `ctl` (next): `revkv ctl`, the command line on top of the client.
+//! - [`ctl`]: `revkv ctl`, the command line on top of the client.
 //! - [`bench`]: `revkv bench`, a load generator that drives revkv's HTTP API or etcd's v3 JSON
 //!   gateway with the same workloads (put, get, cas).
 //!
@@ -13,6 +13,7 @@
 
 pub mod bench;
 pub mod client;
+pub mod ctl;
 
 pub use client::{
     retry_on_conflict, Client, ClientError, Informer, DEFAULT_BACKOFF, DEFAULT_RETRY,

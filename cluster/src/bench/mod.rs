@@ -12,20 +12,24 @@
 //! speaks revkv's HTTP/JSON API (`shared/spec/API.md` section 4), `--target etcd` speaks etcd's v3
 //! JSON gateway (`POST /v3/kv/put`, `POST /v3/kv/range`, base64 keys and values).
 //!
-//! Workloads built now: `put` (distinct keys, `--value-size` bytes) and `get` (`--consistency
-//! linearizable|serializable`, one key or `--keys N` random keys written before the measured part).
-//! Issue 6's `cas` (clients incrementing hot keys with retry-on-conflict) and `watch` (event
-//! latency with W watchers) are not built yet; they become new variants of
-//! [`workload::WorkloadKind`] and [`workload::Workload`], with their requests in [`target`].
+//! Workloads built now: `put` (distinct keys, `--value-size` bytes), `get` (`--consistency
+//! linearizable|serializable`, one key or `--keys N` random keys written before the measured part)
+//! and `cas` (clients incrementing `--keys N` hot counters with read-modify-write and
+//! retry-on-conflict, reporting attempts and conflicts; on etcd through a txn comparing the
+//! counter's mod revision). `watch` (event latency with W watchers) is not built yet; it becomes a
+//! new variant of [`workload::WorkloadKind`] and [`workload::Workload`].
 //!
 //! The parts, one idea per file:
 //! - [`options`]: the command line ([`BenchArgs`]) and its validation into a [`options::BenchPlan`].
 //! - [`workload`]: what each workload does: the operations and the keys and values they use.
 //! - [`target`]: how an operation becomes an HTTP request to revkv or etcd, and how an answer is
 //!   judged a success or a failure of some kind.
+//! - [`cas`]: the increment of the cas workload (a read and a conditional write, retried on
+//!   conflict).
 //! - [`driver`]: the client tasks, the shared operation budget, setup writes and the progress line.
 //! - [`report`]: latency percentiles from the histogram, and the table and JSON output.
 
+pub mod cas;
 pub mod driver;
 pub mod options;
 pub mod report;
