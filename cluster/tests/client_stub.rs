@@ -14,8 +14,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use revkv_cluster::client::backoff::SleepFuture;
 use revkv_cluster::client::{
-    retry_on_conflict, Client, ClientError, PutRequest, RangeRequest, Sleeper, WatchRequest,
-    WatchUpdate, DEFAULT_RETRY,
+    retry_on_conflict, Client, ClientError, Informer, PutRequest, RangeRequest, Sleeper,
+    WatchRequest, WatchUpdate, DEFAULT_RETRY,
 };
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -449,4 +449,64 @@ async fn a_canceled_message_with_a_compact_revision_ends_the_watch_with_compacte
             ..
         }
     ));
+}
+
+/// A stub of a prefix that was compacted once: the first list answers at revision 5, the watch
+/// from 6 answers 410; the second list answers at revision 10 and the watch from 11 sends a put at
+/// 11 and a delete at 12.
+fn relisting_member(
+) -> impl Fn(&Method, &Uri, &HashMap<String, String>) -> (u16, String) + Send + Sync {
+    let lists = Arc::new(Mutex::new(0u32));
+    move |_, uri, query| {
+        if uri.path() == "/v1/kv" {
+            let mut lists = lists.lock().unwrap();
+            *lists += 1;
+            let (revision, kvs) = if *lists == 1 {
+                (5, vec![kv_json("p/a", "1", 3)])
+            } else {
+                (10, vec![kv_json("p/a", "1", 3), kv_json("p/b", "2", 9)])
+            };
+            let body = json!({"header": header_json(revision), "kvs": kvs, "count": kvs.len(),
+                              "more": false});
+            return (200, body.to_string());
+        }
+        match query.get("start_revision").map(String::as_str) {
+            Some("6") => {
+                let body = json!({"error": {"code": "compacted", "message": "m"},
+                                  "compact_revision": 8});
+                (410, body.to_string())
+            }
+            Some("11") => {
+                let delete = json!({"type": "EVENTS", "revision": 12, "events": [
+                    {"type": "DELETE", "kv": {"key": "p/a", "mod_revision": 12}}]});
+                (200, ndjson(&[events_message(11), delete]))
+            }
+            _ => error_answer(503, "unavailable"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_informer_lists_watches_and_relists_after_compaction() {
+    let (member, received) = start_stub(relisting_member()).await;
+    let client = client_of(&[&member], NoWaitSleeper::default());
+    let mut informer = Informer::new(client, "p/");
+    informer.sync().await.unwrap();
+    assert_eq!(informer.revision(), 5);
+    assert_eq!(informer.items().len(), 1);
+
+    // The watch from 6 is compacted: the informer lists again (revision 10) and watches from 11.
+    assert_eq!(informer.next_change().await.unwrap(), 11);
+    let keys: Vec<&String> = informer.items().keys().collect();
+    assert_eq!(keys, ["p/a", "p/b", "w/k"]);
+    assert_eq!(informer.next_change().await.unwrap(), 12);
+    let keys: Vec<&String> = informer.items().keys().collect();
+    assert_eq!(keys, ["p/b", "w/k"]);
+    let lists = received
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|request| request.uri.path() == "/v1/kv")
+        .count();
+    assert_eq!(lists, 2);
 }

@@ -104,7 +104,7 @@ pub fn error_from_answer(status: u16, body: &[u8]) -> ClientError {
     let message = if answer.error.message.is_empty() {
         String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned()
     } else {
-        answer.error.message
+        without_code_prefix(&answer.error.message, &answer.error.code)
     };
     match (status, answer.error.code.as_str()) {
         (404, _) => ClientError::NotFound { message },
@@ -130,6 +130,13 @@ pub fn error_from_answer(status: u16, body: &[u8]) -> ClientError {
             message,
         },
     }
+}
+
+/// A member's message often starts with its code in words (`not found: key ...`); the variant's
+/// own text says that already.
+fn without_code_prefix(message: &str, code: &str) -> String {
+    let prefix = format!("{}: ", code.replace('_', " "));
+    message.strip_prefix(&prefix).unwrap_or(message).to_string()
 }
 
 #[cfg(test)]
@@ -181,6 +188,12 @@ mod tests {
             error_from_answer(500, br#"{"error": {"code": "internal", "message": "m"}}"#),
             ClientError::Server { status: 500, .. }
         ));
+    }
+
+    #[test]
+    fn the_code_is_not_repeated_in_the_message() {
+        let body = br#"{"error": {"code": "not_found", "message": "not found: key k"}}"#;
+        assert_eq!(error_from_answer(404, body).to_string(), "not found: key k");
     }
 
     #[test]

@@ -221,3 +221,88 @@ pub fn exit_code_of(error: &ClientError) -> u8 {
         _ => EXIT_ERROR,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct CommandLineUnderTest {
+        #[command(flatten)]
+        ctl: CtlArgs,
+    }
+
+    fn parse(words: &[&str]) -> Result<CtlArgs, clap::Error> {
+        let argv = std::iter::once("ctl").chain(words.iter().copied());
+        CommandLineUnderTest::try_parse_from(argv).map(|parsed| parsed.ctl)
+    }
+
+    #[test]
+    fn global_options_go_before_or_after_the_command() {
+        let before = parse(&[
+            "-o",
+            "json",
+            "--endpoints",
+            "http://a:1,http://b:2",
+            "get",
+            "k",
+        ]);
+        let after = parse(&["get", "k", "-o", "json", "--timeout", "500ms"]).unwrap();
+        assert_eq!(before.unwrap().endpoints, ["http://a:1", "http://b:2"]);
+        assert_eq!(after.output, OutputFormat::Json);
+        assert_eq!(after.timeout, Duration::from_millis(500));
+    }
+
+    #[test]
+    fn nested_commands_parse() {
+        let add = parse(&[
+            "member",
+            "add",
+            "4",
+            "--peer-url",
+            "http://p",
+            "--client-url",
+            "http://c",
+        ]);
+        assert!(matches!(
+            add.unwrap().command,
+            CtlCommand::Member(MemberCommand::Add { id: 4, .. })
+        ));
+        let transfer = parse(&["leader", "transfer", "2"]).unwrap();
+        assert!(matches!(
+            transfer.command,
+            CtlCommand::Leader(LeaderCommand::Transfer { to: 2 })
+        ));
+        assert!(parse(&["put", "k", "v", "--if-mod-revision", "3", "--if-absent"]).is_err());
+    }
+
+    #[test]
+    fn exit_codes_tell_not_found_conflict_and_unknown_outcomes_apart() {
+        let not_found = ClientError::NotFound {
+            message: String::new(),
+        };
+        let conflict = ClientError::Conflict {
+            current: None,
+            message: String::new(),
+        };
+        let unknown = ClientError::OutcomeUnknown {
+            endpoint: String::new(),
+            message: String::new(),
+        };
+        let other = ClientError::Invalid {
+            message: String::new(),
+        };
+        let codes = [&not_found, &conflict, &unknown, &other].map(exit_code_of);
+        assert_eq!(
+            codes,
+            [
+                EXIT_NOT_FOUND,
+                EXIT_CONFLICT,
+                EXIT_OUTCOME_UNKNOWN,
+                EXIT_ERROR
+            ]
+        );
+    }
+}

@@ -92,12 +92,21 @@ pub fn member_table(members: &[Member]) -> String {
             vec![
                 member.id.to_string(),
                 role.to_string(),
-                member.peer_url.clone(),
-                member.client_url.clone(),
+                or_dash(&member.peer_url),
+                or_dash(&member.client_url),
             ]
         })
         .collect();
     table(&["ID", "ROLE", "PEER_URL", "CLIENT_URL"], &rows)
+}
+
+/// `text`, or `-` when it is empty (a member that has not published its URL yet).
+fn or_dash(text: &str) -> String {
+    if text.is_empty() {
+        "-".to_string()
+    } else {
+        text.to_string()
+    }
 }
 
 /// One row per endpoint of `revkv ctl status`.
