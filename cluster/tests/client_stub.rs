@@ -356,11 +356,15 @@ fn events_message(revision: u64) -> serde_json::Value {
            "events": [{"type": "PUT", "kv": kv_json("w/k", &revision.to_string(), revision)}]})
 }
 
-/// A watch stub: answers a stream for each `start_revision` from `streams`, or nothing else.
+/// A watch stub: answers a stream for each `start_revision` from `streams`, 503 for other starts,
+/// and 200 to progress requests.
 fn watch_member(
     streams: Vec<(Option<u64>, Vec<serde_json::Value>)>,
 ) -> impl Fn(&Method, &Uri, &HashMap<String, String>) -> (u16, String) + Send + Sync {
-    move |_, _, query| {
+    move |method, _, query| {
+        if *method == Method::POST {
+            return (200, json!({"header": header_json(8)}).to_string());
+        }
         let start = query
             .get("start_revision")
             .map(|text| text.parse::<u64>().unwrap());
@@ -400,6 +404,10 @@ async fn a_broken_watch_resumes_on_another_member_from_the_next_revision_without
     }
     assert_eq!(seen, ["events 5", "events 6", "bookmark 8"]);
     assert_eq!(watcher.resume_revision(), Some(9));
+    watcher.request_progress().await.unwrap();
+    let progress = second_received.lock().unwrap().last().unwrap().clone();
+    assert_eq!(progress.method, Method::POST);
+    assert_eq!(progress.uri.path(), "/v1/watch/1/progress");
     assert_eq!(first_received.lock().unwrap().len(), 1);
     let resumed = second_received.lock().unwrap()[0].uri.to_string();
     assert!(resumed.contains("start_revision=6"), "{resumed}");

@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use super::backoff::Backoff;
 use super::error::ClientError;
-use super::kv::with_query;
+use super::kv::{query_value, with_query};
 use super::transport::Call;
 use super::types::KeyValue;
 use super::{Client, DEFAULT_FAILOVER_BACKOFF};
@@ -185,6 +185,8 @@ pub struct Watcher {
     /// The highest revision delivered (events or bookmark).
     delivered_through: u64,
     stream: Option<OpenStream>,
+    /// The id the member gave the open stream (`CREATED`), for [`Watcher::request_progress`].
+    watch_id: Option<String>,
     consecutive_reopens: u32,
     reopen_backoff: Backoff,
     finished: bool,
@@ -199,6 +201,7 @@ impl Client {
             request,
             delivered_through: 0,
             stream: None,
+            watch_id: None,
             consecutive_reopens: 0,
             reopen_backoff: DEFAULT_FAILOVER_BACKOFF,
             finished: false,
@@ -243,6 +246,25 @@ impl Watcher {
         self.resume_from
     }
 
+    /// Asks the member serving the open stream for a bookmark now
+    /// (`POST /v1/watch/{watch_id}/progress`); it arrives through [`Watcher::next`]. Fails when no
+    /// stream is open.
+    pub async fn request_progress(&self) -> Result<(), ClientError> {
+        let (Some(stream), Some(watch_id)) = (&self.stream, &self.watch_id) else {
+            return Err(ClientError::Invalid {
+                message: "the watch has no open stream to ask".into(),
+            });
+        };
+        let member = self.client.for_member(&stream.endpoint)?;
+        let path = format!("/v1/watch/{}/progress", query_value(watch_id));
+        let call = Call::write(reqwest::Method::POST, path, None);
+        member
+            .transport
+            .execute(&call, member.timeout())
+            .await
+            .map(|_| ())
+    }
+
     fn fail(&mut self, error: ClientError) -> Option<Result<WatchUpdate, ClientError>> {
         self.finished = true;
         self.stream = None;
@@ -253,6 +275,7 @@ impl Watcher {
         if let Some(stream) = self.stream.take() {
             self.client.transport.avoid(&stream.endpoint);
         }
+        self.watch_id = None;
     }
 
     /// Opens the stream again (after a bounded, growing delay if it failed before).
@@ -287,8 +310,12 @@ impl Watcher {
     /// Applies one message to the position; returns what the caller should see of it.
     fn handle(&mut self, message: WatchMessage) -> Option<Result<WatchUpdate, ClientError>> {
         match message {
-            WatchMessage::Created { revision, .. } => {
+            WatchMessage::Created { revision, watch_id } => {
                 self.resume_from.get_or_insert(revision + 1);
+                self.watch_id = Some(match watch_id {
+                    Value::String(text) => text,
+                    other => other.to_string(),
+                });
                 None
             }
             WatchMessage::Events { revision, events } => {
