@@ -135,8 +135,12 @@ pub fn error_from_answer(status: u16, body: &[u8]) -> ClientError {
 /// A member's message often starts with its code in words (`not found: key ...`); the variant's
 /// own text says that already.
 fn without_code_prefix(message: &str, code: &str) -> String {
-    let prefix = format!("{}: ", code.replace('_', " "));
-    message.strip_prefix(&prefix).unwrap_or(message).to_string()
+    let code_in_words = format!("{}: ", code.replace('_', " "));
+    [code_in_words.as_str(), "invalid request: "]
+        .iter()
+        .find_map(|prefix| message.strip_prefix(prefix))
+        .unwrap_or(message)
+        .to_string()
 }
 
 #[cfg(test)]
@@ -194,6 +198,11 @@ mod tests {
     fn the_code_is_not_repeated_in_the_message() {
         let body = br#"{"error": {"code": "not_found", "message": "not found: key k"}}"#;
         assert_eq!(error_from_answer(404, body).to_string(), "not found: key k");
+        let body = br#"{"error": {"code": "invalid", "message": "invalid request: bad"}}"#;
+        assert_eq!(
+            error_from_answer(400, body).to_string(),
+            "invalid request: bad"
+        );
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //!   after each failed attempt, waiting a jittered, growing delay (the failover [`Backoff`]) in
 //!   between. Attempts are bounded in number (`max_attempts`) and in time (the call's timeout).
 //! - A connection that could not be made, and a `503 unavailable` answer, mean the request was not
-//!   carried out: every call, write or read, moves on to another member.
+//!   carried out: every call, write or read, moves on to another member. A 503's `Retry-After` is
+//!   not waited for: another member may answer at once, and the delays grow to a second anyway.
 //! - A `504 timeout`, a connection lost after the request was sent, or the time budget running out
 //!   while waiting: the request may have been carried out. A read moves on (reading twice is
 //!   harmless); a write stops at once with [`ClientError::OutcomeUnknown`], never retried silently.
