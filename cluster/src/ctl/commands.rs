@@ -309,7 +309,7 @@ async fn patch_key(
     let answer = client.patch(key, &patch, if_mod_revision).await?;
     print_either(format, &answer, || {
         format!(
-            "patched {key} (revision {}, {} attempts)\n{}",
+            "patched {key} (revision {}, attempts {})\n{}",
             answer.header.revision, answer.attempts, answer.kv.value
         )
     });
