@@ -46,6 +46,7 @@ workloads=(
   "get-linearizable-16|get --consistency linearizable --keys $read_keys --clients 16"
   "get-serializable-16|get --consistency serializable --keys $read_keys --clients 16"
   "cas-16-2|cas --clients 16 --keys 2"
+  "watch-4-64|watch --clients 4 --watchers 64"
 )
 
 if [[ ! -f "$etcd_anchor" ]]; then

@@ -2,14 +2,16 @@
 //! watch is connected to is killed and later restarted, writes go on through the others, and the
 //! watcher sees every event exactly once, in revision order, as one unbroken stream.
 //!
-//! Needs the server side of `GET /v1/watch` (issue 4). On a branch without it the test is ignored;
-//! run it with `cargo test -p revkv-node --test client_watch -- --include-ignored`.
+//! Also `revkv bench watch`: every acknowledged write reaches every watcher.
+//!
+//! Needs the server side of `GET /v1/watch` (issue 4). On a branch without it the tests are
+//! ignored; run them with `cargo test -p revkv-node --test client_watch -- --include-ignored`.
 
 mod process_cluster;
 
 use std::time::Duration;
 
-use process_cluster::{ClusterOptions, ProcessCluster, CONVERGENCE_TIMEOUT};
+use process_cluster::{ClusterOptions, ProcessCluster, CONVERGENCE_TIMEOUT, REVKV_BINARY};
 use revkv_cluster::client::{Client, WatchRequest, WatchUpdate};
 use tokio::sync::mpsc;
 
@@ -102,4 +104,45 @@ async fn a_watch_sees_every_event_once_in_order_while_its_member_is_killed_and_r
     );
     drop(events);
     watch_task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs GET /v1/watch (issue 4); remove once merged with the watch server"]
+async fn bench_watch_delivers_every_write_to_every_watcher() {
+    let cluster = ProcessCluster::start(3, ClusterOptions::default()).await;
+    let endpoints: Vec<String> = cluster
+        .ids()
+        .iter()
+        .map(|id| cluster.member(*id).client_url())
+        .collect();
+    let arguments = [
+        "bench",
+        "watch",
+        "--endpoints",
+        &endpoints.join(","),
+        "--clients",
+        "3",
+        "--watchers",
+        "6",
+        "--total",
+        "150",
+        "-o",
+        "json",
+        "--quiet",
+    ]
+    .map(String::from);
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(REVKV_BINARY)
+            .args(&arguments)
+            .output()
+            .expect("run revkv bench")
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(output.status.success(), "{stdout}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["succeeded"], 150, "{report}");
+    assert_eq!(report["watch"]["events_expected"], 900, "{report}");
+    assert_eq!(report["watch"]["events_received"], 900, "{report}");
 }

@@ -16,8 +16,9 @@
 //! linearizable|serializable`, one key or `--keys N` random keys written before the measured part)
 //! and `cas` (clients incrementing `--keys N` hot counters with read-modify-write and
 //! retry-on-conflict, reporting attempts and conflicts; on etcd through a txn comparing the
-//! counter's mod revision). `watch` (event latency with W watchers) is not built yet; it becomes a
-//! new variant of [`workload::WorkloadKind`] and [`workload::Workload`].
+//! counter's mod revision), and `watch` (`--watchers W` streams on one prefix that the clients
+//! write to; the latency reported is each event's, from sending its write to a watcher parsing it).
+//! The `watch` workload on revkv needs the server side of `GET /v1/watch`.
 //!
 //! The parts, one idea per file:
 //! - [`options`]: the command line ([`BenchArgs`]) and its validation into a [`options::BenchPlan`].
@@ -26,6 +27,7 @@
 //!   judged a success or a failure of some kind.
 //! - [`cas`]: the increment of the cas workload (a read and a conditional write, retried on
 //!   conflict).
+//! - [`watch`]: the watchers of the watch workload, and the time stamps in its values.
 //! - [`driver`]: the client tasks, the shared operation budget, setup writes and the progress line.
 //! - [`report`]: latency percentiles from the histogram, and the table and JSON output.
 
@@ -34,6 +36,7 @@ pub mod driver;
 pub mod options;
 pub mod report;
 pub mod target;
+pub mod watch;
 pub mod workload;
 
 use std::process::ExitCode;
@@ -57,18 +60,54 @@ pub async fn run(args: BenchArgs) -> ExitCode {
         eprintln!("revkv bench: setup failed: {message}");
         return ExitCode::FAILURE;
     }
-    let totals = match driver::run_measured_part(&plan).await {
-        Ok(totals) => totals,
+    let (totals, watch_summary) = match run_with_watchers(&plan).await {
+        Ok(measured) => measured,
         Err(message) => {
             eprintln!("revkv bench: {message}");
             return ExitCode::FAILURE;
         }
     };
-    let report = report::BenchReport::new(&plan, &totals);
+    let report = report::BenchReport::new(&plan, &totals).with_watch(watch_summary);
     println!("{}", report.render(plan.output_format));
     if report.succeeded == 0 {
         eprintln!("revkv bench: no operation succeeded");
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
+}
+
+/// The watchers a watch run keeps in its report (the rest are counted, not listed).
+const LISTED_WATCHER_FAILURES: usize = 5;
+
+/// The measured part; for the watch workload with its watchers open before the writers start,
+/// and the event latencies in place of the writes' latencies.
+async fn run_with_watchers(
+    plan: &options::BenchPlan,
+) -> Result<(driver::RunTotals, Option<report::WatchSummary>), String> {
+    let workload::Workload::Watch { watchers, .. } = plan.workload else {
+        return Ok((driver::run_measured_part(plan).await?, None));
+    };
+    let prefix = workload::watch_prefix(&plan.run_tag);
+    let running = watch::start_watchers(
+        plan.target,
+        &plan.endpoints,
+        &prefix,
+        watchers,
+        plan.request_timeout,
+    )
+    .await?;
+    let mut totals = driver::run_measured_part(plan).await?;
+    let measured = running.finish(totals.succeeded).await;
+    totals.latencies_micros = measured.latencies_micros;
+    let summary = report::WatchSummary {
+        watchers,
+        events_expected: totals.succeeded * watchers as u64,
+        events_received: measured.events_received,
+        watcher_failures: measured
+            .failures
+            .into_iter()
+            .take(LISTED_WATCHER_FAILURES)
+            .collect(),
+    };
+    Ok((totals, Some(summary)))
 }

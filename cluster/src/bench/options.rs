@@ -22,11 +22,15 @@ pub const LARGEST_VALUE_SIZE: usize = 1024 * 1024;
 /// The largest `--clients` accepted.
 pub const MOST_CLIENTS: usize = 4096;
 
+/// The largest `--watchers` accepted (each is one open HTTP stream).
+pub const MOST_WATCHERS: usize = 10_000;
+
 /// `revkv bench WORKLOAD [options]`.
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
     /// The workload: `put` writes distinct keys, `get` reads pre-written keys, `cas` increments
-    /// `--keys` hot counters with read-modify-write and retry-on-conflict.
+    /// `--keys` hot counters with read-modify-write and retry-on-conflict, `watch` writes to one
+    /// prefix that `--watchers` streams watch and measures each event's delivery latency.
     #[arg(value_enum)]
     pub workload: WorkloadKind,
 
@@ -69,6 +73,10 @@ pub struct BenchArgs {
     /// Limit on one request, connection included; a request over it counts as a `timeout` failure.
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
     pub request_timeout: Duration,
+
+    /// Watch streams of the watch workload (spread round-robin over the endpoints).
+    #[arg(long)]
+    pub watchers: Option<usize>,
 
     /// Report format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Table)]
@@ -128,6 +136,9 @@ impl BenchArgs {
                 "--value-size must be at most {LARGEST_VALUE_SIZE} bytes"
             ));
         }
+        if self.watchers.is_some() && self.workload != WorkloadKind::Watch {
+            return Err("--watchers applies to the watch workload only".into());
+        }
         let workload = match self.workload {
             WorkloadKind::Put => {
                 if self.consistency.is_some() || self.keys.is_some() {
@@ -157,6 +168,21 @@ impl BenchArgs {
                     return Err("--keys must be at least 1".to_string());
                 }
                 Workload::Cas { hot_keys }
+            }
+            WorkloadKind::Watch => {
+                if self.consistency.is_some() || self.keys.is_some() {
+                    return Err(
+                        "--consistency and --keys do not apply to the watch workload".into(),
+                    );
+                }
+                let watchers = self.watchers.unwrap_or(1);
+                if watchers == 0 || watchers > MOST_WATCHERS {
+                    return Err(format!("--watchers must be between 1 and {MOST_WATCHERS}"));
+                }
+                Workload::Watch {
+                    watchers,
+                    value_size: self.value_size,
+                }
             }
         };
         let endpoints = if self.endpoints.is_empty() {
@@ -357,6 +383,18 @@ mod tests {
     }
 
     #[test]
+    fn watch_takes_its_watcher_count() {
+        let plan = plan_from(&["watch", "--watchers", "100", "--value-size", "64"]).unwrap();
+        assert_eq!(
+            plan.workload,
+            Workload::Watch {
+                watchers: 100,
+                value_size: 64
+            }
+        );
+    }
+
+    #[test]
     fn get_defaults_to_one_key_read_linearizably() {
         let plan = plan_from(&["get"]).unwrap();
         assert!(matches!(
@@ -408,6 +446,9 @@ mod tests {
             ),
             (&["get", "--keys", "0"][..], "--keys"),
             (&["cas", "--keys", "0"][..], "--keys"),
+            (&["put", "--watchers", "2"][..], "watch workload only"),
+            (&["watch", "--watchers", "0"][..], "--watchers"),
+            (&["watch", "--keys", "2"][..], "do not apply"),
             (
                 &["cas", "--consistency", "linearizable"][..],
                 "get workload only",
@@ -426,7 +467,7 @@ mod tests {
 
     #[test]
     fn unknown_workloads_and_targets_are_refused_by_the_parser() {
-        assert!(plan_from(&["watch"]).is_err());
+        assert!(plan_from(&["scan"]).is_err());
         assert!(plan_from(&["put", "--target", "consul"]).is_err());
     }
 

@@ -83,6 +83,21 @@ pub struct BenchReport {
     /// The cas workload: attempts and conflicts of all increments (absent for other workloads).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cas: Option<CasSummary>,
+    /// The watch workload: events delivered to the watchers. Its `latency` is the event latency
+    /// (write sent to event parsed by a watcher), not the writes' own latency.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub watch: Option<WatchSummary>,
+}
+
+/// What the watchers of a watch run received.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct WatchSummary {
+    pub watchers: usize,
+    /// Acknowledged writes times watchers.
+    pub events_expected: u64,
+    pub events_received: u64,
+    /// Why watchers failed, if any did (the first few).
+    pub watcher_failures: Vec<String>,
 }
 
 /// What retry-on-conflict cost in a cas run.
@@ -101,6 +116,7 @@ impl BenchReport {
         let (value_size, consistency, keys) = match plan.workload {
             Workload::Put { value_size } => (value_size, None, None),
             Workload::Cas { hot_keys } => (0, None, Some(hot_keys)),
+            Workload::Watch { value_size, .. } => (value_size, None, None),
             Workload::Get {
                 consistency,
                 key_count,
@@ -135,7 +151,14 @@ impl BenchReport {
             throughput_ops_per_second,
             latency: LatencySummary::from_histogram(&totals.latencies_micros),
             cas: cas_summary(plan, totals),
+            watch: None,
         }
+    }
+
+    /// The report with what the watchers of a watch run received.
+    pub fn with_watch(mut self, watch: Option<WatchSummary>) -> Self {
+        self.watch = watch;
+        self
     }
 
     pub fn render(&self, format: OutputFormat) -> String {
@@ -198,6 +221,17 @@ impl BenchReport {
                 cas.attempts_per_increment,
                 with_thousands(cas.conflicts)
             ));
+        }
+        if let Some(watch) = &self.watch {
+            lines.push(format!(
+                "  watch       {} of {} events delivered to {} watcher(s); latency above is per event",
+                with_thousands(watch.events_received),
+                with_thousands(watch.events_expected),
+                watch.watchers
+            ));
+            for failure in &watch.watcher_failures {
+                lines.push(format!("  watcher     {failure}"));
+            }
         }
         if self.failures.is_empty() {
             lines.push("  failures    none".to_string());

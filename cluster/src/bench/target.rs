@@ -9,7 +9,9 @@
 //!   a range answer without `kvs` means the key is missing.
 //!
 //! An `Increment` (the cas workload) is several requests; its first, the read, is planned here
-//! like a linearizable get, and `cas` plans the conditional write.
+//! like a linearizable get, and `cas` plans the conditional write. A `PutStamped` (the watch
+//! workload) is planned as a put whose value starts with the time of planning, so it is the one
+//! operation whose request is not a pure function of the operation.
 
 use std::fmt;
 
@@ -107,6 +109,9 @@ impl TargetKind {
                     "value": String::from_utf8_lossy(value),
                 }))),
             },
+            (target, stamped @ Operation::PutStamped { .. }) => {
+                target.plan_request(endpoint, &stamped.with_fresh_stamp())
+            }
             (target, Operation::Increment { key }) => target.plan_request(
                 endpoint,
                 &Operation::Get {

@@ -4,12 +4,15 @@
 //! Keys are built only from ASCII letters, digits, `-` and `/`, so they go into URL paths and JSON
 //! strings as they are, and are the same bytes for revkv and etcd.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use clap::ValueEnum;
 use serde::Serialize;
 
-/// The workload named on the command line. `watch` (issue 6) is not built yet.
+use super::watch::stamped_value;
+
+/// The workload named on the command line.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum WorkloadKind {
@@ -19,6 +22,9 @@ pub enum WorkloadKind {
     Get,
     /// Increments of a few hot counters, read-modify-write with retry-on-conflict.
     Cas,
+    /// Writes watched by `--watchers` streams: the latency from sending a write to each watcher
+    /// receiving its event.
+    Watch,
 }
 
 /// How a read is served: through the leader's read index, or from the answering member's state.
@@ -39,7 +45,7 @@ impl ReadConsistency {
     }
 }
 
-/// A workload with its parameters. `Watch { watchers, .. }` (issue 6) is not built yet.
+/// A workload with its parameters.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Workload {
     /// Every operation writes a key no other operation of the run writes.
@@ -54,6 +60,9 @@ pub enum Workload {
     /// write value + 1 only if its revision is unchanged, retry on conflict (client-go's
     /// `DEFAULT_RETRY`: at most 5 attempts).
     Cas { hot_keys: u64 },
+    /// Writes of distinct keys under one prefix that `watchers` streams watch; every value starts
+    /// with the time it was sent, so each watcher measures the event's delivery latency.
+    Watch { watchers: usize, value_size: usize },
 }
 
 /// One request's worth of work, independent of the target system.
@@ -71,6 +80,25 @@ pub enum Operation {
     Increment {
         key: String,
     },
+    /// A put whose value is stamped with the time it is sent ([`Operation::with_fresh_stamp`]).
+    PutStamped {
+        key: String,
+        value_size: usize,
+    },
+}
+
+impl Operation {
+    /// A `PutStamped` as the `Put` to send now (its value starts with the current time); any
+    /// other operation as it is.
+    pub fn with_fresh_stamp(&self) -> Cow<'_, Operation> {
+        match self {
+            Operation::PutStamped { key, value_size } => Cow::Owned(Operation::Put {
+                key: key.clone(),
+                value: stamped_value(*value_size),
+            }),
+            other => Cow::Borrowed(other),
+        }
+    }
 }
 
 impl Workload {
@@ -79,6 +107,7 @@ impl Workload {
             Workload::Put { .. } => WorkloadKind::Put,
             Workload::Get { .. } => WorkloadKind::Get,
             Workload::Cas { .. } => WorkloadKind::Cas,
+            Workload::Watch { .. } => WorkloadKind::Watch,
         }
     }
 
@@ -103,13 +132,19 @@ impl Workload {
             Workload::Cas { hot_keys } => {
                 format!("cas: increments of {hot_keys} hot key(s) with retry-on-conflict")
             }
+            Workload::Watch {
+                watchers,
+                value_size,
+            } => format!(
+                "watch: {value_size}-byte writes to one prefix, event latency to {watchers} watcher(s)"
+            ),
         }
     }
 
     /// The writes that must happen before the measured part (the keys a get workload reads).
     pub fn setup_operations(&self) -> Vec<Operation> {
         match self {
-            Workload::Put { .. } => Vec::new(),
+            Workload::Put { .. } | Workload::Watch { .. } => Vec::new(),
             Workload::Cas { hot_keys } => (0..*hot_keys)
                 .map(|index| Operation::Put {
                     key: cas_key(index),
@@ -136,11 +171,17 @@ impl Workload {
     pub fn operations_for_client(&self, client_index: usize, run_tag: &str) -> OperationSource {
         let value = match self {
             Workload::Put { value_size } => value_of_size(*value_size),
-            Workload::Get { .. } | Workload::Cas { .. } => value_of_size(0),
+            Workload::Get { .. } | Workload::Cas { .. } | Workload::Watch { .. } => {
+                value_of_size(0)
+            }
+        };
+        let key_prefix = match self {
+            Workload::Watch { .. } => format!("{}{client_index:04}", watch_prefix(run_tag)),
+            _ => format!("bench/put/{run_tag}/{client_index:04}"),
         };
         OperationSource {
             workload: self.clone(),
-            key_prefix: format!("bench/put/{run_tag}/{client_index:04}"),
+            key_prefix,
             value,
             next_sequence: 0,
             random: SplitMix64::new(seed_for_client(run_tag, client_index)),
@@ -178,6 +219,10 @@ impl OperationSource {
             Workload::Cas { hot_keys } => Operation::Increment {
                 key: cas_key(self.random.below(*hot_keys)),
             },
+            Workload::Watch { value_size, .. } => Operation::PutStamped {
+                key: format!("{}/{sequence:010}", self.key_prefix),
+                value_size: *value_size,
+            },
         }
     }
 }
@@ -186,6 +231,11 @@ impl OperationSource {
 /// the same cluster overwrites rather than adds).
 pub fn read_key(index: u64) -> String {
     format!("bench/get/{index:08}")
+}
+
+/// The prefix the watch workload writes under and watches, new for every run.
+pub fn watch_prefix(run_tag: &str) -> String {
+    format!("bench/watch/{run_tag}/")
 }
 
 /// The name of the `index`-th counter of the cas workload (reset to 0 by every run's setup).
@@ -271,9 +321,7 @@ mod tests {
                     assert_eq!(value.len(), 4);
                     key
                 }
-                Operation::Get { .. } | Operation::Increment { .. } => {
-                    panic!("setup only writes")
-                }
+                _ => panic!("setup only writes"),
             })
             .collect();
         assert_eq!(written.len(), 10);
@@ -306,6 +354,26 @@ mod tests {
             };
             assert!(key == cas_key(0) || key == cas_key(1), "{key}");
         }
+    }
+
+    #[test]
+    fn watch_writes_distinct_keys_under_the_run_prefix_with_fresh_stamps() {
+        let workload = Workload::Watch {
+            watchers: 3,
+            value_size: 32,
+        };
+        let mut source = workload.operations_for_client(1, "run1");
+        let operation = source.next_operation();
+        let Operation::PutStamped { key, value_size } = &operation else {
+            panic!("a watch workload issues stamped puts");
+        };
+        assert_eq!(key, "bench/watch/run1/0001/0000000000");
+        assert_eq!(*value_size, 32);
+        let Operation::Put { value, .. } = operation.with_fresh_stamp().into_owned() else {
+            panic!("a stamped put is sent as a put");
+        };
+        assert_eq!(value.len(), 32);
+        assert!(super::super::watch::stamp_of(&value).is_some());
     }
 
     #[test]
