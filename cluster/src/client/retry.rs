@@ -5,7 +5,9 @@
 //! success, end the loop at once. At most `backoff.steps` attempts are made, with a
 //! [`Backoff::step`] delay between two attempts and none after the last; when every attempt
 //! conflicted, the last conflict is returned. This is `wait.ExponentialBackoff` driving
-//! `retry.OnError(backoff, errors.IsConflict, fn)`, step for step.
+//! `retry.OnError(backoff, errors.IsConflict, fn)`, step for step, with one deliberate difference:
+//! a backoff with no steps runs nothing and answers `Invalid` (client-go would answer success
+//! without running the closure).
 //!
 //! While attempt n (n >= 1 for retries) runs, every request the closure sends through a
 //! [`Client`](super::Client) carries `X-Retry-Attempt: n`, so members can count client retries
@@ -217,6 +219,18 @@ mod tests {
             }
         );
         assert_eq!(delays.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_backoff_without_steps_runs_nothing() {
+        let no_steps = Backoff {
+            steps: 0,
+            ..DEFAULT_RETRY
+        };
+        let (outcome, tally, delays, seen) = run_with_answers(no_steps, vec![Ok(1)]).await;
+        assert!(matches!(outcome, Err(ClientError::Invalid { .. })));
+        assert_eq!(tally, RetryTally::default());
+        assert!(delays.is_empty() && seen.is_empty());
     }
 
     #[tokio::test]
