@@ -45,6 +45,7 @@ workloads=(
   "put-64|put --clients 64 --value-size 256"
   "get-linearizable-16|get --consistency linearizable --keys $read_keys --clients 16"
   "get-serializable-16|get --consistency serializable --keys $read_keys --clients 16"
+  "cas-16-2|cas --clients 16 --keys 2"
 )
 
 if [[ ! -f "$etcd_anchor" ]]; then

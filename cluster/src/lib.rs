@@ -1,8 +1,20 @@
-//! Everything that talks to a revkv cluster from outside.
+//! Everything that talks to a revkv cluster from outside, through the members' public HTTP API
+//! (`shared/spec/API.md`).
 //!
-//! Built so far: [`bench`], the `revkv bench` load generator that drives revkv's HTTP API or etcd's
-//! v3 JSON gateway with the same workloads (issues 3 and 6). Still to come (issue 6 and 7): the Rust
-//! client (failover, retry-on-conflict with client-go's backoff presets, resuming watches), the
-//! `revkv ctl` command line, and the fault-injection harness.
+//! - [`client`]: [`Client`], the Rust client: failover between members with jittered backoff,
+//!   per-call timeouts, writes whose outcome is unknown reported rather than repeated, typed calls
+//!   for every endpoint, [`retry_on_conflict`] with client-go's [`DEFAULT_RETRY`] and
+//!   [`DEFAULT_BACKOFF`], watches that resume on another member, and an [`Informer`].
+//! - [`ctl`]: `revkv ctl`, the command line on top of the client.
+//! - [`bench`]: `revkv bench`, a load generator that drives revkv's HTTP API or etcd's v3 JSON
+//!   gateway with the same workloads (put, get, cas).
+//!
+//! Still to come (issue 7): the fault-injection harness.
 
 pub mod bench;
+pub mod client;
+pub mod ctl;
+
+pub use client::{
+    retry_on_conflict, Client, ClientError, Informer, DEFAULT_BACKOFF, DEFAULT_RETRY,
+};

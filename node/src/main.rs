@@ -1,4 +1,5 @@
-//! The `revkv` binary: `revkv serve` runs a member; `revkv bench` drives load at a cluster.
+//! The `revkv` binary: `revkv serve` runs a member; `revkv ctl` talks to a running cluster;
+//! `revkv bench` drives load at a cluster.
 
 use std::process::ExitCode;
 
@@ -24,7 +25,9 @@ struct Cli {
 enum Command {
     /// Run a member (with no flags: a single-member cluster in ./revkv-data on 127.0.0.1:7001).
     Serve(ServeArgs),
-    /// Measure a running revkv or etcd cluster with a workload (put, get).
+    /// Read, write, watch and administer a running cluster (`revkv ctl --help`).
+    Ctl(revkv_cluster::ctl::CtlArgs),
+    /// Measure a running revkv or etcd cluster with a workload (put, get, cas).
     Bench(revkv_cluster::bench::BenchArgs),
 }
 
@@ -39,6 +42,7 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Serve(args) => runtime.block_on(serve(args)),
+        Command::Ctl(args) => runtime.block_on(revkv_cluster::ctl::run(args)),
         Command::Bench(args) => runtime.block_on(revkv_cluster::bench::run(args)),
     }
 }

@@ -20,6 +20,7 @@ use reqwest::header::CONTENT_TYPE;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::cas::{self, CasCounters};
 use super::options::BenchPlan;
 use super::report::progress_line;
 use super::target::{FailureKind, HttpMethod, TargetKind};
@@ -47,6 +48,9 @@ pub struct RunTotals {
     pub failures: BTreeMap<FailureKind, u64>,
     /// From the start of the first task to the end of the last one.
     pub elapsed: Duration,
+    /// The cas workload's attempts and conflicts, all increments together (zero for others).
+    pub cas_attempts: u64,
+    pub cas_conflicts: u64,
 }
 
 /// An empty latency histogram with the driver's bounds and precision.
@@ -119,13 +123,18 @@ fn http_client_with_one_connection(request_timeout: Duration) -> Result<reqwest:
         .map_err(|error| format!("cannot build an HTTP client: {error}"))
 }
 
-/// Sends `operation` to `endpoint` and judges the answer.
+/// Sends `operation` to `endpoint` and judges the answer. An increment (cas) takes several
+/// requests and counts its attempts and conflicts in `cas_counters`.
 async fn perform(
     http: &reqwest::Client,
     target: TargetKind,
     endpoint: &str,
     operation: &Operation,
+    cas_counters: &CasCounters,
 ) -> Result<(), FailureKind> {
+    if let Operation::Increment { key } = operation {
+        return cas::increment(http, target, endpoint, key, cas_counters).await;
+    }
     let planned = target.plan_request(endpoint, operation);
     let mut request = match planned.method {
         HttpMethod::Get => http.get(&planned.url),
@@ -187,7 +196,8 @@ async fn write_with_retries(
 ) -> Result<(), String> {
     let mut attempt = 1;
     loop {
-        match perform(http, target, endpoint, operation).await {
+        let no_increments = CasCounters::default();
+        match perform(http, target, endpoint, operation, &no_increments).await {
             Ok(()) => return Ok(()),
             Err(failure) if attempt >= SETUP_WRITE_ATTEMPTS => {
                 return Err(format!(
@@ -214,6 +224,7 @@ pub async fn run_measured_part(plan: &BenchPlan) -> Result<RunTotals, String> {
         started + plan.limits.time_limit,
     ));
     let live = Arc::new(LiveCounters::default());
+    let cas_counters = Arc::new(CasCounters::default());
     let mut tasks = JoinSet::new();
     for (client_index, http) in http_clients.into_iter().enumerate() {
         let endpoint = endpoint_for_client(&plan.endpoints, client_index).to_string();
@@ -223,6 +234,7 @@ pub async fn run_measured_part(plan: &BenchPlan) -> Result<RunTotals, String> {
         let target = plan.target;
         let budget = Arc::clone(&budget);
         let live = Arc::clone(&live);
+        let cas_counters = Arc::clone(&cas_counters);
         tasks.spawn(async move {
             let mut operations = operations;
             let mut totals = ClientTotals {
@@ -233,7 +245,7 @@ pub async fn run_measured_part(plan: &BenchPlan) -> Result<RunTotals, String> {
             while budget.take_ticket(Instant::now()) {
                 let operation = operations.next_operation();
                 let sent_at = Instant::now();
-                let outcome = perform(&http, target, &endpoint, &operation).await;
+                let outcome = perform(&http, target, &endpoint, &operation, &cas_counters).await;
                 let latency_micros = sent_at.elapsed().as_micros();
                 match outcome {
                     Ok(()) => {
@@ -260,6 +272,8 @@ pub async fn run_measured_part(plan: &BenchPlan) -> Result<RunTotals, String> {
         succeeded: 0,
         failures: BTreeMap::new(),
         elapsed: Duration::ZERO,
+        cas_attempts: 0,
+        cas_conflicts: 0,
     };
     loop {
         tokio::select! {
@@ -288,6 +302,8 @@ pub async fn run_measured_part(plan: &BenchPlan) -> Result<RunTotals, String> {
         }
     }
     totals.elapsed = started.elapsed();
+    totals.cas_attempts = cas_counters.attempts.load(Ordering::Relaxed);
+    totals.cas_conflicts = cas_counters.conflicts.load(Ordering::Relaxed);
     progress.finish();
     Ok(totals)
 }

@@ -14,18 +14,23 @@
 //!
 //! Workloads built now: `put` (distinct keys, `--value-size` bytes), `get` (`--consistency
 //! linearizable|serializable`, one key or `--keys N` random keys written before the measured part)
-//! and `watch` (event delivery latency with `--watchers W` streams at `--write-rate` writes per
-//! second; it measures streams, not requests, so it has its own module, [`watch_latency`]).
-//! Issue 6's `cas` (clients incrementing hot keys with retry-on-conflict) is not built yet.
+//! and `cas` (clients incrementing `--keys N` hot counters with read-modify-write and
+//! retry-on-conflict, reporting attempts and conflicts; on etcd through a txn comparing the
+//! counter's mod revision), and `watch` (event delivery latency with `--watchers W` streams at
+//! `--write-rate` writes per second; it measures streams, not requests, so it has its own module,
+//! [`watch_latency`]).
 //!
 //! The parts, one idea per file:
 //! - [`options`]: the command line ([`BenchArgs`]) and its validation into a [`options::BenchPlan`].
 //! - [`workload`]: what each workload does: the operations and the keys and values they use.
 //! - [`target`]: how an operation becomes an HTTP request to revkv or etcd, and how an answer is
 //!   judged a success or a failure of some kind.
+//! - [`cas`]: the increment of the cas workload (a read and a conditional write, retried on
+//!   conflict).
 //! - [`driver`]: the client tasks, the shared operation budget, setup writes and the progress line.
 //! - [`report`]: latency percentiles from the histogram, and the table and JSON output.
 
+pub mod cas;
 pub mod driver;
 pub mod options;
 pub mod report;

@@ -25,7 +25,8 @@ pub const MOST_CLIENTS: usize = 4096;
 /// `revkv bench WORKLOAD [options]`.
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
-    /// The workload: `put` writes distinct keys, `get` reads pre-written keys.
+    /// The workload: `put` writes distinct keys, `get` reads pre-written keys, `cas` increments
+    /// `--keys` hot counters with read-modify-write and retry-on-conflict.
     #[arg(value_enum)]
     pub workload: WorkloadKind,
 
@@ -60,7 +61,8 @@ pub struct BenchArgs {
     #[arg(long, value_enum)]
     pub consistency: Option<ReadConsistency>,
 
-    /// Number of distinct keys the get workload reads at random (written before the measured part).
+    /// Number of distinct keys the get workload reads at random (written before the measured
+    /// part), or of hot counters the cas workload increments (default 1).
     #[arg(long)]
     pub keys: Option<u64>,
 
@@ -188,6 +190,16 @@ impl BenchArgs {
                     key_count,
                     value_size: self.value_size,
                 }
+            }
+            WorkloadKind::Cas => {
+                if self.consistency.is_some() {
+                    return Err("--consistency applies to the get workload only".into());
+                }
+                let hot_keys = self.keys.unwrap_or(1);
+                if hot_keys == 0 {
+                    return Err("--keys must be at least 1".to_string());
+                }
+                Workload::Cas { hot_keys }
             }
             WorkloadKind::Watch => {
                 return Err("the watch workload is planned by into_watch_plan".into());
@@ -381,6 +393,16 @@ mod tests {
     }
 
     #[test]
+    fn cas_takes_its_hot_key_count_from_keys() {
+        let plan = plan_from(&["cas", "--keys", "2", "--clients", "64"]).unwrap();
+        assert_eq!(plan.workload, Workload::Cas { hot_keys: 2 });
+        assert_eq!(
+            plan_from(&["cas"]).unwrap().workload,
+            Workload::Cas { hot_keys: 1 }
+        );
+    }
+
+    #[test]
     fn get_defaults_to_one_key_read_linearizably() {
         let plan = plan_from(&["get"]).unwrap();
         assert!(matches!(
@@ -431,6 +453,11 @@ mod tests {
                 "get workload only",
             ),
             (&["get", "--keys", "0"][..], "--keys"),
+            (&["cas", "--keys", "0"][..], "--keys"),
+            (
+                &["cas", "--consistency", "linearizable"][..],
+                "get workload only",
+            ),
             (&["put", "--endpoints", "https://a:1"][..], "http://"),
             (&["put", "--endpoints", "http://a:1/v1"][..], "no path"),
             (&["put", "--value-size", "2000000"][..], "--value-size"),
@@ -445,7 +472,7 @@ mod tests {
 
     #[test]
     fn unknown_workloads_and_targets_are_refused_by_the_parser() {
-        assert!(plan_from(&["cas"]).is_err());
+        assert!(plan_from(&["watch"]).is_err());
         assert!(plan_from(&["put", "--target", "consul"]).is_err());
     }
 

@@ -80,12 +80,27 @@ pub struct BenchReport {
     /// Successful operations per second of elapsed time.
     pub throughput_ops_per_second: f64,
     pub latency: LatencySummary,
+    /// The cas workload: attempts and conflicts of all increments (absent for other workloads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cas: Option<CasSummary>,
+}
+
+/// What retry-on-conflict cost in a cas run.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq)]
+pub struct CasSummary {
+    /// Read-modify-write attempts, successful or not.
+    pub attempts: u64,
+    /// Attempts whose conditional write found the counter changed.
+    pub conflicts: u64,
+    /// Attempts per increment tried (1.0: no conflict at all).
+    pub attempts_per_increment: f64,
 }
 
 impl BenchReport {
     pub fn new(plan: &BenchPlan, totals: &RunTotals) -> Self {
         let (value_size, consistency, keys) = match plan.workload {
             Workload::Put { value_size } => (value_size, None, None),
+            Workload::Cas { hot_keys } => (0, None, Some(hot_keys)),
             Workload::Get {
                 consistency,
                 key_count,
@@ -119,6 +134,7 @@ impl BenchReport {
                 .collect(),
             throughput_ops_per_second,
             latency: LatencySummary::from_histogram(&totals.latencies_micros),
+            cas: cas_summary(plan, totals),
         }
     }
 
@@ -175,6 +191,14 @@ impl BenchReport {
                 milliseconds(latency.mean_us.round() as u64),
             ),
         ];
+        if let Some(cas) = &self.cas {
+            lines.push(format!(
+                "  cas         {} attempts ({:.2} per increment), {} conflicts",
+                with_thousands(cas.attempts),
+                cas.attempts_per_increment,
+                with_thousands(cas.conflicts)
+            ));
+        }
         if self.failures.is_empty() {
             lines.push("  failures    none".to_string());
         } else {
@@ -185,6 +209,19 @@ impl BenchReport {
         }
         lines.join("\n")
     }
+}
+
+/// The attempts and conflicts of a cas run; None for other workloads.
+fn cas_summary(plan: &BenchPlan, totals: &RunTotals) -> Option<CasSummary> {
+    if !matches!(plan.workload, Workload::Cas { .. }) {
+        return None;
+    }
+    let increments = totals.succeeded + totals.failures.values().sum::<u64>();
+    Some(CasSummary {
+        attempts: totals.cas_attempts,
+        conflicts: totals.cas_conflicts,
+        attempts_per_increment: totals.cas_attempts as f64 / increments.max(1) as f64,
+    })
 }
 
 /// The line shown on stderr while a run goes on.
@@ -306,6 +343,8 @@ mod tests {
                 ),
             ]),
             elapsed: Duration::from_millis(2_000),
+            cas_attempts: 0,
+            cas_conflicts: 0,
         };
         BenchReport::new(&plan, &totals)
     }

@@ -7,6 +7,9 @@
 //! - etcd 3.4's v3 JSON gateway: `POST /v3/kv/put` with `{"key": b64, "value": b64}`, and
 //!   `POST /v3/kv/range` with `{"key": b64}` plus `"serializable": true` for serializable reads;
 //!   a range answer without `kvs` means the key is missing.
+//!
+//! An `Increment` (the cas workload) is several requests; its first, the read, is planned here
+//! like a linearizable get, and `cas` plans the conditional write.
 
 use std::fmt;
 
@@ -104,6 +107,13 @@ impl TargetKind {
                     "value": String::from_utf8_lossy(value),
                 }))),
             },
+            (target, Operation::Increment { key }) => target.plan_request(
+                endpoint,
+                &Operation::Get {
+                    key: key.clone(),
+                    consistency: ReadConsistency::Linearizable,
+                },
+            ),
             (TargetKind::Revkv, Operation::Get { key, consistency }) => PlannedRequest {
                 method: HttpMethod::Get,
                 url: format!(
@@ -143,7 +153,10 @@ impl TargetKind {
         status: u16,
         body: &[u8],
     ) -> Result<(), FailureKind> {
-        let is_read = matches!(operation, Operation::Get { .. });
+        let is_read = matches!(
+            operation,
+            Operation::Get { .. } | Operation::Increment { .. }
+        );
         match self {
             TargetKind::Revkv => match status {
                 200 => Ok(()),
@@ -165,12 +178,12 @@ impl TargetKind {
     }
 }
 
-fn json_bytes(document: &serde_json::Value) -> Vec<u8> {
+pub fn json_bytes(document: &serde_json::Value) -> Vec<u8> {
     serde_json::to_vec(document).expect("a JSON value always serialises")
 }
 
 /// `error.code` of a revkv error body (`{"error": {"code", "message"}}`), or empty.
-fn revkv_error_code(body: &[u8]) -> String {
+pub fn revkv_error_code(body: &[u8]) -> String {
     #[derive(Deserialize)]
     struct ErrorBody {
         error: ErrorDetail,
@@ -185,7 +198,7 @@ fn revkv_error_code(body: &[u8]) -> String {
 }
 
 /// `message` (or `error`) of an etcd gateway error body, or empty.
-fn etcd_error_message(body: &[u8]) -> String {
+pub fn etcd_error_message(body: &[u8]) -> String {
     #[derive(Deserialize)]
     struct ErrorBody {
         message: Option<String>,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use clap::ValueEnum;
 use serde::Serialize;
 
-/// The workload named on the command line. `cas` and `watch` (issue 6) will be added here.
+/// The workload named on the command line. `watch` (issue 6) is not built yet.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum WorkloadKind {
@@ -17,6 +17,8 @@ pub enum WorkloadKind {
     Put,
     /// Reads of pre-written keys.
     Get,
+    /// Increments of a few hot counters, read-modify-write with retry-on-conflict.
+    Cas,
     /// Event delivery latency with `--watchers` streams on one prefix (see `watch_latency`).
     Watch,
 }
@@ -39,8 +41,7 @@ impl ReadConsistency {
     }
 }
 
-/// A workload with its parameters. `Cas { hot_keys, .. }` and `Watch { watchers, .. }` (issue 6)
-/// will be added here.
+/// A workload with its parameters. `Watch { watchers, .. }` (issue 6) is not built yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Workload {
     /// Every operation writes a key no other operation of the run writes.
@@ -51,6 +52,10 @@ pub enum Workload {
         key_count: u64,
         value_size: usize,
     },
+    /// Every operation adds 1 to one of `hot_keys` counters, chosen at random: read the counter,
+    /// write value + 1 only if its revision is unchanged, retry on conflict (client-go's
+    /// `DEFAULT_RETRY`: at most 5 attempts).
+    Cas { hot_keys: u64 },
 }
 
 /// One request's worth of work, independent of the target system.
@@ -64,6 +69,10 @@ pub enum Operation {
         key: String,
         consistency: ReadConsistency,
     },
+    /// Add 1 to the counter at `key` (several requests: reads and conditional writes).
+    Increment {
+        key: String,
+    },
 }
 
 impl Workload {
@@ -71,6 +80,7 @@ impl Workload {
         match self {
             Workload::Put { .. } => WorkloadKind::Put,
             Workload::Get { .. } => WorkloadKind::Get,
+            Workload::Cas { .. } => WorkloadKind::Cas,
         }
     }
 
@@ -92,6 +102,9 @@ impl Workload {
                 };
                 format!("get: {} reads of {keys}", consistency.as_query_value())
             }
+            Workload::Cas { hot_keys } => {
+                format!("cas: increments of {hot_keys} hot key(s) with retry-on-conflict")
+            }
         }
     }
 
@@ -99,6 +112,12 @@ impl Workload {
     pub fn setup_operations(&self) -> Vec<Operation> {
         match self {
             Workload::Put { .. } => Vec::new(),
+            Workload::Cas { hot_keys } => (0..*hot_keys)
+                .map(|index| Operation::Put {
+                    key: cas_key(index),
+                    value: Arc::from(&b"0"[..]),
+                })
+                .collect(),
             Workload::Get {
                 key_count,
                 value_size,
@@ -119,7 +138,7 @@ impl Workload {
     pub fn operations_for_client(&self, client_index: usize, run_tag: &str) -> OperationSource {
         let value = match self {
             Workload::Put { value_size } => value_of_size(*value_size),
-            Workload::Get { .. } => value_of_size(0),
+            Workload::Get { .. } | Workload::Cas { .. } => value_of_size(0),
         };
         OperationSource {
             workload: self.clone(),
@@ -158,6 +177,9 @@ impl OperationSource {
                 key: read_key(self.random.below(*key_count)),
                 consistency: *consistency,
             },
+            Workload::Cas { hot_keys } => Operation::Increment {
+                key: cas_key(self.random.below(*hot_keys)),
+            },
         }
     }
 }
@@ -166,6 +188,11 @@ impl OperationSource {
 /// the same cluster overwrites rather than adds).
 pub fn read_key(index: u64) -> String {
     format!("bench/get/{index:08}")
+}
+
+/// The name of the `index`-th counter of the cas workload (reset to 0 by every run's setup).
+pub fn cas_key(index: u64) -> String {
+    format!("bench/cas/{index:04}")
 }
 
 /// A value of `size` printable ASCII bytes (so it is a valid JSON string as it is).
@@ -246,7 +273,9 @@ mod tests {
                     assert_eq!(value.len(), 4);
                     key
                 }
-                Operation::Get { .. } => panic!("setup only writes"),
+                Operation::Get { .. } | Operation::Increment { .. } => {
+                    panic!("setup only writes")
+                }
             })
             .collect();
         assert_eq!(written.len(), 10);
@@ -265,6 +294,20 @@ mod tests {
             10,
             "1000 random reads of 10 keys touch them all"
         );
+    }
+
+    #[test]
+    fn cas_resets_its_hot_keys_and_increments_only_them() {
+        let workload = Workload::Cas { hot_keys: 2 };
+        let setup = workload.setup_operations();
+        assert_eq!(setup.len(), 2);
+        let mut source = workload.operations_for_client(3, "run1");
+        for _ in 0..100 {
+            let Operation::Increment { key } = source.next_operation() else {
+                panic!("a cas workload issues increments");
+            };
+            assert!(key == cas_key(0) || key == cas_key(1), "{key}");
+        }
     }
 
     #[test]
