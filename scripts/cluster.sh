@@ -56,17 +56,26 @@ start_member() {
 wait_until_ready() {
   local deadline=$((SECONDS + ready_timeout_seconds))
   for id in "${members[@]}"; do
-    until curl -sf "$(client_url "$id")/readyz" >/dev/null 2>&1; do
-      if ((SECONDS >= deadline)); then
-        echo "member $id did not become ready in ${ready_timeout_seconds}s; see $cluster_dir/member-$id.log" >&2
-        exit 1
-      fi
+    # Checked before every probe, so another cluster answering on the same port (this member
+    # could not bind it and exited) is never taken for this one.
+    until is_running "$id" && curl -sf "$(client_url "$id")/readyz" >/dev/null 2>&1; do
       if ! is_running "$id"; then
         echo "member $id exited; see $cluster_dir/member-$id.log" >&2
         exit 1
       fi
+      if ((SECONDS >= deadline)); then
+        echo "member $id did not become ready in ${ready_timeout_seconds}s; see $cluster_dir/member-$id.log" >&2
+        exit 1
+      fi
       sleep 0.1
     done
+  done
+  # A member that lost a port race exits just after binding fails; one more look at each.
+  for id in "${members[@]}"; do
+    if ! is_running "$id"; then
+      echo "member $id exited; see $cluster_dir/member-$id.log" >&2
+      exit 1
+    fi
   done
 }
 

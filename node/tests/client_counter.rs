@@ -62,11 +62,7 @@ fn rotated(endpoints: &[String], offset: usize) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ten_tasks_incrementing_one_counter_with_retry_on_conflict_end_at_exactly_one_thousand() {
     let cluster = ProcessCluster::start(3, ClusterOptions::default()).await;
-    let endpoints: Vec<String> = cluster
-        .ids()
-        .iter()
-        .map(|id| cluster.member(*id).client_url())
-        .collect();
+    let endpoints = cluster.client_urls();
     let setup = Client::new(endpoints.clone()).unwrap();
     setup.put(COUNTER_KEY, "0").await.unwrap();
 

@@ -105,11 +105,7 @@ async fn a_watch_sees_every_event_once_in_order_while_its_member_is_killed_and_r
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_watch_delivers_every_write_to_every_watcher() {
     let cluster = ProcessCluster::start(3, ClusterOptions::default()).await;
-    let endpoints: Vec<String> = cluster
-        .ids()
-        .iter()
-        .map(|id| cluster.member(*id).client_url())
-        .collect();
+    let endpoints = cluster.client_urls();
     let arguments = [
         "bench",
         "watch",

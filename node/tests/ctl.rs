@@ -83,11 +83,7 @@ async fn ctl_async(endpoints: &str, args: &[&str], stdin: Option<&str>) -> CtlRu
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctl_reads_writes_and_administers_a_cluster_with_distinct_exit_codes() {
     let cluster = ProcessCluster::start(3, ClusterOptions::default()).await;
-    let urls: Vec<String> = cluster
-        .ids()
-        .iter()
-        .map(|id| cluster.member(*id).client_url())
-        .collect();
+    let urls = cluster.client_urls();
     let endpoints = urls.join(",");
     let endpoints = endpoints.as_str();
 

@@ -88,6 +88,17 @@ pub struct BenchArgs {
 }
 
 impl BenchArgs {
+    /// `--endpoints` checked and normalised, or the target's local cluster when none are given.
+    fn resolved_endpoints(&self) -> Result<Vec<String>, String> {
+        if self.endpoints.is_empty() {
+            return Ok(self.target.default_endpoints());
+        }
+        self.endpoints
+            .iter()
+            .map(|endpoint| normalise_endpoint(endpoint))
+            .collect()
+    }
+
     /// The plan of the watch workload, which measures streams rather than requests.
     pub fn into_watch_plan(self) -> Result<super::watch_latency::WatchLatencyPlan, String> {
         use super::watch_latency::MOST_WATCHERS;
@@ -102,14 +113,7 @@ impl BenchArgs {
                 "--value-size must be at most {LARGEST_VALUE_SIZE} bytes"
             ));
         }
-        let endpoints = if self.endpoints.is_empty() {
-            self.target.default_endpoints()
-        } else {
-            self.endpoints
-                .iter()
-                .map(|endpoint| normalise_endpoint(endpoint))
-                .collect::<Result<Vec<_>, _>>()?
-        };
+        let endpoints = self.resolved_endpoints()?;
         Ok(super::watch_latency::WatchLatencyPlan {
             target: self.target,
             endpoints,
@@ -205,14 +209,7 @@ impl BenchArgs {
                 return Err("the watch workload is planned by into_watch_plan".into());
             }
         };
-        let endpoints = if self.endpoints.is_empty() {
-            self.target.default_endpoints()
-        } else {
-            self.endpoints
-                .iter()
-                .map(|endpoint| normalise_endpoint(endpoint))
-                .collect::<Result<Vec<_>, _>>()?
-        };
+        let endpoints = self.resolved_endpoints()?;
         Ok(BenchPlan {
             workload,
             target: self.target,

@@ -648,6 +648,14 @@ impl ProcessCluster {
     }
 
     /// Every member id, running or not.
+    /// Every member's client URL, in id order (the endpoints a client is given).
+    pub fn client_urls(&self) -> Vec<String> {
+        self.ids()
+            .iter()
+            .map(|id| self.member(*id).client_url())
+            .collect()
+    }
+
     pub fn ids(&self) -> Vec<u64> {
         self.members.keys().copied().collect()
     }
