@@ -222,6 +222,18 @@ async fn bad_watches_are_refused_with_the_contract_codes() {
             assert_eq!(body["compact_revision"], 4);
         }
     }
+    let overflowing = client
+        .get(format!("http://{address}/v1/watch?key=c"))
+        .header("accept", "text/event-stream")
+        .header("last-event-id", u64::MAX.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        overflowing.status(),
+        400,
+        "Last-Event-ID at the largest revision"
+    );
     let unknown = client
         .post(format!("http://{address}/v1/watch/999/progress"))
         .send()

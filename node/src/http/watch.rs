@@ -115,7 +115,10 @@ async fn open_watch<B: KvBackend>(
     let server_sent_events = wants_server_sent_events(&headers);
     if server_sent_events {
         if let Some(last_event_id) = last_event_id(&headers)? {
-            request.start_revision = Some(last_event_id + 1);
+            let resume = last_event_id.checked_add(1).ok_or_else(|| {
+                NodeError::Invalid("Last-Event-ID is past the last possible revision".into())
+            })?;
+            request.start_revision = Some(resume);
         }
     }
     let watch = state.backend.watch_hub().open(request)?;
