@@ -8,10 +8,12 @@
 //! - [`ctl`]: `revkv ctl`, the command line on top of the client.
 //! - [`bench`]: `revkv bench`, a load generator that drives revkv's HTTP API or etcd's v3 JSON
 //!   gateway with the same workloads (put, get, cas).
-//!
-//! Still to come (issue 7): the fault-injection harness.
+//! - [`chaos`]: `revkv chaos`, the fault-injection harness: a three-member cluster of processes
+//!   behind link proxies, a recorded workload and watches under kills, pauses, partitions, slow
+//!   and lossy links, leader transfers and compaction, and checkers over the recorded history.
 
 pub mod bench;
+pub mod chaos;
 pub mod client;
 pub mod ctl;
 

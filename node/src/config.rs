@@ -56,6 +56,10 @@ pub struct ServeArgs {
     /// Peer URL other members use to reach this member.
     #[arg(long, env = "REVKV_ADVERTISE_PEER")]
     pub advertise_peer: Option<String>,
+    /// The local address this member's connections to other members come from (default: the
+    /// system chooses), for hosts with several addresses.
+    #[arg(long, env = "REVKV_PEER_SOURCE_ADDRESS")]
+    pub peer_source_address: Option<std::net::IpAddr>,
     /// The founding members, `1=http://127.0.0.1:7101,2=...` (peer URLs). Used once, on a member
     /// with no data; a restart with existing data ignores it.
     #[arg(long, env = "REVKV_INITIAL_CLUSTER")]
@@ -152,7 +156,7 @@ impl ServeArgs {
             toml::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?;
         Ok(
             prefer!(self, file; id, data_dir, listen_client, listen_peer, advertise_client,
-            advertise_peer, initial_cluster, join, heartbeat_ms, election_timeout_ms,
+            advertise_peer, peer_source_address, initial_cluster, join, heartbeat_ms, election_timeout_ms,
             snapshot_entries, snapshot_keep_entries, durable_commit_interval_ms,
             request_timeout_ms, max_body_bytes, max_key_bytes, max_value_bytes, max_txn_ops,
             log_format, auto_compaction_mode, auto_compaction_retention,
@@ -225,6 +229,7 @@ impl ServeArgs {
             log_cache_bytes: 64 * 1024 * 1024,
             // `Node` fills in its metrics observer when it starts the member.
             timings: Default::default(),
+            peer_source_address: self.peer_source_address,
         };
         let http = HttpLimits {
             max_body_bytes: self

@@ -29,6 +29,8 @@ enum Command {
     Ctl(revkv_cluster::ctl::CtlArgs),
     /// Measure a running revkv or etcd cluster with a workload (put, get, cas).
     Bench(revkv_cluster::bench::BenchArgs),
+    /// Run a three-member cluster under injected faults and check what it did (`scripts/chaos.sh`).
+    Chaos(revkv_cluster::chaos::ChaosArgs),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => runtime.block_on(serve(args)),
         Command::Ctl(args) => runtime.block_on(revkv_cluster::ctl::run(args)),
         Command::Bench(args) => runtime.block_on(revkv_cluster::bench::run(args)),
+        Command::Chaos(args) => runtime.block_on(revkv_cluster::chaos::run(args)),
     }
 }
 

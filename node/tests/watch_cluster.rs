@@ -2,11 +2,10 @@
 //! (puts, deletes, multi-key txns): many watchers on different members and key sets, some that
 //! disconnect and resume on another member, some on a member that is then stopped. Every stream
 //! is checked against the store's history for the six etcd properties, prev_kv and filters (the
-//! checker is `watch_check`, whose own tests plant faults). Also: automatic compaction keeps its
+//! checker is `revkv_cluster::chaos::check::watch`, whose own tests plant faults). Also: automatic compaction keeps its
 //! window on every member, and reads and watches below it answer 410.
 
 mod process_cluster;
-mod watch_check;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -16,9 +15,10 @@ use process_cluster::{
     wait_until, ClusterOptions, MemberClient, ProcessCluster, CONVERGENCE_TIMEOUT,
 };
 use reqwest::Method;
+use revkv_cluster::chaos::check::states::{History, Kv, State};
+use revkv_cluster::chaos::check::watch::{check_watch, Message, Segment, WatchSpec};
 use serde_json::{json, Value};
 use tokio::sync::watch;
-use watch_check::{check_watch, History, Kv, Message, Segment, State, WatchSpec};
 
 /// Longest wait for the next chunk of a stream whose member is alive; bookmarks every
 /// `PROGRESS_MS` keep a healthy stream far busier than this.
@@ -301,7 +301,8 @@ async fn read_segment(
     loop {
         while let Some(end) = buffered.iter().position(|byte| *byte == b'\n') {
             let line: Vec<u8> = buffered.drain(..=end).collect();
-            let message = Message::from_json(&serde_json::from_slice::<Value>(&line).unwrap());
+            let message = Message::from_json(&serde_json::from_slice::<Value>(&line).unwrap())
+                .expect("a message in the contract's shape");
             let canceled = matches!(message, Message::Canceled { .. });
             events += usize::from(matches!(message, Message::Events { .. }));
             segment.messages.push(message);
@@ -341,10 +342,7 @@ async fn read_history(client: &MemberClient, start: u64, last: u64) -> History {
         }
         states.push(state);
     }
-    History {
-        first: start,
-        states,
-    }
+    History::from_states(start, states)
 }
 
 /// Revision-count auto-compaction keeps the last N revisions on every member (the leader compacts

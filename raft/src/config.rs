@@ -79,4 +79,8 @@ pub struct MemberConfig {
     pub log_cache_bytes: usize,
     /// Who is told how long appends and applies take (nobody by default).
     pub timings: crate::timings::StorageTimings,
+    /// The local address outgoing peer connections are made from (`None`: the system chooses).
+    /// A host with several addresses uses it to pick one; the fault harness gives each member its
+    /// own loopback address so its link proxies can tell the members' traffic apart.
+    pub peer_source_address: Option<std::net::IpAddr>,
 }

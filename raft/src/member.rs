@@ -80,7 +80,10 @@ impl RaftMember {
         let applied = state_machine.subscribe();
         let raft_config =
             openraft_config(&config).map_err(|error| startup("raft config", &error))?;
-        let peers = PeerClient::new(config.peer_limits.connect_timeout);
+        let peers = PeerClient::new(
+            config.peer_limits.connect_timeout,
+            config.peer_source_address,
+        );
         let network = PeerNetworkFactory {
             client: peers.clone(),
         };

@@ -52,6 +52,7 @@ async fn start_cluster(size: u64) -> TestCluster {
             peer_limits: PeerLimits::default(),
             store: StoreOptions::default(),
             log_cache_bytes: 16 * 1024 * 1024,
+            peer_source_address: None,
             timings: Default::default(),
         };
         members.push(RaftMember::start(config, listener).await.unwrap());

@@ -43,9 +43,11 @@ pub struct PeerClient {
 }
 
 impl PeerClient {
-    /// Builds the client: keep-alive pooling, no Nagle delay, and a bounded connect time.
-    pub fn new(connect_timeout: Duration) -> Self {
+    /// Builds the client: keep-alive pooling, no Nagle delay, a bounded connect time, and
+    /// connections made from `source_address` when one is given.
+    pub fn new(connect_timeout: Duration, source_address: Option<std::net::IpAddr>) -> Self {
         let http = reqwest::Client::builder()
+            .local_address(source_address)
             .connect_timeout(connect_timeout)
             .pool_idle_timeout(Duration::from_secs(90))
             .pool_max_idle_per_host(32)

@@ -1,104 +1,14 @@
 //! A checker of watch streams against the store's history: the six properties etcd documents
 //! (ordered, unique, atomic, reliable, resumable, bookmarkable) plus prev_kv and filter
-//! correctness. The history is the store's state at every revision, read with historical range
-//! reads, so the checker does not trust the watch path it checks.
+//! correctness. The history comes from outside the watch path under test (historical range reads,
+//! or a recording cross-checked against the writes), so the checker does not trust what it checks.
 //!
 //! Its own tests plant one fault of each kind in a correct stream and require the checker to
 //! report it.
-#![allow(dead_code)]
-
-use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-/// One key-value as the checker compares it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Kv {
-    pub value: String,
-    pub create_revision: u64,
-    pub mod_revision: u64,
-    pub version: u64,
-}
-
-impl Kv {
-    pub fn from_json(kv: &Value) -> Kv {
-        Kv {
-            value: kv["value"].as_str().unwrap_or_default().to_string(),
-            create_revision: kv["create_revision"].as_u64().unwrap_or(0),
-            mod_revision: kv["mod_revision"].as_u64().unwrap_or(0),
-            version: kv["version"].as_u64().unwrap_or(0),
-        }
-    }
-}
-
-/// Every key's state at one revision.
-pub type State = BTreeMap<String, Kv>;
-
-/// The store's states at revisions `first..=last`.
-pub struct History {
-    pub first: u64,
-    pub states: Vec<State>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Put,
-    Delete,
-}
-
-/// One event, as expected from the history or as received.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Change {
-    pub kind: Kind,
-    pub key: String,
-    /// For a put, the key-value after it; for a delete, only `mod_revision` matters.
-    pub kv: Kv,
-    pub prev_kv: Option<Kv>,
-}
-
-impl History {
-    pub fn last(&self) -> u64 {
-        self.first + self.states.len() as u64 - 1
-    }
-
-    pub fn state(&self, revision: u64) -> &State {
-        &self.states[(revision - self.first) as usize]
-    }
-
-    /// The changes of `revision`, by key (the request order is not visible in states).
-    pub fn changes_at(&self, revision: u64) -> Vec<Change> {
-        let before = self.state(revision - 1);
-        let after = self.state(revision);
-        let mut changes = Vec::new();
-        for (key, kv) in after {
-            if kv.mod_revision == revision {
-                changes.push(Change {
-                    kind: Kind::Put,
-                    key: key.clone(),
-                    kv: kv.clone(),
-                    prev_kv: before.get(key).cloned(),
-                });
-            }
-        }
-        for (key, kv) in before {
-            if !after.contains_key(key) {
-                changes.push(Change {
-                    kind: Kind::Delete,
-                    key: key.clone(),
-                    kv: Kv {
-                        value: String::new(),
-                        create_revision: 0,
-                        mod_revision: revision,
-                        version: 0,
-                    },
-                    prev_kv: Some(kv.clone()),
-                });
-            }
-        }
-        changes.sort_by(|a, b| a.key.cmp(&b.key));
-        changes
-    }
-}
+use super::states::{Change, History, Kind, Kv};
 
 /// What one watcher asked for.
 #[derive(Clone, Debug)]
@@ -171,8 +81,9 @@ impl WatchSpec {
     pub fn expected(&self, history: &History, revision: u64) -> Vec<Change> {
         history
             .changes_at(revision)
-            .into_iter()
+            .iter()
             .filter(|change| self.wants(change))
+            .cloned()
             .map(|mut change| {
                 if !self.prev_kv {
                     change.prev_kv = None;
@@ -201,52 +112,56 @@ pub enum Message {
 }
 
 impl Message {
-    /// Parses one NDJSON message.
-    pub fn from_json(message: &Value) -> Message {
-        match message["type"].as_str().unwrap_or_default() {
+    /// Parses one NDJSON message; a message that is not in the contract's shape is an error (the
+    /// checkers report it as a violation).
+    pub fn from_json(message: &Value) -> Result<Message, String> {
+        let revision = || {
+            message["revision"]
+                .as_u64()
+                .ok_or_else(|| format!("a message without a revision: {message}"))
+        };
+        Ok(match message["type"].as_str().unwrap_or_default() {
             "CREATED" => Message::Created,
             "EVENTS" => Message::Events {
-                revision: message["revision"].as_u64().expect("revision"),
+                revision: revision()?,
                 changes: message["events"]
                     .as_array()
-                    .expect("events")
+                    .ok_or_else(|| format!("an EVENTS message without events: {message}"))?
                     .iter()
                     .map(change_from_json)
-                    .collect(),
+                    .collect::<Result<_, _>>()?,
             },
             "BOOKMARK" => Message::Bookmark {
-                revision: message["revision"].as_u64().expect("revision"),
+                revision: revision()?,
             },
             "CANCELED" => Message::Canceled {
                 reason: message["reason"].as_str().unwrap_or_default().to_string(),
                 last_revision: message["last_revision"].as_u64(),
             },
-            other => panic!("unknown message type {other:?} in {message}"),
-        }
+            other => return Err(format!("unknown message type {other:?} in {message}")),
+        })
     }
 }
 
-fn change_from_json(event: &Value) -> Change {
+fn change_from_json(event: &Value) -> Result<Change, String> {
     let kind = match event["type"].as_str() {
         Some("PUT") => Kind::Put,
         Some("DELETE") => Kind::Delete,
-        other => panic!("unknown event type {other:?}"),
+        other => return Err(format!("unknown event type {other:?} in {event}")),
     };
     let mut kv = Kv::from_json(&event["kv"]);
     if kind == Kind::Delete {
-        kv = Kv {
-            value: String::new(),
-            create_revision: 0,
-            mod_revision: kv.mod_revision,
-            version: 0,
-        };
+        kv = Change::deleted_kv(kv.mod_revision);
     }
-    Change {
+    let key = event["kv"]["key"]
+        .as_str()
+        .ok_or_else(|| format!("an event without a key: {event}"))?;
+    Ok(Change {
         kind,
-        key: event["kv"]["key"].as_str().expect("key").to_string(),
+        key: key.to_string(),
         kv,
         prev_kv: event.get("prev_kv").map(Kv::from_json),
-    }
+    })
 }
 
 /// The messages of one connection, opened at `start`.
@@ -367,6 +282,7 @@ fn check_segment(history: &History, spec: &WatchSpec, segment: &Segment) -> Resu
 #[cfg(test)]
 mod planted_faults {
     use super::*;
+    use crate::chaos::check::states::State;
 
     fn kv(value: &str, create: u64, modified: u64, version: u64) -> Kv {
         Kv {
@@ -402,7 +318,7 @@ mod planted_faults {
         next(&|s| {
             s.insert("a/1".into(), kv("v", 6, 6, 1));
         });
-        History { first: 1, states }
+        History::from_states(1, states)
     }
 
     /// The correct stream for `spec` from revision 2, with a bookmark at the end.

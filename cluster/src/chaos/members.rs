@@ -1,0 +1,311 @@
+//! The cluster under test: three (or more) `revkv serve` processes on this machine, each behind
+//! a link proxy, that the nemesis can kill, restart, pause and resume.
+//!
+//! Every member gets free loopback ports, a data directory and a log file under the run's
+//! directory, fast raft timing, and `--peer-source-address 127.0.0.<10 + id>` so the proxies can
+//! tell whose traffic they carry. A restarted member reuses its ports, data and flags. Dropping
+//! [`Members`] kills every process it started, so none outlives the run.
+
+use std::collections::BTreeMap;
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::proxy::{source_address_of, LinkProxy, LinkRules};
+
+/// Raft timing for the run: short, so that faults cause elections within a second.
+const HEARTBEAT_MS: u64 = 50;
+const ELECTION_TIMEOUT_MS: u64 = 300;
+/// How long a member may take to answer a write or a linearizable read before answering 504.
+pub const MEMBER_REQUEST_TIMEOUT_MS: u64 = 2_000;
+/// How long a cluster (or a restarted member) may take to become ready.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often readiness is polled.
+const POLL_INTERVAL: Duration = Duration::from_millis(50);
+
+/// One member process and what it takes to start it again as the same member.
+struct MemberProcess {
+    client_address: SocketAddr,
+    proxy: LinkProxy,
+    log_path: PathBuf,
+    arguments: Vec<String>,
+    child: Option<Child>,
+    paused: bool,
+}
+
+/// The running cluster.
+pub struct Members {
+    binary: PathBuf,
+    members: BTreeMap<u64, MemberProcess>,
+    http: reqwest::Client,
+}
+
+impl Drop for Members {
+    fn drop(&mut self) {
+        for member in self.members.values_mut() {
+            if let Some(mut child) = member.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+impl Members {
+    /// Starts `size` founding members under `directory` and waits until all are ready.
+    pub async fn start(
+        binary: &Path,
+        directory: &Path,
+        size: u64,
+        rules: &LinkRules,
+        seed: u64,
+    ) -> Result<Members, String> {
+        let mut peers = BTreeMap::new();
+        for id in 1..=size {
+            let peer_address = free_address()?;
+            let proxy = LinkProxy::start(id, peer_address, rules.clone(), seed)
+                .await
+                .map_err(|error| format!("start the link proxy of member {id}: {error}"))?;
+            peers.insert(id, (peer_address, proxy));
+        }
+        let initial_cluster = peers
+            .iter()
+            .map(|(id, (_, proxy))| format!("{id}=http://{}", proxy.address))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut members = BTreeMap::new();
+        for (id, (peer_address, proxy)) in peers {
+            let client_address = free_address()?;
+            let data_dir = directory.join(format!("member-{id}"));
+            let arguments = serve_arguments(id, &data_dir, client_address, peer_address, &proxy)
+                .into_iter()
+                .chain(["--initial-cluster".to_string(), initial_cluster.clone()])
+                .collect();
+            let member = MemberProcess {
+                client_address,
+                proxy,
+                log_path: directory.join(format!("member-{id}.log")),
+                arguments,
+                child: None,
+                paused: false,
+            };
+            members.insert(id, member);
+        }
+        let mut cluster = Members {
+            binary: binary.to_path_buf(),
+            members,
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(2))
+                .build()
+                .map_err(|error| error.to_string())?,
+        };
+        for id in cluster.ids() {
+            cluster.spawn(id)?;
+        }
+        for id in cluster.ids() {
+            cluster.wait_until_ready(id).await?;
+        }
+        Ok(cluster)
+    }
+
+    pub fn ids(&self) -> Vec<u64> {
+        self.members.keys().copied().collect()
+    }
+
+    pub fn client_url(&self, id: u64) -> String {
+        format!("http://{}", self.members[&id].client_address)
+    }
+
+    pub fn client_urls(&self) -> BTreeMap<u64, String> {
+        self.ids()
+            .into_iter()
+            .map(|id| (id, self.client_url(id)))
+            .collect()
+    }
+
+    /// The address other members reach member `id` at (its proxy).
+    pub fn proxy_address(&self, id: u64) -> SocketAddr {
+        self.members[&id].proxy.address
+    }
+
+    /// Whether member `id` runs and is not paused.
+    pub fn is_serving(&self, id: u64) -> bool {
+        let member = &self.members[&id];
+        member.child.is_some() && !member.paused
+    }
+
+    fn spawn(&mut self, id: u64) -> Result<(), String> {
+        let binary = self.binary.clone();
+        let member = self.members.get_mut(&id).expect("a known member");
+        let mut log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&member.log_path)
+            .map_err(|error| format!("open {}: {error}", member.log_path.display()))?;
+        let _ = writeln!(log, "==== chaos harness: starting member {id} ====");
+        let stderr = log.try_clone().map_err(|error| error.to_string())?;
+        let child = Command::new(&binary)
+            .arg("serve")
+            .args(&member.arguments)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(stderr))
+            .env("NO_COLOR", "1")
+            .spawn()
+            .map_err(|error| format!("spawn {}: {error}", binary.display()))?;
+        member.child = Some(child);
+        member.paused = false;
+        Ok(())
+    }
+
+    /// SIGKILL: the member dies mid-whatever, with no chance to flush.
+    pub fn kill(&mut self, id: u64) {
+        let member = self.members.get_mut(&id).expect("a known member");
+        if let Some(mut child) = member.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        member.paused = false;
+    }
+
+    /// Starts a killed member again on its data, and waits until it is ready.
+    pub async fn restart(&mut self, id: u64) -> Result<(), String> {
+        if self.members[&id].child.is_none() {
+            self.spawn(id)?;
+        }
+        self.wait_until_ready(id).await
+    }
+
+    /// SIGSTOP: the member freezes with its connections open.
+    pub fn pause(&mut self, id: u64) {
+        self.signal(id, "STOP");
+        if let Some(member) = self.members.get_mut(&id) {
+            member.paused = member.child.is_some();
+        }
+    }
+
+    /// SIGCONT.
+    pub fn resume(&mut self, id: u64) {
+        self.signal(id, "CONT");
+        if let Some(member) = self.members.get_mut(&id) {
+            member.paused = false;
+        }
+    }
+
+    fn signal(&self, id: u64, signal: &str) {
+        if let Some(child) = &self.members[&id].child {
+            let _ = Command::new("kill")
+                .arg(format!("-{signal}"))
+                .arg(child.id().to_string())
+                .status();
+        }
+    }
+
+    /// Waits until member `id` answers `/readyz` (it has a leader and has caught up).
+    pub async fn wait_until_ready(&mut self, id: u64) -> Result<(), String> {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        let url = format!("{}/readyz", self.client_url(id));
+        loop {
+            let member = self.members.get_mut(&id).expect("a known member");
+            if let Some(Ok(Some(status))) = member.child.as_mut().map(Child::try_wait) {
+                member.child = None;
+                return Err(format!(
+                    "member {id} exited with {status}; see {}",
+                    member.log_path.display()
+                ));
+            }
+            let ready = self.http.get(&url).send().await;
+            if matches!(&ready, Ok(answer) if answer.status().is_success()) {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "member {id} was not ready within {READY_TIMEOUT:?}"
+                ));
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+    }
+
+    /// The leader as the first serving member that knows one says.
+    pub async fn leader(&self) -> Option<u64> {
+        for id in self.ids() {
+            if !self.is_serving(id) {
+                continue;
+            }
+            let url = format!("{}/v1/status", self.client_url(id));
+            let Ok(answer) = self.http.get(&url).send().await else {
+                continue;
+            };
+            let Ok(status) = answer.json::<serde_json::Value>().await else {
+                continue;
+            };
+            if let Some(leader) = status["leader_id"].as_u64() {
+                return Some(leader);
+            }
+        }
+        None
+    }
+
+    /// The tail of every member's log, for a report about a failed run.
+    pub fn log_tails(&self, lines: usize) -> String {
+        let mut text = String::new();
+        for (id, member) in &self.members {
+            let log = std::fs::read_to_string(&member.log_path).unwrap_or_default();
+            let all: Vec<&str> = log.lines().collect();
+            text.push_str(&format!(
+                "---- member {id} ({}) ----\n",
+                member.log_path.display()
+            ));
+            text.push_str(&all[all.len().saturating_sub(lines)..].join("\n"));
+            text.push('\n');
+        }
+        text
+    }
+}
+
+/// The `revkv serve` flags of member `id`.
+fn serve_arguments(
+    id: u64,
+    data_dir: &Path,
+    client_address: SocketAddr,
+    peer_address: SocketAddr,
+    proxy: &LinkProxy,
+) -> Vec<String> {
+    [
+        "--id".to_string(),
+        id.to_string(),
+        "--data-dir".into(),
+        data_dir.display().to_string(),
+        "--listen-client".into(),
+        client_address.to_string(),
+        "--listen-peer".into(),
+        peer_address.to_string(),
+        "--advertise-peer".into(),
+        format!("http://{}", proxy.address),
+        "--peer-source-address".into(),
+        source_address_of(id).to_string(),
+        "--heartbeat-ms".into(),
+        HEARTBEAT_MS.to_string(),
+        "--election-timeout-ms".into(),
+        ELECTION_TIMEOUT_MS.to_string(),
+        "--request-timeout-ms".into(),
+        MEMBER_REQUEST_TIMEOUT_MS.to_string(),
+        // Snapshots every few hundred entries, so a member that was down catches up by snapshot
+        // as well as by log.
+        "--snapshot-entries".into(),
+        "500".into(),
+        "--snapshot-keep-entries".into(),
+        "100".into(),
+    ]
+    .to_vec()
+}
+
+/// A free loopback address: bound at port 0, then released for the member to bind.
+fn free_address() -> Result<SocketAddr, String> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|error| error.to_string())?;
+    listener.local_addr().map_err(|error| error.to_string())
+}

@@ -1,0 +1,169 @@
+//! The fault schedule: which faults the nemesis injects, when, and for how long, drawn from the
+//! run's seed. The same seed gives the same schedule (the same faults at the same offsets with the
+//! same durations); which member "the leader" is gets decided when the fault starts, since that
+//! depends on the run.
+
+use std::time::Duration;
+
+/// Which member a fault hits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Leader,
+    /// A member that is not the leader, chosen by this number among the others.
+    Follower(u64),
+}
+
+/// One fault the nemesis can inject.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Fault {
+    /// SIGKILL, then a restart on the same data after `down`.
+    Kill { target: Target, down: Duration },
+    /// SIGSTOP for `paused`, then SIGCONT. Longer than an election timeout, so a paused leader
+    /// loses its leadership.
+    Pause { target: Target, paused: Duration },
+    /// Every link to and from the target cut for `cut`.
+    Partition { target: Target, cut: Duration },
+    /// Every link to and from the target delayed by `delay` per chunk for `slow`.
+    SlowLinks {
+        target: Target,
+        delay: Duration,
+        slow: Duration,
+    },
+    /// Every link to and from the target loses connections with probability `loss` per chunk.
+    LossyLinks {
+        target: Target,
+        loss: f64,
+        lossy: Duration,
+    },
+    /// Leadership moves to another member.
+    TransferLeader,
+    /// History is compacted below what every watcher has seen, while they stay open.
+    Compact,
+}
+
+impl Fault {
+    /// The fault's name in the report.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Fault::Kill {
+                target: Target::Leader,
+                ..
+            } => "kill-leader",
+            Fault::Kill { .. } => "kill-follower",
+            Fault::Pause {
+                target: Target::Leader,
+                ..
+            } => "pause-leader",
+            Fault::Pause { .. } => "pause-follower",
+            Fault::Partition {
+                target: Target::Leader,
+                ..
+            } => "partition-leader",
+            Fault::Partition { .. } => "partition-follower",
+            Fault::SlowLinks { .. } => "slow-links",
+            Fault::LossyLinks { .. } => "lossy-links",
+            Fault::TransferLeader => "transfer-leader",
+            Fault::Compact => "compact",
+        }
+    }
+}
+
+/// One scheduled fault: it starts `after` the previous one ended.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Step {
+    pub after: Duration,
+    pub fault: Fault,
+}
+
+/// The schedule for `seed`: enough steps to fill `duration` (the nemesis stops at the deadline).
+pub fn schedule(seed: u64, duration: Duration) -> Vec<Step> {
+    let mut random = fastrand::Rng::with_seed(seed);
+    let mut steps = Vec::new();
+    let mut planned = Duration::ZERO;
+    while planned < duration {
+        let after = Duration::from_millis(random.u64(500..2_000));
+        let fault = draw_fault(&mut random);
+        planned += after + fault_length(&fault);
+        steps.push(Step { after, fault });
+    }
+    steps
+}
+
+fn draw_fault(random: &mut fastrand::Rng) -> Fault {
+    let target = if random.bool() {
+        Target::Leader
+    } else {
+        Target::Follower(random.u64(..2))
+    };
+    let between = |random: &mut fastrand::Rng, low: u64, high: u64| {
+        Duration::from_millis(random.u64(low..high))
+    };
+    match random.u32(..9) {
+        0 | 1 => Fault::Kill {
+            target,
+            down: between(random, 200, 3_000),
+        },
+        2 => Fault::Pause {
+            target,
+            paused: between(random, 500, 3_000),
+        },
+        3 | 4 => Fault::Partition {
+            target,
+            cut: between(random, 500, 4_000),
+        },
+        5 => Fault::SlowLinks {
+            target,
+            delay: between(random, 5, 120),
+            slow: between(random, 1_000, 4_000),
+        },
+        6 => Fault::LossyLinks {
+            target,
+            loss: 0.02 + random.f64() * 0.2,
+            lossy: between(random, 1_000, 4_000),
+        },
+        7 => Fault::TransferLeader,
+        _ => Fault::Compact,
+    }
+}
+
+/// How long a fault lasts before the next one may start.
+pub fn fault_length(fault: &Fault) -> Duration {
+    match *fault {
+        Fault::Kill { down, .. } => down,
+        Fault::Pause { paused, .. } => paused,
+        Fault::Partition { cut, .. } => cut,
+        Fault::SlowLinks { slow, .. } => slow,
+        Fault::LossyLinks { lossy, .. } => lossy,
+        Fault::TransferLeader | Fault::Compact => Duration::ZERO,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_seed_gives_the_same_schedule_and_another_seed_another() {
+        let duration = Duration::from_secs(600);
+        let first = schedule(42, duration);
+        assert_eq!(first, schedule(42, duration));
+        assert_ne!(first, schedule(43, duration));
+        let kinds: std::collections::BTreeSet<&str> =
+            first.iter().map(|step| step.fault.name()).collect();
+        assert!(
+            kinds.len() >= 8,
+            "a ten-minute schedule uses most faults: {kinds:?}"
+        );
+    }
+
+    #[test]
+    fn a_schedule_fills_its_duration() {
+        let duration = Duration::from_secs(60);
+        let steps = schedule(7, duration);
+        let planned: Duration = steps
+            .iter()
+            .map(|step| step.after + fault_length(&step.fault))
+            .sum();
+        assert!(planned >= duration);
+    }
+}

@@ -1,0 +1,230 @@
+//! Watch streams that live through the faults: each reads one stream (NDJSON) from a member,
+//! records every message into the current segment, and when the stream ends (the member died, was
+//! cut off, or canceled it) resumes on another member from the last revision it covered + 1, as
+//! the contract says a client should. The segments go to the watch checker; the recording
+//! watcher's segments also become the history every checker compares against.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::check::watch::{Message, Segment, WatchSpec};
+
+/// How long a stream may stay silent before the watcher gives up on it and resumes elsewhere
+/// (well above the bookmark interval every harness watch asks for).
+const SILENCE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The bookmark interval every harness watch asks for.
+pub const PROGRESS_NOTIFY_MS: u64 = 250;
+/// How long to wait before reopening after a failed open.
+const REOPEN_PAUSE: Duration = Duration::from_millis(100);
+/// The largest line a watch stream may send before the watcher treats it as broken.
+const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+
+/// What one watcher recorded, shared with the harness while it runs.
+#[derive(Default)]
+pub struct WatchRecord {
+    pub segments: Vec<Segment>,
+    /// Why streams ended, for the report (reopen failures included).
+    pub endings: Vec<String>,
+    /// A violation noticed while reading (a malformed message, a compaction cancel).
+    pub problems: Vec<String>,
+}
+
+impl WatchRecord {
+    /// The revision through which the segments are complete.
+    pub fn covered_through(&self) -> u64 {
+        self.segments
+            .iter()
+            .map(Segment::covered_through)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// One watcher: `spec` from `start_revision`, over `endpoints` (member id, client URL).
+pub struct Watcher {
+    pub name: String,
+    pub spec: WatchSpec,
+    pub record: Arc<Mutex<WatchRecord>>,
+}
+
+impl Watcher {
+    pub fn new(name: String, spec: WatchSpec) -> Watcher {
+        Watcher {
+            name,
+            spec,
+            record: Arc::new(Mutex::new(WatchRecord::default())),
+        }
+    }
+
+    pub fn covered_through(&self) -> u64 {
+        self.record
+            .lock()
+            .expect("watch record lock")
+            .covered_through()
+    }
+}
+
+/// Runs a watcher until `stop` turns true, starting at `start_revision` on the member at
+/// `first_endpoint` and moving to the next endpoint each time a stream ends.
+pub async fn run_watcher(
+    spec: WatchSpec,
+    record: Arc<Mutex<WatchRecord>>,
+    endpoints: Vec<String>,
+    first_endpoint: usize,
+    start_revision: u64,
+    stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let http = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(1))
+        .build()
+        .expect("a plain HTTP client always builds");
+    let mut endpoint = first_endpoint;
+    let mut next_start = start_revision;
+    while !*stop.borrow() {
+        let url = format!(
+            "{}/v1/watch?{}&start_revision={next_start}&progress_notify_ms={PROGRESS_NOTIFY_MS}",
+            endpoints[endpoint % endpoints.len()],
+            spec.query()
+        );
+        endpoint += 1;
+        let segment = Segment {
+            start: next_start,
+            messages: Vec::new(),
+        };
+        let ending = read_stream(&http, &url, segment, &record, stop.clone()).await;
+        {
+            let mut shared = record.lock().expect("watch record lock");
+            shared.endings.push(ending);
+            next_start = shared.covered_through().max(next_start - 1) + 1;
+        }
+        if !*stop.borrow() {
+            tokio::time::sleep(REOPEN_PAUSE).await;
+        }
+    }
+}
+
+/// Reads one stream into `segment` (kept in `record` as it grows) and says why it ended.
+async fn read_stream(
+    http: &reqwest::Client,
+    url: &str,
+    segment: Segment,
+    record: &Arc<Mutex<WatchRecord>>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> String {
+    let mut answer = match http.get(url).send().await {
+        Ok(answer) => answer,
+        Err(error) => return format!("open failed: {error}"),
+    };
+    if !answer.status().is_success() {
+        let status = answer.status();
+        let body = answer.text().await.unwrap_or_default();
+        if status.as_u16() == 410 {
+            record_problem(record, format!("opening {url} answered 410: {body}"));
+        }
+        return format!("open answered {status}");
+    }
+    let index = {
+        let mut shared = record.lock().expect("watch record lock");
+        shared.segments.push(segment);
+        shared.segments.len() - 1
+    };
+    let mut pending: Vec<u8> = Vec::new();
+    loop {
+        let chunk = tokio::select! {
+            chunk = tokio::time::timeout(SILENCE_TIMEOUT, answer.chunk()) => chunk,
+            _ = stop.changed() => return "stopped".into(),
+        };
+        let bytes = match chunk {
+            Err(_) => return format!("silent for {SILENCE_TIMEOUT:?}"),
+            Ok(Ok(None)) => return "stream ended".into(),
+            Ok(Err(error)) => return format!("stream broke: {error}"),
+            Ok(Ok(Some(bytes))) => bytes,
+        };
+        pending.extend_from_slice(&bytes);
+        if pending.len() > MAX_LINE_BYTES {
+            record_problem(
+                record,
+                format!("a line of over {MAX_LINE_BYTES} bytes from {url}"),
+            );
+            return "line too long".into();
+        }
+        while let Some(newline) = pending.iter().position(|byte| *byte == b'\n') {
+            let line: Vec<u8> = pending.drain(..=newline).collect();
+            if let Some(ending) = take_line(&line, url, index, record) {
+                return ending;
+            }
+        }
+    }
+}
+
+/// Records one NDJSON line; `Some` when the stream is over (a CANCELED message).
+fn take_line(
+    line: &[u8],
+    url: &str,
+    index: usize,
+    record: &Arc<Mutex<WatchRecord>>,
+) -> Option<String> {
+    let text = String::from_utf8_lossy(line);
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    let parsed = serde_json::from_str::<serde_json::Value>(text)
+        .map_err(|error| error.to_string())
+        .and_then(|value| Message::from_json(&value));
+    let message = match parsed {
+        Ok(message) => message,
+        Err(error) => {
+            record_problem(
+                record,
+                format!("a malformed message from {url}: {error}: {text}"),
+            );
+            return Some("malformed message".into());
+        }
+    };
+    let ending = match &message {
+        Message::Canceled { reason, .. } => {
+            if reason == "compacted" {
+                record_problem(
+                    record,
+                    format!("{url} was canceled by a compaction the harness kept below it: {text}"),
+                );
+            }
+            Some(format!("canceled: {reason}"))
+        }
+        _ => None,
+    };
+    record.lock().expect("watch record lock").segments[index]
+        .messages
+        .push(message);
+    ending
+}
+
+fn record_problem(record: &Arc<Mutex<WatchRecord>>, problem: String) {
+    record
+        .lock()
+        .expect("watch record lock")
+        .problems
+        .push(problem);
+}
+
+/// Waits until every watcher has covered `revision`, or `timeout` passes; returns the names of
+/// those that did not.
+pub async fn wait_for_coverage(
+    watchers: &[Watcher],
+    revision: u64,
+    timeout: Duration,
+) -> Vec<String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let behind: Vec<String> = watchers
+            .iter()
+            .filter(|watcher| watcher.covered_through() < revision)
+            .map(|watcher| format!("{} (through {})", watcher.name, watcher.covered_through()))
+            .collect();
+        if behind.is_empty() || Instant::now() >= deadline {
+            return behind;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
