@@ -12,6 +12,7 @@ use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use super::proxy::{source_address_of, LinkProxy, LinkRules};
@@ -36,10 +37,20 @@ struct MemberProcess {
     paused: bool,
 }
 
+/// The members' client URLs by id, shared with the workload and the watchers, which re-read it
+/// so that traffic follows a membership change.
+pub type SharedEndpoints = Arc<RwLock<Vec<(u64, String)>>>;
+
 /// The running cluster.
 pub struct Members {
     binary: PathBuf,
+    directory: PathBuf,
     members: BTreeMap<u64, MemberProcess>,
+    endpoints: SharedEndpoints,
+    rules: LinkRules,
+    seed: u64,
+    /// The highest member id ever used: ids are never reused, not even after a removal.
+    highest_id: u64,
     http: reqwest::Client,
 }
 
@@ -96,7 +107,12 @@ impl Members {
         }
         let mut cluster = Members {
             binary: binary.to_path_buf(),
+            directory: directory.to_path_buf(),
             members,
+            endpoints: SharedEndpoints::default(),
+            rules: rules.clone(),
+            seed,
+            highest_id: size,
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(2))
                 .build()
@@ -108,7 +124,69 @@ impl Members {
         for id in cluster.ids() {
             cluster.wait_until_ready(id).await?;
         }
+        cluster.publish_endpoints();
         Ok(cluster)
+    }
+
+    /// Starts a new, empty member `id` with `--join` (it waits to be added) and waits until it
+    /// answers HTTP.
+    pub async fn start_joining(&mut self, id: u64) -> Result<(), String> {
+        assert!(id > self.highest_id, "member ids are never reused");
+        self.highest_id = id;
+        let peer_address = free_address()?;
+        let proxy = LinkProxy::start(id, peer_address, self.rules.clone(), self.seed)
+            .await
+            .map_err(|error| format!("start the link proxy of member {id}: {error}"))?;
+        let client_address = free_address()?;
+        let data_dir = self.directory.join(format!("member-{id}"));
+        let mut arguments = serve_arguments(id, &data_dir, client_address, peer_address, &proxy);
+        arguments.push("--join".into());
+        let member = MemberProcess {
+            client_address,
+            proxy,
+            log_path: self.directory.join(format!("member-{id}.log")),
+            arguments,
+            child: None,
+            paused: false,
+        };
+        self.members.insert(id, member);
+        self.spawn(id)?;
+        let deadline = Instant::now() + READY_TIMEOUT;
+        let url = format!("{}/healthz", self.client_url(id));
+        while !matches!(self.http.get(&url).send().await, Ok(answer) if answer.status().is_success())
+        {
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "joining member {id} did not answer within {READY_TIMEOUT:?}"
+                ));
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+        Ok(())
+    }
+
+    /// Kills member `id` and forgets it (after it was removed from the cluster); its data stays
+    /// on disk for whoever looks into a failed run.
+    pub fn forget(&mut self, id: u64) {
+        self.kill(id);
+        self.members.remove(&id);
+        self.publish_endpoints();
+    }
+
+    /// Makes the current members' client URLs the ones the workload and watchers use.
+    pub fn publish_endpoints(&self) {
+        let endpoints = self.client_urls().into_iter().collect();
+        *self.endpoints.write().expect("endpoints lock") = endpoints;
+    }
+
+    /// The client URLs the workload and watchers follow.
+    pub fn shared_endpoints(&self) -> SharedEndpoints {
+        self.endpoints.clone()
+    }
+
+    /// The next member id never used in this cluster.
+    pub fn next_id(&self) -> u64 {
+        self.highest_id + 1
     }
 
     pub fn ids(&self) -> Vec<u64> {

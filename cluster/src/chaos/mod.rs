@@ -10,8 +10,9 @@
 //!   historical reads at sampled revisions equal to the history.
 //!
 //! Modules: [`members`] (processes), [`proxy`] (links), [`schedule`] and [`nemesis`] (faults),
-//! [`workload`] and [`watchers`] (traffic and its record), [`history`], [`check`], [`report`],
-//! and [`run`] (one run, start to verdict).
+//! [`workload`] and [`watchers`] (traffic and its record), [`history`], [`check`] (over the
+//! record), [`store_check`] (the healed store against the history), [`report`], and [`run`] (one
+//! run, start to verdict).
 
 pub mod check;
 pub mod history;
@@ -21,6 +22,7 @@ pub mod proxy;
 pub mod report;
 pub mod run;
 pub mod schedule;
+pub mod store_check;
 pub mod watchers;
 pub mod workload;
 

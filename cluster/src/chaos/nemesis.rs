@@ -4,11 +4,21 @@
 
 use std::time::{Duration, Instant};
 
+use reqwest::Method;
 use serde_json::json;
 
 use super::members::Members;
 use super::proxy::{LinkRule, LinkRules};
 use super::schedule::{fault_length, Fault, Step, Target};
+
+/// How long adding or promoting a member may be retried.
+const MEMBERSHIP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How one administrative request went.
+struct Sent {
+    succeeded: bool,
+    text: String,
+}
 
 /// One fault as it was injected, for the report.
 #[derive(Clone, Debug)]
@@ -82,6 +92,7 @@ impl Nemesis<'_> {
             }
             Fault::TransferLeader => self.transfer_leader().await,
             Fault::Compact => self.compact().await,
+            Fault::ReplaceFollower { choice } => self.replace_follower(choice).await?,
         };
         self.injected.push(InjectedFault {
             at,
@@ -171,23 +182,93 @@ impl Nemesis<'_> {
         format!("at revision {revision}: {answer}")
     }
 
+    /// Removes a follower, then adds a new empty member as a learner and promotes it once it has
+    /// caught up. `Err` only if the new member never becomes ready.
+    async fn replace_follower(&mut self, choice: u64) -> Result<String, String> {
+        let old = match self.resolve(Target::Follower(choice)).await {
+            Ok(id) => id,
+            Err(skipped) => return Ok(skipped),
+        };
+        let path = format!("/v1/members/{old}");
+        let removed = self.send_to_any(Method::DELETE, &path, None).await;
+        if !removed.succeeded {
+            return Ok(format!(
+                "removing member {old} failed ({}); nothing replaced",
+                removed.text
+            ));
+        }
+        self.members.forget(old);
+        let new = self.members.next_id();
+        self.members.start_joining(new).await?;
+        let learner = json!({
+            "id": new,
+            "peer_url": format!("http://{}", self.members.proxy_address(new)),
+            "client_url": self.members.client_url(new),
+        });
+        let added = self
+            .retry_until_done(Method::POST, "/v1/members", Some(&learner))
+            .await;
+        let promote = format!("/v1/members/{new}/promote");
+        let promoted = self
+            .retry_until_done(Method::POST, &promote, Some(&json!({})))
+            .await;
+        self.members.wait_until_ready(new).await?;
+        self.members.publish_endpoints();
+        Ok(format!(
+            "member {old} removed; member {new} added ({}) and promoted ({})",
+            added.text, promoted.text
+        ))
+    }
+
+    /// Sends until a member answers 200 (a membership change is refused while another is in
+    /// progress, and a promotion while the learner lags), for at most `MEMBERSHIP_TIMEOUT`.
+    async fn retry_until_done(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> Sent {
+        let deadline = Instant::now() + MEMBERSHIP_TIMEOUT;
+        loop {
+            let sent = self.send_to_any(method.clone(), path, body).await;
+            if sent.succeeded || Instant::now() >= deadline {
+                return sent;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     /// POSTs to the first serving member that answers; the answer's status, for the report.
     async fn post_to_any(&self, path: &str, body: &serde_json::Value) -> String {
+        self.send_to_any(Method::POST, path, Some(body)).await.text
+    }
+
+    /// Sends to the first serving member that answers.
+    async fn send_to_any(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> Sent {
         for (id, url) in self.members.client_urls() {
             if !self.members.is_serving(id) {
                 continue;
             }
-            if let Ok(answer) = self
-                .http
-                .post(format!("{url}{path}"))
-                .json(body)
-                .send()
-                .await
-            {
-                return format!("member {id} answered {}", answer.status());
+            let mut request = self.http.request(method.clone(), format!("{url}{path}"));
+            if let Some(body) = body {
+                request = request.json(body);
+            }
+            if let Ok(answer) = request.send().await {
+                return Sent {
+                    succeeded: answer.status().is_success(),
+                    text: format!("member {id} answered {}", answer.status()),
+                };
             }
         }
-        "no member answered".into()
+        Sent {
+            succeeded: false,
+            text: "no member answered".into(),
+        }
     }
 
     /// Undoes whatever is still in effect: links heal, paused members resume, killed ones

@@ -8,12 +8,30 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::check::Violation;
-use super::history::Operation;
+use super::history::{Operation, Outcome};
 use super::nemesis::InjectedFault;
 use super::proxy::ProxyCounts;
 
 /// How many violations the report prints in full (all are counted).
 const VIOLATIONS_PRINTED: usize = 20;
+/// How many classes of failure reason the report lists.
+const REASONS_PRINTED: usize = 8;
+
+/// A failure reason without the parts that differ between occurrences: the status and the error
+/// code of an answer, or the first words of a transport error.
+fn reason_class(reason: &str) -> String {
+    if let Some(code_at) = reason.find("\"code\":\"") {
+        let status = reason.split_whitespace().next().unwrap_or_default();
+        let code = &reason[code_at + 8..];
+        let code = code.split('"').next().unwrap_or_default();
+        return format!("{status} {code}");
+    }
+    reason
+        .split_whitespace()
+        .take(5)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
 
 #[derive(Debug, Default)]
 pub struct Report {
@@ -21,6 +39,8 @@ pub struct Report {
     pub duration: Duration,
     /// Operations by (type, outcome).
     pub operations: BTreeMap<(&'static str, &'static str), usize>,
+    /// Why operations failed or ended unknown, by the reason's first words.
+    pub failure_reasons: BTreeMap<String, usize>,
     pub faults: Vec<InjectedFault>,
     /// What the link proxies did to the members' traffic.
     pub proxies: ProxyCounts,
@@ -44,6 +64,12 @@ impl Report {
         for operation in operations {
             let key = (operation.request.name(), operation.outcome_name());
             *self.operations.entry(key).or_default() += 1;
+            if let Outcome::Failed { reason } | Outcome::Unknown { reason } = &operation.outcome {
+                *self
+                    .failure_reasons
+                    .entry(reason_class(reason))
+                    .or_default() += 1;
+            }
         }
     }
 }
@@ -72,6 +98,12 @@ impl fmt::Display for Report {
         }
         for (name, outcomes) in by_type {
             writeln!(out, "  {name:<20} {}", outcomes.join(", "))?;
+        }
+        let mut reasons: Vec<(&String, &usize)> = self.failure_reasons.iter().collect();
+        reasons.sort_by(|a, b| b.1.cmp(a.1));
+        writeln!(out, "why operations failed or ended unknown:")?;
+        for (reason, count) in reasons.iter().take(REASONS_PRINTED) {
+            writeln!(out, "  {count:>8}  {reason}")?;
         }
         let mut fault_counts: BTreeMap<&str, usize> = BTreeMap::new();
         for fault in &self.faults {
@@ -103,7 +135,11 @@ impl fmt::Display for Report {
         if let Some(reason) = &self.aborted {
             writeln!(out, "ABORTED: {reason}")?;
         }
-        writeln!(out, "violations: {}", self.violations.len())?;
+        let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+        for violation in &self.violations {
+            *kinds.entry(violation.kind).or_default() += 1;
+        }
+        writeln!(out, "violations: {} {kinds:?}", self.violations.len())?;
         for violation in self.violations.iter().take(VIOLATIONS_PRINTED) {
             writeln!(out, "  {violation}")?;
         }

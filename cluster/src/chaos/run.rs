@@ -1,7 +1,6 @@
 //! One harness run, start to verdict: start the cluster and the watches, run the workload while
 //! the nemesis plays the schedule, heal, let everything settle, then check what was recorded.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -11,22 +10,20 @@ use super::check::recording::recording_of;
 use super::check::states::{History, State};
 use super::check::watch::{check_watch, WatchSpec};
 use super::check::Violation;
-use super::history::Kv;
 use super::members::Members;
 use super::nemesis::Nemesis;
 use super::proxy::LinkRules;
 use super::schedule::schedule;
+use super::store_check::check_store;
 use super::watchers::{run_watcher, wait_for_coverage, WatchRecord, Watcher};
 use super::workload::{run_worker, WorkloadContext, KEY_PREFIX};
 use super::{ChaosSettings, Report};
-use crate::client::{Client, Consistency, RangeRequest, ReadOptions};
+use crate::client::{Client, RangeRequest};
 
 /// How many members the cluster has.
 const CLUSTER_SIZE: u64 = 3;
 /// How long the healed cluster may take to settle (every member caught up, every watch covered).
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
-/// How many historical revisions the final check reads back from the store.
-const SAMPLED_REVISIONS: u64 = 25;
 /// The first revision a write can make (an empty store is at revision 1).
 const FIRST_WRITE_REVISION: u64 = 2;
 
@@ -125,8 +122,7 @@ async fn drive(
     rules: LinkRules,
     report: &mut Report,
 ) -> Result<(), String> {
-    let endpoints: Vec<(u64, String)> = members.client_urls().into_iter().collect();
-    let urls: Vec<String> = endpoints.iter().map(|(_, url)| url.clone()).collect();
+    let endpoints = members.shared_endpoints();
     let (stop_watchers, stop) = tokio::sync::watch::channel(false);
     let watchers = harness_watchers();
     let mut watch_tasks = tokio::task::JoinSet::new();
@@ -134,7 +130,7 @@ async fn drive(
         let task = run_watcher(
             watcher.spec.clone(),
             watcher.record.clone(),
-            urls.clone(),
+            endpoints.clone(),
             index,
             FIRST_WRITE_REVISION,
             stop.clone(),
@@ -293,128 +289,4 @@ fn recorded_history(recording: &Watcher) -> Result<History, String> {
         &recording.changes,
         recording.complete_through,
     )
-}
-
-/// The store itself against the history: every member's state at the final revision, equal
-/// hashes, and historical reads at sampled revisions. Returns the compact revision too.
-async fn check_store(
-    members: &Members,
-    history: &History,
-    final_revision: u64,
-) -> (u64, Vec<Violation>) {
-    let mut violations = Vec::new();
-    let mut hashes = BTreeMap::new();
-    let mut compact_revision = 0;
-    for (id, url) in members.client_urls() {
-        let Ok(client) = Client::new([url]) else {
-            continue;
-        };
-        let at_final = ReadOptions {
-            consistency: Consistency::Serializable,
-            min_revision: Some(final_revision),
-            revision: Some(final_revision),
-        };
-        let store_violation = |detail: String| Violation {
-            kind: "store",
-            detail: format!("member {id}: {detail}"),
-            operations: Vec::new(),
-        };
-        match client
-            .range(&RangeRequest::prefix(KEY_PREFIX).read_options(at_final))
-            .await
-        {
-            Ok(range) => {
-                let found: Vec<(String, Kv)> = range
-                    .kvs
-                    .iter()
-                    .map(|kv| (kv.key.clone(), kv_of(kv)))
-                    .collect();
-                if found != history.range_at(KEY_PREFIX, final_revision) {
-                    violations.push(store_violation(format!(
-                        "its state at {final_revision} differs from the history: {found:?}"
-                    )));
-                }
-            }
-            Err(error) => violations.push(store_violation(format!(
-                "no read at the final revision: {error}"
-            ))),
-        }
-        match client.hash(Some(final_revision)).await {
-            Ok(hash) => {
-                hashes.insert(id, hash.hash);
-                compact_revision = compact_revision.max(hash.compact_revision);
-            }
-            Err(error) => violations.push(store_violation(format!("no hash: {error}"))),
-        }
-    }
-    let distinct: std::collections::BTreeSet<u64> = hashes.values().copied().collect();
-    if distinct.len() > 1 {
-        violations.push(Violation {
-            kind: "hash-mismatch",
-            detail: format!("hashes at revision {final_revision}: {hashes:?}"),
-            operations: Vec::new(),
-        });
-    }
-    violations
-        .extend(check_sampled_revisions(members, history, compact_revision, final_revision).await);
-    (compact_revision, violations)
-}
-
-/// Historical range reads at revisions spread over the retained history equal the history.
-async fn check_sampled_revisions(
-    members: &Members,
-    history: &History,
-    compact_revision: u64,
-    final_revision: u64,
-) -> Vec<Violation> {
-    let mut violations = Vec::new();
-    let Ok(client) = Client::new(members.client_urls().into_values()) else {
-        return violations;
-    };
-    // The compact revision itself may be gone from every member's history: read above it.
-    let lowest = (compact_revision + 1).max(history.first());
-    let span = final_revision.saturating_sub(lowest);
-    for step in 0..=SAMPLED_REVISIONS.min(span) {
-        let revision = lowest + span * step / SAMPLED_REVISIONS.max(1);
-        let read = ReadOptions {
-            revision: Some(revision),
-            ..ReadOptions::default()
-        };
-        match client
-            .range(&RangeRequest::prefix(KEY_PREFIX).read_options(read))
-            .await
-        {
-            Ok(range) => {
-                let found: Vec<(String, Kv)> = range
-                    .kvs
-                    .iter()
-                    .map(|kv| (kv.key.clone(), kv_of(kv)))
-                    .collect();
-                if found != history.range_at(KEY_PREFIX, revision) {
-                    violations.push(Violation {
-                        kind: "store",
-                        detail: format!(
-                            "the store at revision {revision} differs from the history: {found:?}"
-                        ),
-                        operations: Vec::new(),
-                    });
-                }
-            }
-            Err(error) => violations.push(Violation {
-                kind: "store",
-                detail: format!("no historical read at {revision}: {error}"),
-                operations: Vec::new(),
-            }),
-        }
-    }
-    violations
-}
-
-fn kv_of(kv: &crate::client::types::KeyValue) -> Kv {
-    Kv {
-        value: kv.value.clone(),
-        create_revision: kv.create_revision,
-        mod_revision: kv.mod_revision,
-        version: kv.version,
-    }
 }

@@ -39,6 +39,9 @@ pub enum Fault {
     TransferLeader,
     /// History is compacted below what every watcher has seen, while they stay open.
     Compact,
+    /// A follower is removed from the cluster and a new, empty member joins in its place (added
+    /// as a learner, caught up, promoted), as an operator replaces a failed machine.
+    ReplaceFollower { choice: u64 },
 }
 
 impl Fault {
@@ -64,6 +67,7 @@ impl Fault {
             Fault::LossyLinks { .. } => "lossy-links",
             Fault::TransferLeader => "transfer-leader",
             Fault::Compact => "compact",
+            Fault::ReplaceFollower { .. } => "replace-follower",
         }
     }
 }
@@ -98,7 +102,7 @@ fn draw_fault(random: &mut fastrand::Rng) -> Fault {
     let between = |random: &mut fastrand::Rng, low: u64, high: u64| {
         Duration::from_millis(random.u64(low..high))
     };
-    match random.u32(..9) {
+    match random.u32(..10) {
         0 | 1 => Fault::Kill {
             target,
             down: between(random, 200, 3_000),
@@ -122,6 +126,9 @@ fn draw_fault(random: &mut fastrand::Rng) -> Fault {
             lossy: between(random, 1_000, 4_000),
         },
         7 => Fault::TransferLeader,
+        8 => Fault::ReplaceFollower {
+            choice: random.u64(..2),
+        },
         _ => Fault::Compact,
     }
 }
@@ -134,7 +141,7 @@ pub fn fault_length(fault: &Fault) -> Duration {
         Fault::Partition { cut, .. } => cut,
         Fault::SlowLinks { slow, .. } => slow,
         Fault::LossyLinks { lossy, .. } => lossy,
-        Fault::TransferLeader | Fault::Compact => Duration::ZERO,
+        Fault::TransferLeader | Fault::Compact | Fault::ReplaceFollower { .. } => Duration::ZERO,
     }
 }
 
@@ -151,7 +158,7 @@ mod tests {
         let kinds: std::collections::BTreeSet<&str> =
             first.iter().map(|step| step.fault.name()).collect();
         assert!(
-            kinds.len() >= 8,
+            kinds.len() >= 9,
             "a ten-minute schedule uses most faults: {kinds:?}"
         );
     }

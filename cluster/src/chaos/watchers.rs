@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::check::watch::{Message, Segment, WatchSpec};
+use super::members::SharedEndpoints;
 
 /// How long a stream may stay silent before the watcher gives up on it and resumes elsewhere
 /// (well above the bookmark interval every harness watch asks for).
@@ -69,7 +70,7 @@ impl Watcher {
 pub async fn run_watcher(
     spec: WatchSpec,
     record: Arc<Mutex<WatchRecord>>,
-    endpoints: Vec<String>,
+    endpoints: SharedEndpoints,
     first_endpoint: usize,
     start_revision: u64,
     stop: tokio::sync::watch::Receiver<bool>,
@@ -81,9 +82,12 @@ pub async fn run_watcher(
     let mut endpoint = first_endpoint;
     let mut next_start = start_revision;
     while !*stop.borrow() {
+        let member_url = {
+            let endpoints = endpoints.read().expect("endpoints lock");
+            endpoints[endpoint % endpoints.len()].1.clone()
+        };
         let url = format!(
-            "{}/v1/watch?{}&start_revision={next_start}&progress_notify_ms={PROGRESS_NOTIFY_MS}",
-            endpoints[endpoint % endpoints.len()],
+            "{member_url}/v1/watch?{}&start_revision={next_start}&progress_notify_ms={PROGRESS_NOTIFY_MS}",
             spec.query()
         );
         endpoint += 1;

@@ -15,6 +15,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use super::history::{value_of_operation, Answer, Consistency, Kv, Operation, Outcome, Request};
+use super::members::SharedEndpoints;
 
 /// Every key the workload touches lives under this prefix.
 pub const KEY_PREFIX: &str = "chaos/";
@@ -26,7 +27,7 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 /// What every worker shares.
 #[derive(Clone)]
 pub struct WorkloadContext {
-    pub endpoints: Arc<Vec<(u64, String)>>,
+    pub endpoints: SharedEndpoints,
     pub started: Instant,
     pub deadline: Instant,
     pub keys: usize,
@@ -37,13 +38,13 @@ pub struct WorkloadContext {
 
 impl WorkloadContext {
     pub fn new(
-        endpoints: Vec<(u64, String)>,
+        endpoints: SharedEndpoints,
         started: Instant,
         deadline: Instant,
         keys: usize,
     ) -> Self {
         WorkloadContext {
-            endpoints: Arc::new(endpoints),
+            endpoints,
             started,
             deadline,
             keys,
@@ -69,7 +70,10 @@ impl WorkloadContext {
 pub async fn run_worker(context: WorkloadContext, worker: usize, seed: u64) {
     let mut random = fastrand::Rng::with_seed(seed);
     while Instant::now() < context.deadline {
-        let (member, url) = context.endpoints[random.usize(..context.endpoints.len())].clone();
+        let (member, url) = {
+            let endpoints = context.endpoints.read().expect("endpoints lock");
+            endpoints[random.usize(..endpoints.len())].clone()
+        };
         let key = format!("{KEY_PREFIX}k{}", random.usize(..context.keys));
         let request = match random.u32(..100) {
             0..=19 => Request::Put {
