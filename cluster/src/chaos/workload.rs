@@ -246,12 +246,28 @@ fn consistency_name(consistency: Consistency) -> &'static str {
 /// A request that got no answer: a write that may have been sent has an unknown outcome; a
 /// refused connection, or any read, did nothing.
 fn transport_outcome(request: &Request, error: &reqwest::Error) -> Outcome {
-    let reason = error.to_string();
+    let reason = transport_reason(error);
     if request.is_write() && !error.is_connect() {
         Outcome::Unknown { reason }
     } else {
         Outcome::Failed { reason }
     }
+}
+
+/// What went wrong, by kind and innermost cause (the outer layers only repeat the URL).
+fn transport_reason(error: &reqwest::Error) -> String {
+    let kind = if error.is_connect() {
+        "connect"
+    } else if error.is_timeout() {
+        "timeout"
+    } else {
+        "transport"
+    };
+    let mut cause: &dyn std::error::Error = error;
+    while let Some(source) = cause.source() {
+        cause = source;
+    }
+    format!("{kind} error: {cause}")
 }
 
 fn outcome_of_answer(request: &Request, status: StatusCode, body: &Value) -> Outcome {
