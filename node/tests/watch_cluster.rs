@@ -254,9 +254,9 @@ async fn run_watcher(
         );
         let client = &clients[member % clients.len()];
         let url = format!(
-            "{}/v1/watch?{}&start_revision={next}&progress_notify_ms={PROGRESS_MS}",
+            "{}{}",
             client.base_url,
-            plan.spec.query()
+            plan.spec.path_and_query(next, PROGRESS_MS)
         );
         let Ok(response) = http.get(url).send().await else {
             member += 1; // The member is gone: resume on the next one.

@@ -87,8 +87,8 @@ pub async fn run_watcher(
             endpoints[endpoint % endpoints.len()].1.clone()
         };
         let url = format!(
-            "{member_url}/v1/watch?{}&start_revision={next_start}&progress_notify_ms={PROGRESS_NOTIFY_MS}",
-            spec.query()
+            "{member_url}{}",
+            spec.path_and_query(next_start, PROGRESS_NOTIFY_MS)
         );
         endpoint += 1;
         let segment = Segment {

@@ -245,10 +245,10 @@ fn changes_between(before: &State, after: &State, revision: u64) -> Vec<Change> 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn kv(value: &str, create: u64, modified: u64, version: u64) -> Kv {
+    pub(crate) fn kv(value: &str, create: u64, modified: u64, version: u64) -> Kv {
         Kv {
             value: value.into(),
             create_revision: create,

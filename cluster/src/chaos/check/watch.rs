@@ -6,9 +6,12 @@
 //! Its own tests plant one fault of each kind in a correct stream and require the checker to
 //! report it.
 
+use std::time::Duration;
+
 use serde_json::Value;
 
 use super::states::{Change, History, Kind, Kv};
+use crate::client::watch::WatchRequest;
 
 /// What one watcher asked for.
 #[derive(Clone, Debug)]
@@ -40,27 +43,20 @@ impl WatchSpec {
         }
     }
 
-    /// The query string of `GET /v1/watch` for this spec (without `start_revision`).
-    pub fn query(&self) -> String {
-        let mut query = format!("key={}", self.key);
-        if self.prefix {
-            query.push_str("&prefix=true");
-        }
-        if let Some(end) = &self.range_end {
-            query.push_str(&format!("&range_end={end}"));
-        }
-        if self.prev_kv {
-            query.push_str("&prev_kv=true");
-        }
-        let filters: Vec<&str> = [(self.no_put, "noput"), (self.no_delete, "nodelete")]
-            .iter()
-            .filter(|(on, _)| *on)
-            .map(|(_, name)| *name)
-            .collect();
-        if !filters.is_empty() {
-            query.push_str(&format!("&filter={}", filters.join(",")));
-        }
-        query
+    /// The path and query of `GET /v1/watch` for this spec from `start_revision`, with a bookmark
+    /// every `progress_notify_ms`.
+    pub fn path_and_query(&self, start_revision: u64, progress_notify_ms: u64) -> String {
+        let request = WatchRequest {
+            key: self.key.clone(),
+            prefix: self.prefix,
+            range_end: self.range_end.clone(),
+            start_revision: None,
+            prev_kv: self.prev_kv,
+            no_put: self.no_put,
+            no_delete: self.no_delete,
+            progress_notify: Some(Duration::from_millis(progress_notify_ms)),
+        };
+        request.path_and_query(Some(start_revision))
     }
 
     fn wants(&self, change: &Change) -> bool {
@@ -282,16 +278,8 @@ fn check_segment(history: &History, spec: &WatchSpec, segment: &Segment) -> Resu
 #[cfg(test)]
 mod planted_faults {
     use super::*;
+    use crate::chaos::check::states::tests::kv;
     use crate::chaos::check::states::State;
-
-    fn kv(value: &str, create: u64, modified: u64, version: u64) -> Kv {
-        Kv {
-            value: value.into(),
-            create_revision: create,
-            mod_revision: modified,
-            version,
-        }
-    }
 
     /// Revision 1 empty; 2 puts a/1; 3 puts a/2 and b/1 (a txn); 4 deletes a/1; 5 puts b/1;
     /// 6 puts a/1 again.
