@@ -18,7 +18,7 @@ const VIOLATIONS_PRINTED: usize = 20;
 const REASONS_PRINTED: usize = 8;
 
 /// A failure reason without the parts that differ between occurrences: the status and the error
-/// code of an answer, or the first words of a transport error.
+/// code of an answer, or the first words of a transport error without its details in brackets.
 fn reason_class(reason: &str) -> String {
     if let Some(code_at) = reason.find("\"code\":\"") {
         let status = reason.split_whitespace().next().unwrap_or_default();
