@@ -61,7 +61,12 @@ impl Nemesis<'_> {
         let detail = match fault {
             Fault::Kill { target, down } => self.kill(target, down).await?,
             Fault::Pause { target, paused } => self.pause(target, paused).await,
-            Fault::Partition { target, cut } => {
+            Fault::Partition {
+                target,
+                cut,
+                one_way: true,
+            } => self.cut_outgoing_links(target, cut).await,
+            Fault::Partition { target, cut, .. } => {
                 let rule = LinkRule {
                     blocked: true,
                     ..LinkRule::default()
@@ -160,6 +165,24 @@ impl Nemesis<'_> {
         tokio::time::sleep(length).await;
         self.rules.heal();
         format!("member {id}'s links {rule:?} for {length:?}")
+    }
+
+    /// Blocks only the links from the target to the others, for `length`.
+    async fn cut_outgoing_links(&mut self, target: Target, length: Duration) -> String {
+        let id = match self.resolve(target).await {
+            Ok(id) => id,
+            Err(skipped) => return skipped,
+        };
+        let blocked = LinkRule {
+            blocked: true,
+            ..LinkRule::default()
+        };
+        for other in self.members.ids().into_iter().filter(|other| *other != id) {
+            self.rules.set(id, other, blocked);
+        }
+        tokio::time::sleep(length).await;
+        self.rules.heal();
+        format!("member {id}'s outgoing links cut for {length:?}")
     }
 
     async fn transfer_leader(&mut self) -> String {

@@ -21,8 +21,13 @@ pub enum Fault {
     /// SIGSTOP for `paused`, then SIGCONT. Longer than an election timeout, so a paused leader
     /// loses its leadership.
     Pause { target: Target, paused: Duration },
-    /// Every link to and from the target cut for `cut`.
-    Partition { target: Target, cut: Duration },
+    /// Every link to and from the target cut for `cut`; with `one_way`, only the target's own
+    /// connections to the others (it still answers theirs, over the connections they open).
+    Partition {
+        target: Target,
+        cut: Duration,
+        one_way: bool,
+    },
     /// Every link to and from the target delayed by `delay` per chunk for `slow`.
     SlowLinks {
         target: Target,
@@ -60,9 +65,15 @@ impl Fault {
             Fault::Pause { .. } => "pause-follower",
             Fault::Partition {
                 target: Target::Leader,
+                one_way: false,
                 ..
             } => "partition-leader",
-            Fault::Partition { .. } => "partition-follower",
+            Fault::Partition {
+                target: Target::Leader,
+                ..
+            } => "partition-leader-one-way",
+            Fault::Partition { one_way: false, .. } => "partition-follower",
+            Fault::Partition { .. } => "partition-follower-one-way",
             Fault::SlowLinks { .. } => "slow-links",
             Fault::LossyLinks { .. } => "lossy-links",
             Fault::TransferLeader => "transfer-leader",
@@ -114,6 +125,7 @@ fn draw_fault(random: &mut fastrand::Rng) -> Fault {
         3 | 4 => Fault::Partition {
             target,
             cut: between(random, 500, 4_000),
+            one_way: random.u32(..3) == 0,
         },
         5 => Fault::SlowLinks {
             target,
