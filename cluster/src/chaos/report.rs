@@ -26,9 +26,10 @@ fn reason_class(reason: &str) -> String {
         let code = code.split('"').next().unwrap_or_default();
         return format!("{status} {code}");
     }
-    reason
+    let without_details = reason.split(" (").next().unwrap_or(reason);
+    without_details
         .split_whitespace()
-        .take(5)
+        .take(6)
         .collect::<Vec<_>>()
         .join(" ")
 }
@@ -147,5 +148,18 @@ impl fmt::Display for Report {
             writeln!(out, "member data and logs: {}", directory.display())?;
         }
         write!(out, "{}", if self.is_clean() { "CLEAN" } else { "FAILED" })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reason_class;
+
+    #[test]
+    fn failure_reasons_are_grouped_without_what_differs_between_them() {
+        let answer = r#"503 {"error":{"code":"unavailable","message":"no leader after 1.2s"}}"#;
+        assert_eq!(reason_class(answer), "503 unavailable");
+        let refused = "connect error: Connection refused (os error 111)";
+        assert_eq!(reason_class(refused), "connect error: Connection refused");
     }
 }
