@@ -156,8 +156,8 @@ impl ServeArgs {
             toml::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?;
         Ok(
             prefer!(self, file; id, data_dir, listen_client, listen_peer, advertise_client,
-            advertise_peer, peer_source_address, initial_cluster, join, heartbeat_ms, election_timeout_ms,
-            snapshot_entries, snapshot_keep_entries, durable_commit_interval_ms,
+            advertise_peer, peer_source_address, initial_cluster, join, heartbeat_ms,
+            election_timeout_ms, snapshot_entries, snapshot_keep_entries, durable_commit_interval_ms,
             request_timeout_ms, max_body_bytes, max_key_bytes, max_value_bytes, max_txn_ops,
             log_format, auto_compaction_mode, auto_compaction_retention,
             auto_compaction_interval_ms, watch_progress_notify_interval_ms, max_watches,

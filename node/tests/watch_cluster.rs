@@ -2,8 +2,8 @@
 //! (puts, deletes, multi-key txns): many watchers on different members and key sets, some that
 //! disconnect and resume on another member, some on a member that is then stopped. Every stream
 //! is checked against the store's history for the six etcd properties, prev_kv and filters (the
-//! checker is `revkv_cluster::chaos::check::watch`, whose own tests plant faults). Also: automatic compaction keeps its
-//! window on every member, and reads and watches below it answer 410.
+//! checker is `revkv_cluster::chaos::check::watch`, whose own tests plant faults). Also: automatic
+//! compaction keeps its window on every member, and reads and watches below it answer 410.
 
 mod process_cluster;
 

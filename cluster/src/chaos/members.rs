@@ -66,14 +66,15 @@ impl Drop for Members {
 }
 
 impl Members {
-    /// Starts `size` founding members under `directory` and waits until all are ready.
+    /// Starts `size` founding members under `directory`, each behind its link proxy, and waits
+    /// until all are ready.
     pub async fn start(
         binary: &Path,
         directory: &Path,
         size: u64,
-        rules: &LinkRules,
         seed: u64,
     ) -> Result<Members, String> {
+        let rules = LinkRules::default();
         let mut peers = BTreeMap::new();
         for id in 1..=size {
             let peer_address = free_address()?;
@@ -110,7 +111,7 @@ impl Members {
             directory: directory.to_path_buf(),
             members,
             endpoints: SharedEndpoints::default(),
-            rules: rules.clone(),
+            rules,
             seed,
             highest_id: size,
             http: reqwest::Client::builder()
@@ -151,18 +152,8 @@ impl Members {
         };
         self.members.insert(id, member);
         self.spawn(id)?;
-        let deadline = Instant::now() + READY_TIMEOUT;
-        let url = format!("{}/healthz", self.client_url(id));
-        while !matches!(self.http.get(&url).send().await, Ok(answer) if answer.status().is_success())
-        {
-            if Instant::now() >= deadline {
-                return Err(format!(
-                    "joining member {id} did not answer within {READY_TIMEOUT:?}"
-                ));
-            }
-            tokio::time::sleep(POLL_INTERVAL).await;
-        }
-        Ok(())
+        // Not ready until it is added and caught up: only alive.
+        self.wait_until_answering(id, "/healthz").await
     }
 
     /// Kills member `id` and forgets it (after it was removed from the cluster); its data stays
@@ -202,6 +193,11 @@ impl Members {
             .into_iter()
             .map(|id| (id, self.client_url(id)))
             .collect()
+    }
+
+    /// The rules of the links between the members.
+    pub fn link_rules(&self) -> &LinkRules {
+        &self.rules
     }
 
     /// The address other members reach member `id` at (its proxy).
@@ -284,8 +280,14 @@ impl Members {
 
     /// Waits until member `id` answers `/readyz` (it has a leader and has caught up).
     pub async fn wait_until_ready(&mut self, id: u64) -> Result<(), String> {
+        self.wait_until_answering(id, "/readyz").await
+    }
+
+    /// Polls `path` on member `id` until it answers 200; `Err` if the process exits or
+    /// `READY_TIMEOUT` passes first.
+    async fn wait_until_answering(&mut self, id: u64, path: &str) -> Result<(), String> {
         let deadline = Instant::now() + READY_TIMEOUT;
-        let url = format!("{}/readyz", self.client_url(id));
+        let url = format!("{}{path}", self.client_url(id));
         loop {
             let member = self.members.get_mut(&id).expect("a known member");
             if let Some(Ok(Some(status))) = member.child.as_mut().map(Child::try_wait) {
@@ -295,13 +297,13 @@ impl Members {
                     member.log_path.display()
                 ));
             }
-            let ready = self.http.get(&url).send().await;
-            if matches!(&ready, Ok(answer) if answer.status().is_success()) {
+            let answer = self.http.get(&url).send().await;
+            if matches!(&answer, Ok(answer) if answer.status().is_success()) {
                 return Ok(());
             }
             if Instant::now() >= deadline {
                 return Err(format!(
-                    "member {id} was not ready within {READY_TIMEOUT:?}"
+                    "member {id} did not answer {path} within {READY_TIMEOUT:?}"
                 ));
             }
             tokio::time::sleep(POLL_INTERVAL).await;
@@ -321,8 +323,10 @@ impl Members {
             let Ok(status) = answer.json::<serde_json::Value>().await else {
                 continue;
             };
-            if let Some(leader) = status["leader_id"].as_u64() {
-                return Some(leader);
+            // A member that lags may still name a member the harness has removed.
+            match status["leader_id"].as_u64() {
+                Some(leader) if self.members.contains_key(&leader) => return Some(leader),
+                _ => {}
             }
         }
         None

@@ -8,7 +8,7 @@ use reqwest::Method;
 use serde_json::json;
 
 use super::members::Members;
-use super::proxy::{LinkRule, LinkRules};
+use super::proxy::LinkRule;
 use super::schedule::{fault_length, Fault, Step, Target};
 
 /// How long adding or promoting a member may be retried.
@@ -33,7 +33,6 @@ pub struct InjectedFault {
 /// What the nemesis needs besides the cluster.
 pub struct Nemesis<'a> {
     pub members: &'a mut Members,
-    pub rules: LinkRules,
     pub started: Instant,
     pub deadline: Instant,
     pub http: reqwest::Client,
@@ -161,9 +160,9 @@ impl Nemesis<'_> {
             .into_iter()
             .filter(|other| *other != id)
             .collect();
-        self.rules.set_between(id, &others, rule);
+        self.members.link_rules().set_between(id, &others, rule);
         tokio::time::sleep(length).await;
-        self.rules.heal();
+        self.members.link_rules().heal();
         format!("member {id}'s links {rule:?} for {length:?}")
     }
 
@@ -178,10 +177,10 @@ impl Nemesis<'_> {
             ..LinkRule::default()
         };
         for other in self.members.ids().into_iter().filter(|other| *other != id) {
-            self.rules.set(id, other, blocked);
+            self.members.link_rules().set(id, other, blocked);
         }
         tokio::time::sleep(length).await;
-        self.rules.heal();
+        self.members.link_rules().heal();
         format!("member {id}'s outgoing links cut for {length:?}")
     }
 
@@ -297,7 +296,7 @@ impl Nemesis<'_> {
     /// Undoes whatever is still in effect: links heal, paused members resume, killed ones
     /// restart; then every member must become ready.
     pub async fn heal_everything(&mut self) -> Result<(), String> {
-        self.rules.heal();
+        self.members.link_rules().heal();
         for id in self.members.ids() {
             self.members.resume(id);
             self.members.restart(id).await?;

@@ -27,6 +27,12 @@ use tokio::task::JoinHandle;
 /// The largest chunk one read moves through a proxy.
 const CHUNK_BYTES: usize = 64 * 1024;
 
+/// The most connections one proxy carries at once; more are closed as they arrive.
+const MAX_CONNECTIONS: usize = 1_024;
+
+/// How long the proxy waits after a failed accept before accepting again.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
+
 /// How long the proxy waits to connect to the member behind it.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -189,16 +195,25 @@ async fn accept_loop(
     let mut connections = tokio::task::JoinSet::new();
     let mut connection_number = 0u64;
     loop {
-        let Ok((inbound, source)) = listener.accept().await else {
-            continue;
+        let (inbound, source) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(_) => {
+                // Out of file descriptors or similar: wait instead of spinning on the error.
+                tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                continue;
+            }
         };
+        // Reap finished connections so the set does not grow for the whole run.
+        while connections.try_join_next().is_some() {}
+        if connections.len() >= MAX_CONNECTIONS {
+            // Members pool their connections, so this many open at once is a leak, not load.
+            continue;
+        }
         // Traffic from an address that is no member's (a tool, a test) is never faulted.
         let from = member_of_source(source.ip()).unwrap_or(0);
         connection_number += 1;
         let random = fastrand::Rng::with_seed(seed ^ (to << 48) ^ (from << 40) ^ connection_number);
         connections.spawn(carry(inbound, from, to, target, rules.clone(), random));
-        // Reap finished connections so the set does not grow for the whole run.
-        while connections.try_join_next().is_some() {}
     }
 }
 

@@ -12,7 +12,6 @@ use super::check::watch::{check_watch, WatchSpec};
 use super::check::Violation;
 use super::members::Members;
 use super::nemesis::Nemesis;
-use super::proxy::LinkRules;
 use super::schedule::schedule;
 use super::store_check::check_store;
 use super::watchers::{run_watcher, wait_for_coverage, WatchRecord, Watcher};
@@ -34,25 +33,13 @@ pub async fn run_chaos(settings: &ChaosSettings) -> Report {
         duration: settings.duration,
         ..Report::default()
     };
-    let temporary = match &settings.dir {
-        Some(_) => None,
-        None => match tempfile::tempdir() {
-            Ok(directory) => Some(directory),
-            Err(error) => {
-                report.aborted = Some(format!("create a temporary directory: {error}"));
-                return report;
-            }
-        },
+    let (temporary, directory) = match run_directory(settings) {
+        Ok(found) => found,
+        Err(error) => {
+            report.aborted = Some(error);
+            return report;
+        }
     };
-    let directory: PathBuf = match (&settings.dir, &temporary) {
-        (Some(directory), _) => directory.clone(),
-        (None, Some(temporary)) => temporary.path().to_path_buf(),
-        (None, None) => unreachable!("a temporary directory exists when no --dir is given"),
-    };
-    if let Err(error) = std::fs::create_dir_all(&directory) {
-        report.aborted = Some(format!("create {}: {error}", directory.display()));
-        return report;
-    }
     if let Err(error) = run_in(settings, &directory, &mut report).await {
         report.aborted = Some(error);
     }
@@ -64,6 +51,20 @@ pub async fn run_chaos(settings: &ChaosSettings) -> Report {
         }
     }
     report
+}
+
+/// Where the members keep their data: `--dir`, or a new temporary directory (returned too, so
+/// the caller decides whether to keep it).
+fn run_directory(settings: &ChaosSettings) -> Result<(Option<tempfile::TempDir>, PathBuf), String> {
+    if let Some(directory) = &settings.dir {
+        std::fs::create_dir_all(directory)
+            .map_err(|error| format!("create {}: {error}", directory.display()))?;
+        return Ok((None, directory.clone()));
+    }
+    let temporary =
+        tempfile::tempdir().map_err(|error| format!("create a temporary directory: {error}"))?;
+    let directory = temporary.path().to_path_buf();
+    Ok((Some(temporary), directory))
 }
 
 /// The harness's watches: the recording (everything, with `prev_kv`) first, then a mix of
@@ -99,16 +100,9 @@ async fn run_in(
     directory: &Path,
     report: &mut Report,
 ) -> Result<(), String> {
-    let rules = LinkRules::default();
-    let mut members = Members::start(
-        &settings.binary,
-        directory,
-        CLUSTER_SIZE,
-        &rules,
-        settings.seed,
-    )
-    .await?;
-    let outcome = drive(settings, &mut members, rules, report).await;
+    let mut members =
+        Members::start(&settings.binary, directory, CLUSTER_SIZE, settings.seed).await?;
+    let outcome = drive(settings, &mut members, report).await;
     if outcome.is_err() || !report.violations.is_empty() {
         eprintln!("{}", members.log_tails(40));
     }
@@ -119,7 +113,6 @@ async fn run_in(
 async fn drive(
     settings: &ChaosSettings,
     members: &mut Members,
-    rules: LinkRules,
     report: &mut Report,
 ) -> Result<(), String> {
     let endpoints = members.shared_endpoints();
@@ -151,7 +144,6 @@ async fn drive(
         .collect();
     let mut nemesis = Nemesis {
         members,
-        rules: rules.clone(),
         started,
         deadline,
         http: reqwest::Client::builder()
@@ -168,13 +160,13 @@ async fn drive(
     while workers.join_next().await.is_some() {}
     let healed = nemesis.heal_everything().await;
     report.faults = std::mem::take(&mut nemesis.injected);
-    report.proxies = rules.counts();
+    report.proxies = nemesis.members.link_rules().counts();
     played?;
     healed?;
     let final_revision = settle(nemesis.members, &watchers, report).await?;
     let _ = stop_watchers.send(true);
     while watch_tasks.join_next().await.is_some() {}
-    let operations = context.operations();
+    let operations = context.take_operations();
     report.count_operations(&operations);
     check_everything(
         nemesis.members,

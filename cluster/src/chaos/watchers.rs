@@ -24,8 +24,6 @@ const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 #[derive(Default)]
 pub struct WatchRecord {
     pub segments: Vec<Segment>,
-    /// Why streams ended, for the report (reopen failures included).
-    pub endings: Vec<String>,
     /// A violation noticed while reading (a malformed message, a compaction cancel).
     pub problems: Vec<String>,
 }
@@ -95,37 +93,34 @@ pub async fn run_watcher(
             start: next_start,
             messages: Vec::new(),
         };
-        let ending = read_stream(&http, &url, segment, &record, stop.clone()).await;
-        {
-            let mut shared = record.lock().expect("watch record lock");
-            shared.endings.push(ending);
-            next_start = shared.covered_through().max(next_start - 1) + 1;
-        }
+        read_stream(&http, &url, segment, &record, stop.clone()).await;
+        let covered = record.lock().expect("watch record lock").covered_through();
+        next_start = covered.max(next_start - 1) + 1;
         if !*stop.borrow() {
             tokio::time::sleep(REOPEN_PAUSE).await;
         }
     }
 }
 
-/// Reads one stream into `segment` (kept in `record` as it grows) and says why it ended.
+/// Reads one stream into `segment` (kept in `record` as it grows) until it ends, breaks, falls
+/// silent, or the harness stops. How it ended does not matter: the next stream resumes from what
+/// the record covers.
 async fn read_stream(
     http: &reqwest::Client,
     url: &str,
     segment: Segment,
     record: &Arc<Mutex<WatchRecord>>,
     mut stop: tokio::sync::watch::Receiver<bool>,
-) -> String {
-    let mut answer = match http.get(url).send().await {
-        Ok(answer) => answer,
-        Err(error) => return format!("open failed: {error}"),
+) {
+    let Ok(mut answer) = http.get(url).send().await else {
+        return;
     };
     if !answer.status().is_success() {
-        let status = answer.status();
-        let body = answer.text().await.unwrap_or_default();
-        if status.as_u16() == 410 {
+        if answer.status().as_u16() == 410 {
+            let body = answer.text().await.unwrap_or_default();
             record_problem(record, format!("opening {url} answered 410: {body}"));
         }
-        return format!("open answered {status}");
+        return;
     }
     let index = {
         let mut shared = record.lock().expect("watch record lock");
@@ -136,13 +131,10 @@ async fn read_stream(
     loop {
         let chunk = tokio::select! {
             chunk = tokio::time::timeout(SILENCE_TIMEOUT, answer.chunk()) => chunk,
-            _ = stop.changed() => return "stopped".into(),
+            _ = stop.changed() => return,
         };
-        let bytes = match chunk {
-            Err(_) => return format!("silent for {SILENCE_TIMEOUT:?}"),
-            Ok(Ok(None)) => return "stream ended".into(),
-            Ok(Err(error)) => return format!("stream broke: {error}"),
-            Ok(Ok(Some(bytes))) => bytes,
+        let Ok(Ok(Some(bytes))) = chunk else {
+            return;
         };
         pending.extend_from_slice(&bytes);
         if pending.len() > MAX_LINE_BYTES {
@@ -150,28 +142,29 @@ async fn read_stream(
                 record,
                 format!("a line of over {MAX_LINE_BYTES} bytes from {url}"),
             );
-            return "line too long".into();
+            return;
         }
         while let Some(newline) = pending.iter().position(|byte| *byte == b'\n') {
             let line: Vec<u8> = pending.drain(..=newline).collect();
-            if let Some(ending) = take_line(&line, url, index, record) {
-                return ending;
+            if take_line(&line, url, index, record) == StreamOver::Yes {
+                return;
             }
         }
     }
 }
 
-/// Records one NDJSON line; `Some` when the stream is over (a CANCELED message).
-fn take_line(
-    line: &[u8],
-    url: &str,
-    index: usize,
-    record: &Arc<Mutex<WatchRecord>>,
-) -> Option<String> {
+#[derive(PartialEq)]
+enum StreamOver {
+    Yes,
+    No,
+}
+
+/// Records one NDJSON line; a CANCELED or malformed message ends the stream.
+fn take_line(line: &[u8], url: &str, index: usize, record: &Arc<Mutex<WatchRecord>>) -> StreamOver {
     let text = String::from_utf8_lossy(line);
     let text = text.trim();
     if text.is_empty() {
-        return None;
+        return StreamOver::No;
     }
     let parsed = serde_json::from_str::<serde_json::Value>(text)
         .map_err(|error| error.to_string())
@@ -183,10 +176,10 @@ fn take_line(
                 record,
                 format!("a malformed message from {url}: {error}: {text}"),
             );
-            return Some("malformed message".into());
+            return StreamOver::Yes;
         }
     };
-    let ending = match &message {
+    let over = match &message {
         Message::Canceled { reason, .. } => {
             if reason == "compacted" {
                 record_problem(
@@ -194,14 +187,14 @@ fn take_line(
                     format!("{url} was canceled by a compaction the harness kept below it: {text}"),
                 );
             }
-            Some(format!("canceled: {reason}"))
+            StreamOver::Yes
         }
-        _ => None,
+        _ => StreamOver::No,
     };
     record.lock().expect("watch record lock").segments[index]
         .messages
         .push(message);
-    ending
+    over
 }
 
 fn record_problem(record: &Arc<Mutex<WatchRecord>>, problem: String) {

@@ -20,6 +20,10 @@ use super::members::SharedEndpoints;
 /// Every key the workload touches lives under this prefix.
 pub const KEY_PREFIX: &str = "chaos/";
 
+/// The most operations one run records: the workload stops there rather than let the history
+/// outgrow the machine. An hour (the longest run) records about 4.5 million.
+pub const MAX_OPERATIONS: usize = 5_000_000;
+
 /// How long the harness waits for one answer. Above the members' own request timeout, so their
 /// 504 normally comes first; past it a write is recorded as outcome unknown.
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -58,18 +62,20 @@ impl WorkloadContext {
         }
     }
 
-    /// Every operation recorded, indexed by id.
-    pub fn operations(&self) -> Vec<Operation> {
-        let mut operations = self.recorded.lock().expect("history lock").clone();
+    /// Every operation recorded, indexed by id (taken out: call it once, after the workers end).
+    pub fn take_operations(&self) -> Vec<Operation> {
+        let mut operations = std::mem::take(&mut *self.recorded.lock().expect("history lock"));
         operations.sort_by_key(|operation| operation.id);
         operations
     }
 }
 
-/// One worker: sends operations until the deadline.
+/// One worker: sends operations until the deadline (or until the history is full).
 pub async fn run_worker(context: WorkloadContext, worker: usize, seed: u64) {
     let mut random = fastrand::Rng::with_seed(seed);
-    while Instant::now() < context.deadline {
+    while Instant::now() < context.deadline
+        && context.next_id.load(Ordering::Relaxed) < MAX_OPERATIONS
+    {
         let (member, url) = {
             let endpoints = context.endpoints.read().expect("endpoints lock");
             endpoints[random.usize(..endpoints.len())].clone()

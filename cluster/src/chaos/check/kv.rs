@@ -44,7 +44,7 @@ pub fn check_operations(history: &History, operations: &[Operation]) -> Vec<Viol
     for operation in operations {
         check_answer(history, operation, &attribution, &order, &mut violations);
     }
-    order.check(operations, &positions, &mut violations);
+    order.check(operations, &positions, &attribution, &mut violations);
     check_serializable_reads(operations, &mut violations);
     violations
 }
@@ -332,6 +332,7 @@ impl RealTimeOrder {
         &self,
         operations: &[Operation],
         positions: &[Option<u64>],
+        attribution: &Attribution,
         violations: &mut Vec<Violation>,
     ) {
         for operation in operations {
@@ -343,7 +344,8 @@ impl RealTimeOrder {
             else {
                 continue;
             };
-            let wrote = operation.request.is_write() && created_or_applied(operation, position);
+            // An operation found in the history made its revision; any other one read it.
+            let wrote = attribution.applied_at.contains_key(&operation.id);
             if position < floor || (wrote && position == floor) {
                 violations.push(Violation::new(
                     "real-time-order",
@@ -356,14 +358,6 @@ impl RealTimeOrder {
                 ));
             }
         }
-    }
-}
-
-/// Whether `operation` made the revision it is positioned at (rather than reading it).
-fn created_or_applied(operation: &Operation, position: u64) -> bool {
-    match created_revision(operation) {
-        Some(revision) => revision == position,
-        None => matches!(operation.outcome, Outcome::Unknown { .. }),
     }
 }
 
