@@ -76,7 +76,7 @@ fn store_observation(
     log: &RaftLogStore,
 ) -> revkv_storage::Result<StoreObservation> {
     let stats = store.stats()?;
-    let log_file_bytes = std::fs::metadata(log.path()).map_or(0, |metadata| metadata.len());
+    let log_file_bytes = log.size_bytes();
     Ok(StoreObservation {
         revision: stats.current_revision,
         compact_revision: stats.compact_revision,

@@ -353,9 +353,7 @@ impl KvBackend for MemberBackend {
     async fn status(&self) -> Result<MemberStatus, NodeError> {
         let metrics = self.member.raft().metrics().borrow_watched().clone();
         let stats = self.member.store().stats()?;
-        let log_db_bytes = std::fs::metadata(self.member.log_store().path())
-            .map(|metadata| metadata.len())
-            .unwrap_or(0);
+        let log_db_bytes = self.member.log_store().size_bytes();
         Ok(MemberStatus {
             member_id: self.member.id(),
             leader_id: metrics.current_leader,

@@ -1,7 +1,9 @@
 //! revkv's replication layer: the openraft (`=0.10.0-alpha.37`) glue over `revkv-storage`.
 //!
 //! - [`types`]: the type configuration, the replicated request and its result, log-id conversions.
-//! - [`log_storage`]: `RaftLogStorage` over the raft log file (group-committed appends).
+//! - [`log_storage`]: `RaftLogStorage` over the raft log file; `log_tail` keeps recent entries in
+//!   memory and `log_writer` makes appends durable on a thread of its own (group commit), so
+//!   replication does not wait for the leader's own fsync.
 //! - [`state_machine`]: `RaftStateMachine` over the MVCC store (whole committed ranges applied in
 //!   bounded chunks, one transaction each), snapshots, and the applied-position watch.
 //! - [`timings`]: append and apply durations handed to an observer the embedder supplies.
@@ -16,6 +18,8 @@ pub mod config;
 pub mod error;
 mod leader;
 pub mod log_storage;
+mod log_tail;
+mod log_writer;
 pub mod member;
 pub mod peer;
 pub mod state_machine;
@@ -25,6 +29,7 @@ pub mod types;
 pub use config::{MemberConfig, PeerLimits, RaftTiming};
 pub use error::MemberError;
 pub use log_storage::LogStorage;
+pub use log_tail::TailLimits;
 pub use member::{Membership, RaftMember};
 pub use peer::AdminRequest;
 pub use state_machine::{AppliedPosition, StateMachine};

@@ -1,8 +1,11 @@
-//! openraft's `RaftLogStorage` over the storage crate's `RaftLogStore` (its own redb file).
+//! openraft's `RaftLogStorage` over the storage crate's `RaftLogStore` (its own file).
 //!
-//! Entries, the vote and log ids are encoded through the codec module (versioned records). Each
-//! `append` call is one durable redb transaction, however many entries openraft batched into it,
-//! and the flush callback fires once that transaction has committed.
+//! Entries, the vote and log ids are encoded through the codec module (versioned records).
+//! `append` puts the entries in the in-memory tail (`log_tail.rs`), where the log reader finds them
+//! at once, and queues them for the writer thread (`log_writer.rs`), which makes them durable and
+//! then fires the flush callback. openraft replicates entries once `append` returns and counts this
+//! member's copy only after the callback, so the leader's fsync overlaps the followers' and no
+//! write is acknowledged before a quorum holds it durably.
 //!
 //! Purging is guarded by the state machine's durability: the state file may lag behind what it has
 //! applied by up to its durable-commit interval, and after a crash those entries are replayed from
@@ -12,36 +15,57 @@
 use std::fmt::Debug;
 use std::io;
 use std::ops::{Bound, RangeBounds};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use openraft::storage::{RaftLogReader, RaftLogStorage};
 use openraft::OptionalSend;
 use revkv_storage::{codec, MvccStore, RaftLogStore};
 
 use crate::blocking::{invalid_data, run_blocking};
+use crate::log_tail::{LogTail, TailLimits};
+use crate::log_writer::LogWriter;
 use crate::timings::StorageTimings;
 use crate::types::alias::{Entry, IOFlushed, LogId, LogState, Vote};
 use crate::types::{from_storage_log_id, to_storage_log_id, TypeConfig};
 
-/// The raft log of one member. Cheap to clone: every clone shares the same files.
+/// The raft log of one member. Cheap to clone: every clone shares the same file, tail and writer.
 #[derive(Clone)]
 pub struct LogStorage {
     log: Arc<RaftLogStore>,
     state_machine_store: Arc<MvccStore>,
-    timings: StorageTimings,
+    tail: Arc<Mutex<LogTail>>,
+    writer: Arc<LogWriter>,
 }
 
 impl LogStorage {
+    /// Starts the log's writer thread over `log`. The tail starts empty: everything the file holds
+    /// is durable already.
     pub fn new(
         log: Arc<RaftLogStore>,
         state_machine_store: Arc<MvccStore>,
         timings: StorageTimings,
-    ) -> Self {
-        LogStorage {
+        tail_limits: TailLimits,
+    ) -> io::Result<Self> {
+        let durable_through = log
+            .last_entry()
+            .map_err(io::Error::other)?
+            .map(|(index, _)| index)
+            .or(log
+                .last_purged()
+                .map_err(io::Error::other)?
+                .map(|id| id.index));
+        let tail = Arc::new(Mutex::new(LogTail::new(tail_limits, durable_through)));
+        let writer = LogWriter::start(log.clone(), tail.clone(), timings)?;
+        Ok(LogStorage {
             log,
             state_machine_store,
-            timings,
-        }
+            tail,
+            writer: Arc::new(writer),
+        })
+    }
+
+    fn tail(&self) -> std::sync::MutexGuard<'_, LogTail> {
+        self.tail.lock().expect("log tail")
     }
 }
 
@@ -76,12 +100,28 @@ impl RaftLogReader<TypeConfig> for LogStorage {
         range: RB,
     ) -> Result<Vec<Entry>, io::Error> {
         let range = index_range(range);
+        if range.start >= range.end {
+            return Ok(Vec::new());
+        }
+        // Take what the tail holds first: everything below its first entry is durable in the file,
+        // so the file read below cannot miss an entry that the tail let go in between.
+        let (from_tail, tail_first) = {
+            let tail = self.tail();
+            (tail.entries_in(range.start, range.end), tail.first_index())
+        };
+        let file_end = tail_first.map_or(range.end, |first| first.min(range.end));
+        if range.start >= file_end {
+            return Ok(from_tail);
+        }
         let log = self.log.clone();
-        let stored = run_blocking(move || log.entries(range)).await?;
-        stored
-            .iter()
-            .map(|(index, bytes)| decode_entry(*index, bytes))
-            .collect()
+        let file_range = range.start..file_end;
+        let stored = run_blocking(move || log.entries(file_range)).await?;
+        let mut entries = Vec::with_capacity(stored.len() + from_tail.len());
+        for (index, bytes) in &stored {
+            entries.push(decode_entry(*index, bytes)?);
+        }
+        entries.extend(from_tail);
+        Ok(entries)
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, io::Error> {
@@ -101,10 +141,12 @@ impl RaftLogStorage<TypeConfig> for LogStorage {
         let (last_entry, last_purged) =
             run_blocking(move || Ok((log.last_entry()?, log.last_purged()?))).await?;
         let last_purged_log_id = last_purged.map(from_storage_log_id);
-        let last_log_id = match last_entry {
+        let last_in_file = match last_entry {
             Some((index, bytes)) => Some(decode_entry(index, &bytes)?.log_id),
             None => last_purged_log_id,
         };
+        // Entries still on their way to the file count: openraft has been told they are appended.
+        let last_log_id = self.tail().last_log_id().or(last_in_file);
         Ok(LogState {
             last_purged_log_id,
             last_log_id,
@@ -116,18 +158,20 @@ impl RaftLogStorage<TypeConfig> for LogStorage {
     }
 
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), io::Error> {
-        let bytes = codec::encode(vote).map_err(invalid_data)?;
-        let log = self.log.clone();
-        run_blocking(move || log.save_vote(&bytes)).await
+        let encoded = codec::encode(vote).map_err(invalid_data)?;
+        self.writer.save_vote(encoded).await
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), io::Error> {
-        let committed = committed.as_ref().map(to_storage_log_id);
-        let log = self.log.clone();
-        run_blocking(move || log.save_committed(committed)).await
+        self.writer
+            .save_committed(committed.as_ref().map(to_storage_log_id));
+        Ok(())
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, io::Error> {
+        if let Some(pending) = self.writer.pending_committed() {
+            return Ok(Some(from_storage_log_id(pending)));
+        }
         let log = self.log.clone();
         let committed = run_blocking(move || log.committed()).await?;
         Ok(committed.map(from_storage_log_id))
@@ -138,44 +182,30 @@ impl RaftLogStorage<TypeConfig> for LogStorage {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let started = std::time::Instant::now();
         let mut encoded = Vec::new();
+        let mut held = Vec::new();
         for entry in entries {
             let bytes = codec::encode(&entry).map_err(invalid_data)?;
-            encoded.push((entry.log_id.index, bytes));
+            held.push((entry, bytes.len()));
+            encoded.push((held.last().expect("just pushed").0.log_id.index, bytes));
         }
-        let log = self.log.clone();
-        let entry_count = encoded.len();
-        let result = run_blocking(move || {
-            log.append(
-                encoded
-                    .iter()
-                    .map(|(index, bytes)| (*index, bytes.as_slice())),
-            )
-        })
-        .await;
-        match result {
-            Ok(()) => {
-                self.timings.log_appended(started.elapsed(), entry_count);
-                callback.io_completed(Ok(()));
-                Ok(())
-            }
-            Err(error) => {
-                callback.io_completed(Err(io::Error::new(error.kind(), error.to_string())));
-                Err(error)
+        {
+            let mut tail = self.tail();
+            for (entry, encoded_bytes) in held {
+                tail.push(entry, encoded_bytes).map_err(invalid_data)?;
             }
         }
+        self.writer.append(encoded, callback).await;
+        Ok(())
     }
 
     async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> Result<(), io::Error> {
         let keep_through = last_log_id.map(|log_id| log_id.index);
-        let log = self.log.clone();
-        run_blocking(move || log.truncate_after(keep_through)).await
+        self.writer.truncate_after(keep_through).await
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {
         let upto = to_storage_log_id(&log_id);
-        let log = self.log.clone();
         let state = self.state_machine_store.clone();
         run_blocking(move || {
             let durable_through = state.durable_applied().map(|applied| applied.index);
@@ -193,8 +223,9 @@ impl RaftLogStorage<TypeConfig> for LogStorage {
                     "purging log entries the state machine has not applied durably"
                 );
             }
-            log.purge_through(upto)
+            Ok(())
         })
-        .await
+        .await?;
+        self.writer.purge_through(upto).await
     }
 }

@@ -73,8 +73,8 @@ impl RaftMember {
             config.store.clone(),
         )?);
         let log = Arc::new(RaftLogStore::open(
-            config.data_dir.join("raft-log.redb"),
-            config.log_cache_bytes,
+            config.data_dir.join("raft-log"),
+            revkv_storage::LogOptions::default(),
         )?);
         let state_machine = StateMachine::new(store.clone(), config.timings.clone())?;
         let applied = state_machine.subscribe();
@@ -87,7 +87,13 @@ impl RaftMember {
         let network = PeerNetworkFactory {
             client: peers.clone(),
         };
-        let log_storage = LogStorage::new(log.clone(), store.clone(), config.timings.clone());
+        let log_storage = LogStorage::new(
+            log.clone(),
+            store.clone(),
+            config.timings.clone(),
+            crate::TailLimits::default(),
+        )
+        .map_err(|error| startup("raft log writer", &error))?;
         let raft = Raft::new(config.id, raft_config, network, log_storage, state_machine)
             .await
             .map_err(|error| startup("raft", &error))?;

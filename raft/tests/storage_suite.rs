@@ -22,14 +22,18 @@ impl StoreBuilder<TypeConfig, LogStorage, StateMachine, tempfile::TempDir> for R
                 .expect("open state file"),
         );
         let log = Arc::new(
-            RaftLogStore::open(dir.path().join("raft-log.redb"), 16 * 1024 * 1024)
-                .expect("open log file"),
+            RaftLogStore::open(
+                dir.path().join("raft-log"),
+                revkv_storage::LogOptions::default(),
+            )
+            .expect("open log file"),
         );
         let state_machine =
             StateMachine::new(state.clone(), Default::default()).expect("state machine");
         Ok((
             dir,
-            LogStorage::new(log, state, Default::default()),
+            LogStorage::new(log, state, Default::default(), Default::default())
+                .expect("start the log writer"),
             state_machine,
         ))
     }

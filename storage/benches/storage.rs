@@ -42,9 +42,6 @@ const VALUE_BYTES: usize = 256;
 /// Size of every raft log entry appended by the log benchmarks.
 const LOG_ENTRY_BYTES: usize = 300;
 
-/// redb page cache of the raft log file in the log benchmarks.
-const LOG_CACHE_BYTES: usize = 64 * 1024 * 1024;
-
 /// The read fixture has this many key groups ...
 const READ_FIXTURE_GROUPS: u64 = 1_000;
 
@@ -445,8 +442,11 @@ fn bench_raft_log_durable_append(criterion: &mut Criterion) {
         .collect();
     for entries_per_append in [1u64, 64, 1024] {
         let directory = fresh_benchmark_directory("revkv-bench-log-");
-        let log = RaftLogStore::open(directory.path().join("raft-log.redb"), LOG_CACHE_BYTES)
-            .expect("open log");
+        let log = RaftLogStore::open(
+            directory.path().join("raft-log"),
+            revkv_storage::LogOptions::default(),
+        )
+        .expect("open log");
         let mut next_log_index = 1u64;
         group.throughput(Throughput::Elements(entries_per_append));
         group.bench_with_input(

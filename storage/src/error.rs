@@ -32,6 +32,13 @@ pub enum Error {
         #[source]
         source: Box<redb::Error>,
     },
+    /// Reading or writing one of revkv's own files (the raft log) failed.
+    #[error("file {file}: {source}")]
+    FileIo {
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     /// The file is a readable database but not the kind of revkv file that was expected.
     #[error("{file} is not a revkv {expected} file: {detail}")]
     ForeignFile {

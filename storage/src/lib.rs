@@ -1,10 +1,11 @@
-//! revkv's storage layer: the revisioned MVCC key-value store and the raft log, each on its own
-//! redb file. Synchronous, with no networking; the raft crate drives it.
+//! revkv's storage layer: the revisioned MVCC key-value store (a redb file) and the raft log (a
+//! directory of append-only segment files). Synchronous, with no networking; the raft crate drives it.
 //!
 //! - [`MvccStore`]: etcd v3 semantics (revisions, create/mod revision, version, txn compares,
 //!   history, compaction), applied in batches of committed log entries, with the applied log id
 //!   stored in the same transaction as the changes it covers.
-//! - [`RaftLogStore`]: entries, vote, committed and purged ids, with group-committed appends.
+//! - [`RaftLogStore`]: entries in checksummed segment files, and the vote, committed and purged
+//!   ids in a two-slot metadata file; group-committed appends, one write and one fsync each.
 //! - [`codec`]: every persisted or transmitted byte encoding, each record with a format-version byte.
 
 pub mod codec;
@@ -17,6 +18,6 @@ mod types;
 
 pub use error::{Error, Result};
 pub use limits::Limits;
-pub use log_store::RaftLogStore;
+pub use log_store::{LogOptions, RaftLogStore};
 pub use mvcc::{validate_range, validate_request, MvccStore, SnapshotSummary, StoreOptions};
 pub use types::*;

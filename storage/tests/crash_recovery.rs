@@ -40,7 +40,7 @@ const CHILD_REPORT_MARKER: &str = "REVKV-CRASH-CHILD";
 /// A child that is never killed (its parent failed) stops by itself after this many entries.
 const CHILD_SAFETY_CAP_ENTRIES: u64 = 20_000;
 
-const LOG_FILE_NAME: &str = "raft-log.redb";
+const LOG_FILE_NAME: &str = "raft-log";
 const STATE_FILE_NAME: &str = "state.redb";
 const TEST_CACHE_BYTES: usize = 8 * 1024 * 1024;
 
@@ -168,8 +168,11 @@ fn crash_child_writer() {
 }
 
 fn write_until_the_crash(data_dir: &Path, plan: &ChildPlan) -> ! {
-    let log = RaftLogStore::open(data_dir.join(LOG_FILE_NAME), TEST_CACHE_BYTES)
-        .expect("child opens the log");
+    let log = RaftLogStore::open(
+        data_dir.join(LOG_FILE_NAME),
+        revkv_storage::LogOptions::default(),
+    )
+    .expect("child opens the log");
     let store = MvccStore::open(
         data_dir.join(STATE_FILE_NAME),
         store_options(plan.durable_commit_interval),
@@ -340,7 +343,7 @@ fn run_child_until_it_crashes(scenario: CrashScenario) -> CrashedChild {
 fn recover_and_check(crashed: &CrashedChild, scenario: CrashScenario) -> Recovery {
     let log = RaftLogStore::open(
         crashed.data_dir.path().join(LOG_FILE_NAME),
-        TEST_CACHE_BYTES,
+        revkv_storage::LogOptions::default(),
     )
     .expect("reopen the crashed log");
     let store = MvccStore::open(

@@ -1,14 +1,12 @@
-//! Round trips of the raft log store through close and reopen on real redb files: entries, the
-//! vote, the committed id, truncation and purging; the invariants that refuse a gap, an overlap or
-//! a backwards purge without writing anything; and the refusal of files that are not a revkv raft
-//! log (a state file, garbage bytes, a plain redb database), each error naming the file.
+//! Round trips of the raft log store through close and reopen on real files: entries, the vote, the
+//! committed id, truncation and purging, across several segment files; the invariants that refuse
+//! a gap, an overlap or a backwards purge without writing anything; torn and corrupted segments;
+//! and the refusal of paths that are not a revkv raft log (a state file, garbage bytes, a plain
+//! redb database, a directory of someone else's files), each error naming the path.
 
 use std::path::{Path, PathBuf};
 
-use revkv_storage::{Error, LogId, MvccStore, RaftLogStore, StoreOptions};
-
-/// A small page cache: these logs hold a few entries.
-const TEST_CACHE_BYTES: usize = 1024 * 1024;
+use revkv_storage::{Error, LogId, LogOptions, MvccStore, RaftLogStore, StoreOptions};
 
 /// A raft log file in its own temporary directory, reopened at will.
 struct LogOnDisk {
@@ -19,7 +17,7 @@ struct LogOnDisk {
 impl LogOnDisk {
     fn create() -> Self {
         let directory = tempfile::tempdir().expect("temporary directory");
-        let log = RaftLogStore::open(directory.path().join("raft-log.redb"), TEST_CACHE_BYTES)
+        let log = RaftLogStore::open(directory.path().join("raft-log"), LogOptions::default())
             .expect("create the raft log");
         LogOnDisk {
             directory,
@@ -28,7 +26,7 @@ impl LogOnDisk {
     }
 
     fn path(&self) -> PathBuf {
-        self.directory.path().join("raft-log.redb")
+        self.directory.path().join("raft-log")
     }
 
     fn log(&self) -> &RaftLogStore {
@@ -38,7 +36,8 @@ impl LogOnDisk {
     /// Closes the log (dropping the redb database) and opens the same file again.
     fn close_and_reopen(&mut self) {
         drop(self.log.take());
-        self.log = Some(RaftLogStore::open(self.path(), TEST_CACHE_BYTES).expect("reopen the log"));
+        self.log =
+            Some(RaftLogStore::open(self.path(), LogOptions::default()).expect("reopen the log"));
     }
 
     fn append_indexes(&self, indexes: impl IntoIterator<Item = u64>) -> revkv_storage::Result<()> {
@@ -421,7 +420,7 @@ fn opening_a_state_file_as_a_raft_log_fails_with_foreign_file_naming_the_path() 
     let state_path = directory.path().join("state.redb");
     drop(MvccStore::open(&state_path, StoreOptions::default()).expect("create a state file"));
 
-    let error = RaftLogStore::open(&state_path, TEST_CACHE_BYTES)
+    let error = RaftLogStore::open(&state_path, LogOptions::default())
         .err()
         .expect("a state file is not a raft log");
     assert_foreign_file_naming(error, &state_path, "raft-log");
@@ -432,18 +431,22 @@ fn opening_a_state_file_as_a_raft_log_fails_with_foreign_file_naming_the_path() 
 }
 
 #[test]
-fn opening_a_raft_log_as_a_state_file_fails_with_foreign_file_naming_the_path() {
+fn opening_a_raft_log_segment_as_a_state_file_fails_naming_the_path() {
     let mut on_disk = LogOnDisk::create();
     on_disk.append_indexes(1..=2).unwrap();
-    let log_path = on_disk.path();
     drop(on_disk.log.take());
+    let segment_path = segment_files(&on_disk.path())[0].clone();
+    let segment_bytes = std::fs::read(&segment_path).unwrap();
 
-    let error = MvccStore::open(&log_path, StoreOptions::default())
+    let error = MvccStore::open(&segment_path, StoreOptions::default())
         .err()
-        .expect("a raft log is not a state file");
-    assert_foreign_file_naming(error, &log_path, "state");
+        .expect("a raft log segment is not a state file");
+    assert!(error
+        .to_string()
+        .contains(&segment_path.display().to_string()));
 
     // The refused file is still a working raft log.
+    assert_eq!(std::fs::read(&segment_path).unwrap(), segment_bytes);
     on_disk.close_and_reopen();
     assert_eq!(on_disk.every_entry(), expected_entries(1..=2));
 }
@@ -455,7 +458,7 @@ fn opening_a_file_of_garbage_bytes_fails_naming_the_path_and_leaves_the_file_unt
     let garbage = pseudo_random_bytes(64 * 1024, 0x5eed_0f9a_7b1d);
     std::fs::write(&garbage_path, &garbage).unwrap();
 
-    let log_error = RaftLogStore::open(&garbage_path, TEST_CACHE_BYTES)
+    let log_error = RaftLogStore::open(&garbage_path, LogOptions::default())
         .err()
         .expect("garbage is not a raft log");
     let log_message = log_error.to_string();
@@ -497,7 +500,7 @@ fn opening_a_plain_redb_database_with_an_unrelated_table_fails_with_foreign_file
         write.commit().unwrap();
     }
 
-    let log_error = RaftLogStore::open(&plain_path, TEST_CACHE_BYTES)
+    let log_error = RaftLogStore::open(&plain_path, LogOptions::default())
         .err()
         .expect("a plain redb database is not a raft log");
     assert_foreign_file_naming(log_error, &plain_path, "raft-log");
@@ -537,7 +540,7 @@ fn opening_a_plain_redb_database_with_a_foreign_table_named_meta_fails_with_fore
         write.commit().unwrap();
     }
 
-    let error = RaftLogStore::open(&plain_path, TEST_CACHE_BYTES)
+    let error = RaftLogStore::open(&plain_path, LogOptions::default())
         .err()
         .expect("a plain redb database is not a raft log");
     assert_foreign_file_naming(error, &plain_path, "raft-log");
@@ -571,7 +574,7 @@ fn opening_a_raft_log_that_is_already_open_is_refused_without_calling_it_foreign
     let on_disk = LogOnDisk::create();
     on_disk.append_indexes(1..=2).unwrap();
 
-    let error = RaftLogStore::open(on_disk.path(), TEST_CACHE_BYTES)
+    let error = RaftLogStore::open(on_disk.path(), LogOptions::default())
         .err()
         .expect("redb refuses a second open of the same file");
     let message = error.to_string();
@@ -584,4 +587,146 @@ fn opening_a_raft_log_that_is_already_open_is_refused_without_calling_it_foreign
         "a revkv raft log that is merely in use is not a foreign file: {message}"
     );
     assert_eq!(on_disk.every_entry(), expected_entries(1..=2));
+}
+
+/// The segment files of a log directory, oldest first.
+fn segment_files(directory: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(directory)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|extension| extension == "seg"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// A log whose segments hold about two entries each, so a few appends span several files.
+fn open_with_small_segments(path: &Path) -> RaftLogStore {
+    RaftLogStore::open(path, LogOptions { segment_bytes: 100 }).expect("open the raft log")
+}
+
+#[test]
+fn entries_spread_over_many_segments_read_back_and_purging_removes_whole_segments() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("raft-log");
+    let log = open_with_small_segments(&path);
+    for index in 1..=12 {
+        let bytes = entry_bytes_for_index(index);
+        log.append([(index, bytes.as_slice())]).unwrap();
+    }
+    let segments_before = segment_files(&path).len();
+    assert!(
+        segments_before >= 4,
+        "{segments_before} segments for 12 entries"
+    );
+    assert_eq!(log.entries(3..10).unwrap(), expected_entries(3..10));
+
+    log.purge_through(log_id_at(1, 7)).unwrap();
+    assert!(segment_files(&path).len() < segments_before);
+    assert_eq!(log.entries(0..100).unwrap(), expected_entries(8..=12));
+    assert_eq!(log.first_index().unwrap(), Some(8));
+
+    log.truncate_after(Some(9)).unwrap();
+    drop(log);
+    let log = open_with_small_segments(&path);
+    assert_eq!(log.entries(0..100).unwrap(), expected_entries(8..=9));
+    let bytes = entry_bytes_for_index(10);
+    log.append([(10, bytes.as_slice())]).unwrap();
+    assert_eq!(log.last_entry().unwrap().map(|(index, _)| index), Some(10));
+}
+
+#[test]
+fn a_write_torn_by_a_crash_at_the_end_of_the_newest_segment_is_cut_off() {
+    let mut on_disk = LogOnDisk::create();
+    on_disk.append_indexes(1..=3).unwrap();
+    drop(on_disk.log.take());
+    let segment = segment_files(&on_disk.path()).pop().unwrap();
+    let whole_length = std::fs::metadata(&segment).unwrap().len();
+
+    // Half of a fourth record: its header promises more bytes than the file holds.
+    let mut torn = Vec::new();
+    revkv_storage::codec::encode_log_record(&mut torn, 4, &entry_bytes_for_index(4)).unwrap();
+    torn.truncate(torn.len() / 2);
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes.extend_from_slice(&torn);
+    std::fs::write(&segment, &bytes).unwrap();
+
+    on_disk.close_and_reopen();
+    assert_eq!(on_disk.every_entry(), expected_entries(1..=3));
+    assert_eq!(std::fs::metadata(&segment).unwrap().len(), whole_length);
+    on_disk.append_indexes(4..=5).unwrap();
+    on_disk.close_and_reopen();
+    assert_eq!(on_disk.every_entry(), expected_entries(1..=5));
+}
+
+#[test]
+fn a_corrupted_record_in_an_older_segment_fails_the_open_naming_the_file() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("raft-log");
+    let log = open_with_small_segments(&path);
+    for index in 1..=6 {
+        let bytes = entry_bytes_for_index(index);
+        log.append([(index, bytes.as_slice())]).unwrap();
+    }
+    drop(log);
+    let oldest = segment_files(&path).remove(0);
+    let mut bytes = std::fs::read(&oldest).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x40;
+    std::fs::write(&oldest, &bytes).unwrap();
+
+    let error = RaftLogStore::open(&path, LogOptions { segment_bytes: 100 })
+        .err()
+        .expect("a corrupted older segment is refused");
+    assert!(matches!(error, Error::Corrupt { .. }), "{error:?}");
+    assert!(error.to_string().contains(&oldest.display().to_string()));
+    assert_eq!(
+        std::fs::read(&oldest).unwrap(),
+        bytes,
+        "nothing is cut from it"
+    );
+}
+
+#[test]
+fn a_torn_metadata_slot_falls_back_to_the_last_durable_vote() {
+    let mut on_disk = LogOnDisk::create();
+    on_disk.log().save_vote(b"vote-1").unwrap();
+    // Written without an fsync into the other slot; then that slot is torn.
+    on_disk.log().save_committed(Some(log_id_at(1, 1))).unwrap();
+    drop(on_disk.log.take());
+    let meta_path = on_disk.path().join("meta");
+    let mut bytes = std::fs::read(&meta_path).unwrap();
+    let (first, second) = (&bytes[..4096], &bytes[4096..]);
+    let torn_slot = if first.starts_with(b"revkvlmt") && second.starts_with(b"revkvlmt") {
+        // The committed id went to the slot that did not hold the vote's durable write; tear
+        // whichever has the higher sequence number (bytes 9..17).
+        let sequence = |slot: &[u8]| u64::from_le_bytes(slot[9..17].try_into().unwrap());
+        if sequence(first) > sequence(second) {
+            0
+        } else {
+            1
+        }
+    } else {
+        panic!("both slots are written by now");
+    };
+    bytes[torn_slot * 4096 + 30] ^= 0xff;
+    std::fs::write(&meta_path, &bytes).unwrap();
+
+    on_disk.close_and_reopen();
+    assert_eq!(on_disk.log().vote().unwrap(), Some(b"vote-1".to_vec()));
+    assert_eq!(on_disk.log().committed().unwrap(), None);
+}
+
+#[test]
+fn a_directory_of_someone_elses_files_is_refused() {
+    let directory = tempfile::tempdir().unwrap();
+    std::fs::write(directory.path().join("notes.txt"), b"mine").unwrap();
+    let error = RaftLogStore::open(directory.path(), LogOptions::default())
+        .err()
+        .expect("a non-empty foreign directory is not a raft log");
+    assert_foreign_file_naming(error, directory.path(), "raft-log");
+    assert_eq!(
+        std::fs::read(directory.path().join("notes.txt")).unwrap(),
+        b"mine"
+    );
 }

@@ -106,6 +106,7 @@ fn storage_status_and_code(error: &StorageError) -> (StatusCode, &'static str) {
         StorageError::FutureRevision { .. } => (StatusCode::BAD_REQUEST, "future_revision"),
         StorageError::Compacted { .. } => (StatusCode::GONE, "compacted"),
         StorageError::Database { .. }
+        | StorageError::FileIo { .. }
         | StorageError::ForeignFile { .. }
         | StorageError::Corrupt { .. }
         | StorageError::BadSnapshot(_)

@@ -1,0 +1,325 @@
+//! The raft log's writer thread: every change to the log file, in the order openraft asked for it.
+//!
+//! `append` only queues its entries here (after putting them in the in-memory tail), so openraft
+//! can replicate them while this thread makes them durable: the leader's fsync overlaps the
+//! followers'. The thread takes every append queued behind the first (up to a bound), writes them
+//! in one durable transaction, marks them durable in the tail, and then fires their flush
+//! callbacks in order (group commit across `append` calls, not only within one).
+//!
+//! The vote, truncation and purge travel the same queue, so the file sees every change in the
+//! order openraft issued it, and each of them is answered only once it is durable. The committed
+//! log id is different: openraft saves it often and it needs no fsync, so it is handed over in a
+//! slot the thread reads before each write, and it is written only once the log holds the entry it
+//! names (a crash never leaves a committed id beyond the log's end).
+
+use std::io;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use revkv_storage::{LogId as StorageLogId, RaftLogStore};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::log_tail::LogTail;
+use crate::timings::StorageTimings;
+use crate::types::alias::IOFlushed;
+
+/// Commands waiting for the writer, at most. A full queue makes `append` wait: backpressure from a
+/// slow disk reaches openraft instead of growing memory.
+const QUEUE_CAPACITY: usize = 256;
+
+/// Entries written in one transaction, at most; more queued appends wait for the next one.
+const MAX_ENTRIES_PER_WRITE: usize = 8192;
+
+/// Encoded bytes written in one transaction, at most (one append may exceed it alone).
+const MAX_BYTES_PER_WRITE: usize = 64 * 1024 * 1024;
+
+/// One change for the writer thread.
+enum Command {
+    Append {
+        /// (index, encoded entry), contiguous.
+        entries: Vec<(u64, Vec<u8>)>,
+        callback: IOFlushed,
+        queued_at: Instant,
+    },
+    SaveVote {
+        encoded: Vec<u8>,
+        done: oneshot::Sender<io::Result<()>>,
+    },
+    TruncateAfter {
+        index: Option<u64>,
+        done: oneshot::Sender<io::Result<()>>,
+    },
+    PurgeThrough {
+        upto: StorageLogId,
+        done: oneshot::Sender<io::Result<()>>,
+    },
+    /// Nothing to do but look at the committed slot.
+    Wake,
+}
+
+/// The sending side of the writer, shared by every clone of the log storage. Dropping the last
+/// one closes the queue and waits for the thread to finish what it was given.
+pub(crate) struct LogWriter {
+    queue: Option<mpsc::Sender<Command>>,
+    committed: Arc<Mutex<Option<StorageLogId>>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl LogWriter {
+    /// Starts the writer thread over `log`, keeping `tail` informed of what became durable.
+    pub(crate) fn start(
+        log: Arc<RaftLogStore>,
+        tail: Arc<Mutex<LogTail>>,
+        timings: StorageTimings,
+    ) -> io::Result<Self> {
+        let (queue, commands) = mpsc::channel(QUEUE_CAPACITY);
+        let committed = Arc::new(Mutex::new(None));
+        let thread = WriterThread {
+            log,
+            tail,
+            timings,
+            commands,
+            committed: committed.clone(),
+            written_committed: None,
+        };
+        let thread = std::thread::Builder::new()
+            .name("raft-log-writer".into())
+            .spawn(move || thread.run())?;
+        Ok(LogWriter {
+            queue: Some(queue),
+            committed,
+            thread: Some(thread),
+        })
+    }
+
+    /// Queues entries; `callback` fires once they are durable (or their write failed).
+    pub(crate) async fn append(&self, entries: Vec<(u64, Vec<u8>)>, callback: IOFlushed) {
+        let command = Command::Append {
+            entries,
+            callback,
+            queued_at: Instant::now(),
+        };
+        if let Err(mpsc::error::SendError(Command::Append { callback, .. })) =
+            self.queue().send(command).await
+        {
+            callback.io_completed(Err(writer_gone()));
+        }
+    }
+
+    pub(crate) async fn save_vote(&self, encoded: Vec<u8>) -> io::Result<()> {
+        self.call(|done| Command::SaveVote { encoded, done }).await
+    }
+
+    pub(crate) async fn truncate_after(&self, index: Option<u64>) -> io::Result<()> {
+        self.call(|done| Command::TruncateAfter { index, done })
+            .await
+    }
+
+    pub(crate) async fn purge_through(&self, upto: StorageLogId) -> io::Result<()> {
+        self.call(|done| Command::PurgeThrough { upto, done }).await
+    }
+
+    /// Hands over a new committed id; the thread saves it (without an fsync) when it can.
+    pub(crate) fn save_committed(&self, committed: Option<StorageLogId>) {
+        *self.committed.lock().expect("committed slot") = committed;
+        // A full queue means the thread is busy and will look at the slot anyway.
+        let _ = self.queue().try_send(Command::Wake);
+    }
+
+    /// The committed id handed over most recently, if any was in this process.
+    pub(crate) fn pending_committed(&self) -> Option<StorageLogId> {
+        *self.committed.lock().expect("committed slot")
+    }
+
+    async fn call(
+        &self,
+        command: impl FnOnce(oneshot::Sender<io::Result<()>>) -> Command,
+    ) -> io::Result<()> {
+        let (done, answer) = oneshot::channel();
+        self.queue()
+            .send(command(done))
+            .await
+            .map_err(|_| writer_gone())?;
+        answer.await.map_err(|_| writer_gone())?
+    }
+
+    fn queue(&self) -> &mpsc::Sender<Command> {
+        self.queue.as_ref().expect("the queue closes only on drop")
+    }
+}
+
+impl Drop for LogWriter {
+    fn drop(&mut self) {
+        self.queue.take();
+        if let Some(thread) = self.thread.take() {
+            // The thread ends once it has drained the closed queue; joining makes sure the log
+            // file is closed before a member restarted in the same process opens it again.
+            let _ = thread.join();
+        }
+    }
+}
+
+fn writer_gone() -> io::Error {
+    io::Error::other("the raft log writer has stopped")
+}
+
+/// The thread's side: the store, the queue, and what it last wrote of the committed id.
+struct WriterThread {
+    log: Arc<RaftLogStore>,
+    tail: Arc<Mutex<LogTail>>,
+    timings: StorageTimings,
+    commands: mpsc::Receiver<Command>,
+    committed: Arc<Mutex<Option<StorageLogId>>>,
+    written_committed: Option<StorageLogId>,
+}
+
+/// Appends taken from the queue to be written together.
+struct AppendBatch {
+    entries: Vec<(u64, Vec<u8>)>,
+    callbacks: Vec<IOFlushed>,
+    first_queued_at: Option<Instant>,
+    bytes: usize,
+}
+
+impl WriterThread {
+    fn run(mut self) {
+        let mut next = self.commands.blocking_recv();
+        while let Some(command) = next {
+            next = match command {
+                Command::Append {
+                    entries,
+                    callback,
+                    queued_at,
+                } => self.write_appends(entries, callback, queued_at),
+                other => {
+                    self.run_ordered(other);
+                    self.save_committed_if_changed();
+                    self.commands.blocking_recv()
+                }
+            };
+        }
+    }
+
+    /// Writes the given append and every append queued right behind it (within the bounds) in
+    /// one durable transaction. Returns the command that ended the batch, or the next one.
+    fn write_appends(
+        &mut self,
+        entries: Vec<(u64, Vec<u8>)>,
+        callback: IOFlushed,
+        queued_at: Instant,
+    ) -> Option<Command> {
+        let mut batch = AppendBatch {
+            bytes: entries.iter().map(|(_, bytes)| bytes.len()).sum(),
+            entries,
+            callbacks: vec![callback],
+            first_queued_at: Some(queued_at),
+        };
+        let mut left_over = None;
+        while batch.entries.len() < MAX_ENTRIES_PER_WRITE && batch.bytes < MAX_BYTES_PER_WRITE {
+            match self.commands.try_recv() {
+                Ok(Command::Append {
+                    entries, callback, ..
+                }) => {
+                    batch.bytes += entries.iter().map(|(_, bytes)| bytes.len()).sum::<usize>();
+                    batch.entries.extend(entries);
+                    batch.callbacks.push(callback);
+                }
+                Ok(Command::Wake) => {}
+                Ok(other) => {
+                    left_over = Some(other);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        self.write_batch(batch);
+        self.save_committed_if_changed();
+        left_over.or_else(|| self.commands.blocking_recv())
+    }
+
+    fn write_batch(&mut self, batch: AppendBatch) {
+        let last_index = batch.entries.last().map(|(index, _)| *index);
+        let entry_count = batch.entries.len();
+        let result = self.log.append(
+            batch
+                .entries
+                .iter()
+                .map(|(index, bytes)| (*index, bytes.as_slice())),
+        );
+        match result {
+            Ok(()) => {
+                if let Some(last_index) = last_index {
+                    self.tail.lock().expect("log tail").mark_durable(last_index);
+                }
+                if let Some(queued_at) = batch.first_queued_at {
+                    self.timings.log_appended(queued_at.elapsed(), entry_count);
+                }
+                for callback in batch.callbacks {
+                    callback.io_completed(Ok(()));
+                }
+            }
+            Err(error) => {
+                tracing::error!(%error, "raft log append failed");
+                for callback in batch.callbacks {
+                    callback.io_completed(Err(io::Error::other(error.to_string())));
+                }
+            }
+        }
+    }
+
+    fn run_ordered(&mut self, command: Command) {
+        match command {
+            Command::SaveVote { encoded, done } => {
+                let _ = done.send(self.log.save_vote(&encoded).map_err(io::Error::other));
+            }
+            Command::TruncateAfter { index, done } => {
+                let result = self.log.truncate_after(index).map_err(io::Error::other);
+                if result.is_ok() {
+                    // The tail is cut here, in queue order, so entries queued before the
+                    // truncation are written, marked durable and then forgotten consistently.
+                    self.tail.lock().expect("log tail").truncate_after(index);
+                    if let (Some(written), Some(index)) = (self.written_committed, index) {
+                        // A committed id is never truncated; this only keeps our record honest.
+                        if written.index > index {
+                            self.written_committed = None;
+                        }
+                    }
+                }
+                let _ = done.send(result);
+            }
+            Command::PurgeThrough { upto, done } => {
+                let result = self.log.purge_through(upto).map_err(io::Error::other);
+                if result.is_ok() {
+                    self.tail
+                        .lock()
+                        .expect("log tail")
+                        .purge_through(upto.index);
+                }
+                let _ = done.send(result);
+            }
+            Command::Append { .. } | Command::Wake => {}
+        }
+    }
+
+    /// Saves the committed id handed over, if it changed and the log holds the entry it names.
+    fn save_committed_if_changed(&mut self) {
+        let committed = *self.committed.lock().expect("committed slot");
+        if committed == self.written_committed {
+            return;
+        }
+        let Some(committed_id) = committed else {
+            return;
+        };
+        let durable_through = self.tail.lock().expect("log tail").durable_through();
+        // The entry must be in the file, not only queued: otherwise a crash could leave a
+        // committed id past the log's end. It will be saved after a later write.
+        if durable_through.is_none_or(|durable| committed_id.index > durable) {
+            return;
+        }
+        match self.log.save_committed(committed) {
+            Ok(()) => self.written_committed = committed,
+            Err(error) => tracing::warn!(%error, "could not save the committed log id"),
+        }
+    }
+}

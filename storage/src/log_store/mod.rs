@@ -1,0 +1,452 @@
+//! The raft log in a directory of its own: append-only segment files and a small metadata file.
+//!
+//! Entries are opaque bytes (the raft layer encodes them through the codec module, so each carries
+//! the format-version byte). They go into segment files (`segment.rs`): an append of many entries
+//! is one `pwrite` and one `fdatasync` (group commit), and a new segment starts once the current
+//! one passes `LogOptions::segment_bytes`. The vote, the committed id and the last purged id live
+//! in the metadata file (`meta.rs`). Every append, vote, truncation and purge is durable when it
+//! returns; only the committed id is saved without an fsync, because losing it merely makes a
+//! restarted member re-apply fewer entries before it hears from the leader again.
+//!
+//! Invariants, checked on every call: the log is contiguous, appends continue it exactly (or, on an
+//! empty log, continue the last purged id), the purged id never moves backwards, and after a failed
+//! write or fsync the store refuses every further change (fail-stop: the file's state is unknown).
+
+mod meta;
+mod segment;
+
+use std::fs::{self, File};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::codec::{self, LogMeta};
+use crate::error::{Error, Result};
+use crate::types::LogId;
+use meta::MetaFile;
+use segment::{ScanEnd, Segment};
+
+const META_FILE_NAME: &str = "meta";
+
+/// Settings of the raft log.
+#[derive(Clone, Copy, Debug)]
+pub struct LogOptions {
+    /// A new segment file starts once the current one holds this many bytes.
+    pub segment_bytes: u64,
+}
+
+impl Default for LogOptions {
+    fn default() -> Self {
+        LogOptions {
+            segment_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// The raft log store. See the module documentation.
+pub struct RaftLogStore {
+    directory: PathBuf,
+    options: LogOptions,
+    files: Mutex<LogFiles>,
+}
+
+/// Everything that changes, under one lock.
+struct LogFiles {
+    meta: MetaFile,
+    /// In index order, contiguous, none empty.
+    segments: Vec<Segment>,
+    /// Why the store stopped accepting changes, after a failed write or fsync.
+    failed: Option<String>,
+}
+
+impl RaftLogStore {
+    /// Opens the log directory at `path`, creating it when it does not exist.
+    pub fn open(path: impl AsRef<Path>, options: LogOptions) -> Result<Self> {
+        let directory = path.as_ref().to_path_buf();
+        if directory.exists() && !directory.is_dir() {
+            return Err(foreign(
+                &directory,
+                "it is a file, not a raft log directory",
+            ));
+        }
+        fs::create_dir_all(&directory).map_err(io_error(&directory))?;
+        let meta_path = directory.join(META_FILE_NAME);
+        let meta = if meta_path.exists() {
+            MetaFile::open(&meta_path)?
+        } else {
+            refuse_foreign_contents(&directory)?;
+            let meta = MetaFile::create(&meta_path)?;
+            sync_directory(&directory)?;
+            meta
+        };
+        lock_exclusively(meta.file(), &meta_path)?;
+        let segments = open_segments(&directory)?;
+        Ok(RaftLogStore {
+            directory,
+            options,
+            files: Mutex::new(LogFiles {
+                meta,
+                segments,
+                failed: None,
+            }),
+        })
+    }
+
+    /// The log's directory.
+    pub fn path(&self) -> &Path {
+        &self.directory
+    }
+
+    /// Bytes the log's files hold (segments and metadata).
+    pub fn size_bytes(&self) -> u64 {
+        let files = self.lock();
+        let segments: u64 = files.segments.iter().map(Segment::byte_len).sum();
+        segments + 2 * 4096
+    }
+
+    /// Appends entries (index, encoded entry) durably, with one write and one fsync.
+    pub fn append<'a>(&self, entries: impl IntoIterator<Item = (u64, &'a [u8])>) -> Result<()> {
+        let mut files = self.lock();
+        files.refuse_if_failed()?;
+        let mut expected = files.next_index();
+        let mut first_index = None;
+        let mut records = Vec::new();
+        let mut record_lengths = Vec::new();
+        for (index, bytes) in entries {
+            if let Some(expected) = expected {
+                if index != expected {
+                    return Err(Error::Invariant(format!(
+                        "log append at index {index}, but the log continues at {expected}"
+                    )));
+                }
+            }
+            let before = records.len();
+            codec::encode_log_record(&mut records, index, bytes)
+                .map_err(|error| Error::TooLarge(format!("log entry {index}: {error}")))?;
+            record_lengths.push(records.len() - before);
+            first_index.get_or_insert(index);
+            expected = Some(index + 1);
+        }
+        let Some(first_index) = first_index else {
+            // Nothing to make durable: skip the write and its fsync.
+            return Ok(());
+        };
+        let result = self.write_records(&mut files, first_index, &records, &record_lengths);
+        files.stop_on_failure(result)
+    }
+
+    fn write_records(
+        &self,
+        files: &mut LogFiles,
+        first_index: u64,
+        records: &[u8],
+        record_lengths: &[usize],
+    ) -> Result<()> {
+        let rotate = files
+            .segments
+            .last()
+            .is_none_or(|active| active.byte_len() >= self.options.segment_bytes);
+        if rotate {
+            files
+                .segments
+                .push(Segment::create(&self.directory, first_index)?);
+            sync_directory(&self.directory)?;
+        }
+        let active = files.segments.last_mut().expect("a segment to append to");
+        active.append_durably(records, record_lengths)
+    }
+
+    /// Entries with index in `range`, in order (purged entries are not returned).
+    pub fn entries(&self, range: Range<u64>) -> Result<Vec<(u64, Vec<u8>)>> {
+        let files = self.lock();
+        let start = range.start.max(files.first_readable_index());
+        let mut entries = Vec::new();
+        for segment in &files.segments {
+            if segment.next_index() <= start || segment.first_index >= range.end {
+                continue;
+            }
+            entries.extend(segment.read(start, range.end)?);
+        }
+        Ok(entries)
+    }
+
+    /// The last entry, if the log holds any.
+    pub fn last_entry(&self) -> Result<Option<(u64, Vec<u8>)>> {
+        let files = self.lock();
+        let Some(last) = files.segments.last().and_then(Segment::last_index) else {
+            return Ok(None);
+        };
+        if last < files.first_readable_index() {
+            return Ok(None);
+        }
+        let segment = files.segments.last().expect("checked above");
+        Ok(segment.read(last, last + 1)?.pop())
+    }
+
+    /// The first index the log holds, if any.
+    pub fn first_index(&self) -> Result<Option<u64>> {
+        let files = self.lock();
+        let Some(first_segment) = files.segments.first() else {
+            return Ok(None);
+        };
+        let first = first_segment.first_index.max(files.first_readable_index());
+        let last = files.segments.last().and_then(Segment::last_index);
+        Ok(last.filter(|last| *last >= first).map(|_| first))
+    }
+
+    /// Deletes every entry after `index` (every entry, when `None`), durably.
+    pub fn truncate_after(&self, index: Option<u64>) -> Result<()> {
+        let mut files = self.lock();
+        files.refuse_if_failed()?;
+        let result = self.truncate_segments(&mut files, index);
+        files.stop_on_failure(result)
+    }
+
+    fn truncate_segments(&self, files: &mut LogFiles, index: Option<u64>) -> Result<()> {
+        let mut removed_any = false;
+        while let Some(last) = files.segments.last_mut() {
+            match index {
+                Some(index) if last.first_index <= index => {
+                    last.truncate_after(index)?;
+                    break;
+                }
+                _ => {
+                    let segment = files.segments.pop().expect("checked above");
+                    fs::remove_file(segment.path()).map_err(io_error(segment.path()))?;
+                    removed_any = true;
+                }
+            }
+        }
+        if removed_any {
+            sync_directory(&self.directory)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes every entry up to and including `upto.index` and records `upto` as the last purged
+    /// id, durably. Purging never moves backwards.
+    pub fn purge_through(&self, upto: LogId) -> Result<()> {
+        let mut files = self.lock();
+        files.refuse_if_failed()?;
+        let previous = files.meta.current().last_purged;
+        if previous.is_some_and(|previous| previous.index > upto.index) {
+            return Err(Error::Invariant(format!(
+                "purge through {} after purging through {}",
+                upto.index,
+                previous.map_or(0, |previous| previous.index)
+            )));
+        }
+        let result = self.purge_segments(&mut files, upto);
+        files.stop_on_failure(result)
+    }
+
+    fn purge_segments(&self, files: &mut LogFiles, upto: LogId) -> Result<()> {
+        let meta = LogMeta {
+            last_purged: Some(upto),
+            ..files.meta.current().clone()
+        };
+        files.meta.write(meta, true)?;
+        // A segment goes once every entry in it is purged; entries purged from the segment that
+        // stays are skipped by reads (`first_readable_index`).
+        let mut removed_any = false;
+        while files
+            .segments
+            .first()
+            .is_some_and(|first| first.last_index().is_some_and(|last| last <= upto.index))
+        {
+            let segment = files.segments.remove(0);
+            fs::remove_file(segment.path()).map_err(io_error(segment.path()))?;
+            removed_any = true;
+        }
+        if removed_any {
+            sync_directory(&self.directory)?;
+        }
+        Ok(())
+    }
+
+    /// The last purged log id, if any purge happened.
+    pub fn last_purged(&self) -> Result<Option<LogId>> {
+        Ok(self.lock().meta.current().last_purged)
+    }
+
+    /// Saves the vote (opaque, encoded by the raft layer) durably.
+    pub fn save_vote(&self, vote: &[u8]) -> Result<()> {
+        let mut files = self.lock();
+        files.refuse_if_failed()?;
+        let meta = LogMeta {
+            vote: Some(vote.to_vec()),
+            ..files.meta.current().clone()
+        };
+        let result = files.meta.write(meta, true);
+        files.stop_on_failure(result)
+    }
+
+    /// The saved vote, if any.
+    pub fn vote(&self) -> Result<Option<Vec<u8>>> {
+        Ok(self.lock().meta.current().vote.clone())
+    }
+
+    /// Saves the committed log id without an fsync (see the module documentation).
+    pub fn save_committed(&self, committed: Option<LogId>) -> Result<()> {
+        let mut files = self.lock();
+        files.refuse_if_failed()?;
+        let meta = LogMeta {
+            committed,
+            ..files.meta.current().clone()
+        };
+        let result = files.meta.write(meta, false);
+        files.stop_on_failure(result)
+    }
+
+    /// The saved committed log id, if any.
+    pub fn committed(&self) -> Result<Option<LogId>> {
+        Ok(self.lock().meta.current().committed)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, LogFiles> {
+        // A panic while holding the lock is a bug; the files stay as the last write left them.
+        self.files
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl LogFiles {
+    /// The index the next append must use, or `None` when any index may start the log.
+    fn next_index(&self) -> Option<u64> {
+        if let Some(last) = self.segments.last() {
+            return Some(last.next_index());
+        }
+        self.meta
+            .current()
+            .last_purged
+            .map(|purged| purged.index + 1)
+    }
+
+    /// The lowest index a read may return: purged entries may linger in the first segment.
+    fn first_readable_index(&self) -> u64 {
+        self.meta
+            .current()
+            .last_purged
+            .map_or(0, |purged| purged.index + 1)
+    }
+
+    fn refuse_if_failed(&self) -> Result<()> {
+        match &self.failed {
+            Some(reason) => Err(Error::Invariant(format!(
+                "the raft log stopped accepting changes after a failed write: {reason}"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Remembers an I/O failure: after a failed write or fsync nobody knows what the file holds,
+    /// so the store refuses every later change instead of building on it.
+    fn stop_on_failure(&mut self, result: Result<()>) -> Result<()> {
+        if let Err(error @ Error::FileIo { .. }) = &result {
+            self.failed = Some(error.to_string());
+        }
+        result
+    }
+}
+
+/// Opens every segment in the directory, in index order, and checks they continue each other.
+/// A damaged end of the newest segment (a torn write) is cut off; damage anywhere else is an error.
+fn open_segments(directory: &Path) -> Result<Vec<Segment>> {
+    let mut first_indexes = Vec::new();
+    for entry in fs::read_dir(directory).map_err(io_error(directory))? {
+        let entry = entry.map_err(io_error(directory))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if let Some(first_index) = Segment::parse_file_name(&name) {
+            first_indexes.push(first_index);
+        } else if name != META_FILE_NAME {
+            return Err(foreign(
+                &entry.path(),
+                "an unknown file in the raft log directory",
+            ));
+        }
+    }
+    first_indexes.sort_unstable();
+    let mut segments: Vec<Segment> = Vec::with_capacity(first_indexes.len());
+    let newest = first_indexes.last().copied();
+    for first_index in first_indexes {
+        let path = directory.join(Segment::file_name(first_index));
+        let (segment, scan_end) = Segment::open(&path, first_index)?;
+        if let ScanEnd::Damaged { detail } = scan_end {
+            if Some(first_index) != newest {
+                return Err(Error::Corrupt {
+                    file: path,
+                    detail: format!(
+                        "{detail}, in a segment that later segments follow; restore the member \
+                         from a snapshot or remove it from the cluster and add it again"
+                    ),
+                });
+            }
+            segment.cut_damaged_tail()?;
+        }
+        if let Some(previous) = segments.last() {
+            if previous.next_index() != first_index {
+                return Err(Error::Corrupt {
+                    file: path,
+                    detail: format!(
+                        "the segment starts at {first_index}, but the one before ends before {}",
+                        previous.next_index()
+                    ),
+                });
+            }
+        }
+        if segment.entry_count() == 0 {
+            // A segment created just before a crash, before its first entry was durable.
+            fs::remove_file(&path).map_err(io_error(&path))?;
+            continue;
+        }
+        segments.push(segment);
+    }
+    Ok(segments)
+}
+
+/// A new log directory must be empty (or hold only what this store writes).
+fn refuse_foreign_contents(directory: &Path) -> Result<()> {
+    let mut entries = fs::read_dir(directory).map_err(io_error(directory))?;
+    match entries.next() {
+        None => Ok(()),
+        Some(_) => Err(foreign(
+            directory,
+            "the directory is not empty and holds no raft log metadata",
+        )),
+    }
+}
+
+fn lock_exclusively(file: &File, path: &Path) -> Result<()> {
+    file.try_lock().map_err(|error| Error::FileIo {
+        file: path.to_path_buf(),
+        source: std::io::Error::new(
+            std::io::ErrorKind::WouldBlock,
+            format!("the raft log is in use by another process or store: {error}"),
+        ),
+    })
+}
+
+/// Makes a file's creation or removal in `directory` durable.
+fn sync_directory(directory: &Path) -> Result<()> {
+    File::open(directory)
+        .and_then(|handle| handle.sync_all())
+        .map_err(io_error(directory))
+}
+
+fn foreign(path: &Path, detail: &str) -> Error {
+    Error::ForeignFile {
+        file: path.to_path_buf(),
+        expected: "raft-log",
+        detail: detail.to_string(),
+    }
+}
+
+/// Attaches the file name to an I/O error: `.map_err(io_error(&path))`.
+pub(crate) fn io_error(file: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
+    move |source| Error::FileIo {
+        file: file.to_path_buf(),
+        source,
+    }
+}
