@@ -139,12 +139,14 @@ pub struct VersionRecord {
     pub tombstone: bool,
 }
 
-/// What a continue token carries: the revision of the first page and the key to resume at.
+/// What a continue token carries: the revision of the first page, the key to resume at, and how
+/// many keys of the range lie at or after it (so the next page need not count them again).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PageToken {
     pub revision: u64,
     #[serde(with = "serde_bytes")]
     pub resume_key: Vec<u8>,
+    pub remaining_count: u64,
 }
 
 /// Encodes a continue token as URL-safe base64 of a versioned record.
@@ -395,6 +397,7 @@ mod tests {
         let token = PageToken {
             revision: 9,
             resume_key: b"a\0".to_vec(),
+            remaining_count: 12,
         };
         let text = encode_page_token(&token).unwrap();
         assert_eq!(decode_page_token(&text).unwrap(), token);

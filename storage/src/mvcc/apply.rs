@@ -213,6 +213,7 @@ impl Change<'_, '_, '_> {
             limit,
             keys_only: request.keys_only,
             count_only: request.count_only,
+            known_count: None,
         };
         self.tables.read_range(&resolved)
     }

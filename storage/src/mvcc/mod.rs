@@ -250,12 +250,14 @@ impl MvccStore {
         let mut start = keys.start.clone();
         let end = keys.exclusive_end();
         let mut revision = request.revision.unwrap_or(state.current_revision);
+        let mut known_count = None;
         if let Some(text) = &request.continue_token {
             let token = codec::decode_page_token(text)
                 .map_err(|error| Error::Invalid(format!("malformed continue token: {error}")))?;
             check_token_fits(&token, keys, request)?;
             revision = token.revision;
             start = token.resume_key;
+            known_count = Some(token.remaining_count);
         }
         check_readable_revision(revision, state)?;
         let cap = self.options.limits.max_range_keys;
@@ -267,6 +269,7 @@ impl MvccStore {
             limit: request.limit.unwrap_or(cap).min(cap),
             keys_only: request.keys_only,
             count_only: request.count_only,
+            known_count,
         })
     }
 
@@ -281,6 +284,7 @@ impl MvccStore {
         let token = PageToken {
             revision: resolved.revision,
             resume_key: crate::types::key_successor(&last.key),
+            remaining_count: response.count - response.kvs.len() as u64,
         };
         codec::encode_page_token(&token)
             .map(Some)

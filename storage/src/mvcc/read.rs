@@ -1,7 +1,10 @@
 //! Range reads at the current revision (from `live`) or at a past one (through `key_index`).
 //!
 //! Both paths visit keys in order and count every key in the range, as etcd does, but decode only the
-//! key-values that will be returned.
+//! key-values that will be returned. A continuation page already knows its count (the first page
+//! counted the range at the same revision and the token carries what was left), so it stops after
+//! its `limit` keys: paging through a range costs one count plus one read of it, not a recount of
+//! the rest of the range per page.
 
 use std::ops::Bound;
 
@@ -21,6 +24,9 @@ pub(crate) struct ResolvedRange {
     pub limit: u64,
     pub keys_only: bool,
     pub count_only: bool,
+    /// The number of keys from `start` to the end of the range at `revision`, when a continue
+    /// token carried it; the scan then stops after `limit` keys instead of counting.
+    pub known_count: Option<u64>,
 }
 
 impl ResolvedRange {
@@ -41,6 +47,11 @@ impl Collector<'_> {
         !self.range.count_only && (self.kvs.len() as u64) < self.range.limit
     }
 
+    /// True once nothing more is needed: the page is full and the count is already known.
+    fn is_done(&self) -> bool {
+        self.range.known_count.is_some() && !self.wants_value()
+    }
+
     fn offer(&mut self, make: impl FnOnce() -> Result<KeyValue>) -> Result<()> {
         self.count += 1;
         if self.wants_value() {
@@ -54,10 +65,15 @@ impl Collector<'_> {
     }
 
     fn finish(self) -> RangeResponse {
-        let more = !self.range.count_only && self.count > self.kvs.len() as u64;
+        // A count from a token is trusted only as far as it is consistent with what was read.
+        let count = match self.range.known_count {
+            Some(known) => known.max(self.count),
+            None => self.count,
+        };
+        let more = !self.range.count_only && count > self.kvs.len() as u64;
         RangeResponse {
             kvs: self.kvs,
-            count: self.count,
+            count,
             more,
             continue_token: None,
         }
@@ -92,6 +108,9 @@ impl<L: LiveTable, H: HistoryTable, I: IndexTable> TableSet<'_, L, H, I> {
             .range::<&[u8]>((Bound::Included(range.start.as_slice()), upper))
             .map_err(db_error(self.file))?;
         for entry in entries {
+            if collector.is_done() {
+                break;
+            }
             let (key, value) = entry.map_err(db_error(self.file))?;
             collector.offer(|| self.decode_live(key.value(), value.value()))?;
         }
@@ -101,6 +120,9 @@ impl<L: LiveTable, H: HistoryTable, I: IndexTable> TableSet<'_, L, H, I> {
     fn scan_history(&self, range: &ResolvedRange, collector: &mut Collector<'_>) -> Result<()> {
         let mut cursor = range.start.clone();
         while let Some(key) = self.next_indexed_key(&cursor, range.end.as_deref())? {
+            if collector.is_done() {
+                break;
+            }
             let visible = self.index_entry_before(&key, range.revision.saturating_add(1))?;
             if let Some(entry) = visible.filter(|entry| !entry.tombstone) {
                 collector.offer(|| {
