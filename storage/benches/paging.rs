@@ -32,9 +32,10 @@ fn key(number: u64) -> Vec<u8> {
 
 fn fill(store: &MvccStore, key_count: u64) {
     let value = vec![b'v'; 256];
-    let mut index = 1;
     let mut batch = Vec::with_capacity(FILL_BATCH as usize);
     for number in 0..key_count {
+        // One log entry per put; log indexes start at 1.
+        let index = number + 1;
         batch.push(ApplyEntry {
             log_id: LogId {
                 term: 1,
@@ -48,7 +49,6 @@ fn fill(store: &MvccStore, key_count: u64) {
                 prev_kv: false,
             })),
         });
-        index += 1;
         if batch.len() as u64 == FILL_BATCH || number + 1 == key_count {
             for outcome in store.apply_batch(&batch).expect("fill") {
                 outcome.result.expect("every fill put is applied");
