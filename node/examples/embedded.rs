@@ -7,9 +7,8 @@
 
 use std::error::Error;
 
-use revkv_node::config::ServeArgs;
 use revkv_node::watch::{EventFilter, WatchMessage, WatchRequest};
-use revkv_node::{KvBackend, Node, ReadConsistency};
+use revkv_node::{KvBackend, Node, NodeConfig, ReadConsistency};
 use revkv_storage::{
     Compare, CompareOp, CompareTarget, KeyRange, PutRequest, RangeRequest, Request, Response,
     TxnOp, TxnRequest,
@@ -21,13 +20,11 @@ async fn main() -> Result<(), Box<dyn Error>> {
     // Bind both listeners first (port 0 picks free ports), so the member can advertise them.
     let client_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let peer_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let settings = ServeArgs {
-        data_dir: Some(data.path().join("member-1")),
-        listen_client: Some(client_listener.local_addr()?),
-        listen_peer: Some(peer_listener.local_addr()?),
-        ..ServeArgs::default()
-    };
-    let config = settings.into_node_config()?;
+    let config = NodeConfig::single_member(
+        data.path().join("member-1"),
+        client_listener.local_addr()?,
+        peer_listener.local_addr()?,
+    );
     let node = Node::start_with_listeners(config, client_listener, peer_listener).await?;
     println!("member serving HTTP on http://{}", node.client_address());
 

@@ -12,10 +12,13 @@ use std::time::Duration;
 
 use openraft::async_runtime::WatchReceiver;
 use revkv_metrics::{Metrics, PrefixLabelConfig};
-use revkv_raft::{AdminRequest, MemberConfig, MemberError, MemberNode, RaftMember, StorageTimings};
+use revkv_raft::{
+    AdminRequest, MemberConfig, MemberError, MemberNode, PeerLimits, RaftMember, RaftTiming,
+    StorageTimings,
+};
 use revkv_storage::{
     validate_range, validate_request, DeleteRangeRequest, KeyRange, KeyValue, PutRequest,
-    RangeRequest, Request, Response, StateHash,
+    RangeRequest, Request, Response, StateHash, StoreOptions,
 };
 use tokio::sync::{oneshot, watch};
 
@@ -46,6 +49,55 @@ pub struct NodeConfig {
     pub recovery_timeout: Duration,
     /// How keys become the `prefix` label of conflict and retry metrics.
     pub metric_prefix_labels: PrefixLabelConfig,
+}
+
+impl NodeConfig {
+    /// A single-member cluster with every default `revkv serve` uses when given only these three
+    /// settings: member id 1, advertising its listen addresses, automatic compaction off. The
+    /// `revkv` binary's flag parsing is checked to give exactly this (its `serve_config` tests),
+    /// so an embedder that starts here gets what `revkv serve` would run.
+    pub fn single_member(
+        data_dir: std::path::PathBuf,
+        listen_client: SocketAddr,
+        listen_peer: SocketAddr,
+    ) -> NodeConfig {
+        let advertise = MemberNode {
+            peer_url: format!("http://{listen_peer}"),
+            client_url: format!("http://{listen_client}"),
+        };
+        let request_timeout = Duration::from_secs(5);
+        let member = MemberConfig {
+            id: 1,
+            data_dir,
+            listen_peer,
+            advertise: advertise.clone(),
+            initial_cluster: std::collections::BTreeMap::from([(1, advertise)]),
+            join: false,
+            timing: RaftTiming::default(),
+            peer_limits: PeerLimits {
+                call_timeout: request_timeout,
+                ..PeerLimits::default()
+            },
+            store: StoreOptions {
+                durable_commit_interval: Duration::from_millis(500),
+                ..StoreOptions::default()
+            },
+            log_cache_bytes: 64 * 1024 * 1024,
+            // `Node` fills in its metrics observer when it starts the member.
+            timings: Default::default(),
+            peer_source_address: None,
+        };
+        NodeConfig {
+            member,
+            listen_client,
+            http: HttpLimits::default(),
+            request_timeout,
+            watch: WatchLimits::default(),
+            auto_compaction: AutoCompaction::Off,
+            recovery_timeout: Duration::from_secs(60),
+            metric_prefix_labels: PrefixLabelConfig::default(),
+        }
+    }
 }
 
 /// The API's operations, answered through the raft member.

@@ -4,7 +4,7 @@
 use clap::ValueEnum;
 use serde::Serialize;
 
-use crate::client::{KeyValue, Member, StatusResponse, WatchEvent, WatchUpdate};
+use revkv_client::{KeyValue, Member, StatusResponse, WatchEvent, WatchUpdate};
 
 /// The widest a value is shown in a table before it is cut (with `…`); `-o json` shows it whole.
 pub const WIDEST_TABLE_VALUE: usize = 60;
@@ -145,12 +145,12 @@ pub fn watch_update_lines(update: &WatchUpdate) -> String {
 
 fn watch_event_line(event: &WatchEvent, revision: u64) -> String {
     match event.kind {
-        crate::client::EventKind::Put => format!(
+        revkv_client::EventKind::Put => format!(
             "PUT {} {} (revision {revision})",
             event.kv.key,
             shortened(&event.kv.value)
         ),
-        crate::client::EventKind::Delete => {
+        revkv_client::EventKind::Delete => {
             format!("DELETE {} (revision {revision})", event.kv.key)
         }
     }

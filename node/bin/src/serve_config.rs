@@ -15,10 +15,10 @@ use revkv_raft::{MemberConfig, MemberNode, PeerLimits, RaftTiming};
 use revkv_storage::{Limits, StoreOptions};
 use serde::Deserialize;
 
-use crate::compaction::AutoCompaction;
-use crate::http::HttpLimits;
-use crate::node::NodeConfig;
-use crate::watch::WatchLimits;
+use revkv_node::compaction::AutoCompaction;
+use revkv_node::http::HttpLimits;
+use revkv_node::watch::WatchLimits;
+use revkv_node::NodeConfig;
 
 /// How log lines are written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
@@ -398,6 +398,16 @@ mod tests {
             config.member.initial_cluster[&1].peer_url,
             "http://127.0.0.1:7101"
         );
+    }
+
+    #[test]
+    fn no_flags_give_what_an_embedder_gets_from_node_config_single_member() {
+        let listen_client: SocketAddr = "127.0.0.1:7001".parse().unwrap();
+        let listen_peer: SocketAddr = "127.0.0.1:7101".parse().unwrap();
+        let from_flags = ServeArgs::default().into_node_config().unwrap();
+        let embedded =
+            NodeConfig::single_member(PathBuf::from("revkv-data"), listen_client, listen_peer);
+        assert_eq!(format!("{from_flags:?}"), format!("{embedded:?}"));
     }
 
     #[test]

@@ -9,7 +9,7 @@ mod process_cluster;
 use std::time::Duration;
 
 use process_cluster::{ClusterOptions, ProcessCluster, CONVERGENCE_TIMEOUT, REVKV_BINARY};
-use revkv_cluster::client::{Client, WatchRequest, WatchUpdate};
+use revkv_client::{Client, WatchRequest, WatchUpdate};
 use tokio::sync::mpsc;
 
 const WRITES_BEFORE_THE_KILL: u64 = 10;

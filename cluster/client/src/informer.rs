@@ -2,8 +2,8 @@
 //! informers keep theirs: list at revision R, then watch from R + 1 and apply each event.
 //!
 //! ```no_run
-//! # async fn example(client: revkv_cluster::client::Client) -> Result<(), revkv_cluster::client::ClientError> {
-//! use revkv_cluster::client::Informer;
+//! # async fn example(client: revkv_client::Client) -> Result<(), revkv_client::ClientError> {
+//! use revkv_client::Informer;
 //!
 //! let mut informer = Informer::new(client, "app/");
 //! informer.sync().await?;                       // list

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::output::{self, OutputFormat};
 use super::{CtlArgs, CtlCommand, LeaderCommand, MemberCommand, SnapshotCommand};
-use crate::client::{
+use revkv_client::{
     Client, ClientError, Consistency, DeleteRequest, PutRequest, RangeRequest, ReadOptions,
     WatchRequest,
 };

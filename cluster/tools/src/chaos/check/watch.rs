@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::states::{Change, History, Kind, Kv};
-use crate::client::watch::WatchRequest;
+use revkv_client::watch::WatchRequest;
 
 /// What one watcher asked for.
 #[derive(Clone, Debug)]

@@ -12,8 +12,8 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use revkv_cluster::client::backoff::SleepFuture;
-use revkv_cluster::client::{
+use revkv_client::backoff::SleepFuture;
+use revkv_client::{
     retry_on_conflict, Client, ClientError, Informer, PutRequest, RangeRequest, Sleeper,
     WatchRequest, WatchUpdate, DEFAULT_RETRY,
 };

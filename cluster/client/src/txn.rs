@@ -2,7 +2,7 @@
 //! atomically at one revision).
 //!
 //! ```
-//! use revkv_cluster::client::{Compare, Txn, TxnOp};
+//! use revkv_client::{Compare, Txn, TxnOp};
 //!
 //! // Create "lock" only if it does not exist yet; otherwise read who holds it.
 //! let txn = Txn::new()

@@ -4,7 +4,7 @@
 //! The operations mix what Kubernetes-style clients do: puts, deletes, reads of both
 //! consistencies, prefix ranges, compare-and-swap (a read, then a put with `If-Match` on the
 //! `mod_revision` read), multi-key txns and merge patches. They go over plain HTTP rather than
-//! through [`Client`](crate::Client), so nothing retries or fails over behind the history's back:
+//! through [`Client`](revkv_client::Client), so nothing retries or fails over behind the history's back:
 //! each recorded operation is exactly one request to one member.
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,4 +1,4 @@
-//! The Rust client (`revkv_cluster::Client`) against a real three-member cluster of `revkv serve`
+//! The Rust client (`revkv_client::Client`) against a real three-member cluster of `revkv serve`
 //! processes: ten tasks each add 1 to one counter a hundred times with read-modify-write and
 //! `retry_on_conflict`, through different members; the counter ends at exactly 1,000, the
 //! conflicts the client met account for every attempt beyond the 1,000 that succeeded, and the
@@ -11,7 +11,7 @@ mod process_cluster;
 use std::time::Duration;
 
 use process_cluster::{ClusterOptions, ProcessCluster};
-use revkv_cluster::client::{
+use revkv_client::{
     retry_on_conflict_counted, Backoff, Client, ClientError, PutRequest, RetryTally, TokioSleeper,
 };
 

@@ -19,8 +19,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::target::{etcd_error_message, json_bytes, revkv_error_code, FailureKind, TargetKind};
-use crate::client::retry::current_retry_attempt;
-use crate::client::{
+use revkv_client::retry::current_retry_attempt;
+use revkv_client::{
     retry_on_conflict_counted, ClientError, TokioSleeper, DEFAULT_RETRY, RETRY_ATTEMPT_HEADER,
 };
 

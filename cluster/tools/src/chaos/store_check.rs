@@ -9,7 +9,7 @@ use super::check::Violation;
 use super::history::Kv;
 use super::members::Members;
 use super::workload::KEY_PREFIX;
-use crate::client::{Client, Consistency, RangeRequest, ReadOptions};
+use revkv_client::{Client, Consistency, RangeRequest, ReadOptions};
 
 /// How many historical revisions the check reads back from the store.
 const SAMPLED_REVISIONS: u64 = 25;

@@ -1,5 +1,5 @@
 //! The short fault-injection run of every CI build: `revkv chaos` (the harness in
-//! `revkv_cluster::chaos`) against three `revkv serve` processes of this build, with kills, pauses,
+//! `revkv_tools::chaos`) against three `revkv serve` processes of this build, with kills, pauses,
 //! partitions, slow and lossy links, leader transfers and compaction, then every checker over the
 //! recorded history. The run must be clean.
 //!
@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use revkv_cluster::chaos::{run_chaos, ChaosSettings};
+use revkv_tools::chaos::{run_chaos, ChaosSettings};
 
 /// Long enough for every kind of fault to come up in most schedules, short enough for CI.
 const DEFAULT_DURATION: Duration = Duration::from_secs(45);

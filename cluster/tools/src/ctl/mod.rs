@@ -1,4 +1,4 @@
-//! `revkv ctl`: the command line for a running cluster, on top of [`Client`](crate::Client).
+//! `revkv ctl`: the command line for a running cluster, on top of [`Client`](revkv_client::Client).
 //!
 //! ```text
 //! revkv ctl [--endpoints URL,...] [-o table|json] [--timeout 10s] COMMAND
@@ -26,8 +26,8 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 
 use crate::bench::options::parse_duration;
-use crate::client::ClientError;
 pub use output::OutputFormat;
+use revkv_client::ClientError;
 
 /// Exit code of an error other than the ones below.
 pub const EXIT_ERROR: u8 = 1;

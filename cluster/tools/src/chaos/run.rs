@@ -17,7 +17,7 @@ use super::store_check::check_store;
 use super::watchers::{run_watcher, wait_for_coverage, WatchRecord, Watcher};
 use super::workload::{run_worker, WorkloadContext, KEY_PREFIX};
 use super::{ChaosSettings, Report};
-use crate::client::{Client, RangeRequest};
+use revkv_client::{Client, RangeRequest};
 
 /// How many members the cluster has.
 const CLUSTER_SIZE: u64 = 3;

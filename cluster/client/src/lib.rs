@@ -1,8 +1,8 @@
-//! `revkv_cluster::Client`: a Rust client for revkv's HTTP API (`shared/spec/API.md`).
+//! `revkv_client::Client`: a Rust client for revkv's HTTP API (`shared/spec/API.md`).
 //!
 //! ```no_run
-//! # async fn example() -> Result<(), revkv_cluster::client::ClientError> {
-//! use revkv_cluster::client::{retry_on_conflict, Client, PutRequest, DEFAULT_RETRY};
+//! # async fn example() -> Result<(), revkv_client::ClientError> {
+//! use revkv_client::{retry_on_conflict, Client, PutRequest, DEFAULT_RETRY};
 //!
 //! let client = Client::new(["http://127.0.0.1:7001", "http://127.0.0.1:7002"])?;
 //! client.put("counter", "0").await?;

@@ -1,11 +1,14 @@
-//! The `revkv` binary: `revkv serve` runs a member; `revkv ctl` talks to a running cluster;
-//! `revkv bench` drives load at a cluster.
+//! The `revkv` binary: `revkv serve` runs a member (the `revkv-node` library); `revkv ctl` talks
+//! to a running cluster; `revkv bench` drives load at a cluster; `revkv chaos` runs a cluster under
+//! injected faults (those three are `revkv-tools`). This file only wires them together.
+
+mod serve_config;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use revkv_node::config::{LogFormat, ServeArgs};
 use revkv_node::Node;
+use serve_config::{LogFormat, ServeArgs};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
@@ -26,11 +29,11 @@ enum Command {
     /// Run a member (with no flags: a single-member cluster in ./revkv-data on 127.0.0.1:7001).
     Serve(ServeArgs),
     /// Read, write, watch and administer a running cluster (`revkv ctl --help`).
-    Ctl(revkv_cluster::ctl::CtlArgs),
+    Ctl(revkv_tools::ctl::CtlArgs),
     /// Measure a running revkv or etcd cluster with a workload (put, get, cas).
-    Bench(revkv_cluster::bench::BenchArgs),
+    Bench(revkv_tools::bench::BenchArgs),
     /// Run a three-member cluster under injected faults and check what it did (`scripts/chaos.sh`).
-    Chaos(revkv_cluster::chaos::ChaosArgs),
+    Chaos(revkv_tools::chaos::ChaosArgs),
 }
 
 fn main() -> ExitCode {
@@ -44,9 +47,9 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Serve(args) => runtime.block_on(serve(args)),
-        Command::Ctl(args) => runtime.block_on(revkv_cluster::ctl::run(args)),
-        Command::Bench(args) => runtime.block_on(revkv_cluster::bench::run(args)),
-        Command::Chaos(args) => runtime.block_on(revkv_cluster::chaos::run(args)),
+        Command::Ctl(args) => runtime.block_on(revkv_tools::ctl::run(args)),
+        Command::Bench(args) => runtime.block_on(revkv_tools::bench::run(args)),
+        Command::Chaos(args) => runtime.block_on(revkv_tools::chaos::run(args)),
     }
 }
 

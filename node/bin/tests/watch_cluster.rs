@@ -2,7 +2,7 @@
 //! (puts, deletes, multi-key txns): many watchers on different members and key sets, some that
 //! disconnect and resume on another member, some on a member that is then stopped. Every stream
 //! is checked against the store's history for the six etcd properties, prev_kv and filters (the
-//! checker is `revkv_cluster::chaos::check::watch`, whose own tests plant faults). Also: automatic
+//! checker is `revkv_tools::chaos::check::watch`, whose own tests plant faults). Also: automatic
 //! compaction keeps its window on every member, and reads and watches below it answer 410.
 
 mod process_cluster;
@@ -15,8 +15,8 @@ use process_cluster::{
     wait_until, ClusterOptions, MemberClient, ProcessCluster, CONVERGENCE_TIMEOUT,
 };
 use reqwest::Method;
-use revkv_cluster::chaos::check::states::{History, Kv, State};
-use revkv_cluster::chaos::check::watch::{check_watch, Message, Segment, WatchSpec};
+use revkv_tools::chaos::check::states::{History, Kv, State};
+use revkv_tools::chaos::check::watch::{check_watch, Message, Segment, WatchSpec};
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
