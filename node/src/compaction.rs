@@ -7,7 +7,6 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::async_runtime::WatchReceiver;
 use revkv_storage::Request;
 use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
@@ -110,7 +109,7 @@ async fn run(
 /// Compacts to `target` when this member leads and the store is not compacted that far yet.
 async fn compact_if_leader(backend: &MemberBackend, target: u64) {
     let member = backend.member();
-    let leads = member.raft().metrics().borrow_watched().current_leader == Some(member.id());
+    let leads = member.is_leader();
     let compacted = member.store().compact_revision().unwrap_or(u64::MAX);
     if !leads || target <= compacted {
         return;

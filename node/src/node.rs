@@ -10,7 +10,6 @@ use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::async_runtime::WatchReceiver;
 use revkv_metrics::{Metrics, PrefixLabelConfig};
 use revkv_raft::{
     AdminRequest, MemberConfig, MemberError, MemberNode, PeerLimits, RaftMember, RaftTiming,
@@ -162,17 +161,12 @@ impl Node {
         // cluster (an empty `--join` member waiting to be added) has nothing to recover and no
         // leader to recover from: it serves at once, so its probes answer while it waits.
         let initialized = member
-            .raft()
             .is_initialized()
             .await
             .map_err(|error| NodeError::Internal(format!("raft stopped at start: {error}")))?;
         if !initialized {
             tracing::info!("member is not part of a cluster yet; waiting to be added");
-        } else if let Err(error) = member
-            .raft()
-            .wait_for_recovery(Some(config.recovery_timeout))
-            .await
-        {
+        } else if let Err(error) = member.wait_for_recovery(config.recovery_timeout).await {
             tracing::warn!(%error, "state machine not recovered in time; serving anyway, not ready");
         }
         let client_address = client_listener
@@ -275,11 +269,10 @@ impl MemberBackend {
     }
 
     fn header_at(&self, revision: u64) -> ResponseHeader {
-        let term = self.member.raft().metrics().borrow_watched().current_term;
         ResponseHeader {
             revision,
             member_id: self.member.id(),
-            raft_term: term,
+            raft_term: self.member.status().term,
         }
     }
 
@@ -403,23 +396,23 @@ impl KvBackend for MemberBackend {
     }
 
     async fn status(&self) -> Result<MemberStatus, NodeError> {
-        let metrics = self.member.raft().metrics().borrow_watched().clone();
+        let raft = self.member.status();
         let stats = self.member.store().stats()?;
         let log_db_bytes = std::fs::metadata(self.member.log_store().path())
             .map(|metadata| metadata.len())
             .unwrap_or(0);
         Ok(MemberStatus {
             member_id: self.member.id(),
-            leader_id: metrics.current_leader,
-            raft_term: metrics.current_term,
-            commit_index: metrics.local_committed.map_or(0, |log_id| log_id.index),
-            applied_index: metrics.last_applied.map_or(0, |log_id| log_id.index),
+            leader_id: raft.leader,
+            raft_term: raft.term,
+            commit_index: raft.commit_index,
+            applied_index: raft.applied_index,
             revision: stats.current_revision,
             compact_revision: stats.compact_revision,
             state_db_bytes: stats.file_bytes,
             log_db_bytes,
             version: env!("CARGO_PKG_VERSION").to_string(),
-            role: format!("{:?}", metrics.state).to_lowercase(),
+            role: raft.role.as_str().to_string(),
         })
     }
 

@@ -6,6 +6,7 @@
 //!   bounded chunks, one transaction each), snapshots, and the applied-position watch.
 //! - [`timings`]: append and apply durations handed to an observer the embedder supplies.
 //! - [`peer`]: the peer protocol (client, server) on the separate peer listener.
+//! - [`status`]: the member's raft state (term, leader, role, positions) in this crate's types.
 //! - [`member`]: a running member: writes forwarded to the leader, ReadIndex barriers for
 //!   linearizable reads on any member, membership and leadership changes.
 //!
@@ -19,6 +20,7 @@ pub mod log_storage;
 pub mod member;
 pub mod peer;
 pub mod state_machine;
+pub mod status;
 pub mod timings;
 pub mod types;
 
@@ -28,5 +30,6 @@ pub use log_storage::LogStorage;
 pub use member::{Membership, RaftMember};
 pub use peer::AdminRequest;
 pub use state_machine::{AppliedPosition, StateMachine};
+pub use status::{MemberRole, RaftStatus, RaftStatusFeed};
 pub use timings::{StorageTimingObserver, StorageTimings};
 pub use types::{ClientRequest, MemberNode, Rejection, TypeConfig, WriteResult};
