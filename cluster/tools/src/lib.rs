@@ -14,3 +14,4 @@
 pub mod bench;
 pub mod chaos;
 pub mod ctl;
+pub mod harness;

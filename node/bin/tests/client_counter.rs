@@ -10,7 +10,7 @@ mod process_cluster;
 
 use std::time::Duration;
 
-use process_cluster::{ClusterOptions, ProcessCluster};
+use process_cluster::{cluster_options, ProcessCluster};
 use revkv_client::{
     retry_on_conflict_counted, Backoff, Client, ClientError, PutRequest, RetryTally, TokioSleeper,
 };
@@ -61,7 +61,7 @@ fn rotated(endpoints: &[String], offset: usize) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ten_tasks_incrementing_one_counter_with_retry_on_conflict_end_at_exactly_one_thousand() {
-    let cluster = ProcessCluster::start(3, ClusterOptions::default()).await;
+    let cluster = ProcessCluster::start(3, cluster_options()).await;
     let endpoints = cluster.client_urls();
     let setup = Client::new(endpoints.clone()).unwrap();
     setup.put(COUNTER_KEY, "0").await.unwrap();

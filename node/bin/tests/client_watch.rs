@@ -8,7 +8,7 @@ mod process_cluster;
 
 use std::time::Duration;
 
-use process_cluster::{ClusterOptions, ProcessCluster, CONVERGENCE_TIMEOUT, REVKV_BINARY};
+use process_cluster::{cluster_options, ProcessCluster, CONVERGENCE_TIMEOUT, REVKV_BINARY};
 use revkv_client::{Client, WatchRequest, WatchUpdate};
 use tokio::sync::mpsc;
 
@@ -69,7 +69,7 @@ async fn receive(events: &mut mpsc::Receiver<(u64, String)>, count: u64) -> Vec<
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_sees_every_event_once_in_order_while_its_member_is_killed_and_restarted() {
-    let mut cluster = ProcessCluster::start(3, ClusterOptions::default()).await;
+    let mut cluster = ProcessCluster::start(3, cluster_options()).await;
     let url = |id: u64| cluster.member(id).client_url();
     let (first, second, third) = (url(1), url(2), url(3));
     let writer = Client::new([second.clone(), third.clone()]).unwrap();
@@ -104,7 +104,7 @@ async fn a_watch_sees_every_event_once_in_order_while_its_member_is_killed_and_r
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_watch_delivers_every_write_to_every_watcher() {
-    let cluster = ProcessCluster::start(3, ClusterOptions::default()).await;
+    let cluster = ProcessCluster::start(3, cluster_options()).await;
     let endpoints = cluster.client_urls();
     let arguments = [
         "bench",

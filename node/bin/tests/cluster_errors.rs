@@ -11,7 +11,8 @@
 mod process_cluster;
 
 use process_cluster::{
-    wait_until, Answer, ClusterOptions, MemberClient, ProcessCluster, CONVERGENCE_TIMEOUT,
+    cluster_options, wait_until, Answer, ClusterOptions, MemberClient, ProcessCluster,
+    CONVERGENCE_TIMEOUT,
 };
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
@@ -20,7 +21,7 @@ const MAX_VALUE_BYTES: usize = 1024;
 const MAX_BODY_BYTES: usize = 8192;
 
 fn error_cluster_options() -> ClusterOptions {
-    ClusterOptions::default()
+    cluster_options()
         .with_request_timeout_ms(1000)
         .with_flags(&[
             "--max-value-bytes",

@@ -12,7 +12,7 @@ use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
 use process_cluster::{
-    wait_until, ClusterOptions, ProcessCluster, CONVERGENCE_TIMEOUT, REVKV_BINARY,
+    cluster_options, wait_until, ProcessCluster, CONVERGENCE_TIMEOUT, REVKV_BINARY,
 };
 use serde_json::Value;
 
@@ -82,7 +82,7 @@ async fn ctl_async(endpoints: &str, args: &[&str], stdin: Option<&str>) -> CtlRu
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctl_reads_writes_and_administers_a_cluster_with_distinct_exit_codes() {
-    let cluster = ProcessCluster::start(3, ClusterOptions::default()).await;
+    let cluster = ProcessCluster::start(3, cluster_options()).await;
     let urls = cluster.client_urls();
     let endpoints = urls.join(",");
     let endpoints = endpoints.as_str();

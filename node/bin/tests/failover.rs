@@ -8,7 +8,7 @@ mod process_cluster;
 
 use std::collections::BTreeMap;
 
-use process_cluster::{wait_until, ClusterOptions, ProcessCluster, CONVERGENCE_TIMEOUT};
+use process_cluster::{cluster_options, wait_until, ProcessCluster, CONVERGENCE_TIMEOUT};
 use reqwest::{Method, StatusCode};
 
 /// What openraft 0.10.0-alpha.37's state machine worker logs (target
@@ -65,7 +65,7 @@ async fn assert_member_holds(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_leader_is_replaced_and_catches_up_after_restart() {
-    let mut cluster = ProcessCluster::start(3, ClusterOptions::default()).await;
+    let mut cluster = ProcessCluster::start(3, cluster_options()).await;
     let mut expected = BTreeMap::new();
     let mut last_revision = 0;
     for (index, id) in cluster.ids().into_iter().cycle().take(9).enumerate() {
@@ -119,7 +119,7 @@ async fn a_killed_leader_is_replaced_and_catches_up_after_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_that_missed_purged_log_entries_catches_up_by_snapshot() {
     const WRITES_WHILE_DOWN: usize = 400;
-    let options = ClusterOptions::default()
+    let options = cluster_options()
         .with_flags(&["--snapshot-entries", "100", "--snapshot-keep-entries", "10"])
         .with_environment("RUST_LOG", LOG_PURGES_AND_SNAPSHOT_INSTALLS);
     let mut cluster = ProcessCluster::start(3, options).await;
@@ -194,7 +194,7 @@ async fn a_member_that_missed_purged_log_entries_catches_up_by_snapshot() {
 
     let log = cluster.log_text(stopped);
     let since_restart = log
-        .rsplit("==== test harness: starting member")
+        .rsplit("==== revkv harness: starting member")
         .next()
         .expect("the harness marks every start");
     assert!(
@@ -209,7 +209,7 @@ async fn writes_cut_off_by_a_leader_crash_answer_unavailable_only_when_they_did_
     // The crash lands at a random point of a write's life, so a few rounds make it likely that
     // one lands after a follower forwarded a write and before the leader's answer came back.
     for round in 0..3 {
-        let mut cluster = ProcessCluster::start(3, ClusterOptions::default()).await;
+        let mut cluster = ProcessCluster::start(3, cluster_options()).await;
         let leader = cluster.leader().await;
         let followers: Vec<_> = cluster
             .ids()

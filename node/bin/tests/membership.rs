@@ -6,7 +6,7 @@
 
 mod process_cluster;
 
-use process_cluster::{wait_until, ClusterOptions, ProcessCluster, CONVERGENCE_TIMEOUT};
+use process_cluster::{cluster_options, wait_until, ProcessCluster, CONVERGENCE_TIMEOUT};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -45,7 +45,7 @@ fn membership_of(answer: &Value) -> Vec<(u64, bool)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_joining_member_is_added_promoted_and_a_founder_removed_while_the_cluster_serves() {
-    let mut cluster = ProcessCluster::start(3, ClusterOptions::default()).await;
+    let mut cluster = ProcessCluster::start(3, cluster_options()).await;
     cluster.wait_for_published_client_urls().await;
     for index in 0..20 {
         cluster
@@ -192,7 +192,7 @@ async fn a_joining_member_is_added_promoted_and_a_founder_removed_while_the_clus
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_transfer_moves_leadership_to_the_named_member() {
-    let cluster = ProcessCluster::start(3, ClusterOptions::default()).await;
+    let cluster = ProcessCluster::start(3, cluster_options()).await;
     cluster.wait_for_published_client_urls().await;
     let ids = cluster.ids();
     cluster.client(1).put_ok("transfer/key", "before").await;

@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
-use process_cluster::{wait_until, ClusterOptions, MemberClient, ProcessCluster};
+use process_cluster::{cluster_options, wait_until, MemberClient, ProcessCluster};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
@@ -309,7 +309,7 @@ async fn a_real_prometheus_sees_exactly_the_conflicts_and_attempts_the_test_caus
     let Some(binary) = required_tool("prometheus") else {
         return;
     };
-    let cluster = ProcessCluster::start(3, ClusterOptions::default()).await;
+    let cluster = ProcessCluster::start(3, cluster_options()).await;
     let targets = scrape_targets(&cluster);
     let prometheus = PrometheusServer::start(&binary, &targets).await;
     wait_for_every_member_up(&prometheus, &targets).await;
@@ -361,7 +361,7 @@ async fn get_metrics_passes_promtool_check_metrics() {
     let Some(promtool) = required_tool("promtool") else {
         return;
     };
-    let cluster = ProcessCluster::start(1, ClusterOptions::default()).await;
+    let cluster = ProcessCluster::start(1, cluster_options()).await;
     let client = cluster.client(1);
     // Touch every labelled family, so the check sees them with samples.
     let revision = client.put_ok("doc/a", "{\"a\":1}").await;

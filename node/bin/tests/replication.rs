@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use process_cluster::{ClusterOptions, ProcessCluster, CONVERGENCE_TIMEOUT};
+use process_cluster::{cluster_options, ProcessCluster, CONVERGENCE_TIMEOUT};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -27,7 +27,7 @@ async fn local_range(client: &process_cluster::MemberClient, prefix: &str) -> Ve
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_through_every_member_reach_every_member_with_equal_hashes() {
-    let cluster = ProcessCluster::start(3, ClusterOptions::default()).await;
+    let cluster = ProcessCluster::start(3, cluster_options()).await;
     let ids = cluster.ids();
     let mut expected: BTreeMap<String, String> = BTreeMap::new();
     let mut last_revision = 0;
@@ -101,7 +101,7 @@ async fn writes_through_every_member_reach_every_member_with_equal_hashes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_linearizable_read_on_a_follower_sees_a_write_acknowledged_by_another_member() {
-    let cluster = ProcessCluster::start(3, ClusterOptions::default()).await;
+    let cluster = ProcessCluster::start(3, cluster_options()).await;
     let leader = cluster.leader().await;
     let ids = cluster.ids();
     let followers: Vec<u64> = ids.iter().copied().filter(|id| *id != leader).collect();
@@ -134,7 +134,7 @@ async fn a_linearizable_read_on_a_follower_sees_a_write_acknowledged_by_another_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serializable_reads_on_one_member_never_go_backwards_while_writes_stream_through_others() {
     const WRITES: usize = 150;
-    let cluster = ProcessCluster::start(3, ClusterOptions::default()).await;
+    let cluster = ProcessCluster::start(3, cluster_options()).await;
     let leader = cluster.leader().await;
     let reader_id = *cluster
         .ids()
@@ -250,7 +250,7 @@ async fn read_raw_answer(mut stream: tokio::net::TcpStream) -> (u16, Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn min_revision_on_a_lagging_member_waits_until_that_revision_is_applied() {
-    let cluster = ProcessCluster::start(3, ClusterOptions::default()).await;
+    let mut cluster = ProcessCluster::start(3, cluster_options()).await;
     let leader = cluster.leader().await;
     let ids = cluster.ids();
     let lagging = *ids.iter().find(|id| **id != leader).expect("a follower");

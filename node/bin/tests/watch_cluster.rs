@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use process_cluster::{
-    wait_until, ClusterOptions, MemberClient, ProcessCluster, CONVERGENCE_TIMEOUT,
+    cluster_options, wait_until, MemberClient, ProcessCluster, CONVERGENCE_TIMEOUT,
 };
 use reqwest::Method;
 use revkv_tools::chaos::check::states::{History, Kv, State};
@@ -44,7 +44,7 @@ struct WatcherRecord {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_stream_satisfies_the_six_properties_under_writes_disconnects_and_a_stopped_member() {
-    let mut cluster = ProcessCluster::start(3, ClusterOptions::default()).await;
+    let mut cluster = ProcessCluster::start(3, cluster_options()).await;
     cluster.wait_for_leader(&[1, 2, 3]).await;
     let start = cluster.client(1).put_ok("w/setup", "ready").await;
     cluster.wait_for_same_revision(&[1, 2, 3], start).await;
@@ -349,7 +349,7 @@ async fn read_history(client: &MemberClient, start: u64, last: u64) -> History {
 /// through raft), and reads and watches below the compact revision answer 410.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn automatic_compaction_keeps_the_configured_window_on_every_member() {
-    let options = ClusterOptions::default().with_flags(&[
+    let options = cluster_options().with_flags(&[
         "--auto-compaction-mode",
         "revision",
         "--auto-compaction-retention",

@@ -5,36 +5,29 @@
 //! directory, fast raft timing, and `--peer-source-address 127.0.0.<10 + id>` so the proxies can
 //! tell whose traffic they carry. A restarted member reuses its ports, data and flags. Dropping
 //! [`Members`] kills every process it started, so none outlives the run.
+//!
+//! The processes themselves are the shared harness's [`MemberProcess`]es (the end-to-end tests
+//! run the same ones); this file adds the link proxies, the shared endpoints and readiness checks
+//! that report errors instead of failing a test.
 
 use std::collections::BTreeMap;
-use std::fs::OpenOptions;
-use std::io::Write;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::proxy::{source_address_of, LinkProxy, LinkRules};
+use crate::harness::{fast_serve_flags, free_addresses, poll_until, MemberLaunch, MemberProcess};
 
-/// Raft timing for the run: short, so that faults cause elections within a second.
-const HEARTBEAT_MS: u64 = 50;
-const ELECTION_TIMEOUT_MS: u64 = 300;
 /// How long a member may take to answer a write or a linearizable read before answering 504.
 pub const MEMBER_REQUEST_TIMEOUT_MS: u64 = 2_000;
 /// How long a cluster (or a restarted member) may take to become ready.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(60);
-/// How often readiness is polled.
-const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
-/// One member process and what it takes to start it again as the same member.
-struct MemberProcess {
-    client_address: SocketAddr,
+/// One member process and the link proxy other members reach it through.
+struct ProxiedMember {
+    process: MemberProcess,
     proxy: LinkProxy,
-    log_path: PathBuf,
-    arguments: Vec<String>,
-    child: Option<Child>,
-    paused: bool,
 }
 
 /// The members' client URLs by id, shared with the workload and the watchers, which re-read it
@@ -45,24 +38,13 @@ pub type SharedEndpoints = Arc<RwLock<Vec<(u64, String)>>>;
 pub struct Members {
     binary: PathBuf,
     directory: PathBuf,
-    members: BTreeMap<u64, MemberProcess>,
+    members: BTreeMap<u64, ProxiedMember>,
     endpoints: SharedEndpoints,
     rules: LinkRules,
     seed: u64,
     /// The highest member id ever used: ids are never reused, not even after a removal.
     highest_id: u64,
     http: reqwest::Client,
-}
-
-impl Drop for Members {
-    fn drop(&mut self) {
-        for member in self.members.values_mut() {
-            if let Some(mut child) = member.child.take() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-        }
-    }
 }
 
 impl Members {
@@ -75,41 +57,10 @@ impl Members {
         seed: u64,
     ) -> Result<Members, String> {
         let rules = LinkRules::default();
-        let mut peers = BTreeMap::new();
-        for id in 1..=size {
-            let peer_address = free_address()?;
-            let proxy = LinkProxy::start(id, peer_address, rules.clone(), seed)
-                .await
-                .map_err(|error| format!("start the link proxy of member {id}: {error}"))?;
-            peers.insert(id, (peer_address, proxy));
-        }
-        let initial_cluster = peers
-            .iter()
-            .map(|(id, (_, proxy))| format!("{id}=http://{}", proxy.address))
-            .collect::<Vec<_>>()
-            .join(",");
-        let mut members = BTreeMap::new();
-        for (id, (peer_address, proxy)) in peers {
-            let client_address = free_address()?;
-            let data_dir = directory.join(format!("member-{id}"));
-            let arguments = serve_arguments(id, &data_dir, client_address, peer_address, &proxy)
-                .into_iter()
-                .chain(["--initial-cluster".to_string(), initial_cluster.clone()])
-                .collect();
-            let member = MemberProcess {
-                client_address,
-                proxy,
-                log_path: directory.join(format!("member-{id}.log")),
-                arguments,
-                child: None,
-                paused: false,
-            };
-            members.insert(id, member);
-        }
         let mut cluster = Members {
             binary: binary.to_path_buf(),
             directory: directory.to_path_buf(),
-            members,
+            members: BTreeMap::new(),
             endpoints: SharedEndpoints::default(),
             rules,
             seed,
@@ -119,8 +70,21 @@ impl Members {
                 .build()
                 .map_err(|error| error.to_string())?,
         };
+        let mut proxied = BTreeMap::new();
+        for id in 1..=size {
+            proxied.insert(id, cluster.start_proxy(id).await?);
+        }
+        let initial_cluster = proxied
+            .iter()
+            .map(|(id, (_, proxy))| format!("{id}=http://{}", proxy.address))
+            .collect::<Vec<_>>()
+            .join(",");
+        for (id, (peer_address, proxy)) in proxied {
+            let founding = ["--initial-cluster".to_string(), initial_cluster.clone()];
+            cluster.add_member(id, peer_address, proxy, &founding)?;
+        }
         for id in cluster.ids() {
-            cluster.spawn(id)?;
+            cluster.member_mut(id).spawn()?;
         }
         for id in cluster.ids() {
             cluster.wait_until_ready(id).await?;
@@ -129,29 +93,57 @@ impl Members {
         Ok(cluster)
     }
 
+    /// A free peer address for member `id` and the link proxy in front of it.
+    async fn start_proxy(&self, id: u64) -> Result<(SocketAddr, LinkProxy), String> {
+        let peer_address = free_addresses(1)?[0];
+        let proxy = LinkProxy::start(id, peer_address, self.rules.clone(), self.seed)
+            .await
+            .map_err(|error| format!("start the link proxy of member {id}: {error}"))?;
+        Ok((peer_address, proxy))
+    }
+
+    /// Registers (without starting) member `id` behind `proxy`, with the harness's fast flags,
+    /// the chaos run's own, and `own_flags`.
+    fn add_member(
+        &mut self,
+        id: u64,
+        peer_address: SocketAddr,
+        proxy: LinkProxy,
+        own_flags: &[String],
+    ) -> Result<(), String> {
+        let client_address = free_addresses(1)?[0];
+        let data_dir = self.directory.join(format!("member-{id}"));
+        let mut arguments = fast_serve_flags(
+            id,
+            &data_dir,
+            client_address,
+            peer_address,
+            MEMBER_REQUEST_TIMEOUT_MS,
+        );
+        arguments.extend(chaos_serve_flags(id, &proxy));
+        arguments.extend(own_flags.iter().cloned());
+        let process = MemberProcess::new(MemberLaunch {
+            id,
+            binary: self.binary.clone(),
+            client_address,
+            peer_address,
+            data_dir,
+            log_path: self.directory.join(format!("member-{id}.log")),
+            arguments,
+            environment: Vec::new(),
+        });
+        self.members.insert(id, ProxiedMember { process, proxy });
+        Ok(())
+    }
+
     /// Starts a new, empty member `id` with `--join` (it waits to be added) and waits until it
     /// answers HTTP.
     pub async fn start_joining(&mut self, id: u64) -> Result<(), String> {
         assert!(id > self.highest_id, "member ids are never reused");
         self.highest_id = id;
-        let peer_address = free_address()?;
-        let proxy = LinkProxy::start(id, peer_address, self.rules.clone(), self.seed)
-            .await
-            .map_err(|error| format!("start the link proxy of member {id}: {error}"))?;
-        let client_address = free_address()?;
-        let data_dir = self.directory.join(format!("member-{id}"));
-        let mut arguments = serve_arguments(id, &data_dir, client_address, peer_address, &proxy);
-        arguments.push("--join".into());
-        let member = MemberProcess {
-            client_address,
-            proxy,
-            log_path: self.directory.join(format!("member-{id}.log")),
-            arguments,
-            child: None,
-            paused: false,
-        };
-        self.members.insert(id, member);
-        self.spawn(id)?;
+        let (peer_address, proxy) = self.start_proxy(id).await?;
+        self.add_member(id, peer_address, proxy, &["--join".to_string()])?;
+        self.member_mut(id).spawn()?;
         // Not ready until it is added and caught up: only alive.
         self.wait_until_answering(id, "/healthz").await
     }
@@ -185,7 +177,7 @@ impl Members {
     }
 
     pub fn client_url(&self, id: u64) -> String {
-        format!("http://{}", self.members[&id].client_address)
+        self.members[&id].process.client_url()
     }
 
     pub fn client_urls(&self) -> BTreeMap<u64, String> {
@@ -207,75 +199,35 @@ impl Members {
 
     /// Whether member `id` runs and is not paused.
     pub fn is_serving(&self, id: u64) -> bool {
-        let member = &self.members[&id];
-        member.child.is_some() && !member.paused
+        self.members[&id].process.is_serving()
     }
 
-    fn spawn(&mut self, id: u64) -> Result<(), String> {
-        let binary = self.binary.clone();
-        let member = self.members.get_mut(&id).expect("a known member");
-        let mut log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&member.log_path)
-            .map_err(|error| format!("open {}: {error}", member.log_path.display()))?;
-        let _ = writeln!(log, "==== chaos harness: starting member {id} ====");
-        let stderr = log.try_clone().map_err(|error| error.to_string())?;
-        let child = Command::new(&binary)
-            .arg("serve")
-            .args(&member.arguments)
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(log))
-            .stderr(Stdio::from(stderr))
-            .env("NO_COLOR", "1")
-            .spawn()
-            .map_err(|error| format!("spawn {}: {error}", binary.display()))?;
-        member.child = Some(child);
-        member.paused = false;
-        Ok(())
+    fn member_mut(&mut self, id: u64) -> &mut MemberProcess {
+        &mut self.members.get_mut(&id).expect("a known member").process
     }
 
     /// SIGKILL: the member dies mid-whatever, with no chance to flush.
     pub fn kill(&mut self, id: u64) {
-        let member = self.members.get_mut(&id).expect("a known member");
-        if let Some(mut child) = member.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        member.paused = false;
+        self.member_mut(id).kill();
     }
 
     /// Starts a killed member again on its data, and waits until it is ready.
     pub async fn restart(&mut self, id: u64) -> Result<(), String> {
-        if self.members[&id].child.is_none() {
-            self.spawn(id)?;
+        if !self.member_mut(id).is_running() {
+            self.member_mut(id).spawn()?;
         }
         self.wait_until_ready(id).await
     }
 
-    /// SIGSTOP: the member freezes with its connections open.
+    /// SIGSTOP: the member freezes with its connections open. A member that does not run (the
+    /// nemesis may pick one it killed) stays as it is.
     pub fn pause(&mut self, id: u64) {
-        self.signal(id, "STOP");
-        if let Some(member) = self.members.get_mut(&id) {
-            member.paused = member.child.is_some();
-        }
+        let _ = self.member_mut(id).pause();
     }
 
     /// SIGCONT.
     pub fn resume(&mut self, id: u64) {
-        self.signal(id, "CONT");
-        if let Some(member) = self.members.get_mut(&id) {
-            member.paused = false;
-        }
-    }
-
-    fn signal(&self, id: u64, signal: &str) {
-        if let Some(child) = &self.members[&id].child {
-            let _ = Command::new("kill")
-                .arg(format!("-{signal}"))
-                .arg(child.id().to_string())
-                .status();
-        }
+        let _ = self.member_mut(id).resume();
     }
 
     /// Waits until member `id` answers `/readyz` (it has a leader and has caught up).
@@ -286,27 +238,26 @@ impl Members {
     /// Polls `path` on member `id` until it answers 200; `Err` if the process exits or
     /// `READY_TIMEOUT` passes first.
     async fn wait_until_answering(&mut self, id: u64, path: &str) -> Result<(), String> {
-        let deadline = Instant::now() + READY_TIMEOUT;
         let url = format!("{}{path}", self.client_url(id));
-        loop {
-            let member = self.members.get_mut(&id).expect("a known member");
-            if let Some(Ok(Some(status))) = member.child.as_mut().map(Child::try_wait) {
-                member.child = None;
-                return Err(format!(
-                    "member {id} exited with {status}; see {}",
-                    member.log_path.display()
-                ));
+        let http = self.http.clone();
+        let member = &mut self.members.get_mut(&id).expect("a known member").process;
+        let mut exit = None;
+        let what = format!("member {id} to answer {path}");
+        let answered = poll_until(what, READY_TIMEOUT, async || {
+            if let Some(status) = member.exited() {
+                exit = Some(status);
+                return Some(false);
             }
-            let answer = self.http.get(&url).send().await;
-            if matches!(&answer, Ok(answer) if answer.status().is_success()) {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                return Err(format!(
-                    "member {id} did not answer {path} within {READY_TIMEOUT:?}"
-                ));
-            }
-            tokio::time::sleep(POLL_INTERVAL).await;
+            let answer = http.get(&url).send().await;
+            matches!(&answer, Ok(answer) if answer.status().is_success()).then_some(true)
+        })
+        .await?;
+        match (answered, exit) {
+            (false, Some(status)) => Err(format!(
+                "member {id} exited with {status}; see {}",
+                member.log_path.display()
+            )),
+            _ => Ok(()),
         }
     }
 
@@ -336,46 +287,27 @@ impl Members {
     pub fn log_tails(&self, lines: usize) -> String {
         let mut text = String::new();
         for (id, member) in &self.members {
-            let log = std::fs::read_to_string(&member.log_path).unwrap_or_default();
-            let all: Vec<&str> = log.lines().collect();
+            let process = &member.process;
             text.push_str(&format!(
                 "---- member {id} ({}) ----\n",
-                member.log_path.display()
+                process.log_path.display()
             ));
-            text.push_str(&all[all.len().saturating_sub(lines)..].join("\n"));
+            text.push_str(&process.log_tail(lines));
             text.push('\n');
         }
         text
     }
 }
 
-/// The `revkv serve` flags of member `id`.
-fn serve_arguments(
-    id: u64,
-    data_dir: &Path,
-    client_address: SocketAddr,
-    peer_address: SocketAddr,
-    proxy: &LinkProxy,
-) -> Vec<String> {
+/// The `revkv serve` flags a chaos member adds to the harness's fast ones: it advertises its
+/// proxy, and its outgoing peer connections come from its own loopback address so the proxies can
+/// tell whose traffic they carry.
+fn chaos_serve_flags(id: u64, proxy: &LinkProxy) -> Vec<String> {
     [
-        "--id".to_string(),
-        id.to_string(),
-        "--data-dir".into(),
-        data_dir.display().to_string(),
-        "--listen-client".into(),
-        client_address.to_string(),
-        "--listen-peer".into(),
-        peer_address.to_string(),
-        "--advertise-peer".into(),
+        "--advertise-peer".to_string(),
         format!("http://{}", proxy.address),
         "--peer-source-address".into(),
         source_address_of(id).to_string(),
-        "--heartbeat-ms".into(),
-        HEARTBEAT_MS.to_string(),
-        "--election-timeout-ms".into(),
-        ELECTION_TIMEOUT_MS.to_string(),
-        "--request-timeout-ms".into(),
-        MEMBER_REQUEST_TIMEOUT_MS.to_string(),
         // Snapshots every few hundred entries, so a member that was down catches up by snapshot
         // as well as by log.
         "--snapshot-entries".into(),
@@ -384,10 +316,4 @@ fn serve_arguments(
         "100".into(),
     ]
     .to_vec()
-}
-
-/// A free loopback address: bound at port 0, then released for the member to bind.
-fn free_address() -> Result<SocketAddr, String> {
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(|error| error.to_string())?;
-    listener.local_addr().map_err(|error| error.to_string())
 }
