@@ -289,7 +289,7 @@ async fn wait_for_every_member_up(prometheus: &PrometheusServer, targets: &[Stri
 
 /// Every PromQL expression of the Grafana dashboard, with Grafana's variables filled in.
 fn dashboard_expressions() -> Vec<String> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../metrics/dashboards/revkv.json");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../metrics/dashboards/revkv.json");
     let dashboard: Value =
         serde_json::from_str(&std::fs::read_to_string(path).expect("the dashboard")).unwrap();
     let panels = dashboard["panels"].as_array().expect("panels");
