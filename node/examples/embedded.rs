@@ -28,10 +28,11 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let node = Node::start_with_listeners(config, client_listener, peer_listener).await?;
     println!("member serving HTTP on http://{}", node.client_address());
 
-    let written = node.put("app/config", "v1").await?;
+    let backend = node.backend();
+    let written = backend.put("app/config", "v1").await?;
     println!("put app/config at revision {}", written.header.revision);
 
-    let current = node
+    let current = backend
         .get("app/config")
         .await?
         .expect("the key was just written");
@@ -55,7 +56,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         })],
         failure: vec![],
     });
-    let swapped = node.write(compare_and_swap).await?;
+    let swapped = backend.write(compare_and_swap).await?;
     if let Response::Txn(txn) = &swapped.response {
         println!("compare-and-swap succeeded: {}", txn.succeeded);
     }
@@ -64,7 +65,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let serializable = ReadConsistency::Serializable {
         min_revision: Some(swapped.header.revision),
     };
-    let listed = node.read(everything, serializable).await?;
+    let listed = backend.read(everything, serializable).await?;
     for kv in &listed.response.kvs {
         println!(
             "{} = {} (version {}, mod_revision {})",
@@ -76,7 +77,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     }
 
     // A watch from the first write's revision replays the history, then would follow live changes.
-    let mut watch = node.watch_hub().open(WatchRequest {
+    let mut watch = backend.watch_hub().open(WatchRequest {
         filter: EventFilter::of(KeyRange::prefix("app/")),
         start_revision: Some(written.header.revision),
         prev_kv: true,

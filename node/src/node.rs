@@ -1,12 +1,11 @@
 //! The replicated member behind the HTTP API: `Node` starts a raft member and the client listener,
 //! and `MemberBackend` answers the API's operations through raft.
 //!
-//! Embedding: `Node::start(config)` returns a handle that derefs to `MemberBackend`, whose
-//! `KvBackend` methods are the same operations the HTTP API offers, plus a few conveniences
+//! Embedding: `Node::start(config)` returns a handle whose `backend()` is the `MemberBackend`,
+//! whose `KvBackend` methods are the same operations the HTTP API offers, plus a few conveniences
 //! (`put`, `get`, `delete`); `shutdown()` stops the member cleanly.
 
 use std::net::SocketAddr;
-use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -116,14 +115,6 @@ pub struct Node {
     stop_background: watch::Sender<bool>,
 }
 
-impl Deref for Node {
-    type Target = MemberBackend;
-
-    fn deref(&self) -> &MemberBackend {
-        &self.backend
-    }
-}
-
 impl Node {
     /// Binds the client and peer listeners from the configuration and starts the member.
     pub async fn start(config: NodeConfig) -> Result<Node, NodeError> {
@@ -208,6 +199,13 @@ impl Node {
             stop_client_server: std::sync::Mutex::new(Some(stop)),
             stop_background,
         })
+    }
+
+    /// The member's operations: the same ones the HTTP API offers (`KvBackend`), plus the
+    /// conveniences `put`, `get` and `delete`, the watch hub and the metrics. A named accessor
+    /// rather than `Deref`, so a reader of `node.backend().put(..)` sees where the call goes.
+    pub fn backend(&self) -> &Arc<MemberBackend> {
+        &self.backend
     }
 
     /// The address the client listener is bound to.

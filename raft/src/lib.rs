@@ -18,6 +18,7 @@ pub mod error;
 mod leader;
 pub mod log_storage;
 pub mod member;
+mod member_inner;
 pub mod peer;
 pub mod state_machine;
 pub mod status;

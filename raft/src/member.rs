@@ -23,24 +23,14 @@ use tokio::time::Instant;
 
 use crate::config::MemberConfig;
 use crate::error::MemberError;
+use crate::member_inner::MemberInner;
+pub use crate::member_inner::Raft;
 use crate::peer::client::{CallError, PeerClient, PeerNetworkFactory};
 use crate::peer::{paths, AdminRequest, ForwardedWrite, PeerError};
 use crate::state_machine::{AppliedPosition, StateMachine};
 use crate::status::{RaftStatus, RaftStatusFeed};
-use crate::types::alias::Raft;
 use crate::types::{ClientRequest, MemberNode, WriteResult};
 use crate::LogStorage;
-
-/// What the member and its peer server share.
-pub(crate) struct MemberInner {
-    pub id: u64,
-    pub raft: Raft,
-    pub store: Arc<MvccStore>,
-    pub log: Arc<RaftLogStore>,
-    pub applied: watch::Receiver<AppliedPosition>,
-    pub peers: PeerClient,
-    pub config: MemberConfig,
-}
 
 /// One member of the cluster as seen by the membership API.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -13,5 +13,6 @@
 
 pub mod bench;
 pub mod chaos;
+pub mod cli;
 pub mod ctl;
 pub mod harness;

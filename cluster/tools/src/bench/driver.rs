@@ -22,15 +22,9 @@ use tokio::time::Instant;
 
 use super::cas::{self, CasCounters};
 use super::options::BenchPlan;
-use super::report::progress_line;
+use super::report::{new_latency_histogram, progress_line, RunTotals};
 use super::target::{FailureKind, HttpMethod, TargetKind};
 use super::workload::Operation;
-
-/// The largest latency the histograms hold, in microseconds (one hour; larger values are clamped).
-const LARGEST_RECORDED_LATENCY_MICROS: u64 = 3_600_000_000;
-
-/// Significant decimal digits the histograms keep (0.1 % resolution).
-const HISTOGRAM_SIGNIFICANT_DIGITS: u8 = 3;
 
 /// How often the progress line is refreshed.
 const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
@@ -38,30 +32,6 @@ const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 /// How often a setup write is tried before the run is abandoned, and the pause between tries.
 const SETUP_WRITE_ATTEMPTS: u32 = 5;
 const SETUP_WRITE_RETRY_PAUSE: Duration = Duration::from_millis(200);
-
-/// What the measured part of a run produced, all client tasks together.
-#[derive(Debug)]
-pub struct RunTotals {
-    /// Latency of every successful operation, in microseconds.
-    pub latencies_micros: Histogram<u64>,
-    pub succeeded: u64,
-    pub failures: BTreeMap<FailureKind, u64>,
-    /// From the start of the first task to the end of the last one.
-    pub elapsed: Duration,
-    /// The cas workload's attempts and conflicts, all increments together (zero for others).
-    pub cas_attempts: u64,
-    pub cas_conflicts: u64,
-}
-
-/// An empty latency histogram with the driver's bounds and precision.
-pub fn new_latency_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(
-        1,
-        LARGEST_RECORDED_LATENCY_MICROS,
-        HISTOGRAM_SIGNIFICANT_DIGITS,
-    )
-    .expect("the histogram bounds are valid")
-}
 
 /// The endpoint client task `client_index` talks to: round-robin over `endpoints` (never empty).
 pub fn endpoint_for_client(endpoints: &[String], client_index: usize) -> &str {
@@ -407,7 +377,9 @@ mod tests {
     fn latency_histograms_hold_from_one_microsecond_to_an_hour() {
         let mut histogram = new_latency_histogram();
         histogram.record(1).unwrap();
-        histogram.record(LARGEST_RECORDED_LATENCY_MICROS).unwrap();
+        histogram
+            .record(crate::bench::report::LARGEST_RECORDED_LATENCY_MICROS)
+            .unwrap();
         histogram.saturating_record(u64::MAX);
         assert_eq!(histogram.len(), 3);
     }

@@ -96,11 +96,11 @@ async fn run_watch(args: BenchArgs) -> ExitCode {
         }
     };
     match output {
-        report::OutputFormat::Json => println!(
+        crate::cli::OutputFormat::Json => println!(
             "{}",
             serde_json::to_string_pretty(&report).expect("reports serialize")
         ),
-        report::OutputFormat::Table => {
+        crate::cli::OutputFormat::Table => {
             let latency = &report.latency;
             println!(
                 "target {:?}  watchers {}  write rate {}/s  writes {}  events {}/{} ({} before ack)",

@@ -5,9 +5,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
 
-use super::report::OutputFormat;
 use super::target::TargetKind;
 use super::workload::{ReadConsistency, Workload, WorkloadKind};
+use crate::cli::{parse_duration, terse_output_format_parser, OutputFormat};
 
 /// How long a run lasts when neither `--total` nor `--duration` is given.
 pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
@@ -71,7 +71,7 @@ pub struct BenchArgs {
     pub request_timeout: Duration,
 
     /// Report format.
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Table)]
+    #[arg(short = 'o', long = "output", value_parser = terse_output_format_parser(), default_value = "table")]
     pub output: OutputFormat,
 
     /// Print no progress line on stderr.
@@ -100,8 +100,7 @@ impl BenchArgs {
     }
 
     /// The plan of the watch workload, which measures streams rather than requests.
-    pub fn into_watch_plan(self) -> Result<super::watch_latency::WatchLatencyPlan, String> {
-        use super::watch_latency::MOST_WATCHERS;
+    pub fn into_watch_plan(self) -> Result<WatchLatencyPlan, String> {
         if self.watchers == 0 || self.watchers > MOST_WATCHERS {
             return Err(format!("--watchers must be between 1 and {MOST_WATCHERS}"));
         }
@@ -114,7 +113,7 @@ impl BenchArgs {
             ));
         }
         let endpoints = self.resolved_endpoints()?;
-        Ok(super::watch_latency::WatchLatencyPlan {
+        Ok(WatchLatencyPlan {
             target: self.target,
             endpoints,
             watchers: self.watchers,
@@ -124,6 +123,22 @@ impl BenchArgs {
             run_tag: run_tag_from_clock(),
         })
     }
+}
+
+/// Most watchers one run opens (each is one HTTP connection on both sides).
+pub const MOST_WATCHERS: usize = 16_384;
+
+/// What one watch-latency run does.
+#[derive(Debug, Clone)]
+pub struct WatchLatencyPlan {
+    pub target: TargetKind,
+    pub endpoints: Vec<String>,
+    pub watchers: usize,
+    /// Writes per second.
+    pub write_rate: u32,
+    pub duration: Duration,
+    pub value_size: usize,
+    pub run_tag: String,
 }
 
 /// When a run stops: after `operation_limit` operations (if set) or after `time_limit`, whichever
@@ -252,17 +267,6 @@ pub fn normalise_endpoint(endpoint: &str) -> Result<String, String> {
         ));
     }
     Ok(trimmed.to_string())
-}
-
-/// Parses a duration: `humantime`'s syntax (`1500ms`, `10s`, `2m`, `1h`, `1m 30s`), or a bare number
-/// of seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    if let Ok(seconds) = text.parse::<u64>() {
-        return Ok(Duration::from_secs(seconds));
-    }
-    humantime::parse_duration(text)
-        .map_err(|error| format!("{text:?} is not a duration such as 10s, 500ms or 2m ({error})"))
 }
 
 /// A short tag from the wall clock (milliseconds since the epoch, base 36).
@@ -457,19 +461,6 @@ mod tests {
     fn unknown_workloads_and_targets_are_refused_by_the_parser() {
         assert!(plan_from(&["scan"]).is_err());
         assert!(plan_from(&["put", "--target", "consul"]).is_err());
-    }
-
-    #[test]
-    fn durations_take_the_usual_units() {
-        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
-        assert_eq!(parse_duration("10"), Ok(Duration::from_secs(10)));
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("1s 500ms"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        assert!(parse_duration("10 parsecs").is_err());
-        assert!(parse_duration("s").is_err());
-        assert!(parse_duration("").is_err());
     }
 
     #[test]

@@ -1,24 +1,47 @@
 //! What a run reports: latency percentiles read from the HDR histogram, throughput, failures by
 //! kind, rendered as an aligned table for people or as one JSON document for scripts; and the
-//! progress line printed while a run goes on.
+//! progress line printed while a run goes on. The shapes the driver fills in (`RunTotals`, the
+//! latency histogram) are defined here, so the driver depends on the report and not both ways.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use clap::ValueEnum;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use super::driver::RunTotals;
 use super::options::BenchPlan;
-use super::target::TargetKind;
+use super::target::{FailureKind, TargetKind};
 use super::workload::{ReadConsistency, Workload, WorkloadKind};
+use crate::cli::OutputFormat;
 
-/// `-o table` (default) or `-o json`.
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutputFormat {
-    Table,
-    Json,
+/// The largest latency the histograms hold, in microseconds (one hour; larger values are clamped).
+pub const LARGEST_RECORDED_LATENCY_MICROS: u64 = 3_600_000_000;
+
+/// Significant decimal digits the histograms keep (0.1 % resolution).
+const HISTOGRAM_SIGNIFICANT_DIGITS: u8 = 3;
+
+/// What the measured part of a run produced, all client tasks together.
+#[derive(Debug)]
+pub struct RunTotals {
+    /// Latency of every successful operation, in microseconds.
+    pub latencies_micros: Histogram<u64>,
+    pub succeeded: u64,
+    pub failures: BTreeMap<FailureKind, u64>,
+    /// From the start of the first task to the end of the last one.
+    pub elapsed: Duration,
+    /// The cas workload's attempts and conflicts, all increments together (zero for others).
+    pub cas_attempts: u64,
+    pub cas_conflicts: u64,
+}
+
+/// An empty latency histogram with the driver's bounds and precision.
+pub fn new_latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(
+        1,
+        LARGEST_RECORDED_LATENCY_MICROS,
+        HISTOGRAM_SIGNIFICANT_DIGITS,
+    )
+    .expect("the histogram bounds are valid")
 }
 
 /// Latency of the successful operations, in microseconds. All zero when none succeeded.
@@ -262,7 +285,6 @@ pub fn with_thousands(number: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::driver::new_latency_histogram;
     use super::super::options::RunLimits;
     use super::super::target::FailureKind;
     use super::*;

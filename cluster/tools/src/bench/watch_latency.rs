@@ -19,28 +19,12 @@ use serde_json::json;
 use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::driver::new_latency_histogram;
-use super::report::LatencySummary;
+use super::options::{WatchLatencyPlan, MOST_WATCHERS};
+use super::report::{new_latency_histogram, LatencySummary};
 use super::target::TargetKind;
 
 /// Longest wait for every watch to be created, and for the last events after the writes stop.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// Most watchers one run opens (each is one HTTP connection on both sides).
-pub const MOST_WATCHERS: usize = 16_384;
-
-/// What one watch-latency run does.
-#[derive(Debug, Clone)]
-pub struct WatchLatencyPlan {
-    pub target: TargetKind,
-    pub endpoints: Vec<String>,
-    pub watchers: usize,
-    /// Writes per second.
-    pub write_rate: u32,
-    pub duration: Duration,
-    pub value_size: usize,
-    pub run_tag: String,
-}
 
 /// What a watch-latency run measured.
 #[derive(Serialize, Debug, Clone)]

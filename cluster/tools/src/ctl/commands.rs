@@ -6,8 +6,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::output::{self, OutputFormat};
+use super::output;
 use super::{CtlArgs, CtlCommand, LeaderCommand, MemberCommand, SnapshotCommand};
+use crate::cli::OutputFormat;
 use revkv_client::{
     Client, ClientError, Consistency, DeleteRequest, PutRequest, RangeRequest, ReadOptions,
     WatchRequest,

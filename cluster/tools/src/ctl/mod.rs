@@ -25,8 +25,8 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use crate::bench::options::parse_duration;
-pub use output::OutputFormat;
+use crate::cli::parse_duration;
+pub use crate::cli::OutputFormat;
 use revkv_client::ClientError;
 
 /// Exit code of an error other than the ones below.

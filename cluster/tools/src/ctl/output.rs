@@ -1,23 +1,12 @@
 //! How `revkv ctl` prints: aligned tables and short sentences for people (the default), or the
 //! API's answer as JSON for scripts (`-o json`; a watch prints one JSON object per line).
 
-use clap::ValueEnum;
 use serde::Serialize;
 
 use revkv_client::{KeyValue, Member, StatusResponse, WatchEvent, WatchUpdate};
 
 /// The widest a value is shown in a table before it is cut (with `…`); `-o json` shows it whole.
 pub const WIDEST_TABLE_VALUE: usize = 60;
-
-/// `-o table|json`.
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OutputFormat {
-    /// Aligned columns and sentences.
-    #[default]
-    Table,
-    /// The answer as JSON.
-    Json,
-}
 
 /// `rows` under `headers`, each column as wide as its widest cell, two spaces apart.
 pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
