@@ -9,6 +9,7 @@ pub mod http;
 mod metrics_feed;
 pub mod node;
 pub mod watch;
+pub mod writes;
 
 pub use backend::{
     KvBackend, MemberInfo, MemberStatus, ReadAnswer, ReadConsistency, ResponseHeader, Written,

@@ -31,6 +31,7 @@ mod kv_read;
 mod kv_write;
 mod members;
 mod metrics_route;
+mod opening;
 mod precondition;
 mod query;
 mod txn;
