@@ -35,8 +35,8 @@ use super::guaranteed_update::{
 use super::keys::{describe_key, TextEncoding};
 use super::opening::{open_key_write, KeyWriteOpening};
 use super::precondition::Precondition;
+use super::state::ApiState;
 use super::wire::{etag_header, kv_json_after_write, unexpected_response, KvJson};
-use super::ApiState;
 use crate::backend::{KvBackend, ReadConsistency, ResponseHeader};
 use crate::error::NodeError;
 

@@ -17,10 +17,10 @@ use super::conflicts::count_if_conflict;
 use super::error::ApiError;
 use super::keys::key_range;
 use super::opening::{open_key_write, KeyWriteOpening};
+use super::state::ApiState;
 use super::wire::{
     etag_header, kv_json_after_write, kvs_json_after_write, unexpected_response, KvJson,
 };
-use super::ApiState;
 use crate::backend::{KvBackend, ResponseHeader};
 use crate::error::NodeError;
 use crate::writes::write_one;

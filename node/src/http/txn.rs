@@ -20,9 +20,9 @@ use super::conflicts::count_failed_txn;
 use super::error::ApiError;
 use super::keys::TextEncoding;
 use super::opening::open_query;
+use super::state::ApiState;
 use super::txn_request::TxnBody;
 use super::wire::{kv_json_after_write, kvs_json_after_write, unexpected_response, KvJson};
-use super::ApiState;
 use crate::backend::{KvBackend, ResponseHeader};
 
 pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {

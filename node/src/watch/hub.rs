@@ -19,8 +19,8 @@ use super::feed::RevisionFeed;
 use super::limits::WatchLimits;
 use super::message::{Ending, WatchMessage};
 use super::registry::{CatchUpHandle, NewWatcher, Registry, StreamHandle};
+use super::request::WatchRequest;
 use super::stream::Watch;
-use super::WatchRequest;
 use crate::error::NodeError;
 
 /// The member's watch hub.

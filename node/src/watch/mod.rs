@@ -24,25 +24,13 @@ mod hub;
 mod limits;
 mod message;
 mod registry;
+mod request;
 mod stream;
-
-use std::time::Duration;
 
 pub use feed::RevisionFeed;
 pub use filter::EventFilter;
 pub use hub::WatchHub;
 pub use limits::WatchLimits;
 pub use message::{CancelReason, Cancellation, RevisionEvents, WatchEvent, WatchMessage};
+pub use request::WatchRequest;
 pub use stream::Watch;
-
-/// What a client asks to watch.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WatchRequest {
-    pub filter: EventFilter,
-    /// The first revision to send; `None` (or 0): the member's current revision + 1.
-    pub start_revision: Option<u64>,
-    /// Include each event's previous key-value.
-    pub prev_kv: bool,
-    /// Periodic bookmark interval: `None` for the member default, zero for none.
-    pub progress_interval: Option<Duration>,
-}
