@@ -7,9 +7,8 @@
 
 use std::error::Error;
 
-use revkv_node::config::ServeArgs;
 use revkv_node::watch::{EventFilter, WatchMessage, WatchRequest};
-use revkv_node::{KvBackend, Node, ReadConsistency};
+use revkv_node::{KvBackend, Node, NodeConfig, ReadConsistency};
 use revkv_storage::{
     Compare, CompareOp, CompareTarget, KeyRange, PutRequest, RangeRequest, Request, Response,
     TxnOp, TxnRequest,
@@ -21,20 +20,19 @@ async fn main() -> Result<(), Box<dyn Error>> {
     // Bind both listeners first (port 0 picks free ports), so the member can advertise them.
     let client_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let peer_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let settings = ServeArgs {
-        data_dir: Some(data.path().join("member-1")),
-        listen_client: Some(client_listener.local_addr()?),
-        listen_peer: Some(peer_listener.local_addr()?),
-        ..ServeArgs::default()
-    };
-    let config = settings.into_node_config()?;
+    let config = NodeConfig::single_member(
+        data.path().join("member-1"),
+        client_listener.local_addr()?,
+        peer_listener.local_addr()?,
+    );
     let node = Node::start_with_listeners(config, client_listener, peer_listener).await?;
     println!("member serving HTTP on http://{}", node.client_address());
 
-    let written = node.put("app/config", "v1").await?;
+    let backend = node.backend();
+    let written = backend.put("app/config", "v1").await?;
     println!("put app/config at revision {}", written.header.revision);
 
-    let current = node
+    let current = backend
         .get("app/config")
         .await?
         .expect("the key was just written");
@@ -58,7 +56,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         })],
         failure: vec![],
     });
-    let swapped = node.write(compare_and_swap).await?;
+    let swapped = backend.write(compare_and_swap).await?;
     if let Response::Txn(txn) = &swapped.response {
         println!("compare-and-swap succeeded: {}", txn.succeeded);
     }
@@ -67,7 +65,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let serializable = ReadConsistency::Serializable {
         min_revision: Some(swapped.header.revision),
     };
-    let listed = node.read(everything, serializable).await?;
+    let listed = backend.read(everything, serializable).await?;
     for kv in &listed.response.kvs {
         println!(
             "{} = {} (version {}, mod_revision {})",
@@ -79,7 +77,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     }
 
     // A watch from the first write's revision replays the history, then would follow live changes.
-    let mut watch = node.watch_hub().open(WatchRequest {
+    let mut watch = backend.watch_hub().open(WatchRequest {
         filter: EventFilter::of(KeyRange::prefix("app/")),
         start_revision: Some(written.header.revision),
         prev_kv: true,

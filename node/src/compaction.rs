@@ -7,14 +7,12 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::async_runtime::WatchReceiver;
 use revkv_storage::Request;
 use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::backend::KvBackend;
 use crate::error::NodeError;
-use crate::node::MemberBackend;
 
 /// Most revision samples a periodic compactor keeps: one per tenth of the retention, plus slack.
 const MAX_PERIODIC_SAMPLES: usize = 16;
@@ -68,15 +66,16 @@ impl RevisionSamples {
 }
 
 /// Starts the compactor; it stops when `stop` turns true.
-pub fn spawn(backend: Arc<MemberBackend>, policy: AutoCompaction, stop: watch::Receiver<bool>) {
+/// It works through any [`KvBackend`], like `POST /v1/compact`, so it depends on no member type.
+pub fn spawn<B: KvBackend>(backend: Arc<B>, policy: AutoCompaction, stop: watch::Receiver<bool>) {
     let Some(period) = policy.check_interval() else {
         return;
     };
     tokio::spawn(run(backend, policy, period, stop));
 }
 
-async fn run(
-    backend: Arc<MemberBackend>,
+async fn run<B: KvBackend>(
+    backend: Arc<B>,
     policy: AutoCompaction,
     period: Duration,
     mut stop: watch::Receiver<bool>,
@@ -89,7 +88,7 @@ async fn run(
             _ = ticks.tick() => {}
             _ = stop.wait_for(|stopped| *stopped) => return,
         }
-        let Ok(current) = backend.member().store().current_revision() else {
+        let Ok(current) = backend.header().map(|header| header.revision) else {
             continue;
         };
         let target = match policy {
@@ -102,17 +101,18 @@ async fn run(
             }
         };
         if let Some(target) = target {
-            compact_if_leader(&backend, target).await;
+            compact_if_leader(backend.as_ref(), target).await;
         }
     }
 }
 
 /// Compacts to `target` when this member leads and the store is not compacted that far yet.
-async fn compact_if_leader(backend: &MemberBackend, target: u64) {
-    let member = backend.member();
-    let leads = member.raft().metrics().borrow_watched().current_leader == Some(member.id());
-    let compacted = member.store().compact_revision().unwrap_or(u64::MAX);
-    if !leads || target <= compacted {
+async fn compact_if_leader<B: KvBackend>(backend: &B, target: u64) {
+    let Ok(status) = backend.status().await else {
+        return;
+    };
+    let leads = status.leader_id == Some(status.member_id);
+    if !leads || target <= status.compact_revision {
         return;
     }
     match backend.write(Request::Compact { revision: target }).await {

@@ -1,15 +1,15 @@
-//! The revkv member: the embeddable node and the `revkv` binary, the HTTP client API (axum 0.8),
+//! The revkv member as a library: the embeddable node, the HTTP client API (axum 0.8),
 //! the linearizable and serializable read paths, write forwarding, and the watch hub.
 //! Only this crate knows HTTP status codes, and it decides them in one place (`http::error`).
 
 pub mod backend;
 pub mod compaction;
-pub mod config;
 pub mod error;
 pub mod http;
 mod metrics_feed;
 pub mod node;
 pub mod watch;
+pub mod writes;
 
 pub use backend::{
     KvBackend, MemberInfo, MemberStatus, ReadAnswer, ReadConsistency, ResponseHeader, Written,

@@ -1,8 +1,8 @@
 //! Feeds a member's [`Metrics`] from its raft member and stores, without polling:
 //!
-//! - Raft gauges and leader changes follow openraft's metrics watch channel: a task wakes on each
-//!   change, turns the new `RaftMetrics` into a plain [`RaftObservation`], and stops when raft
-//!   shuts down and closes the channel.
+//! - Raft gauges and leader changes follow the member's raft status feed: a task wakes on each
+//!   change, turns the new `RaftStatus` into a plain [`RaftObservation`], and stops when raft
+//!   shuts down and closes the feed.
 //! - Store gauges (revisions, live keys, file sizes) are read just before each scrape: one read
 //!   transaction and two file-size lookups per scrape, nothing between scrapes.
 //! - Append (fsync) and apply durations are handed over by the raft layer as they happen, through
@@ -10,10 +10,8 @@
 
 use std::sync::Arc;
 
-use openraft::async_runtime::WatchReceiver;
-use openraft::ServerState;
 use revkv_metrics::{Metrics, RaftMetrics, RaftObservation, StoreObservation};
-use revkv_raft::{RaftMember, TypeConfig};
+use revkv_raft::{MemberRole, RaftMember, RaftStatus};
 use revkv_storage::{MvccStore, RaftLogStore};
 use tokio::task::JoinHandle;
 
@@ -36,28 +34,29 @@ impl revkv_raft::StorageTimingObserver for AppendApplyTimings {
     }
 }
 
-/// Spawns the task that mirrors every change of openraft's metrics into `raft_metrics`.
+/// Spawns the task that mirrors every change of the member's raft status into `raft_metrics`.
 fn follow_raft_metrics(member: &RaftMember, raft_metrics: RaftMetrics) -> JoinHandle<()> {
-    let mut changes = member.raft().metrics();
+    let mut feed = member.status_feed();
     tokio::spawn(async move {
+        let mut status = feed.current();
         loop {
-            let observation = raft_observation(&changes.borrow_watched());
-            raft_metrics.observe(&observation);
-            if changes.changed().await.is_err() {
-                return;
+            raft_metrics.observe(&raft_observation(&status));
+            match feed.next_change().await {
+                Some(next) => status = next,
+                None => return,
             }
         }
     })
 }
 
-/// The plain numbers the metrics crate needs from one openraft metrics value.
-fn raft_observation(metrics: &openraft::RaftMetrics<TypeConfig>) -> RaftObservation {
+/// The plain numbers the metrics crate needs from one raft status reading.
+fn raft_observation(status: &RaftStatus) -> RaftObservation {
     RaftObservation {
-        term: metrics.current_term,
-        is_leader: metrics.state == ServerState::Leader,
-        leader_id: metrics.current_leader,
-        commit_index: metrics.local_committed.map_or(0, |log_id| log_id.index),
-        applied_index: metrics.last_applied.map_or(0, |log_id| log_id.index),
+        term: status.term,
+        is_leader: status.role == MemberRole::Leader,
+        leader_id: status.leader,
+        commit_index: status.commit_index,
+        applied_index: status.applied_index,
     }
 }
 

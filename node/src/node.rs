@@ -1,21 +1,22 @@
 //! The replicated member behind the HTTP API: `Node` starts a raft member and the client listener,
 //! and `MemberBackend` answers the API's operations through raft.
 //!
-//! Embedding: `Node::start(config)` returns a handle that derefs to `MemberBackend`, whose
-//! `KvBackend` methods are the same operations the HTTP API offers, plus a few conveniences
+//! Embedding: `Node::start(config)` returns a handle whose `backend()` is the `MemberBackend`,
+//! whose `KvBackend` methods are the same operations the HTTP API offers, plus a few conveniences
 //! (`put`, `get`, `delete`); `shutdown()` stops the member cleanly.
 
 use std::net::SocketAddr;
-use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::async_runtime::WatchReceiver;
 use revkv_metrics::{Metrics, PrefixLabelConfig};
-use revkv_raft::{AdminRequest, MemberConfig, MemberError, MemberNode, RaftMember, StorageTimings};
+use revkv_raft::{
+    AdminRequest, MemberConfig, MemberError, MemberNode, PeerLimits, RaftMember, RaftTiming,
+    StorageTimings,
+};
 use revkv_storage::{
     validate_range, validate_request, DeleteRangeRequest, KeyRange, KeyValue, PutRequest,
-    RangeRequest, Request, Response, StateHash,
+    RangeRequest, Request, Response, StateHash, StoreOptions,
 };
 use tokio::sync::{oneshot, watch};
 
@@ -48,6 +49,55 @@ pub struct NodeConfig {
     pub metric_prefix_labels: PrefixLabelConfig,
 }
 
+impl NodeConfig {
+    /// A single-member cluster with every default `revkv serve` uses when given only these three
+    /// settings: member id 1, advertising its listen addresses, automatic compaction off. The
+    /// `revkv` binary's flag parsing is checked to give exactly this (its `serve_config` tests),
+    /// so an embedder that starts here gets what `revkv serve` would run.
+    pub fn single_member(
+        data_dir: std::path::PathBuf,
+        listen_client: SocketAddr,
+        listen_peer: SocketAddr,
+    ) -> NodeConfig {
+        let advertise = MemberNode {
+            peer_url: format!("http://{listen_peer}"),
+            client_url: format!("http://{listen_client}"),
+        };
+        let request_timeout = Duration::from_secs(5);
+        let member = MemberConfig {
+            id: 1,
+            data_dir,
+            listen_peer,
+            advertise: advertise.clone(),
+            initial_cluster: std::collections::BTreeMap::from([(1, advertise)]),
+            join: false,
+            timing: RaftTiming::default(),
+            peer_limits: PeerLimits {
+                call_timeout: request_timeout,
+                ..PeerLimits::default()
+            },
+            store: StoreOptions {
+                durable_commit_interval: Duration::from_millis(500),
+                ..StoreOptions::default()
+            },
+            log_cache_bytes: 64 * 1024 * 1024,
+            // `Node` fills in its metrics observer when it starts the member.
+            timings: Default::default(),
+            peer_source_address: None,
+        };
+        NodeConfig {
+            member,
+            listen_client,
+            http: HttpLimits::default(),
+            request_timeout,
+            watch: WatchLimits::default(),
+            auto_compaction: AutoCompaction::Off,
+            recovery_timeout: Duration::from_secs(60),
+            metric_prefix_labels: PrefixLabelConfig::default(),
+        }
+    }
+}
+
 /// The API's operations, answered through the raft member.
 pub struct MemberBackend {
     member: RaftMember,
@@ -63,14 +113,6 @@ pub struct Node {
     stop_client_server: std::sync::Mutex<Option<oneshot::Sender<()>>>,
     /// Turns true at shutdown, stopping the member's background tasks (the compactor).
     stop_background: watch::Sender<bool>,
-}
-
-impl Deref for Node {
-    type Target = MemberBackend;
-
-    fn deref(&self) -> &MemberBackend {
-        &self.backend
-    }
 }
 
 impl Node {
@@ -110,17 +152,12 @@ impl Node {
         // cluster (an empty `--join` member waiting to be added) has nothing to recover and no
         // leader to recover from: it serves at once, so its probes answer while it waits.
         let initialized = member
-            .raft()
             .is_initialized()
             .await
             .map_err(|error| NodeError::Internal(format!("raft stopped at start: {error}")))?;
         if !initialized {
             tracing::info!("member is not part of a cluster yet; waiting to be added");
-        } else if let Err(error) = member
-            .raft()
-            .wait_for_recovery(Some(config.recovery_timeout))
-            .await
-        {
+        } else if let Err(error) = member.wait_for_recovery(config.recovery_timeout).await {
             tracing::warn!(%error, "state machine not recovered in time; serving anyway, not ready");
         }
         let client_address = client_listener
@@ -162,6 +199,13 @@ impl Node {
             stop_client_server: std::sync::Mutex::new(Some(stop)),
             stop_background,
         })
+    }
+
+    /// The member's operations: the same ones the HTTP API offers (`KvBackend`), plus the
+    /// conveniences `put`, `get` and `delete`, the watch hub and the metrics. A named accessor
+    /// rather than `Deref`, so a reader of `node.backend().put(..)` sees where the call goes.
+    pub fn backend(&self) -> &Arc<MemberBackend> {
+        &self.backend
     }
 
     /// The address the client listener is bound to.
@@ -223,11 +267,10 @@ impl MemberBackend {
     }
 
     fn header_at(&self, revision: u64) -> ResponseHeader {
-        let term = self.member.raft().metrics().borrow_watched().current_term;
         ResponseHeader {
             revision,
             member_id: self.member.id(),
-            raft_term: term,
+            raft_term: self.member.status().term,
         }
     }
 
@@ -351,21 +394,21 @@ impl KvBackend for MemberBackend {
     }
 
     async fn status(&self) -> Result<MemberStatus, NodeError> {
-        let metrics = self.member.raft().metrics().borrow_watched().clone();
+        let raft = self.member.status();
         let stats = self.member.store().stats()?;
         let log_db_bytes = self.member.log_store().size_bytes();
         Ok(MemberStatus {
             member_id: self.member.id(),
-            leader_id: metrics.current_leader,
-            raft_term: metrics.current_term,
-            commit_index: metrics.local_committed.map_or(0, |log_id| log_id.index),
-            applied_index: metrics.last_applied.map_or(0, |log_id| log_id.index),
+            leader_id: raft.leader,
+            raft_term: raft.term,
+            commit_index: raft.commit_index,
+            applied_index: raft.applied_index,
             revision: stats.current_revision,
             compact_revision: stats.compact_revision,
             state_db_bytes: stats.file_bytes,
             log_db_bytes,
             version: env!("CARGO_PKG_VERSION").to_string(),
-            role: format!("{:?}", metrics.state).to_lowercase(),
+            role: raft.role.as_str().to_string(),
         })
     }
 

@@ -11,7 +11,7 @@ use openraft::errors::{ChangeMembershipError, ClientWriteError, LinearizableRead
 use openraft::{ChangeMembers, ReadPolicy};
 use tokio::time::Instant;
 
-use crate::member::MemberInner;
+use crate::member_inner::MemberInner;
 use crate::peer::client::CallError;
 use crate::peer::{paths, AdminRequest, ForwardedWrite, PeerError};
 use crate::types::{ClientRequest, TypeConfig};

@@ -8,6 +8,7 @@
 //!   bounded chunks, one transaction each), snapshots, and the applied-position watch.
 //! - [`timings`]: append and apply durations handed to an observer the embedder supplies.
 //! - [`peer`]: the peer protocol (client, server) on the separate peer listener.
+//! - [`status`]: the member's raft state (term, leader, role, positions) in this crate's types.
 //! - [`member`]: a running member: writes forwarded to the leader, ReadIndex barriers for
 //!   linearizable reads on any member, membership and leadership changes.
 //!
@@ -21,8 +22,10 @@ pub mod log_storage;
 mod log_tail;
 mod log_writer;
 pub mod member;
+mod member_inner;
 pub mod peer;
 pub mod state_machine;
+pub mod status;
 pub mod timings;
 pub mod types;
 
@@ -33,5 +36,6 @@ pub use log_tail::TailLimits;
 pub use member::{Membership, RaftMember};
 pub use peer::AdminRequest;
 pub use state_machine::{AppliedPosition, StateMachine};
+pub use status::{MemberRole, RaftStatus, RaftStatusFeed};
 pub use timings::{StorageTimingObserver, StorageTimings};
 pub use types::{ClientRequest, MemberNode, Rejection, TypeConfig, WriteResult};

@@ -23,23 +23,14 @@ use tokio::time::Instant;
 
 use crate::config::MemberConfig;
 use crate::error::MemberError;
+use crate::member_inner::MemberInner;
+pub use crate::member_inner::Raft;
 use crate::peer::client::{CallError, PeerClient, PeerNetworkFactory};
 use crate::peer::{paths, AdminRequest, ForwardedWrite, PeerError};
 use crate::state_machine::{AppliedPosition, StateMachine};
-use crate::types::alias::Raft;
+use crate::status::{RaftStatus, RaftStatusFeed};
 use crate::types::{ClientRequest, MemberNode, WriteResult};
 use crate::LogStorage;
-
-/// What the member and its peer server share.
-pub(crate) struct MemberInner {
-    pub id: u64,
-    pub raft: Raft,
-    pub store: Arc<MvccStore>,
-    pub log: Arc<RaftLogStore>,
-    pub applied: watch::Receiver<AppliedPosition>,
-    pub peers: PeerClient,
-    pub config: MemberConfig,
-}
 
 /// One member of the cluster as seen by the membership API.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -221,9 +212,43 @@ impl RaftMember {
         &self.inner.log
     }
 
-    /// The openraft instance, for metrics.
+    /// The openraft instance, for this crate's own tests. Callers outside the crate use
+    /// [`status`](Self::status) and [`status_feed`](Self::status_feed), which speak this crate's
+    /// types, so that only this crate knows openraft.
     pub fn raft(&self) -> &Raft {
         &self.inner.raft
+    }
+
+    /// The member's raft state now: term, leader, role, commit and applied indexes.
+    pub fn status(&self) -> RaftStatus {
+        RaftStatus::of(&self.inner.raft.metrics().borrow_watched())
+    }
+
+    /// A feed of every change of [`status`](Self::status), for metrics that follow it.
+    pub fn status_feed(&self) -> RaftStatusFeed {
+        RaftStatusFeed::new(self.inner.raft.metrics())
+    }
+
+    /// True when this member leads the cluster, as far as it knows.
+    pub fn is_leader(&self) -> bool {
+        self.status().leader == Some(self.inner.id)
+    }
+
+    /// True once this member belongs to a cluster: it bootstrapped one, restarted with data, or
+    /// was added. An empty `--join` member is not initialized until it is added.
+    pub async fn is_initialized(&self) -> Result<bool, MemberError> {
+        self.inner.raft.is_initialized().await.map_err(stopping)
+    }
+
+    /// Waits, at most `timeout`, until the state machine has re-applied everything that was
+    /// committed before a restart.
+    pub async fn wait_for_recovery(&self, timeout: Duration) -> Result<(), MemberError> {
+        self.inner
+            .raft
+            .wait_for_recovery(Some(timeout))
+            .await
+            .map(|_| ())
+            .map_err(|error| MemberError::Timeout(error.to_string()))
     }
 
     /// A receiver of the state machine's applied position.
@@ -343,10 +368,8 @@ impl RaftMember {
 
     /// True when the member knows a leader and has applied everything it knows to be committed.
     pub fn is_ready(&self) -> bool {
-        let metrics = self.inner.raft.metrics().borrow_watched().clone();
-        let committed = metrics.local_committed.map_or(0, |log_id| log_id.index);
-        let applied = metrics.last_applied.map_or(0, |log_id| log_id.index);
-        metrics.running_state.is_ok() && metrics.current_leader.is_some() && applied >= committed
+        let status = self.status();
+        status.running && status.leader.is_some() && status.applied_index >= status.commit_index
     }
 
     /// Stops raft and the peer server, and makes the store durable.

@@ -119,7 +119,6 @@ openraft::declare_raft_types!(
 pub mod alias {
     use super::TypeConfig;
 
-    pub type Raft = openraft::Raft<TypeConfig, crate::state_machine::StateMachine>;
     pub type LogId = openraft::alias::LogIdOf<TypeConfig>;
     pub type LeaderId = <TypeConfig as openraft::RaftTypeConfig>::LeaderId;
     pub type Vote = <TypeConfig as openraft::RaftTypeConfig>::Vote;

@@ -16,7 +16,7 @@ use revkv_metrics::KvOp;
 use super::error::ApiError;
 use super::keys::{key_from_path, TextEncoding};
 use super::query::QueryParams;
-use super::ApiState;
+use super::state::ApiState;
 use crate::backend::KvBackend;
 use crate::error::NodeError;
 

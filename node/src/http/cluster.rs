@@ -16,8 +16,8 @@ use serde_json::json;
 use super::body::read_json;
 use super::error::ApiError;
 use super::query::QueryParams;
+use super::state::ApiState;
 use super::wire::{unexpected_response, HeaderAnswer};
-use super::ApiState;
 use crate::backend::{KvBackend, MemberStatus, ResponseHeader};
 use crate::error::NodeError;
 

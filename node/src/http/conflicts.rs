@@ -6,7 +6,7 @@
 use revkv_metrics::KvOp;
 
 use super::error::ApiError;
-use super::ApiState;
+use super::state::ApiState;
 use crate::backend::KvBackend;
 use crate::error::NodeError;
 

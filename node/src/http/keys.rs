@@ -17,6 +17,7 @@ use percent_encoding::percent_decode_str;
 use revkv_storage::{KeyRange, RangeEnd};
 
 use crate::error::NodeError;
+pub use crate::writes::describe_key;
 
 /// Standard base64 that accepts input with or without padding and always writes padding.
 const BASE64: GeneralPurpose = GeneralPurpose::new(
@@ -105,11 +106,6 @@ pub fn key_range(
         (Some(end), false) => Ok(KeyRange::between(key, end)),
         (None, false) => Ok(KeyRange::single(key)),
     }
-}
-
-/// A key as printable text for error messages: non-printable bytes are escaped, never lost.
-pub fn describe_key(key: &[u8]) -> String {
-    format!("\"{}\"", key.escape_ascii())
 }
 
 #[cfg(test)]

@@ -32,11 +32,11 @@ use super::error::ApiError;
 use super::guaranteed_update::{
     run_guaranteed_update, AttemptOutcome, Finished, GaveUp, RetryPolicy, TokioPause, UpdateAttempt,
 };
-use super::keys::{describe_key, key_from_path, TextEncoding};
+use super::keys::{describe_key, TextEncoding};
+use super::opening::{open_key_write, KeyWriteOpening};
 use super::precondition::Precondition;
-use super::query::QueryParams;
+use super::state::ApiState;
 use super::wire::{etag_header, kv_json_after_write, unexpected_response, KvJson};
-use super::ApiState;
 use crate::backend::{KvBackend, ReadConsistency, ResponseHeader};
 use crate::error::NodeError;
 
@@ -97,13 +97,15 @@ async fn parse_patch_request<B: KvBackend>(
     raw_query: Option<&str>,
     body: Body,
 ) -> Result<PatchRequest, ApiError> {
-    let mut query = QueryParams::parse(raw_query)?;
-    let encoding = query.take_encoding()?;
-    let create = query.take_flag("create")?;
-    let backoff = query.take_text("backoff")?;
-    query.finish()?;
-    let key = key_from_path(uri.path(), encoding)?;
-    let precondition = patch_precondition(headers)?;
+    let (opening, (create, backoff)) = open_key_write(uri, headers, raw_query, |query| {
+        Ok((query.take_flag("create")?, query.take_text("backoff")?))
+    })?;
+    let KeyWriteOpening {
+        key,
+        encoding,
+        precondition,
+    } = opening;
+    let precondition = refuse_if_none_match(precondition)?;
     let policy = match precondition {
         Some(_) => RetryPolicy::SINGLE_ATTEMPT,
         None => retry_policy_named(backoff.as_deref())?,
@@ -124,8 +126,10 @@ async fn parse_patch_request<B: KvBackend>(
 }
 
 /// `If-Match` pins the attempt; `If-None-Match: *` means "only if absent", which cannot patch.
-fn patch_precondition(headers: &HeaderMap) -> Result<Option<Precondition>, NodeError> {
-    match Precondition::from_headers(headers)? {
+fn refuse_if_none_match(
+    precondition: Option<Precondition>,
+) -> Result<Option<Precondition>, NodeError> {
+    match precondition {
         Some(Precondition::Absent) => Err(NodeError::Invalid(
             "If-None-Match is not supported on PATCH; use PUT with If-None-Match: * to create"
                 .into(),

@@ -12,8 +12,8 @@ use serde::Serialize;
 use super::error::ApiError;
 use super::keys::{describe_key, key_from_path, key_range, TextEncoding};
 use super::query::QueryParams;
+use super::state::ApiState;
 use super::wire::{etag_header, kv_json, kvs_json, KvJson};
-use super::ApiState;
 use crate::backend::{KvBackend, ResponseHeader};
 use crate::error::NodeError;
 

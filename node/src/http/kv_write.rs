@@ -15,15 +15,15 @@ use serde::{Deserialize, Serialize};
 use super::body::read_json;
 use super::conflicts::count_if_conflict;
 use super::error::ApiError;
-use super::keys::{key_from_path, key_range};
-use super::precondition::{write_one, Precondition};
-use super::query::QueryParams;
+use super::keys::key_range;
+use super::opening::{open_key_write, KeyWriteOpening};
+use super::state::ApiState;
 use super::wire::{
     etag_header, kv_json_after_write, kvs_json_after_write, unexpected_response, KvJson,
 };
-use super::ApiState;
 use crate::backend::{KvBackend, ResponseHeader};
 use crate::error::NodeError;
+use crate::writes::write_one;
 
 /// The write routes; `/v1/kv/` (no key) is routed so that it is answered `invalid`.
 pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
@@ -64,12 +64,14 @@ async fn put_key<B: KvBackend>(
     RawQuery(raw_query): RawQuery,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let mut query = QueryParams::parse(raw_query.as_deref())?;
-    let encoding = query.take_encoding()?;
-    let prev_kv = query.take_flag("prev_kv")?;
-    query.finish()?;
-    let key = key_from_path(uri.path(), encoding)?;
-    let precondition = Precondition::from_headers(&headers)?;
+    let (opening, prev_kv) = open_key_write(&uri, &headers, raw_query.as_deref(), |query| {
+        query.take_flag("prev_kv")
+    })?;
+    let KeyWriteOpening {
+        key,
+        encoding,
+        precondition,
+    } = opening;
     let body: PutBody = read_json(body, state.limits.max_body_bytes).await?;
     let put = PutRequest {
         key: key.clone(),
@@ -77,14 +79,9 @@ async fn put_key<B: KvBackend>(
         lease: body.lease,
         prev_kv,
     };
-    let written = write_one(
-        &*state.backend,
-        &key,
-        precondition,
-        TxnOp::Put(put),
-        encoding,
-    )
-    .await;
+    let written = write_one(&*state.backend, &key, precondition, TxnOp::Put(put))
+        .await
+        .map_err(|error| ApiError::with_encoding(error, encoding));
     count_if_conflict(&state, KvOp::Put, &key, &written);
     let (header, response) = written?;
     let TxnOpResponse::Put(put) = response else {
@@ -108,13 +105,15 @@ async fn delete_key<B: KvBackend>(
     headers: HeaderMap,
     RawQuery(raw_query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let mut query = QueryParams::parse(raw_query.as_deref())?;
-    let encoding = query.take_encoding()?;
-    let prefix = query.take_flag("prefix")?;
-    let prev_kv = query.take_flag("prev_kv")?;
-    query.finish()?;
-    let key = key_from_path(uri.path(), encoding)?;
-    let precondition = Precondition::from_headers(&headers)?;
+    let (opening, (prefix, prev_kv)) =
+        open_key_write(&uri, &headers, raw_query.as_deref(), |query| {
+            Ok((query.take_flag("prefix")?, query.take_flag("prev_kv")?))
+        })?;
+    let KeyWriteOpening {
+        key,
+        encoding,
+        precondition,
+    } = opening;
     if prefix && precondition.is_some() {
         return Err(NodeError::Invalid(
             "If-Match and If-None-Match apply to one key; they cannot be used with prefix=true"
@@ -127,7 +126,9 @@ async fn delete_key<B: KvBackend>(
         prev_kv,
     };
     let op = TxnOp::DeleteRange(delete);
-    let written = write_one(&*state.backend, &key, precondition, op, encoding).await;
+    let written = write_one(&*state.backend, &key, precondition, op)
+        .await
+        .map_err(|error| ApiError::with_encoding(error, encoding));
     count_if_conflict(&state, KvOp::Delete, &key, &written);
     let (header, response) = written?;
     let TxnOpResponse::DeleteRange(deleted) = response else {

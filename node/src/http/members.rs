@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use super::body::read_json;
 use super::error::ApiError;
 use super::query::QueryParams;
+use super::state::ApiState;
 use super::wire::HeaderAnswer;
-use super::ApiState;
 use crate::backend::{KvBackend, MemberInfo, ResponseHeader};
 use crate::error::NodeError;
 

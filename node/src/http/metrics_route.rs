@@ -9,7 +9,7 @@ use revkv_metrics::TEXT_CONTENT_TYPE;
 
 use super::error::ApiError;
 use super::query::QueryParams;
-use super::ApiState;
+use super::state::ApiState;
 use crate::backend::KvBackend;
 use crate::error::NodeError;
 

@@ -5,7 +5,9 @@
 //! Layout: `kv_read` and `kv_write` (with `precondition`) serve `/v1/kv`, `txn` (with
 //! `txn_request`) serves `/v1/txn`, `cluster` and
 //! `members` serve the status, maintenance, membership and health routes, and `watch` serves the
-//! watch streams. Every handler turns its
+//! watch streams. `opening` is the one opening every write handler shares (query, key,
+//! precondition), after which the wire-free `crate::writes` does the write; `state` holds what
+//! every handler receives (`ApiState`, `HttpLimits`). Every handler turns its
 //! failures into a [`NodeError`](crate::NodeError); `error` is the one place that picks HTTP status
 //! codes and error bodies. `query`, `body`, `keys` and `wire` hold the parsing and JSON shapes the
 //! handlers share.
@@ -31,8 +33,10 @@ mod kv_read;
 mod kv_write;
 mod members;
 mod metrics_route;
+mod opening;
 mod precondition;
 mod query;
+mod state;
 mod txn;
 mod txn_request;
 mod watch;
@@ -48,42 +52,8 @@ use revkv_metrics::{Metrics, PrefixLabelConfig};
 use crate::backend::KvBackend;
 use crate::error::NodeError;
 pub use error::ApiError;
-
-/// Default request body limit: the contract's 1.5 MiB.
-pub const DEFAULT_MAX_BODY_BYTES: usize = 1536 * 1024;
-
-/// Limits the HTTP layer enforces before a request reaches the backend.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HttpLimits {
-    /// Largest request body accepted; a larger one is answered `413 too_large`.
-    pub max_body_bytes: usize,
-}
-
-impl Default for HttpLimits {
-    fn default() -> Self {
-        HttpLimits {
-            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
-        }
-    }
-}
-
-/// What every handler receives: the backend, the limits and the member's metrics.
-pub(crate) struct ApiState<B> {
-    pub backend: Arc<B>,
-    pub limits: HttpLimits,
-    pub metrics: Arc<Metrics>,
-}
-
-// A derived `Clone` would demand `B: Clone`; only the `Arc` is cloned.
-impl<B> Clone for ApiState<B> {
-    fn clone(&self) -> Self {
-        ApiState {
-            backend: Arc::clone(&self.backend),
-            limits: self.limits.clone(),
-            metrics: Arc::clone(&self.metrics),
-        }
-    }
-}
+use state::ApiState;
+pub use state::{HttpLimits, DEFAULT_MAX_BODY_BYTES};
 
 /// Builds the client API router over `backend`, with metrics of its own (for tests and embedders
 /// that do not scrape them).

@@ -19,10 +19,10 @@ use super::client_retries::record_txn_retry;
 use super::conflicts::count_failed_txn;
 use super::error::ApiError;
 use super::keys::TextEncoding;
-use super::query::QueryParams;
+use super::opening::open_query;
+use super::state::ApiState;
 use super::txn_request::TxnBody;
 use super::wire::{kv_json_after_write, kvs_json_after_write, unexpected_response, KvJson};
-use super::ApiState;
 use crate::backend::{KvBackend, ResponseHeader};
 
 pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
@@ -62,9 +62,7 @@ async fn post_txn<B: KvBackend>(
     RawQuery(raw_query): RawQuery,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let mut query = QueryParams::parse(raw_query.as_deref())?;
-    let encoding = query.take_encoding()?;
-    query.finish()?;
+    let (encoding, ()) = open_query(raw_query.as_deref(), |_| Ok(()))?;
     let body: TxnBody = read_json(body, state.limits.max_body_bytes).await?;
     let request = body.into_request(encoding)?;
     let first_compare_key = request.compare.first().map(|compare| compare.key.clone());

@@ -16,6 +16,7 @@ use serde::Serialize;
 use super::keys::{base64_encode, describe_key, TextEncoding};
 use crate::backend::ResponseHeader;
 use crate::error::NodeError;
+pub use crate::writes::unexpected_response;
 
 /// The answer of a request whose only result is that it happened: `{"header"}`.
 #[derive(Serialize)]
@@ -86,13 +87,6 @@ pub fn kvs_json_after_write(kvs: &[KeyValue], encoding: TextEncoding) -> Vec<KvJ
     kvs.iter()
         .map(|kv| kv_json_after_write(kv, encoding))
         .collect()
-}
-
-/// The fault of a backend that answered a request with a response of another kind.
-pub fn unexpected_response(request_kind: &str) -> NodeError {
-    NodeError::Internal(format!(
-        "the backend answered a {request_kind} request with a response of another kind"
-    ))
 }
 
 /// The strong entity tag of a key at a mod revision: the revision in quotes.

@@ -1,23 +1,27 @@
 //! Catch-up of a watch that starts in the past: it reads the store's history from its start
 //! revision in bounded batches, waiting for the reader as a normal stream would (a catching-up
 //! reader is never "slow": it asked for the history), until it is close enough to the hub's
-//! broadcast point to join under the hub's lock (see `hub.rs` for the hand-over argument).
+//! broadcast point to join under the hub's lock (see `registry.rs` for the hand-over argument).
+//! It reaches the registry only through its [`CatchUpHandle`].
 
 use std::sync::Arc;
 
-use revkv_storage::{Error as StorageError, EventBatch};
-use tokio::sync::mpsc;
+use revkv_storage::{Error as StorageError, Event, EventBatch, MvccStore};
+use tokio::sync::{mpsc, Semaphore};
 
-use super::broadcast::{group_by_revision, message_for};
+use super::events::{group_by_revision, message_for};
 use super::filter::EventFilter;
-use super::hand_over::HandOver;
-use super::hub::WatchHub;
+use super::limits::WatchLimits;
 use super::message::{CancelReason, WatchMessage};
+use super::registry::{CatchUpHandle, HandOver};
 
 /// One watcher's catch-up task.
 pub(super) struct CatchUp {
-    pub hub: Arc<WatchHub>,
-    pub watch_id: u64,
+    pub handle: CatchUpHandle,
+    pub store: Arc<MvccStore>,
+    pub limits: WatchLimits,
+    /// Bounds how many catch-up reads run at once, across the hub.
+    pub reads: Arc<Semaphore>,
     pub sender: mpsc::Sender<WatchMessage>,
     pub filter: EventFilter,
     pub prev_kv: bool,
@@ -28,21 +32,17 @@ pub(super) struct CatchUp {
 impl CatchUp {
     /// Runs until the watcher joins the hub or ends.
     pub async fn run(mut self) {
-        let limits = self.hub.limits.clone();
         // The hand-over may send this many messages without waiting; see `try_join`.
-        let hand_over_room = limits.handover_max_revisions as usize + 1;
+        let hand_over_room = self.limits.handover_max_revisions as usize + 1;
         loop {
-            if !self
-                .hub
-                .note_catch_up_position(self.watch_id, self.position)
-            {
+            if !self.handle.note_position(self.position) {
                 return;
             }
             // Wait until the reader has left room for the hand-over's messages; the permits are
             // released at once, and nothing else sends to a watcher that is not synced yet.
             match self.sender.reserve_many(hand_over_room).await {
                 Ok(permits) => drop(permits),
-                Err(_) => return self.hub.remove(self.watch_id),
+                Err(_) => return self.handle.remove(),
             }
             match self.try_join().await {
                 Some(HandOver::Joined) | Some(HandOver::Ended) => return,
@@ -55,12 +55,19 @@ impl CatchUp {
         }
     }
 
+    /// Tries the hand-over on a blocking thread: it reads the store under the hub's lock.
     async fn try_join(&self) -> Option<HandOver> {
-        let hub = self.hub.clone();
-        let (id, position) = (self.watch_id, self.position);
-        tokio::task::spawn_blocking(move || hub.hand_over(id, position))
-            .await
-            .ok()
+        let store = self.store.clone();
+        let batch_events = self.limits.read_batch_events;
+        let position = self.position;
+        let handle = self.handle.clone();
+        tokio::task::spawn_blocking(move || {
+            handle.hand_over(position, |from, through, prev_kv| {
+                read_range(&store, batch_events, from, through, prev_kv)
+            })
+        })
+        .await
+        .ok()
     }
 
     /// Reads and sends one batch of history; false when the watch ended.
@@ -70,24 +77,20 @@ impl CatchUp {
             Err(StorageError::Compacted {
                 compact_revision, ..
             }) => {
-                self.hub.cancel_watch(
-                    self.watch_id,
-                    CancelReason::Compacted,
-                    Some(compact_revision),
-                );
+                self.handle
+                    .cancel(CancelReason::Compacted, Some(compact_revision));
                 return false;
             }
             Err(error) => {
-                tracing::error!(%error, watch_id = self.watch_id, "watch catch-up read failed");
-                self.hub
-                    .cancel_watch(self.watch_id, CancelReason::Internal, None);
+                tracing::error!(%error, watch_id = self.handle.id(), "watch catch-up read failed");
+                self.handle.cancel(CancelReason::Internal, None);
                 return false;
             }
         };
         for (revision, events) in group_by_revision(batch.events) {
             if let Some(message) = message_for(&self.filter, self.prev_kv, revision, &events) {
                 if self.sender.send(message).await.is_err() {
-                    self.hub.remove(self.watch_id);
+                    self.handle.remove();
                     return false;
                 }
             }
@@ -102,15 +105,40 @@ impl CatchUp {
 
     async fn read_batch(&self) -> Result<EventBatch, StorageError> {
         // Holding a permit bounds how many catch-up reads run at once.
-        let _permit = self.hub.catch_up_reads.acquire().await;
-        let store = self.hub.store.clone();
-        let (position, max_events, prev_kv) = (
-            self.position,
-            self.hub.limits.read_batch_events,
-            self.prev_kv,
-        );
+        let _permit = self.reads.acquire().await;
+        let store = self.store.clone();
+        let (position, max_events, prev_kv) =
+            (self.position, self.limits.read_batch_events, self.prev_kv);
         tokio::task::spawn_blocking(move || store.events_since(position, max_events, prev_kv))
             .await
             .map_err(|error| StorageError::Invariant(format!("catch-up read panicked: {error}")))?
     }
+}
+
+/// Every event with revision in `from..=through`, whole revisions at a time.
+fn read_range(
+    store: &MvccStore,
+    batch_events: usize,
+    from: u64,
+    through: u64,
+    prev_kv: bool,
+) -> Result<Vec<Event>, StorageError> {
+    let mut events = Vec::new();
+    let mut next = from;
+    while next <= through {
+        let batch = store.events_since(next, batch_events, prev_kv)?;
+        events.extend(
+            batch
+                .events
+                .into_iter()
+                .filter(|event| event.kv.mod_revision <= through),
+        );
+        // The store never answers with less than one whole revision, so this moves forward.
+        assert!(
+            batch.next_revision > next,
+            "history reads always make progress"
+        );
+        next = batch.next_revision;
+    }
+    Ok(events)
 }

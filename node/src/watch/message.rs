@@ -5,7 +5,7 @@
 //! `Arc` of the revision's events and, when the watcher matches only some of them, the positions
 //! it matches. This keeps the memory of 10,000 watchers on one prefix at one copy per revision.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use revkv_storage::{Event, EventKind, KeyValue};
 
@@ -150,5 +150,30 @@ impl CancelReason {
             CancelReason::MemberStopping => "member_stopping",
             CancelReason::Internal => "internal",
         }
+    }
+}
+
+/// Why the hub ended a watch, written by the hub before it drops its sender and read by the stream
+/// once the buffer is drained.
+#[derive(Debug, Default)]
+pub(super) struct Ending {
+    cancellation: Mutex<Option<Cancellation>>,
+}
+
+impl Ending {
+    /// Records the first reason given; later ones do not replace it.
+    pub fn set(&self, cancellation: Cancellation) {
+        let mut slot = self
+            .cancellation
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        slot.get_or_insert(cancellation);
+    }
+
+    pub fn take(&self) -> Option<Cancellation> {
+        self.cancellation
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take()
     }
 }

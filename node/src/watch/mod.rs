@@ -1,41 +1,36 @@
 //! Watches (contract section 5): the member's watch hub, the streams it feeds, and the messages
 //! they carry. Only the `http::watch` routes know how messages are written on the wire.
 //!
-//! - `hub`: the watchers' registry; serves bookmarks in order; cancels slow readers; ends every
-//!   stream at shutdown. `broadcast` reads each applied revision's events once and fans them out to
-//!   synced watchers; `hand_over` joins a catching-up watch to them.
+//! - `hub`: `WatchHub`, the front door: opens watches, starts catch-ups and the broadcast loop,
+//!   answers progress requests, ends every stream at shutdown. It holds no mutable state.
+//! - `registry`: the watchers and the hub's one lock; serves bookmarks in order, cancels slow
+//!   readers, joins a catching-up watch to the live stream (the hand-over). The only file that
+//!   locks, so the ordering argument is checked in one place. Narrow handles (`CatchUpHandle`,
+//!   `StreamHandle`) give a catch-up task and a stream access to their own watcher only.
+//! - `broadcast`: the loop that reads each applied revision's events once and hands them to the
+//!   registry to fan out.
 //! - `catch_up`: brings a watch that starts in the past up to the hub from the store's history.
 //! - `stream`: the reader's side (`Watch`), with periodic bookmarks.
+//! - `events`: history turned into per-revision messages (shared by broadcast and catch-up).
 //! - `filter`, `message`, `feed`, `limits`: what a watch selects, what it receives, what wakes
 //!   the hub, and the bounds on all of it.
 
 mod broadcast;
 mod catch_up;
+mod events;
 mod feed;
 mod filter;
-mod hand_over;
 mod hub;
 mod limits;
 mod message;
+mod registry;
+mod request;
 mod stream;
-
-use std::time::Duration;
 
 pub use feed::RevisionFeed;
 pub use filter::EventFilter;
 pub use hub::WatchHub;
 pub use limits::WatchLimits;
 pub use message::{CancelReason, Cancellation, RevisionEvents, WatchEvent, WatchMessage};
+pub use request::WatchRequest;
 pub use stream::Watch;
-
-/// What a client asks to watch.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WatchRequest {
-    pub filter: EventFilter,
-    /// The first revision to send; `None` (or 0): the member's current revision + 1.
-    pub start_revision: Option<u64>,
-    /// Include each event's previous key-value.
-    pub prev_kv: bool,
-    /// Periodic bookmark interval: `None` for the member default, zero for none.
-    pub progress_interval: Option<Duration>,
-}

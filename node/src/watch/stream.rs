@@ -2,45 +2,23 @@
 //! CANCELED last), asks the hub for periodic bookmarks, and leaves the hub when dropped. The HTTP
 //! layer writes its messages out; an embedding application reads them directly or as a `Stream`.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::Stream;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
-use super::hub::WatchHub;
-use super::message::{CancelReason, Cancellation, WatchMessage};
+use revkv_metrics::WatchMetrics;
 
-/// Why the hub ended a watch, written by the hub before it drops its sender and read by the stream
-/// once the buffer is drained.
-#[derive(Debug, Default)]
-pub(super) struct Ending {
-    cancellation: Mutex<Option<Cancellation>>,
-}
-
-impl Ending {
-    /// Records the first reason given; later ones do not replace it.
-    pub fn set(&self, cancellation: Cancellation) {
-        let mut slot = self
-            .cancellation
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        slot.get_or_insert(cancellation);
-    }
-
-    fn take(&self) -> Option<Cancellation> {
-        self.cancellation
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .take()
-    }
-}
+use super::message::{CancelReason, Cancellation, Ending, WatchMessage};
+use super::registry::StreamHandle;
 
 /// An open watch on this member.
 pub struct Watch {
-    id: u64,
-    hub: Arc<WatchHub>,
+    /// This watch's place in the hub; dropping it leaves the hub.
+    handle: StreamHandle,
+    metrics: Option<WatchMetrics>,
     receiver: mpsc::Receiver<WatchMessage>,
     ending: Arc<Ending>,
     created: Option<WatchMessage>,
@@ -52,8 +30,8 @@ pub struct Watch {
 
 impl Watch {
     pub(super) fn new(
-        id: u64,
-        hub: Arc<WatchHub>,
+        handle: StreamHandle,
+        metrics: Option<WatchMetrics>,
         receiver: mpsc::Receiver<WatchMessage>,
         ending: Arc<Ending>,
         created: WatchMessage,
@@ -66,8 +44,8 @@ impl Watch {
             interval
         });
         Watch {
-            id,
-            hub,
+            handle,
+            metrics,
             receiver,
             ending,
             created: Some(created),
@@ -79,7 +57,7 @@ impl Watch {
 
     /// This watch's id on this member (for `POST /v1/watch/{id}/progress`).
     pub fn id(&self) -> u64 {
-        self.id
+        self.handle.id()
     }
 
     /// The next message, or `None` after the CANCELED message.
@@ -97,7 +75,7 @@ impl Watch {
                     _ = interval.tick() => {
                         // Periodic bookmarks have no minimum revision: the current broadcast
                         // point is enough, once the watch is synced.
-                        self.hub.owe_bookmark(self.id, 0);
+                        self.handle.owe_bookmark(0);
                         continue;
                     }
                 },
@@ -124,7 +102,7 @@ impl Watch {
 
     /// Feeds the watch metrics with a message handed to the reader.
     fn count(&self, message: &WatchMessage) {
-        let Some(metrics) = &self.hub.metrics else {
+        let Some(metrics) = &self.metrics else {
             return;
         };
         match message {
@@ -158,11 +136,5 @@ impl Watch {
             let message = watch.next().await?;
             Some((message, watch))
         })
-    }
-}
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        self.hub.remove(self.id);
     }
 }

@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::oneshot;
 
-use crate::member::MemberInner;
+use crate::member_inner::MemberInner;
 use crate::peer::{paths, AdminRequest, PeerError};
 use crate::types::alias::{SnapshotMeta, Vote};
 use crate::types::{ClientRequest, TypeConfig};

@@ -1,0 +1,239 @@
+//! `revkv_client::Client`: a Rust client for revkv's HTTP API (`shared/spec/API.md`).
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), revkv_client::ClientError> {
+//! use revkv_client::{retry_on_conflict, Client, PutRequest, DEFAULT_RETRY};
+//!
+//! let client = Client::new(["http://127.0.0.1:7001", "http://127.0.0.1:7002"])?;
+//! client.put("counter", "0").await?;
+//! // Read, modify, write with the revision read; on a conflict, read again and retry.
+//! retry_on_conflict(DEFAULT_RETRY, || async {
+//!     let current = client.get("counter").await?.kv;
+//!     let next = current.value.parse::<u64>().unwrap_or(0) + 1;
+//!     let request = PutRequest::new("counter", next.to_string()).if_mod_revision(current.mod_revision);
+//!     client.put_with(&request).await
+//! })
+//! .await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The parts:
+//! - [`transport`]: failover between members, per-call timeouts, and the rule that a write whose
+//!   outcome is unknown is reported ([`ClientError::OutcomeUnknown`]) and never repeated silently.
+//! - [`backoff`]: `wait.Backoff` delays and client-go's [`DEFAULT_RETRY`] / [`DEFAULT_BACKOFF`].
+//! - [`retry`]: `retry_on_conflict` with client-go semantics.
+//! - [`kv`], [`txn`], [`admin`]: the typed calls, one group per file; [`types`] the answers.
+//! - [`watch`]: watches that resume on another member; [`informer`]: a local copy of a prefix kept
+//!   current by list-then-watch.
+
+pub mod admin;
+pub mod backoff;
+pub mod error;
+pub mod informer;
+pub mod kv;
+pub mod retry;
+pub mod transport;
+pub mod txn;
+pub mod types;
+pub mod watch;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+
+pub use backoff::{Backoff, Sleeper, TokioSleeper, DEFAULT_BACKOFF, DEFAULT_RETRY};
+pub use error::ClientError;
+pub use informer::Informer;
+pub use kv::{
+    Consistency, DeleteRequest, Precondition, PutRequest, RangePages, RangeRequest, ReadOptions,
+};
+pub use retry::{retry_on_conflict, retry_on_conflict_counted, RetryTally};
+pub use transport::RETRY_ATTEMPT_HEADER;
+use transport::{Answer, Call, Transport};
+pub use txn::{Compare, CompareOp, CompareTarget, Txn, TxnOp};
+pub use types::*;
+pub use watch::{EventKind, WatchEvent, WatchMessage, WatchRequest, WatchUpdate, Watcher};
+
+/// How long one call may take by default, failover included.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long making one connection may take before the member counts as unreachable.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Delays between failover attempts: 25 ms doubling to at most 1 s, jittered by up to 50 %.
+pub const DEFAULT_FAILOVER_BACKOFF: Backoff = Backoff {
+    duration: Duration::from_millis(25),
+    factor: 2.0,
+    jitter: 0.5,
+    steps: 16,
+    cap: Duration::from_secs(1),
+};
+
+/// Attempts per call by default (each on the next member in the list).
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 8;
+
+/// The largest answer body read into memory (a range page is bounded by the member too).
+pub const DEFAULT_MAX_ANSWER_BYTES: usize = 256 * 1024 * 1024;
+
+/// A handle on a revkv cluster. Cheap to clone; clones share connections and the member preference.
+#[derive(Clone)]
+pub struct Client {
+    transport: Arc<Transport>,
+    timeout: Duration,
+}
+
+/// Settings of a [`Client`]; [`ClientBuilder::build`] makes it.
+pub struct ClientBuilder {
+    endpoints: Vec<String>,
+    request_timeout: Duration,
+    connect_timeout: Duration,
+    failover_backoff: Backoff,
+    max_attempts: u32,
+    max_answer_bytes: usize,
+    sleeper: Box<dyn Sleeper>,
+}
+
+impl ClientBuilder {
+    /// The time limit of each call, failover included (default 10 s).
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// The time limit of making one connection (default 2 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// The delays between failover attempts.
+    pub fn failover_backoff(mut self, backoff: Backoff) -> Self {
+        self.failover_backoff = backoff;
+        self
+    }
+
+    /// Attempts per call (at least 1).
+    pub fn max_attempts(mut self, attempts: u32) -> Self {
+        self.max_attempts = attempts.max(1);
+        self
+    }
+
+    /// How failover waits (tests pass one that does not sleep).
+    pub fn sleeper(mut self, sleeper: Box<dyn Sleeper>) -> Self {
+        self.sleeper = sleeper;
+        self
+    }
+
+    /// Checks the endpoints (`http://host:port`) and makes the client.
+    pub fn build(self) -> Result<Client, ClientError> {
+        if self.endpoints.is_empty() {
+            return Err(invalid_setting("at least one endpoint is needed"));
+        }
+        let endpoints = self
+            .endpoints
+            .iter()
+            .map(|endpoint| normalised_endpoint(endpoint))
+            .collect::<Result<Vec<_>, _>>()?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(self.connect_timeout)
+            .tcp_nodelay(true)
+            .build()
+            .map_err(|error| invalid_setting(&format!("cannot build the HTTP client: {error}")))?;
+        let transport = Transport::new(
+            endpoints,
+            http,
+            self.failover_backoff,
+            self.max_attempts,
+            self.max_answer_bytes,
+            self.sleeper,
+        );
+        Ok(Client {
+            transport: Arc::new(transport),
+            timeout: self.request_timeout,
+        })
+    }
+}
+
+impl Client {
+    /// A client for the members at `endpoints` with the default settings.
+    pub fn new<I, S>(endpoints: I) -> Result<Client, ClientError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Client::builder(endpoints).build()
+    }
+
+    /// Settings for a client of the members at `endpoints`.
+    pub fn builder<I, S>(endpoints: I) -> ClientBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        ClientBuilder {
+            endpoints: endpoints.into_iter().map(Into::into).collect(),
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            failover_backoff: DEFAULT_FAILOVER_BACKOFF,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            max_answer_bytes: DEFAULT_MAX_ANSWER_BYTES,
+            sleeper: Box::new(TokioSleeper),
+        }
+    }
+
+    /// The same client with another time limit per call.
+    pub fn with_timeout(&self, timeout: Duration) -> Client {
+        Client {
+            transport: Arc::clone(&self.transport),
+            timeout,
+        }
+    }
+
+    /// The members this client talks to, in order.
+    pub fn endpoints(&self) -> &[String] {
+        &self.transport.endpoints
+    }
+
+    /// The time limit of each call.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    async fn execute(&self, call: &Call) -> Result<Answer, ClientError> {
+        self.transport.execute(call, self.timeout).await
+    }
+
+    /// Sends `call` and parses its JSON answer.
+    async fn call_json<T: DeserializeOwned>(&self, call: &Call) -> Result<T, ClientError> {
+        let answer = self.execute(call).await?;
+        parse_answer(&answer.body)
+    }
+}
+
+fn parse_answer<T: DeserializeOwned>(body: &[u8]) -> Result<T, ClientError> {
+    serde_json::from_slice(body).map_err(|error| ClientError::UnreadableAnswer {
+        message: error.to_string(),
+    })
+}
+
+fn invalid_setting(message: &str) -> ClientError {
+    ClientError::Invalid {
+        message: message.to_string(),
+    }
+}
+
+/// `endpoint` checked to be `http://host:port` (no path), without a trailing slash.
+pub fn normalised_endpoint(endpoint: &str) -> Result<String, ClientError> {
+    let trimmed = endpoint.trim().trim_end_matches('/');
+    let host_and_port = trimmed.strip_prefix("http://").ok_or_else(|| {
+        invalid_setting(&format!("endpoint {endpoint:?} must start with http://"))
+    })?;
+    if host_and_port.is_empty() || host_and_port.contains('/') {
+        return Err(invalid_setting(&format!(
+            "endpoint {endpoint:?} must be http://host:port with no path"
+        )));
+    }
+    Ok(trimmed.to_string())
+}

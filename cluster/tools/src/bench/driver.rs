@@ -1,0 +1,386 @@
+//! The driver: runs a [`BenchPlan`]'s client tasks and collects what they measured.
+//!
+//! Each client task owns one `reqwest::Client` limited to one idle connection, and has at most one
+//! request in flight, so every task holds exactly one keep-alive connection to its endpoint (task i
+//! uses endpoint i mod n). Before each operation a task takes a ticket from the shared
+//! [`OperationBudget`], which says no once the run's operation limit is used up or its deadline has
+//! passed; so every loop is bounded in both count and time, and a request itself is bounded by
+//! `--request-timeout`. Each task records its successes' latencies in its own HDR histogram; the
+//! histograms are added up when the tasks end. While they run, a progress line goes to stderr
+//! once a second.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use reqwest::header::CONTENT_TYPE;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use super::cas::{self, CasCounters};
+use super::options::BenchPlan;
+use super::report::{new_latency_histogram, progress_line, RunTotals};
+use super::target::{FailureKind, HttpMethod, TargetKind};
+use super::workload::Operation;
+
+/// How often the progress line is refreshed.
+const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How often a setup write is tried before the run is abandoned, and the pause between tries.
+const SETUP_WRITE_ATTEMPTS: u32 = 5;
+const SETUP_WRITE_RETRY_PAUSE: Duration = Duration::from_millis(200);
+
+/// The endpoint client task `client_index` talks to: round-robin over `endpoints` (never empty).
+pub fn endpoint_for_client(endpoints: &[String], client_index: usize) -> &str {
+    &endpoints[client_index % endpoints.len()]
+}
+
+/// The tickets of a run: one per operation, until the operation limit or the deadline.
+#[derive(Debug)]
+pub struct OperationBudget {
+    operation_limit: Option<u64>,
+    deadline: Instant,
+    tickets_taken: AtomicU64,
+}
+
+impl OperationBudget {
+    pub fn new(operation_limit: Option<u64>, deadline: Instant) -> Self {
+        OperationBudget {
+            operation_limit,
+            deadline,
+            tickets_taken: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether one more operation may start at `now`.
+    pub fn take_ticket(&self, now: Instant) -> bool {
+        if now >= self.deadline {
+            return false;
+        }
+        match self.operation_limit {
+            None => true,
+            Some(limit) => self.tickets_taken.fetch_add(1, Ordering::Relaxed) < limit,
+        }
+    }
+}
+
+/// Counters the progress line reads while the tasks run.
+#[derive(Debug, Default)]
+struct LiveCounters {
+    succeeded: AtomicU64,
+    failed: AtomicU64,
+}
+
+/// What one client task measured.
+struct ClientTotals {
+    latencies_micros: Histogram<u64>,
+    succeeded: u64,
+    failures: BTreeMap<FailureKind, u64>,
+}
+
+/// A client that keeps one connection open to its endpoint (one request at a time per client).
+fn http_client_with_one_connection(request_timeout: Duration) -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(1)
+        .tcp_nodelay(true)
+        .timeout(request_timeout)
+        .connect_timeout(request_timeout.min(Duration::from_secs(5)))
+        .no_proxy()
+        .build()
+        .map_err(|error| format!("cannot build an HTTP client: {error}"))
+}
+
+/// Sends `operation` to `endpoint` and judges the answer. An increment (cas) takes several
+/// requests and counts its attempts and conflicts in `cas_counters`.
+async fn perform(
+    http: &reqwest::Client,
+    target: TargetKind,
+    endpoint: &str,
+    operation: &Operation,
+    cas_counters: &CasCounters,
+) -> Result<(), FailureKind> {
+    if let Operation::Increment { key } = operation {
+        return cas::increment(http, target, endpoint, key, cas_counters).await;
+    }
+    let planned = target.plan_request(endpoint, operation);
+    let mut request = match planned.method {
+        HttpMethod::Get => http.get(&planned.url),
+        HttpMethod::Put => http.put(&planned.url),
+        HttpMethod::Post => http.post(&planned.url),
+    };
+    if let Some(body) = planned.json_body {
+        request = request.header(CONTENT_TYPE, "application/json").body(body);
+    }
+    let response = request.send().await.map_err(failure_of_transport)?;
+    let status = response.status().as_u16();
+    let body = response.bytes().await.map_err(failure_of_transport)?;
+    target.judge_answer(operation, status, &body)
+}
+
+fn failure_of_transport(error: reqwest::Error) -> FailureKind {
+    if error.is_timeout() {
+        FailureKind::Timeout
+    } else if error.is_connect() {
+        FailureKind::Connect
+    } else {
+        FailureKind::Transport
+    }
+}
+
+/// Writes the keys the workload reads (none for `put`), spread over up to `--clients` tasks, each
+/// write tried a bounded number of times. Fails on the first key that could not be written.
+pub async fn write_keys_the_workload_reads(plan: &BenchPlan) -> Result<(), String> {
+    let operations = plan.workload.setup_operations();
+    if operations.is_empty() {
+        return Ok(());
+    }
+    let task_count = plan.client_count.min(operations.len());
+    let operations = Arc::new(operations);
+    let mut tasks = JoinSet::new();
+    for task_index in 0..task_count {
+        let http = http_client_with_one_connection(plan.request_timeout)?;
+        let endpoint = endpoint_for_client(&plan.endpoints, task_index).to_string();
+        let operations = Arc::clone(&operations);
+        let target = plan.target;
+        tasks.spawn(async move {
+            for operation in operations.iter().skip(task_index).step_by(task_count) {
+                write_with_retries(&http, target, &endpoint, operation).await?;
+            }
+            Ok::<(), String>(())
+        });
+    }
+    while let Some(joined) = tasks.join_next().await {
+        joined.map_err(|error| format!("a setup task failed: {error}"))??;
+    }
+    Ok(())
+}
+
+async fn write_with_retries(
+    http: &reqwest::Client,
+    target: TargetKind,
+    endpoint: &str,
+    operation: &Operation,
+) -> Result<(), String> {
+    let mut attempt = 1;
+    loop {
+        let no_increments = CasCounters::default();
+        match perform(http, target, endpoint, operation, &no_increments).await {
+            Ok(()) => return Ok(()),
+            Err(failure) if attempt >= SETUP_WRITE_ATTEMPTS => {
+                return Err(format!(
+                    "writing {operation:?} to {endpoint} failed {attempt} times, last with {failure}"
+                ));
+            }
+            Err(_) => {
+                attempt += 1;
+                tokio::time::sleep(SETUP_WRITE_RETRY_PAUSE).await;
+            }
+        }
+    }
+}
+
+/// Runs the client tasks until the budget is spent, printing progress, and adds up their results.
+pub async fn run_measured_part(plan: &BenchPlan) -> Result<RunTotals, String> {
+    let mut http_clients = Vec::with_capacity(plan.client_count);
+    for _ in 0..plan.client_count {
+        http_clients.push(http_client_with_one_connection(plan.request_timeout)?);
+    }
+    let started = Instant::now();
+    let budget = Arc::new(OperationBudget::new(
+        plan.limits.operation_limit,
+        started + plan.limits.time_limit,
+    ));
+    let live = Arc::new(LiveCounters::default());
+    let cas_counters = Arc::new(CasCounters::default());
+    let mut tasks = JoinSet::new();
+    for (client_index, http) in http_clients.into_iter().enumerate() {
+        let endpoint = endpoint_for_client(&plan.endpoints, client_index).to_string();
+        let operations = plan
+            .workload
+            .operations_for_client(client_index, &plan.run_tag);
+        let target = plan.target;
+        let budget = Arc::clone(&budget);
+        let live = Arc::clone(&live);
+        let cas_counters = Arc::clone(&cas_counters);
+        tasks.spawn(async move {
+            let mut operations = operations;
+            let mut totals = ClientTotals {
+                latencies_micros: new_latency_histogram(),
+                succeeded: 0,
+                failures: BTreeMap::new(),
+            };
+            while budget.take_ticket(Instant::now()) {
+                let operation = operations.next_operation();
+                let sent_at = Instant::now();
+                let outcome = perform(&http, target, &endpoint, &operation, &cas_counters).await;
+                let latency_micros = sent_at.elapsed().as_micros();
+                match outcome {
+                    Ok(()) => {
+                        totals
+                            .latencies_micros
+                            .saturating_record(u64::try_from(latency_micros).unwrap_or(u64::MAX));
+                        totals.succeeded += 1;
+                        live.succeeded.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(failure) => {
+                        *totals.failures.entry(failure).or_insert(0) += 1;
+                        live.failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            totals
+        });
+    }
+
+    let mut progress = ProgressPrinter::new(plan.show_progress, plan.limits.time_limit);
+    let mut ticker = tokio::time::interval_at(started + PROGRESS_INTERVAL, PROGRESS_INTERVAL);
+    let mut totals = RunTotals {
+        latencies_micros: new_latency_histogram(),
+        succeeded: 0,
+        failures: BTreeMap::new(),
+        elapsed: Duration::ZERO,
+        cas_attempts: 0,
+        cas_conflicts: 0,
+    };
+    loop {
+        tokio::select! {
+            joined = tasks.join_next() => match joined {
+                None => break,
+                Some(Ok(client)) => {
+                    totals
+                        .latencies_micros
+                        .add(&client.latencies_micros)
+                        .expect("histograms with the same bounds add up");
+                    totals.succeeded += client.succeeded;
+                    for (failure, count) in client.failures {
+                        *totals.failures.entry(failure).or_insert(0) += count;
+                    }
+                }
+                Some(Err(join_error)) if join_error.is_panic() => {
+                    std::panic::resume_unwind(join_error.into_panic())
+                }
+                Some(Err(join_error)) => return Err(format!("a client task ended: {join_error}")),
+            },
+            _ = ticker.tick() => progress.print(
+                started.elapsed(),
+                live.succeeded.load(Ordering::Relaxed),
+                live.failed.load(Ordering::Relaxed),
+            ),
+        }
+    }
+    totals.elapsed = started.elapsed();
+    totals.cas_attempts = cas_counters.attempts.load(Ordering::Relaxed);
+    totals.cas_conflicts = cas_counters.conflicts.load(Ordering::Relaxed);
+    progress.finish();
+    Ok(totals)
+}
+
+/// Prints the progress line on stderr: rewritten in place on a terminal, one line per second
+/// otherwise (so logs of scripted runs stay readable).
+struct ProgressPrinter {
+    enabled: bool,
+    in_place: bool,
+    time_limit: Duration,
+    previous_elapsed: Duration,
+    previous_succeeded: u64,
+}
+
+impl ProgressPrinter {
+    fn new(enabled: bool, time_limit: Duration) -> Self {
+        ProgressPrinter {
+            enabled,
+            in_place: std::io::stderr().is_terminal(),
+            time_limit,
+            previous_elapsed: Duration::ZERO,
+            previous_succeeded: 0,
+        }
+    }
+
+    fn print(&mut self, elapsed: Duration, succeeded: u64, failed: u64) {
+        if !self.enabled {
+            return;
+        }
+        let interval_seconds = (elapsed - self.previous_elapsed).as_secs_f64();
+        let recent_ops_per_second = if interval_seconds > 0.0 {
+            (succeeded - self.previous_succeeded) as f64 / interval_seconds
+        } else {
+            0.0
+        };
+        self.previous_elapsed = elapsed;
+        self.previous_succeeded = succeeded;
+        let line = progress_line(
+            elapsed,
+            self.time_limit,
+            succeeded,
+            failed,
+            recent_ops_per_second,
+        );
+        let mut stderr = std::io::stderr().lock();
+        let _ = if self.in_place {
+            write!(stderr, "\r{line}\x1b[K")
+        } else {
+            writeln!(stderr, "{line}")
+        };
+        let _ = stderr.flush();
+    }
+
+    fn finish(&self) {
+        if self.enabled && self.in_place && !self.previous_elapsed.is_zero() {
+            eprintln!();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clients_are_spread_round_robin_over_the_endpoints() {
+        let endpoints: Vec<String> = ["http://a", "http://b", "http://c"]
+            .iter()
+            .map(|endpoint| endpoint.to_string())
+            .collect();
+        let assigned: Vec<&str> = (0..7)
+            .map(|client_index| endpoint_for_client(&endpoints, client_index))
+            .collect();
+        assert_eq!(
+            assigned,
+            ["http://a", "http://b", "http://c", "http://a", "http://b", "http://c", "http://a"]
+        );
+        let single = vec!["http://only".to_string()];
+        assert_eq!(endpoint_for_client(&single, 5), "http://only");
+    }
+
+    #[test]
+    fn the_budget_hands_out_exactly_the_operation_limit() {
+        let now = Instant::now();
+        let budget = OperationBudget::new(Some(3), now + Duration::from_secs(3600));
+        let granted = (0..10).filter(|_| budget.take_ticket(now)).count();
+        assert_eq!(granted, 3);
+    }
+
+    #[test]
+    fn the_budget_says_no_at_the_deadline_even_with_operations_left() {
+        let now = Instant::now();
+        let budget = OperationBudget::new(None, now + Duration::from_secs(1));
+        assert!(budget.take_ticket(now));
+        assert!(!budget.take_ticket(now + Duration::from_secs(1)));
+        let counted = OperationBudget::new(Some(100), now);
+        assert!(!counted.take_ticket(now));
+    }
+
+    #[test]
+    fn latency_histograms_hold_from_one_microsecond_to_an_hour() {
+        let mut histogram = new_latency_histogram();
+        histogram.record(1).unwrap();
+        histogram
+            .record(crate::bench::report::LARGEST_RECORDED_LATENCY_MICROS)
+            .unwrap();
+        histogram.saturating_record(u64::MAX);
+        assert_eq!(histogram.len(), 3);
+    }
+}

@@ -1,0 +1,472 @@
+//! The command line of `revkv bench` and its validation into a [`BenchPlan`], the fully resolved
+//! description of one run (defaults filled in, limits decided, endpoints normalised).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::Args;
+
+use super::target::TargetKind;
+use super::workload::{ReadConsistency, Workload, WorkloadKind};
+use crate::cli::{parse_duration, terse_output_format_parser, OutputFormat};
+
+/// How long a run lasts when neither `--total` nor `--duration` is given.
+pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
+
+/// The time limit of a run given only `--total`: every run has one, so that it stops by itself even
+/// if the cluster stalls.
+pub const TIME_CEILING_FOR_COUNTED_RUNS: Duration = Duration::from_secs(600);
+
+/// The largest `--value-size` accepted (well above what either system is tuned for).
+pub const LARGEST_VALUE_SIZE: usize = 1024 * 1024;
+
+/// The largest `--clients` accepted.
+pub const MOST_CLIENTS: usize = 4096;
+
+/// `revkv bench WORKLOAD [options]`.
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// The workload: `put` writes distinct keys, `get` reads pre-written keys, `cas` increments
+    /// `--keys` hot counters with read-modify-write and retry-on-conflict.
+    #[arg(value_enum)]
+    pub workload: WorkloadKind,
+
+    /// The system to drive: revkv's HTTP API or etcd's v3 JSON gateway.
+    #[arg(long, value_enum, default_value_t = TargetKind::Revkv)]
+    pub target: TargetKind,
+
+    /// Comma-separated base URLs; client task i uses endpoint i mod (number of endpoints).
+    /// Default: the target's local three-member cluster (revkv: ports 7001-7003, etcd: 12379,
+    /// 22379, 32379 on 127.0.0.1).
+    #[arg(long, value_delimiter = ',')]
+    pub endpoints: Vec<String>,
+
+    /// Concurrent client tasks, each with its own connection and one request in flight.
+    #[arg(long, default_value_t = 1)]
+    pub clients: usize,
+
+    /// Stop after this many operations (all clients together).
+    #[arg(long)]
+    pub total: Option<u64>,
+
+    /// Stop after this long, e.g. `10s`, `500ms`, `2m` (default 10s; with only `--total`, a
+    /// ceiling of 10 minutes still applies).
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+
+    /// Bytes per value written (the put workload, and the keys the get workload pre-writes).
+    #[arg(long, default_value_t = 256)]
+    pub value_size: usize,
+
+    /// Read consistency of the get workload.
+    #[arg(long, value_enum)]
+    pub consistency: Option<ReadConsistency>,
+
+    /// Number of distinct keys the get workload reads at random (written before the measured
+    /// part), or of hot counters the cas workload increments (default 1).
+    #[arg(long)]
+    pub keys: Option<u64>,
+
+    /// Limit on one request, connection included; a request over it counts as a `timeout` failure.
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    pub request_timeout: Duration,
+
+    /// Report format.
+    #[arg(short = 'o', long = "output", value_parser = terse_output_format_parser(), default_value = "table")]
+    pub output: OutputFormat,
+
+    /// Print no progress line on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+
+    /// Watch streams the watch workload opens (spread over the endpoints).
+    #[arg(long, default_value_t = 1)]
+    pub watchers: usize,
+
+    /// Writes per second of the watch workload's single writer.
+    #[arg(long, default_value_t = 10)]
+    pub write_rate: u32,
+}
+
+impl BenchArgs {
+    /// `--endpoints` checked and normalised, or the target's local cluster when none are given.
+    fn resolved_endpoints(&self) -> Result<Vec<String>, String> {
+        if self.endpoints.is_empty() {
+            return Ok(self.target.default_endpoints());
+        }
+        self.endpoints
+            .iter()
+            .map(|endpoint| normalise_endpoint(endpoint))
+            .collect()
+    }
+
+    /// The plan of the watch workload, which measures streams rather than requests.
+    pub fn into_watch_plan(self) -> Result<WatchLatencyPlan, String> {
+        if self.watchers == 0 || self.watchers > MOST_WATCHERS {
+            return Err(format!("--watchers must be between 1 and {MOST_WATCHERS}"));
+        }
+        if self.write_rate == 0 || self.write_rate > 10_000 {
+            return Err("--write-rate must be between 1 and 10000 writes per second".into());
+        }
+        if self.value_size > LARGEST_VALUE_SIZE {
+            return Err(format!(
+                "--value-size must be at most {LARGEST_VALUE_SIZE} bytes"
+            ));
+        }
+        let endpoints = self.resolved_endpoints()?;
+        Ok(WatchLatencyPlan {
+            target: self.target,
+            endpoints,
+            watchers: self.watchers,
+            write_rate: self.write_rate,
+            duration: self.duration.unwrap_or(DEFAULT_DURATION),
+            value_size: self.value_size,
+            run_tag: run_tag_from_clock(),
+        })
+    }
+}
+
+/// Most watchers one run opens (each is one HTTP connection on both sides).
+pub const MOST_WATCHERS: usize = 16_384;
+
+/// What one watch-latency run does.
+#[derive(Debug, Clone)]
+pub struct WatchLatencyPlan {
+    pub target: TargetKind,
+    pub endpoints: Vec<String>,
+    pub watchers: usize,
+    /// Writes per second.
+    pub write_rate: u32,
+    pub duration: Duration,
+    pub value_size: usize,
+    pub run_tag: String,
+}
+
+/// When a run stops: after `operation_limit` operations (if set) or after `time_limit`, whichever
+/// comes first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunLimits {
+    pub operation_limit: Option<u64>,
+    pub time_limit: Duration,
+}
+
+/// Everything one run needs, resolved from [`BenchArgs`].
+#[derive(Debug, Clone)]
+pub struct BenchPlan {
+    pub workload: Workload,
+    pub target: TargetKind,
+    pub endpoints: Vec<String>,
+    pub client_count: usize,
+    pub limits: RunLimits,
+    pub request_timeout: Duration,
+    pub output_format: OutputFormat,
+    pub show_progress: bool,
+    /// Distinguishes this run's keys from earlier runs' (put writes new keys every run).
+    pub run_tag: String,
+}
+
+impl BenchArgs {
+    /// Checks the arguments against each other and fills in the defaults.
+    pub fn into_plan(self) -> Result<BenchPlan, String> {
+        let run_tag = run_tag_from_clock();
+        self.into_plan_with_run_tag(run_tag)
+    }
+
+    /// [`BenchArgs::into_plan`] with a given run tag (tests use a fixed one).
+    pub fn into_plan_with_run_tag(self, run_tag: String) -> Result<BenchPlan, String> {
+        if self.clients == 0 || self.clients > MOST_CLIENTS {
+            return Err(format!("--clients must be between 1 and {MOST_CLIENTS}"));
+        }
+        if self.total == Some(0) {
+            return Err("--total must be at least 1".to_string());
+        }
+        if self.duration == Some(Duration::ZERO) {
+            return Err("--duration must be longer than zero".to_string());
+        }
+        if self.request_timeout.is_zero() {
+            return Err("--request-timeout must be longer than zero".to_string());
+        }
+        if self.value_size > LARGEST_VALUE_SIZE {
+            return Err(format!(
+                "--value-size must be at most {LARGEST_VALUE_SIZE} bytes"
+            ));
+        }
+        let workload = match self.workload {
+            WorkloadKind::Put => {
+                if self.consistency.is_some() || self.keys.is_some() {
+                    return Err("--consistency and --keys apply to the get workload only".into());
+                }
+                Workload::Put {
+                    value_size: self.value_size,
+                }
+            }
+            WorkloadKind::Get => {
+                let key_count = self.keys.unwrap_or(1);
+                if key_count == 0 {
+                    return Err("--keys must be at least 1".to_string());
+                }
+                Workload::Get {
+                    consistency: self.consistency.unwrap_or(ReadConsistency::Linearizable),
+                    key_count,
+                    value_size: self.value_size,
+                }
+            }
+            WorkloadKind::Cas => {
+                if self.consistency.is_some() {
+                    return Err("--consistency applies to the get workload only".into());
+                }
+                let hot_keys = self.keys.unwrap_or(1);
+                if hot_keys == 0 {
+                    return Err("--keys must be at least 1".to_string());
+                }
+                Workload::Cas { hot_keys }
+            }
+            WorkloadKind::Watch => {
+                return Err("the watch workload is planned by into_watch_plan".into());
+            }
+        };
+        let endpoints = self.resolved_endpoints()?;
+        Ok(BenchPlan {
+            workload,
+            target: self.target,
+            endpoints,
+            client_count: self.clients,
+            limits: run_limits(self.total, self.duration),
+            request_timeout: self.request_timeout,
+            output_format: self.output,
+            show_progress: !self.quiet,
+            run_tag,
+        })
+    }
+}
+
+/// The limits from `--total` and `--duration`: both when both are given; the default duration
+/// when neither is; the ceiling when only a count is.
+pub fn run_limits(total: Option<u64>, duration: Option<Duration>) -> RunLimits {
+    let time_limit = match (total, duration) {
+        (_, Some(duration)) => duration,
+        (Some(_), None) => TIME_CEILING_FOR_COUNTED_RUNS,
+        (None, None) => DEFAULT_DURATION,
+    };
+    RunLimits {
+        operation_limit: total,
+        time_limit,
+    }
+}
+
+/// An endpoint as given, checked to be an `http://` URL, without a trailing slash.
+pub fn normalise_endpoint(endpoint: &str) -> Result<String, String> {
+    let trimmed = endpoint.trim().trim_end_matches('/');
+    let Some(host_and_port) = trimmed.strip_prefix("http://") else {
+        return Err(format!(
+            "endpoint {endpoint:?} must start with http:// (no TLS support in the bench)"
+        ));
+    };
+    if host_and_port.is_empty() || host_and_port.contains('/') {
+        return Err(format!(
+            "endpoint {endpoint:?} must be http://host:port with no path"
+        ));
+    }
+    Ok(trimmed.to_string())
+}
+
+/// A short tag from the wall clock (milliseconds since the epoch, base 36).
+fn run_tag_from_clock() -> String {
+    let millis = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|since_epoch| since_epoch.as_millis())
+        .unwrap_or(0);
+    to_base36(millis)
+}
+
+fn to_base36(mut number: u128) -> String {
+    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut digits = Vec::new();
+    loop {
+        digits.push(DIGITS[(number % 36) as usize]);
+        number /= 36;
+        if number == 0 {
+            break;
+        }
+    }
+    digits.reverse();
+    String::from_utf8(digits).expect("base-36 digits are ASCII")
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct CommandLineUnderTest {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    fn plan_from(words: &[&str]) -> Result<BenchPlan, String> {
+        let mut argv = vec!["bench"];
+        argv.extend_from_slice(words);
+        let parsed =
+            CommandLineUnderTest::try_parse_from(argv).map_err(|error| error.to_string())?;
+        parsed.bench.into_plan_with_run_tag("tag".to_string())
+    }
+
+    #[test]
+    fn put_with_no_options_is_one_client_for_ten_seconds_against_local_revkv() {
+        let plan = plan_from(&["put"]).unwrap();
+        assert!(matches!(plan.workload, Workload::Put { value_size: 256 }));
+        assert_eq!(plan.target, TargetKind::Revkv);
+        assert_eq!(
+            plan.endpoints,
+            [
+                "http://127.0.0.1:7001",
+                "http://127.0.0.1:7002",
+                "http://127.0.0.1:7003"
+            ]
+        );
+        assert_eq!(plan.client_count, 1);
+        assert_eq!(
+            plan.limits,
+            RunLimits {
+                operation_limit: None,
+                time_limit: DEFAULT_DURATION
+            }
+        );
+        assert_eq!(plan.output_format, OutputFormat::Table);
+        assert!(plan.show_progress);
+    }
+
+    #[test]
+    fn get_options_are_parsed_and_etcd_gets_its_own_default_endpoints() {
+        let plan = plan_from(&[
+            "get",
+            "--target",
+            "etcd",
+            "--consistency",
+            "serializable",
+            "--keys",
+            "1000",
+            "--clients",
+            "16",
+            "--duration",
+            "2500ms",
+            "-o",
+            "json",
+            "--quiet",
+        ])
+        .unwrap();
+        assert!(matches!(
+            plan.workload,
+            Workload::Get {
+                consistency: ReadConsistency::Serializable,
+                key_count: 1000,
+                value_size: 256
+            }
+        ));
+        assert_eq!(plan.target, TargetKind::Etcd);
+        assert_eq!(
+            plan.endpoints,
+            [
+                "http://127.0.0.1:12379",
+                "http://127.0.0.1:22379",
+                "http://127.0.0.1:32379"
+            ]
+        );
+        assert_eq!(plan.client_count, 16);
+        assert_eq!(plan.limits.time_limit, Duration::from_millis(2500));
+        assert_eq!(plan.output_format, OutputFormat::Json);
+        assert!(!plan.show_progress);
+    }
+
+    #[test]
+    fn cas_takes_its_hot_key_count_from_keys() {
+        let plan = plan_from(&["cas", "--keys", "2", "--clients", "64"]).unwrap();
+        assert_eq!(plan.workload, Workload::Cas { hot_keys: 2 });
+        assert_eq!(
+            plan_from(&["cas"]).unwrap().workload,
+            Workload::Cas { hot_keys: 1 }
+        );
+    }
+
+    #[test]
+    fn get_defaults_to_one_key_read_linearizably() {
+        let plan = plan_from(&["get"]).unwrap();
+        assert!(matches!(
+            plan.workload,
+            Workload::Get {
+                consistency: ReadConsistency::Linearizable,
+                key_count: 1,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn endpoints_are_split_on_commas_and_lose_trailing_slashes() {
+        let plan = plan_from(&["put", "--endpoints", "http://a:1/,http://b:2"]).unwrap();
+        assert_eq!(plan.endpoints, ["http://a:1", "http://b:2"]);
+    }
+
+    #[test]
+    fn a_count_alone_keeps_a_time_ceiling_and_both_limits_can_be_combined() {
+        let counted = plan_from(&["put", "--total", "500"]).unwrap();
+        assert_eq!(
+            counted.limits,
+            RunLimits {
+                operation_limit: Some(500),
+                time_limit: TIME_CEILING_FOR_COUNTED_RUNS
+            }
+        );
+        let both = plan_from(&["put", "--total", "500", "--duration", "3s"]).unwrap();
+        assert_eq!(
+            both.limits,
+            RunLimits {
+                operation_limit: Some(500),
+                time_limit: Duration::from_secs(3)
+            }
+        );
+    }
+
+    #[test]
+    fn inconsistent_arguments_are_refused_with_a_reason() {
+        for (words, expected_words) in [
+            (&["put", "--clients", "0"][..], "--clients"),
+            (&["put", "--total", "0"][..], "--total"),
+            (&["put", "--duration", "0s"][..], "--duration"),
+            (&["put", "--keys", "5"][..], "get workload only"),
+            (
+                &["put", "--consistency", "serializable"][..],
+                "get workload only",
+            ),
+            (&["get", "--keys", "0"][..], "--keys"),
+            (&["cas", "--keys", "0"][..], "--keys"),
+            (
+                &["cas", "--consistency", "linearizable"][..],
+                "get workload only",
+            ),
+            (&["put", "--endpoints", "https://a:1"][..], "http://"),
+            (&["put", "--endpoints", "http://a:1/v1"][..], "no path"),
+            (&["put", "--value-size", "2000000"][..], "--value-size"),
+        ] {
+            let error = plan_from(words).unwrap_err();
+            assert!(
+                error.contains(expected_words),
+                "{words:?} gave {error:?}, expected it to mention {expected_words:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_workloads_and_targets_are_refused_by_the_parser() {
+        assert!(plan_from(&["scan"]).is_err());
+        assert!(plan_from(&["put", "--target", "consul"]).is_err());
+    }
+
+    #[test]
+    fn run_tags_are_base36() {
+        assert_eq!(to_base36(0), "0");
+        assert_eq!(to_base36(35), "z");
+        assert_eq!(to_base36(36), "10");
+    }
+}

@@ -1,0 +1,284 @@
+//! One harness run, start to verdict: start the cluster and the watches, run the workload while
+//! the nemesis plays the schedule, heal, let everything settle, then check what was recorded.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::check::kv::check_operations;
+use super::check::recording::recording_of;
+use super::check::states::{History, State};
+use super::check::watch::{check_watch, WatchSpec};
+use super::check::Violation;
+use super::members::Members;
+use super::nemesis::Nemesis;
+use super::schedule::schedule;
+use super::store_check::check_store;
+use super::watchers::{run_watcher, wait_for_coverage, WatchRecord, Watcher};
+use super::workload::{run_worker, WorkloadContext, KEY_PREFIX};
+use super::{ChaosSettings, Report};
+use revkv_client::{Client, RangeRequest};
+
+/// How many members the cluster has.
+const CLUSTER_SIZE: u64 = 3;
+/// How long the healed cluster may take to settle (every member caught up, every watch covered).
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// The first revision a write can make (an empty store is at revision 1).
+const FIRST_WRITE_REVISION: u64 = 2;
+
+/// Runs the harness once; the report says what happened and what the checkers found.
+pub async fn run_chaos(settings: &ChaosSettings) -> Report {
+    let mut report = Report {
+        seed: settings.seed,
+        duration: settings.duration,
+        ..Report::default()
+    };
+    let (temporary, directory) = match run_directory(settings) {
+        Ok(found) => found,
+        Err(error) => {
+            report.aborted = Some(error);
+            return report;
+        }
+    };
+    if let Err(error) = run_in(settings, &directory, &mut report).await {
+        report.aborted = Some(error);
+    }
+    if !report.is_clean() {
+        // Keep the members' data and logs of a failed run for whoever looks into it.
+        report.directory = Some(directory);
+        if let Some(temporary) = temporary {
+            let _ = temporary.keep();
+        }
+    }
+    report
+}
+
+/// Where the members keep their data: `--dir`, or a new temporary directory (returned too, so
+/// the caller decides whether to keep it).
+fn run_directory(settings: &ChaosSettings) -> Result<(Option<tempfile::TempDir>, PathBuf), String> {
+    if let Some(directory) = &settings.dir {
+        std::fs::create_dir_all(directory)
+            .map_err(|error| format!("create {}: {error}", directory.display()))?;
+        return Ok((None, directory.clone()));
+    }
+    let temporary =
+        tempfile::tempdir().map_err(|error| format!("create a temporary directory: {error}"))?;
+    let directory = temporary.path().to_path_buf();
+    Ok((Some(temporary), directory))
+}
+
+/// The harness's watches: the recording (everything, with `prev_kv`) first, then a mix of
+/// ranges, single keys, filters and `prev_kv`.
+fn harness_watchers() -> Vec<Watcher> {
+    let everything = WatchSpec {
+        prev_kv: true,
+        ..WatchSpec::prefix(KEY_PREFIX)
+    };
+    let range = WatchSpec {
+        range_end: Some(format!("{KEY_PREFIX}k5")),
+        no_delete: true,
+        ..WatchSpec::single(&format!("{KEY_PREFIX}k2"))
+    };
+    let deletes_only = WatchSpec {
+        no_put: true,
+        ..WatchSpec::prefix(KEY_PREFIX)
+    };
+    vec![
+        Watcher::new("recording".into(), everything.clone()),
+        Watcher::new("prefix-prev-kv".into(), everything),
+        Watcher::new(
+            "single-key".into(),
+            WatchSpec::single(&format!("{KEY_PREFIX}k1")),
+        ),
+        Watcher::new("range-nodelete".into(), range),
+        Watcher::new("prefix-noput".into(), deletes_only),
+    ]
+}
+
+async fn run_in(
+    settings: &ChaosSettings,
+    directory: &Path,
+    report: &mut Report,
+) -> Result<(), String> {
+    let mut members =
+        Members::start(&settings.binary, directory, CLUSTER_SIZE, settings.seed).await?;
+    let outcome = drive(settings, &mut members, report).await;
+    if outcome.is_err() || !report.violations.is_empty() {
+        eprintln!("{}", members.log_tails(40));
+    }
+    outcome
+}
+
+/// Runs the workload, watches and nemesis, then settles and checks.
+async fn drive(
+    settings: &ChaosSettings,
+    members: &mut Members,
+    report: &mut Report,
+) -> Result<(), String> {
+    let endpoints = members.shared_endpoints();
+    let (stop_watchers, stop) = tokio::sync::watch::channel(false);
+    let watchers = harness_watchers();
+    let mut watch_tasks = tokio::task::JoinSet::new();
+    for (index, watcher) in watchers.iter().enumerate() {
+        let task = run_watcher(
+            watcher.spec.clone(),
+            watcher.record.clone(),
+            endpoints.clone(),
+            index,
+            FIRST_WRITE_REVISION,
+            stop.clone(),
+        );
+        watch_tasks.spawn(task);
+    }
+    let started = Instant::now();
+    let deadline = started + settings.duration;
+    let context = WorkloadContext::new(endpoints, started, deadline, settings.keys);
+    let mut workers = tokio::task::JoinSet::new();
+    for worker in 0..settings.workers {
+        let seed = settings.seed.wrapping_add(1_000 + worker as u64);
+        workers.spawn(run_worker(context.clone(), worker, seed));
+    }
+    let records: Vec<Arc<Mutex<WatchRecord>>> = watchers
+        .iter()
+        .map(|watcher| watcher.record.clone())
+        .collect();
+    let mut nemesis = Nemesis {
+        members,
+        started,
+        deadline,
+        http: reqwest::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .map_err(|error| error.to_string())?,
+        compactable: Box::new(move || lowest_coverage(&records)),
+        injected: Vec::new(),
+    };
+    let played = nemesis
+        .run(&schedule(settings.seed, settings.duration))
+        .await;
+    tokio::time::sleep_until(deadline.into()).await;
+    while workers.join_next().await.is_some() {}
+    let healed = nemesis.heal_everything().await;
+    report.faults = std::mem::take(&mut nemesis.injected);
+    report.proxies = nemesis.members.link_rules().counts();
+    played?;
+    healed?;
+    let final_revision = settle(nemesis.members, &watchers, report).await?;
+    let _ = stop_watchers.send(true);
+    while watch_tasks.join_next().await.is_some() {}
+    let operations = context.take_operations();
+    report.count_operations(&operations);
+    check_everything(
+        nemesis.members,
+        &watchers,
+        &operations,
+        final_revision,
+        report,
+    )
+    .await;
+    Ok(())
+}
+
+/// The lowest revision every watcher has covered: compacting at it takes nothing a watch still
+/// needs.
+fn lowest_coverage(records: &[Arc<Mutex<WatchRecord>>]) -> u64 {
+    records
+        .iter()
+        .map(|record| record.lock().expect("watch record lock").covered_through())
+        .min()
+        .unwrap_or(0)
+}
+
+/// After healing: the final revision (a linearizable read), and every watch covering it.
+async fn settle(
+    members: &Members,
+    watchers: &[Watcher],
+    report: &mut Report,
+) -> Result<u64, String> {
+    let client =
+        Client::new(members.client_urls().into_values()).map_err(|error| error.to_string())?;
+    let deadline = Instant::now() + SETTLE_TIMEOUT;
+    let final_revision = loop {
+        match client.range(&RangeRequest::prefix(KEY_PREFIX)).await {
+            Ok(range) => break range.header.revision,
+            Err(error) if Instant::now() >= deadline => {
+                return Err(format!("the healed cluster did not answer a read: {error}"))
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    };
+    report.final_revision = final_revision;
+    let behind = wait_for_coverage(watchers, final_revision, SETTLE_TIMEOUT).await;
+    if !behind.is_empty() {
+        report.violations.push(Violation {
+            kind: "watch-stalled",
+            detail: format!("not through revision {final_revision} after healing: {behind:?}"),
+            operations: Vec::new(),
+        });
+    }
+    Ok(final_revision)
+}
+
+/// Builds the history from the recording and runs every checker.
+async fn check_everything(
+    members: &Members,
+    watchers: &[Watcher],
+    operations: &[super::history::Operation],
+    final_revision: u64,
+    report: &mut Report,
+) {
+    let mut violations = Vec::new();
+    for watcher in watchers {
+        let record = watcher.record.lock().expect("watch record lock");
+        let messages = record
+            .segments
+            .iter()
+            .map(|segment| segment.messages.len())
+            .sum();
+        report
+            .watches
+            .push((watcher.name.clone(), record.segments.len(), messages));
+        for problem in &record.problems {
+            violations.push(watch_violation(&watcher.name, problem.clone()));
+        }
+    }
+    let history = match recorded_history(&watchers[0]) {
+        Ok(history) => history,
+        Err(error) => {
+            violations.push(watch_violation("recording", error));
+            report.violations.extend(violations);
+            return;
+        }
+    };
+    violations.extend(check_operations(&history, operations));
+    for watcher in &watchers[1..] {
+        let record = watcher.record.lock().expect("watch record lock");
+        if let Err(error) = check_watch(&history, &watcher.spec, &record.segments, final_revision) {
+            violations.push(watch_violation(&watcher.name, error));
+        }
+    }
+    let (compact_revision, store_violations) = check_store(members, &history, final_revision).await;
+    report.compact_revision = compact_revision;
+    violations.extend(store_violations);
+    report.violations.extend(violations);
+}
+
+fn watch_violation(name: &str, detail: String) -> Violation {
+    Violation {
+        kind: "watch",
+        detail: format!("{name}: {detail}"),
+        operations: Vec::new(),
+    }
+}
+
+/// The history the recording watch saw, from the empty store at revision 1.
+fn recorded_history(recording: &Watcher) -> Result<History, String> {
+    let record = recording.record.lock().expect("watch record lock");
+    let recording = recording_of(&record.segments)?;
+    History::from_changes(
+        FIRST_WRITE_REVISION - 1,
+        &State::new(),
+        &recording.changes,
+        recording.complete_through,
+    )
+}

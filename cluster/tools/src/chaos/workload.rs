@@ -1,0 +1,320 @@
+//! The randomized workload: concurrent workers that each send one operation at a time to a
+//! randomly chosen member and record it (invocation, completion, outcome) for the checkers.
+//!
+//! The operations mix what Kubernetes-style clients do: puts, deletes, reads of both
+//! consistencies, prefix ranges, compare-and-swap (a read, then a put with `If-Match` on the
+//! `mod_revision` read), multi-key txns and merge patches. They go over plain HTTP rather than
+//! through [`Client`](revkv_client::Client), so nothing retries or fails over behind the history's back:
+//! each recorded operation is exactly one request to one member.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use super::history::{value_of_operation, Answer, Consistency, Kv, Operation, Outcome, Request};
+use super::members::SharedEndpoints;
+
+/// Every key the workload touches lives under this prefix.
+pub const KEY_PREFIX: &str = "chaos/";
+
+/// The most operations one run records: the workload stops there rather than let the history
+/// outgrow the machine. An hour (the longest run) records about 4.5 million.
+pub const MAX_OPERATIONS: usize = 5_000_000;
+
+/// How long the harness waits for one answer. Above the members' own request timeout, so their
+/// 504 normally comes first; past it a write is recorded as outcome unknown.
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What every worker shares.
+#[derive(Clone)]
+pub struct WorkloadContext {
+    pub endpoints: SharedEndpoints,
+    pub started: Instant,
+    pub deadline: Instant,
+    pub keys: usize,
+    next_id: Arc<AtomicUsize>,
+    recorded: Arc<Mutex<Vec<Operation>>>,
+    http: reqwest::Client,
+}
+
+impl WorkloadContext {
+    pub fn new(
+        endpoints: SharedEndpoints,
+        started: Instant,
+        deadline: Instant,
+        keys: usize,
+    ) -> Self {
+        WorkloadContext {
+            endpoints,
+            started,
+            deadline,
+            keys,
+            next_id: Arc::new(AtomicUsize::new(0)),
+            recorded: Arc::new(Mutex::new(Vec::new())),
+            http: reqwest::Client::builder()
+                .timeout(CALL_TIMEOUT)
+                .connect_timeout(Duration::from_secs(1))
+                .build()
+                .expect("a plain HTTP client always builds"),
+        }
+    }
+
+    /// Every operation recorded, indexed by id (taken out: call it once, after the workers end).
+    pub fn take_operations(&self) -> Vec<Operation> {
+        let mut operations = std::mem::take(&mut *self.recorded.lock().expect("history lock"));
+        operations.sort_by_key(|operation| operation.id);
+        operations
+    }
+}
+
+/// One worker: sends operations until the deadline (or until the history is full).
+pub async fn run_worker(context: WorkloadContext, worker: usize, seed: u64) {
+    let mut random = fastrand::Rng::with_seed(seed);
+    while Instant::now() < context.deadline
+        && context.next_id.load(Ordering::Relaxed) < MAX_OPERATIONS
+    {
+        let (member, url) = {
+            let endpoints = context.endpoints.read().expect("endpoints lock");
+            endpoints[random.usize(..endpoints.len())].clone()
+        };
+        let key = format!("{KEY_PREFIX}k{}", random.usize(..context.keys));
+        let request = match random.u32(..100) {
+            0..=19 => Request::Put {
+                key,
+                if_mod_revision: None,
+            },
+            20..=29 => Request::Delete { key },
+            30..=44 => Request::Get {
+                key,
+                consistency: Consistency::Linearizable,
+            },
+            45..=54 => Request::Get {
+                key,
+                consistency: Consistency::Serializable,
+            },
+            55..=62 => Request::Range {
+                prefix: KEY_PREFIX.into(),
+                consistency: if random.bool() {
+                    Consistency::Linearizable
+                } else {
+                    Consistency::Serializable
+                },
+            },
+            63..=79 => {
+                compare_and_swap(&context, worker, member, &url, key).await;
+                continue;
+            }
+            80..=91 => Request::Txn {
+                keys: distinct_keys(&mut random, context.keys),
+            },
+            _ => Request::Patch { key },
+        };
+        record(&context, worker, member, &url, request).await;
+    }
+}
+
+/// A read, then a put conditional on the `mod_revision` read (or on absence).
+async fn compare_and_swap(
+    context: &WorkloadContext,
+    worker: usize,
+    member: u64,
+    url: &str,
+    key: String,
+) {
+    let read = Request::Get {
+        key: key.clone(),
+        consistency: Consistency::Linearizable,
+    };
+    let expected = match record(context, worker, member, url, read).await {
+        Outcome::Ok {
+            answer: Answer::Value(kv),
+            ..
+        } => kv.mod_revision,
+        Outcome::NotFound => 0,
+        _ => return,
+    };
+    let write = Request::Put {
+        key,
+        if_mod_revision: Some(expected),
+    };
+    record(context, worker, member, url, write).await;
+}
+
+/// Two or three different keys for a txn.
+fn distinct_keys(random: &mut fastrand::Rng, keys: usize) -> Vec<String> {
+    let count = random.usize(2..=3).min(keys);
+    let mut chosen: Vec<usize> = Vec::with_capacity(count);
+    while chosen.len() < count {
+        let key = random.usize(..keys);
+        if !chosen.contains(&key) {
+            chosen.push(key);
+        }
+    }
+    chosen
+        .into_iter()
+        .map(|key| format!("{KEY_PREFIX}k{key}"))
+        .collect()
+}
+
+/// Sends one operation, records it, and returns its outcome.
+async fn record(
+    context: &WorkloadContext,
+    worker: usize,
+    member: u64,
+    url: &str,
+    request: Request,
+) -> Outcome {
+    let id = context.next_id.fetch_add(1, Ordering::SeqCst);
+    let invoked = context.started.elapsed();
+    let outcome = send(&context.http, url, id, &request).await;
+    let completed = context.started.elapsed();
+    let operation = Operation {
+        id,
+        worker,
+        member,
+        request,
+        invoked,
+        completed,
+        outcome: outcome.clone(),
+    };
+    context
+        .recorded
+        .lock()
+        .expect("history lock")
+        .push(operation);
+    outcome
+}
+
+/// The HTTP request of one operation, and its answer as an [`Outcome`].
+async fn send(http: &reqwest::Client, url: &str, id: usize, request: &Request) -> Outcome {
+    let value = value_of_operation(id);
+    let builder = match request {
+        Request::Put {
+            key,
+            if_mod_revision,
+        } => {
+            let builder = http
+                .put(format!("{url}/v1/kv/{key}"))
+                .json(&json!({ "value": value }));
+            match if_mod_revision {
+                None => builder,
+                Some(0) => builder.header("if-none-match", "*"),
+                Some(revision) => builder.header("if-match", format!("\"{revision}\"")),
+            }
+        }
+        Request::Delete { key } => http.delete(format!("{url}/v1/kv/{key}")),
+        Request::Get { key, consistency } => http.get(format!(
+            "{url}/v1/kv/{key}?consistency={}",
+            consistency_name(*consistency)
+        )),
+        Request::Range {
+            prefix,
+            consistency,
+        } => http.get(format!(
+            "{url}/v1/kv?prefix={prefix}&consistency={}",
+            consistency_name(*consistency)
+        )),
+        Request::Txn { keys } => {
+            let puts: Vec<Value> = keys
+                .iter()
+                .map(|key| json!({ "put": { "key": key, "value": value } }))
+                .collect();
+            http.post(format!("{url}/v1/txn"))
+                .json(&json!({ "compare": [], "success": puts, "failure": [] }))
+        }
+        Request::Patch { key } => http
+            .request(Method::PATCH, format!("{url}/v1/kv/{key}?create=true"))
+            .header("content-type", "application/merge-patch+json")
+            .body(json!({ "tag": format!("o{id}") }).to_string()),
+    };
+    let answer = match builder.send().await {
+        Ok(answer) => answer,
+        Err(error) => return transport_outcome(request, &error),
+    };
+    let status = answer.status();
+    let body: Value = match answer.json().await {
+        Ok(body) => body,
+        Err(error) => return transport_outcome(request, &error),
+    };
+    outcome_of_answer(request, status, &body)
+}
+
+fn consistency_name(consistency: Consistency) -> &'static str {
+    match consistency {
+        Consistency::Linearizable => "linearizable",
+        Consistency::Serializable => "serializable",
+    }
+}
+
+/// A request that got no answer: a write that may have been sent has an unknown outcome; a
+/// refused connection, or any read, did nothing.
+fn transport_outcome(request: &Request, error: &reqwest::Error) -> Outcome {
+    let reason = transport_reason(error);
+    if request.is_write() && !error.is_connect() {
+        Outcome::Unknown { reason }
+    } else {
+        Outcome::Failed { reason }
+    }
+}
+
+/// What went wrong, by kind and innermost cause (the outer layers only repeat the URL).
+fn transport_reason(error: &reqwest::Error) -> String {
+    let kind = if error.is_connect() {
+        "connect"
+    } else if error.is_timeout() {
+        "timeout"
+    } else {
+        "transport"
+    };
+    let mut cause: &dyn std::error::Error = error;
+    while let Some(source) = cause.source() {
+        cause = source;
+    }
+    format!("{kind} error: {cause}")
+}
+
+fn outcome_of_answer(request: &Request, status: StatusCode, body: &Value) -> Outcome {
+    let revision = body["header"]["revision"].as_u64();
+    match (status.as_u16(), revision) {
+        (200, Some(revision)) => match answer_of(request, body) {
+            Some(answer) => Outcome::Ok { revision, answer },
+            None => Outcome::Failed {
+                reason: format!("unreadable answer {body}"),
+            },
+        },
+        (404, _) if matches!(request, Request::Get { .. }) => Outcome::NotFound,
+        (409, _) => Outcome::Conflict {
+            current: body
+                .get("current")
+                .filter(|kv| !kv.is_null())
+                .map(Kv::from_json),
+        },
+        (504, _) if request.is_write() => Outcome::Unknown {
+            reason: format!("504 {body}"),
+        },
+        (status, _) => Outcome::Failed {
+            reason: format!("{status} {body}"),
+        },
+    }
+}
+
+fn answer_of(request: &Request, body: &Value) -> Option<Answer> {
+    Some(match request {
+        Request::Put { .. } | Request::Txn { .. } => Answer::Written,
+        Request::Delete { .. } => Answer::Deleted {
+            deleted: body["deleted"].as_u64()?,
+        },
+        Request::Get { .. } => Answer::Value(Kv::from_json(&body["kv"])),
+        Request::Patch { .. } => Answer::Patched(Kv::from_json(&body["kv"])),
+        Request::Range { .. } => Answer::Range(
+            body["kvs"]
+                .as_array()?
+                .iter()
+                .map(|kv| Some((kv["key"].as_str()?.to_string(), Kv::from_json(kv))))
+                .collect::<Option<Vec<_>>>()?,
+        ),
+    })
+}

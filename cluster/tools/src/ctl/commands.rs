@@ -1,0 +1,457 @@
+//! What each `revkv ctl` command does: one client call (or one per endpoint for `status` and
+//! `hash`), then its answer printed in the chosen format.
+
+use std::io::{Read, Write};
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::output;
+use super::{CtlArgs, CtlCommand, LeaderCommand, MemberCommand, SnapshotCommand};
+use crate::cli::OutputFormat;
+use revkv_client::{
+    Client, ClientError, Consistency, DeleteRequest, PutRequest, RangeRequest, ReadOptions,
+    WatchRequest,
+};
+
+/// The largest txn request read from a file or stdin (the member's body limit is 1.5 MiB).
+pub const LARGEST_TXN_REQUEST_BYTES: u64 = 2 * 1024 * 1024;
+
+/// Runs one command.
+pub async fn execute(args: CtlArgs) -> Result<(), ClientError> {
+    let client = Client::builder(args.endpoints.clone())
+        .request_timeout(args.timeout)
+        .build()?;
+    let format = args.output;
+    match args.command {
+        CtlCommand::Get {
+            key,
+            revision,
+            serializable,
+        } => get(&client, format, &key, read_options(revision, serializable)).await,
+        CtlCommand::Put {
+            key,
+            value,
+            if_mod_revision,
+            if_absent,
+            prev_kv,
+        } => {
+            let request = put_request(key, value, if_mod_revision, if_absent, prev_kv);
+            put(&client, format, &request).await
+        }
+        CtlCommand::Del {
+            key,
+            prefix,
+            if_mod_revision,
+            prev_kv,
+        } => {
+            let request = delete_request(key, prefix, if_mod_revision, prev_kv);
+            delete(&client, format, &request).await
+        }
+        CtlCommand::List {
+            prefix,
+            page_size,
+            max_keys,
+            revision,
+            serializable,
+        } => {
+            let request = RangeRequest::prefix(prefix)
+                .limit(page_size.max(1))
+                .read_options(read_options(revision, serializable));
+            list(&client, format, request, max_keys).await
+        }
+        CtlCommand::Txn { file } => txn(&client, format, file.as_deref()).await,
+        CtlCommand::Patch {
+            key,
+            patch,
+            if_mod_revision,
+        } => patch_key(&client, format, &key, &patch, if_mod_revision).await,
+        CtlCommand::Watch {
+            key,
+            prefix,
+            start_revision,
+            prev_kv,
+            progress_notify,
+            count,
+        } => {
+            let request = WatchRequest {
+                prefix,
+                start_revision,
+                prev_kv,
+                progress_notify,
+                ..WatchRequest::key(key)
+            };
+            watch(&client, format, request, count).await
+        }
+        CtlCommand::Compact { revision } => {
+            let answer = client.compact(revision).await?;
+            print_either(format, &answer, || {
+                format!("compacted at revision {revision}")
+            });
+            Ok(())
+        }
+        CtlCommand::Status => status(&client, format).await,
+        CtlCommand::Member(command) => member(&client, format, command).await,
+        CtlCommand::Leader(LeaderCommand::Transfer { to }) => {
+            let answer = client.transfer_leader(to).await?;
+            print_either(format, &answer, || {
+                format!("leadership transferred to member {to}")
+            });
+            Ok(())
+        }
+        CtlCommand::Hash { revision } => hash(&client, format, revision).await,
+        CtlCommand::Snapshot(SnapshotCommand::Save { path }) => {
+            snapshot_save(&client, format, &path).await
+        }
+    }
+}
+
+fn read_options(revision: Option<u64>, serializable: bool) -> ReadOptions {
+    ReadOptions {
+        consistency: if serializable {
+            Consistency::Serializable
+        } else {
+            Consistency::Linearizable
+        },
+        revision,
+        min_revision: None,
+    }
+}
+
+fn put_request(
+    key: String,
+    value: String,
+    if_mod_revision: Option<u64>,
+    if_absent: bool,
+    prev_kv: bool,
+) -> PutRequest {
+    let mut request = PutRequest::new(key, value);
+    if let Some(revision) = if_mod_revision {
+        request = request.if_mod_revision(revision);
+    }
+    if if_absent {
+        request = request.if_absent();
+    }
+    if prev_kv {
+        request = request.with_prev_kv();
+    }
+    request
+}
+
+fn delete_request(
+    key: String,
+    prefix: bool,
+    if_mod_revision: Option<u64>,
+    prev_kv: bool,
+) -> DeleteRequest {
+    let mut request = if prefix {
+        DeleteRequest::prefix(key)
+    } else {
+        DeleteRequest::key(key)
+    };
+    if let Some(revision) = if_mod_revision {
+        request = request.if_mod_revision(revision);
+    }
+    if prev_kv {
+        request = request.with_prev_kv();
+    }
+    request
+}
+
+/// Prints `answer` as JSON, or the sentence `human` makes.
+fn print_either<T: serde::Serialize>(
+    format: OutputFormat,
+    answer: &T,
+    human: impl FnOnce() -> String,
+) {
+    match format {
+        OutputFormat::Json => println!("{}", output::json(answer)),
+        OutputFormat::Table => println!("{}", human()),
+    }
+}
+
+async fn get(
+    client: &Client,
+    format: OutputFormat,
+    key: &str,
+    options: ReadOptions,
+) -> Result<(), ClientError> {
+    let answer = client.get_with(key, options).await?;
+    print_either(format, &answer, || {
+        output::kv_table(std::slice::from_ref(&answer.kv))
+    });
+    Ok(())
+}
+
+async fn put(
+    client: &Client,
+    format: OutputFormat,
+    request: &PutRequest,
+) -> Result<(), ClientError> {
+    let answer = client.put_with(request).await?;
+    print_either(format, &answer, || {
+        let mut text = format!("OK (revision {})", answer.header.revision);
+        if let Some(previous) = &answer.prev_kv {
+            text.push_str(&format!(
+                "\nprevious:\n{}",
+                output::kv_table(std::slice::from_ref(previous))
+            ));
+        }
+        text
+    });
+    Ok(())
+}
+
+async fn delete(
+    client: &Client,
+    format: OutputFormat,
+    request: &DeleteRequest,
+) -> Result<(), ClientError> {
+    let answer = client.delete(request).await?;
+    print_either(format, &answer, || {
+        let mut text = format!(
+            "deleted {} (revision {})",
+            answer.deleted, answer.header.revision
+        );
+        if let Some(previous) = answer.prev_kvs.as_deref().filter(|kvs| !kvs.is_empty()) {
+            text.push_str(&format!("\n{}", output::kv_table(previous)));
+        }
+        text
+    });
+    Ok(())
+}
+
+async fn list(
+    client: &Client,
+    format: OutputFormat,
+    request: RangeRequest,
+    max_keys: u64,
+) -> Result<(), ClientError> {
+    let mut pages = client.range_pages(request);
+    let mut kvs = Vec::new();
+    let mut revision = 0;
+    let mut count = 0;
+    while let Some(page) = pages.next_page().await {
+        let page = page?;
+        revision = page.header.revision;
+        // Later pages count only the keys from their resume point on.
+        if kvs.is_empty() {
+            count = page.count;
+        }
+        kvs.extend(page.kvs);
+        if kvs.len() as u64 >= max_keys {
+            kvs.truncate(max_keys as usize);
+            break;
+        }
+    }
+    let answer = serde_json::json!({ "revision": revision, "count": count, "kvs": kvs });
+    print_either(format, &answer, || {
+        let shown = kvs.len();
+        let mut text = output::kv_table(&kvs);
+        text.push_str(&format!("\n{shown} of {count} keys at revision {revision}"));
+        text
+    });
+    Ok(())
+}
+
+async fn txn(
+    client: &Client,
+    format: OutputFormat,
+    file: Option<&Path>,
+) -> Result<(), ClientError> {
+    let body = read_txn_request(file)?;
+    let answer = client.txn_json(body).await?;
+    print_either(format, &answer, || {
+        let outcome = if answer.succeeded {
+            "SUCCESS"
+        } else {
+            "FAILURE"
+        };
+        let mut lines = vec![format!("{outcome} (revision {})", answer.header.revision)];
+        for response in &answer.responses {
+            lines.push(serde_json::to_string(response).expect("answers always serialise"));
+        }
+        lines.join("\n")
+    });
+    Ok(())
+}
+
+/// The txn request from `file`, or from stdin when absent or `-`; at most
+/// [`LARGEST_TXN_REQUEST_BYTES`].
+fn read_txn_request(file: Option<&Path>) -> Result<Value, ClientError> {
+    let mut text = String::new();
+    let read = match file.filter(|path| path.as_os_str() != "-") {
+        Some(path) => std::fs::File::open(path).and_then(|file| {
+            file.take(LARGEST_TXN_REQUEST_BYTES)
+                .read_to_string(&mut text)
+        }),
+        None => std::io::stdin()
+            .take(LARGEST_TXN_REQUEST_BYTES)
+            .read_to_string(&mut text),
+    };
+    read.map_err(|error| ClientError::Invalid {
+        message: format!("cannot read the txn request: {error}"),
+    })?;
+    serde_json::from_str(&text).map_err(|error| ClientError::Invalid {
+        message: format!("the txn request is not JSON: {error}"),
+    })
+}
+
+async fn patch_key(
+    client: &Client,
+    format: OutputFormat,
+    key: &str,
+    patch: &str,
+    if_mod_revision: Option<u64>,
+) -> Result<(), ClientError> {
+    let patch: Value = serde_json::from_str(patch).map_err(|error| ClientError::Invalid {
+        message: format!("the patch is not JSON: {error}"),
+    })?;
+    let answer = client.patch(key, &patch, if_mod_revision).await?;
+    print_either(format, &answer, || {
+        format!(
+            "patched {key} (revision {}, attempts {})\n{}",
+            answer.header.revision, answer.attempts, answer.kv.value
+        )
+    });
+    Ok(())
+}
+
+async fn watch(
+    client: &Client,
+    format: OutputFormat,
+    request: WatchRequest,
+    count: Option<u64>,
+) -> Result<(), ClientError> {
+    let mut watcher = client.watch(request);
+    let mut printed = 0u64;
+    while count.is_none_or(|count| printed < count) {
+        let Some(update) = watcher.next().await else {
+            return Ok(());
+        };
+        let update = update?;
+        let text = match format {
+            OutputFormat::Json => serde_json::to_string(&update).expect("updates serialise"),
+            OutputFormat::Table => output::watch_update_lines(&update),
+        };
+        let mut stdout = std::io::stdout().lock();
+        // A closed stdout (the reader went away) ends the watch quietly.
+        if writeln!(stdout, "{text}")
+            .and_then(|()| stdout.flush())
+            .is_err()
+        {
+            return Ok(());
+        }
+        printed += 1;
+    }
+    Ok(())
+}
+
+async fn status(client: &Client, format: OutputFormat) -> Result<(), ClientError> {
+    let mut rows = Vec::new();
+    let mut answers = Vec::new();
+    let mut last_error = None;
+    for endpoint in client.endpoints() {
+        match client.for_member(endpoint)?.status().await {
+            Ok(answer) => {
+                rows.push(output::status_row(endpoint, &answer));
+                answers.push(serde_json::json!({ "endpoint": endpoint, "status": answer }));
+            }
+            Err(error) => {
+                eprintln!("revkv ctl: {endpoint}: {error}");
+                last_error = Some(error);
+            }
+        }
+    }
+    print_either(format, &answers, || {
+        output::table(&output::STATUS_HEADERS, &rows)
+    });
+    last_error.map_or(Ok(()), Err)
+}
+
+async fn hash(
+    client: &Client,
+    format: OutputFormat,
+    revision: Option<u64>,
+) -> Result<(), ClientError> {
+    let mut rows = Vec::new();
+    let mut answers = Vec::new();
+    let mut last_error = None;
+    for endpoint in client.endpoints() {
+        match client.for_member(endpoint)?.hash(revision).await {
+            Ok(answer) => {
+                rows.push(vec![
+                    endpoint.clone(),
+                    answer.header.member_id.to_string(),
+                    answer.hash.to_string(),
+                    answer.revision.to_string(),
+                    answer.compact_revision.to_string(),
+                ]);
+                answers.push(serde_json::json!({ "endpoint": endpoint, "hash": answer }));
+            }
+            Err(error) => {
+                eprintln!("revkv ctl: {endpoint}: {error}");
+                last_error = Some(error);
+            }
+        }
+    }
+    let headers = ["ENDPOINT", "ID", "HASH", "REVISION", "COMPACT"];
+    print_either(format, &answers, || output::table(&headers, &rows));
+    last_error.map_or(Ok(()), Err)
+}
+
+async fn member(
+    client: &Client,
+    format: OutputFormat,
+    command: MemberCommand,
+) -> Result<(), ClientError> {
+    let (answer, done) = match command {
+        MemberCommand::List => (client.members().await?, String::new()),
+        MemberCommand::Add {
+            id,
+            peer_url,
+            client_url,
+        } => (
+            client.add_learner(id, &peer_url, &client_url).await?,
+            format!("added member {id} as a learner\n"),
+        ),
+        MemberCommand::Promote { id } => (
+            client.promote_member(id).await?,
+            format!("promoted member {id}\n"),
+        ),
+        MemberCommand::Remove { id } => (
+            client.remove_member(id).await?,
+            format!("removed member {id}\n"),
+        ),
+    };
+    print_either(format, &answer, || {
+        format!("{done}{}", output::member_table(&answer.members))
+    });
+    Ok(())
+}
+
+async fn snapshot_save(
+    client: &Client,
+    format: OutputFormat,
+    path: &Path,
+) -> Result<(), ClientError> {
+    let local = |error: std::io::Error| ClientError::Transport {
+        message: format!("{}: {error}", path.display()),
+    };
+    let partial = path.with_extension("part");
+    let mut file = tokio::fs::File::create(&partial).await.map_err(local)?;
+    let written = match client.snapshot_save(&mut file).await {
+        Ok(written) => written,
+        Err(error) => {
+            let _ = tokio::fs::remove_file(&partial).await;
+            return Err(error);
+        }
+    };
+    file.sync_all().await.map_err(local)?;
+    tokio::fs::rename(&partial, path).await.map_err(local)?;
+    let answer = serde_json::json!({ "path": path, "bytes": written });
+    print_either(format, &answer, || {
+        format!("saved {written} bytes to {}", path.display())
+    });
+    Ok(())
+}

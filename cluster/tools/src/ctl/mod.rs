@@ -1,0 +1,308 @@
+//! `revkv ctl`: the command line for a running cluster, on top of [`Client`](revkv_client::Client).
+//!
+//! ```text
+//! revkv ctl [--endpoints URL,...] [-o table|json] [--timeout 10s] COMMAND
+//!   get KEY | put KEY VALUE | del KEY | list [PREFIX] | txn [-f FILE] | patch KEY JSON
+//!   watch KEY | compact REVISION | status | member list|add|promote|remove
+//!   leader transfer ID | hash | snapshot save FILE
+//! ```
+//!
+//! Endpoints come from `--endpoints`, else `REVKV_ENDPOINTS`, else the local three-member cluster
+//! that `scripts/cluster.sh` starts. Output is for people by default (aligned tables, short
+//! sentences) and JSON with `-o json`. Exit codes let scripts tell outcomes apart:
+//! [`EXIT_NOT_FOUND`], [`EXIT_CONFLICT`], [`EXIT_OUTCOME_UNKNOWN`], [`EXIT_ERROR`] for any other
+//! error, and 2 for a command line clap rejects.
+//!
+//! Parts: this file has the command line and the exit codes, [`commands`] runs each command, and
+//! [`output`] formats the answers.
+
+pub mod commands;
+pub mod output;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+
+use crate::cli::parse_duration;
+pub use crate::cli::OutputFormat;
+use revkv_client::ClientError;
+
+/// Exit code of an error other than the ones below.
+pub const EXIT_ERROR: u8 = 1;
+/// Exit code when the key, member or endpoint does not exist.
+pub const EXIT_NOT_FOUND: u8 = 3;
+/// Exit code when a revision precondition failed (`--if-mod-revision`, `--if-absent`).
+pub const EXIT_CONFLICT: u8 = 4;
+/// Exit code when a write was sent but its answer was lost: it may or may not have happened.
+pub const EXIT_OUTCOME_UNKNOWN: u8 = 5;
+
+/// The endpoints used when neither `--endpoints` nor `REVKV_ENDPOINTS` is given.
+pub const DEFAULT_ENDPOINTS: &str =
+    "http://127.0.0.1:7001,http://127.0.0.1:7002,http://127.0.0.1:7003";
+
+/// `revkv ctl [options] COMMAND`.
+#[derive(Args, Debug, Clone)]
+pub struct CtlArgs {
+    /// Comma-separated member URLs; calls fail over between them.
+    #[arg(long, env = "REVKV_ENDPOINTS", value_delimiter = ',', default_value = DEFAULT_ENDPOINTS, global = true)]
+    pub endpoints: Vec<String>,
+
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Table, global = true)]
+    pub output: OutputFormat,
+
+    /// Time limit of each call, failover included (e.g. 500ms, 10s).
+    #[arg(long, value_parser = parse_duration, default_value = "10s", global = true)]
+    pub timeout: Duration,
+
+    #[command(subcommand)]
+    pub command: CtlCommand,
+}
+
+/// The commands.
+#[derive(Subcommand, Debug, Clone)]
+pub enum CtlCommand {
+    /// Read one key (exit 3 if absent).
+    Get {
+        key: String,
+        /// Read the key as it was at this revision.
+        #[arg(long)]
+        revision: Option<u64>,
+        /// Read from the answering member's state without a leader round (may be stale).
+        #[arg(long)]
+        serializable: bool,
+    },
+    /// Write a key (exit 4 if a precondition fails).
+    Put {
+        key: String,
+        value: String,
+        /// Write only if the key's mod revision is this one.
+        #[arg(long, conflicts_with = "if_absent")]
+        if_mod_revision: Option<u64>,
+        /// Write only if the key does not exist.
+        #[arg(long)]
+        if_absent: bool,
+        /// Also show the key-value before the write.
+        #[arg(long)]
+        prev_kv: bool,
+    },
+    /// Delete a key, or every key under a prefix.
+    Del {
+        key: String,
+        #[arg(long)]
+        prefix: bool,
+        /// Delete only if the key's mod revision is this one.
+        #[arg(long, conflicts_with = "prefix")]
+        if_mod_revision: Option<u64>,
+        /// Also show the deleted key-values.
+        #[arg(long)]
+        prev_kv: bool,
+    },
+    /// List every key under a prefix (all pages), with values.
+    List {
+        /// The prefix (default: every key).
+        #[arg(default_value = "")]
+        prefix: String,
+        /// Keys per page.
+        #[arg(long, default_value_t = 1000)]
+        page_size: u64,
+        /// Stop after this many keys.
+        #[arg(long, default_value_t = 100_000)]
+        max_keys: u64,
+        #[arg(long)]
+        revision: Option<u64>,
+        #[arg(long)]
+        serializable: bool,
+    },
+    /// Run a transaction given as the JSON body of POST /v1/txn.
+    Txn {
+        /// The file holding the request (`-` or absent: standard input).
+        #[arg(short = 'f', long = "file")]
+        file: Option<PathBuf>,
+    },
+    /// Apply a JSON merge patch (RFC 7386) to the JSON value of a key.
+    Patch {
+        key: String,
+        /// The merge patch, a JSON object such as '{"replicas": 3}'.
+        patch: String,
+        /// One attempt, only if the key's mod revision is this one.
+        #[arg(long)]
+        if_mod_revision: Option<u64>,
+    },
+    /// Print changes to a key or prefix as they happen, until interrupted.
+    Watch {
+        key: String,
+        #[arg(long)]
+        prefix: bool,
+        /// Start with the changes of this revision (history).
+        #[arg(long)]
+        start_revision: Option<u64>,
+        #[arg(long)]
+        prev_kv: bool,
+        /// Ask for a bookmark this often (e.g. 5s).
+        #[arg(long, value_parser = parse_duration)]
+        progress_notify: Option<Duration>,
+        /// Stop after this many updates.
+        #[arg(long)]
+        count: Option<u64>,
+    },
+    /// Discard history at and below a revision.
+    Compact { revision: u64 },
+    /// The status of every endpoint.
+    Status,
+    /// Cluster membership.
+    #[command(subcommand)]
+    Member(MemberCommand),
+    /// Leadership.
+    #[command(subcommand)]
+    Leader(LeaderCommand),
+    /// The replica-consistency hash of every endpoint (equal on members that agree).
+    Hash {
+        #[arg(long)]
+        revision: Option<u64>,
+    },
+    /// Backups.
+    #[command(subcommand)]
+    Snapshot(SnapshotCommand),
+}
+
+/// `revkv ctl member ...`.
+#[derive(Subcommand, Debug, Clone)]
+pub enum MemberCommand {
+    /// List the members.
+    List,
+    /// Add a learner.
+    Add {
+        id: u64,
+        #[arg(long)]
+        peer_url: String,
+        #[arg(long)]
+        client_url: String,
+    },
+    /// Make a learner a voter.
+    Promote { id: u64 },
+    /// Remove a member.
+    Remove { id: u64 },
+}
+
+/// `revkv ctl leader ...`.
+#[derive(Subcommand, Debug, Clone)]
+pub enum LeaderCommand {
+    /// Hand leadership to another member.
+    Transfer { to: u64 },
+}
+
+/// `revkv ctl snapshot ...`.
+#[derive(Subcommand, Debug, Clone)]
+pub enum SnapshotCommand {
+    /// Stream a consistent backup into a file.
+    Save { path: PathBuf },
+}
+
+/// Runs `revkv ctl`: prints the answer on stdout, an error on stderr, and exits with its code.
+pub async fn run(args: CtlArgs) -> ExitCode {
+    match commands::execute(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("revkv ctl: {error}");
+            ExitCode::from(exit_code_of(&error))
+        }
+    }
+}
+
+/// The exit code that tells `error` apart.
+pub fn exit_code_of(error: &ClientError) -> u8 {
+    match error {
+        ClientError::NotFound { .. } => EXIT_NOT_FOUND,
+        ClientError::Conflict { .. } => EXIT_CONFLICT,
+        ClientError::OutcomeUnknown { .. } => EXIT_OUTCOME_UNKNOWN,
+        _ => EXIT_ERROR,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct CommandLineUnderTest {
+        #[command(flatten)]
+        ctl: CtlArgs,
+    }
+
+    fn parse(words: &[&str]) -> Result<CtlArgs, clap::Error> {
+        let argv = std::iter::once("ctl").chain(words.iter().copied());
+        CommandLineUnderTest::try_parse_from(argv).map(|parsed| parsed.ctl)
+    }
+
+    #[test]
+    fn global_options_go_before_or_after_the_command() {
+        let before = parse(&[
+            "-o",
+            "json",
+            "--endpoints",
+            "http://a:1,http://b:2",
+            "get",
+            "k",
+        ]);
+        let after = parse(&["get", "k", "-o", "json", "--timeout", "500ms"]).unwrap();
+        assert_eq!(before.unwrap().endpoints, ["http://a:1", "http://b:2"]);
+        assert_eq!(after.output, OutputFormat::Json);
+        assert_eq!(after.timeout, Duration::from_millis(500));
+    }
+
+    #[test]
+    fn nested_commands_parse() {
+        let add = parse(&[
+            "member",
+            "add",
+            "4",
+            "--peer-url",
+            "http://p",
+            "--client-url",
+            "http://c",
+        ]);
+        assert!(matches!(
+            add.unwrap().command,
+            CtlCommand::Member(MemberCommand::Add { id: 4, .. })
+        ));
+        let transfer = parse(&["leader", "transfer", "2"]).unwrap();
+        assert!(matches!(
+            transfer.command,
+            CtlCommand::Leader(LeaderCommand::Transfer { to: 2 })
+        ));
+        assert!(parse(&["put", "k", "v", "--if-mod-revision", "3", "--if-absent"]).is_err());
+    }
+
+    #[test]
+    fn exit_codes_tell_not_found_conflict_and_unknown_outcomes_apart() {
+        let not_found = ClientError::NotFound {
+            message: String::new(),
+        };
+        let conflict = ClientError::Conflict {
+            current: None,
+            message: String::new(),
+        };
+        let unknown = ClientError::OutcomeUnknown {
+            endpoint: String::new(),
+            message: String::new(),
+        };
+        let other = ClientError::Invalid {
+            message: String::new(),
+        };
+        let codes = [&not_found, &conflict, &unknown, &other].map(exit_code_of);
+        assert_eq!(
+            codes,
+            [
+                EXIT_NOT_FOUND,
+                EXIT_CONFLICT,
+                EXIT_OUTCOME_UNKNOWN,
+                EXIT_ERROR
+            ]
+        );
+    }
+}

@@ -1,0 +1,423 @@
+//! A cluster of `revkv serve` processes for end-to-end tests: founding members or `--join`
+//! members under one temporary directory, killed on drop. Every method fails the test (panics)
+//! when the cluster does not do what it should, with the members' log tails printed.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+
+use super::member::{MemberLaunch, MemberProcess};
+use super::member_client::MemberClient;
+use super::{fast_serve_flags, free_addresses, wait_until, POLL_INTERVAL};
+
+/// How long a cluster may take to elect a leader and get every member ready.
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A generous bound for anything the cluster should do "soon" (an election, catching up).
+pub const CONVERGENCE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How many lines of each member's log a failing test prints.
+const LOG_TAIL_LINES: usize = 60;
+
+/// How many times a cluster start is retried when a member could not bind its port (another test
+/// may take a released port before the member binds it).
+const START_ATTEMPTS: u32 = 3;
+
+/// The binary and the flags every member of a cluster starts with.
+#[derive(Clone, Debug)]
+pub struct ClusterOptions {
+    /// The `revkv` binary (a test passes `env!("CARGO_BIN_EXE_revkv")`).
+    pub binary: PathBuf,
+    /// `--request-timeout-ms`: the longest a member waits for a write, a read barrier or
+    /// `min_revision` before answering 504 (also its peer call timeout).
+    pub request_timeout_ms: u64,
+    /// Further `revkv serve` flags for every member.
+    pub extra_flags: Vec<String>,
+    /// Environment variables for every member (for example a more verbose `RUST_LOG`).
+    pub environment: Vec<(String, String)>,
+}
+
+impl ClusterOptions {
+    /// Members of `binary` with a 5-second request timeout and no further flags.
+    pub fn for_binary(binary: impl Into<PathBuf>) -> Self {
+        ClusterOptions {
+            binary: binary.into(),
+            request_timeout_ms: 5000,
+            extra_flags: Vec::new(),
+            environment: Vec::new(),
+        }
+    }
+
+    /// Adds `revkv serve` flags for every member.
+    pub fn with_flags(mut self, flags: &[&str]) -> Self {
+        self.extra_flags
+            .extend(flags.iter().map(|flag| flag.to_string()));
+        self
+    }
+
+    /// Sets an environment variable for every member.
+    pub fn with_environment(mut self, name: &str, value: &str) -> Self {
+        self.environment.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    pub fn with_request_timeout_ms(mut self, milliseconds: u64) -> Self {
+        self.request_timeout_ms = milliseconds;
+        self
+    }
+}
+
+/// A cluster of `revkv serve` processes. Dropping it kills every process.
+pub struct ProcessCluster {
+    members: BTreeMap<u64, MemberProcess>,
+    options: ClusterOptions,
+    // Dropped after `members` (fields drop in order), so logs are read before the files go.
+    directory: tempfile::TempDir,
+}
+
+impl ProcessCluster {
+    /// Starts members `1..=size` as one new cluster and waits until a leader is elected and every
+    /// member is ready.
+    pub async fn start(size: u64, options: ClusterOptions) -> ProcessCluster {
+        for attempt in 1..=START_ATTEMPTS {
+            let mut cluster = ProcessCluster::spawn_founders(size, options.clone());
+            match cluster.wait_until_all_ready().await {
+                Ok(()) => return cluster,
+                Err(problem) if attempt < START_ATTEMPTS && problem.contains("cannot listen") => {
+                    eprintln!("cluster start attempt {attempt} lost a port race; retrying");
+                }
+                // Dropping the cluster while panicking prints the members' logs.
+                Err(problem) => panic!("the cluster did not start: {problem}"),
+            }
+        }
+        unreachable!("the last attempt returns or panics")
+    }
+
+    /// A cluster with no members yet, for tests that start only `--join` members.
+    pub fn without_members(options: ClusterOptions) -> ProcessCluster {
+        ProcessCluster {
+            members: BTreeMap::new(),
+            options,
+            directory: tempfile::tempdir().expect("a temporary directory"),
+        }
+    }
+
+    fn spawn_founders(size: u64, options: ClusterOptions) -> ProcessCluster {
+        let directory = tempfile::tempdir().expect("a temporary directory");
+        let addresses = free_addresses(2 * size as usize).expect("free loopback ports");
+        let initial_cluster = (1..=size)
+            .map(|id| format!("{id}=http://{}", addresses[2 * (id as usize - 1) + 1]))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut cluster = ProcessCluster {
+            members: BTreeMap::new(),
+            options,
+            directory,
+        };
+        for id in 1..=size {
+            let index = 2 * (id as usize - 1);
+            let founding = ["--initial-cluster".to_string(), initial_cluster.clone()];
+            cluster.add_member_process(id, addresses[index], addresses[index + 1], &founding);
+        }
+        for member in cluster.members.values_mut() {
+            member.spawn().expect("start a member process");
+        }
+        cluster
+    }
+
+    /// Registers (without starting) a member process with the common flags plus `own_flags`.
+    fn add_member_process(
+        &mut self,
+        id: u64,
+        client_address: SocketAddr,
+        peer_address: SocketAddr,
+        own_flags: &[String],
+    ) {
+        let data_dir = self.directory.path().join(format!("member-{id}"));
+        let log_path = self.directory.path().join(format!("member-{id}.log"));
+        let mut arguments = fast_serve_flags(
+            id,
+            &data_dir,
+            client_address,
+            peer_address,
+            self.options.request_timeout_ms,
+        );
+        arguments.extend(self.options.extra_flags.iter().cloned());
+        arguments.extend(own_flags.iter().cloned());
+        let member = MemberProcess::new(MemberLaunch {
+            id,
+            binary: self.options.binary.clone(),
+            client_address,
+            peer_address,
+            data_dir,
+            log_path,
+            arguments,
+            environment: self.options.environment.clone(),
+        });
+        assert!(
+            self.members.insert(id, member).is_none(),
+            "member {id} twice"
+        );
+    }
+
+    /// Waits until every running member answers `/readyz` 200; `Err` with the reason if a member
+    /// exits or the deadline passes.
+    async fn wait_until_all_ready(&mut self) -> Result<(), String> {
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        let ids = self.running_ids();
+        loop {
+            for id in &ids {
+                let member = self.members.get_mut(id).expect("a member");
+                if let Some(status) = member.exited() {
+                    return Err(format!(
+                        "member {id} exited with {status}: {}",
+                        member.log_tail(LOG_TAIL_LINES)
+                    ));
+                }
+            }
+            let mut all_ready = true;
+            for id in &ids {
+                all_ready &= self.client(*id).is_ready().await;
+            }
+            if all_ready {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "not every member was ready within {STARTUP_TIMEOUT:?}"
+                ));
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+    }
+
+    /// Founding members bootstrap with a membership that holds only peer URLs, and then each
+    /// publishes its client URL with a membership change of its own. Waits until every member lists
+    /// every member's client URL: the membership has settled (a test's own membership change
+    /// meanwhile could be refused as in progress).
+    pub async fn wait_for_published_client_urls(&self) {
+        let clients: Vec<MemberClient> = self.ids().iter().map(|id| self.client(*id)).collect();
+        let expected: BTreeMap<u64, String> = self
+            .members
+            .values()
+            .map(|member| (member.id, member.client_url()))
+            .collect();
+        let what = format!("every member to list the client URLs {expected:?}");
+        wait_until(what, STARTUP_TIMEOUT, async || {
+            for client in &clients {
+                let answer = client
+                    .try_send(Method::GET, "/v1/members", None, &[])
+                    .await
+                    .ok()?;
+                let listed: BTreeMap<u64, String> = answer.json["members"]
+                    .as_array()?
+                    .iter()
+                    .filter_map(|member| {
+                        let url = member["client_url"].as_str()?.to_string();
+                        Some((member["id"].as_u64()?, url))
+                    })
+                    .collect();
+                if listed != expected {
+                    return None;
+                }
+            }
+            Some(())
+        })
+        .await;
+    }
+
+    pub fn member(&self, id: u64) -> &MemberProcess {
+        self.members
+            .get(&id)
+            .unwrap_or_else(|| panic!("no member {id}"))
+    }
+
+    /// An HTTP client for member `id`.
+    pub fn client(&self, id: u64) -> MemberClient {
+        MemberClient::new(id, self.member(id).client_url())
+    }
+
+    /// Every member id, running or not.
+    /// Every member's client URL, in id order (the endpoints a client is given).
+    pub fn client_urls(&self) -> Vec<String> {
+        self.ids()
+            .iter()
+            .map(|id| self.member(*id).client_url())
+            .collect()
+    }
+
+    pub fn ids(&self) -> Vec<u64> {
+        self.members.keys().copied().collect()
+    }
+
+    pub fn running_ids(&self) -> Vec<u64> {
+        self.members
+            .values()
+            .filter(|member| member.is_running())
+            .map(|member| member.id)
+            .collect()
+    }
+
+    /// SIGKILL member `id` (no chance to flush or say goodbye).
+    pub fn kill(&mut self, id: u64) {
+        self.members
+            .get_mut(&id)
+            .unwrap_or_else(|| panic!("no member {id}"))
+            .kill();
+    }
+
+    /// Stops member `id` gracefully (SIGTERM) and waits until it has exited.
+    pub fn stop(&mut self, id: u64) {
+        let status = self.member_mut(id).terminate().expect("stop a member");
+        assert!(status.success(), "member {id} stopped with {status}");
+    }
+
+    /// Freezes member `id` (SIGSTOP): its sockets stay open but it answers nothing.
+    pub fn pause(&mut self, id: u64) {
+        self.member_mut(id).pause().expect("pause a member");
+    }
+
+    /// Lets a paused member run again (SIGCONT).
+    pub fn resume(&mut self, id: u64) {
+        self.member_mut(id).resume().expect("resume a member");
+    }
+
+    fn member_mut(&mut self, id: u64) -> &mut MemberProcess {
+        self.members
+            .get_mut(&id)
+            .unwrap_or_else(|| panic!("no member {id}"))
+    }
+
+    /// Starts a killed member again on its data directory, ports, flags and environment, and waits
+    /// until it answers HTTP.
+    pub async fn restart(&mut self, id: u64) {
+        self.members
+            .get_mut(&id)
+            .unwrap_or_else(|| panic!("no member {id}"))
+            .spawn()
+            .expect("restart a member process");
+        self.wait_until_up(id).await;
+    }
+
+    /// Starts a new, empty member with `--join` (it waits to be added as a learner) and waits until
+    /// it answers HTTP.
+    pub async fn start_joining_member(&mut self, id: u64) -> &MemberProcess {
+        let addresses = free_addresses(2).expect("free loopback ports");
+        self.add_member_process(id, addresses[0], addresses[1], &["--join".to_string()]);
+        self.members
+            .get_mut(&id)
+            .expect("just added")
+            .spawn()
+            .expect("start a member process");
+        self.wait_until_up(id).await;
+        self.member(id)
+    }
+
+    async fn wait_until_up(&mut self, id: u64) {
+        let client = self.client(id);
+        let what = format!("member {id} to answer /healthz");
+        let members = &mut self.members;
+        wait_until(what, STARTUP_TIMEOUT, async || {
+            let member = members.get_mut(&id).expect("a member");
+            if let Some(status) = member.exited() {
+                panic!(
+                    "member {id} exited with {status}: {}",
+                    member.log_tail(LOG_TAIL_LINES)
+                );
+            }
+            client.is_up().await.then_some(())
+        })
+        .await;
+    }
+
+    /// Waits until every member in `among` reports the same leader, which is one of `among`, and
+    /// returns its id.
+    pub async fn wait_for_leader(&self, among: &[u64]) -> u64 {
+        let clients: Vec<MemberClient> = among.iter().map(|id| self.client(*id)).collect();
+        let what = format!("members {among:?} to agree on a leader among themselves");
+        wait_until(what, CONVERGENCE_TIMEOUT, async || {
+            let mut leaders = Vec::new();
+            for client in &clients {
+                leaders.push(client.status().await?["leader_id"].as_u64()?);
+            }
+            let leader = leaders[0];
+            let agreed = leaders.iter().all(|other| *other == leader) && among.contains(&leader);
+            agreed.then_some(leader)
+        })
+        .await
+    }
+
+    /// The current leader as the running members agree on it.
+    pub async fn leader(&self) -> u64 {
+        self.wait_for_leader(&self.running_ids()).await
+    }
+
+    /// Waits until every member in `among` has applied the same log index and store revision, at
+    /// least `minimum_revision`, and returns that revision. Call it when no writes are in flight.
+    pub async fn wait_for_same_revision(&self, among: &[u64], minimum_revision: u64) -> u64 {
+        let clients: Vec<MemberClient> = among.iter().map(|id| self.client(*id)).collect();
+        let what = format!(
+            "members {among:?} to apply the same log index and revision (>= {minimum_revision})"
+        );
+        wait_until(what, CONVERGENCE_TIMEOUT, async || {
+            let mut positions = Vec::new();
+            for client in &clients {
+                let status = client.status().await?;
+                positions.push((
+                    status["applied_index"].as_u64()?,
+                    status["revision"].as_u64()?,
+                ));
+            }
+            let (index, revision) = positions[0];
+            let same = positions
+                .iter()
+                .all(|position| *position == (index, revision));
+            (same && revision >= minimum_revision).then_some(revision)
+        })
+        .await
+    }
+
+    /// Asserts that every member in `among` answers the same `/v1/hash?revision=R`, and returns it.
+    pub async fn assert_same_hash(&self, among: &[u64], revision: u64) -> u64 {
+        let mut hashes = BTreeMap::new();
+        for id in among {
+            hashes.insert(*id, self.client(*id).hash_at(revision).await);
+        }
+        let first = *hashes.values().next().expect("at least one member");
+        assert!(
+            hashes.values().all(|hash| *hash == first),
+            "(hash, revision, compact_revision) at revision {revision} differ: {hashes:?}"
+        );
+        first.0
+    }
+
+    /// The full log text of member `id`.
+    pub fn log_text(&self, id: u64) -> String {
+        self.member(id).log_text()
+    }
+
+    fn print_log_tails(&self) {
+        for member in self.members.values() {
+            eprintln!(
+                "----- last {LOG_TAIL_LINES} log lines of member {} ({}) -----\n{}",
+                member.id,
+                member.log_path.display(),
+                member.log_tail(LOG_TAIL_LINES)
+            );
+        }
+    }
+}
+
+impl Drop for ProcessCluster {
+    fn drop(&mut self) {
+        for member in self.members.values_mut() {
+            member.kill();
+        }
+        if std::thread::panicking() {
+            self.print_log_tails();
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! The `revkv` binary: `revkv serve` runs a member (the `revkv-node` library); `revkv ctl` talks
+//! to a running cluster; `revkv bench` drives load at a cluster; `revkv chaos` runs a cluster under
+//! injected faults (those three are `revkv-tools`). This file only wires them together.
+
+mod serve_config;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use revkv_node::Node;
+use serve_config::{LogFormat, ServeArgs};
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser)]
+#[command(
+    name = "revkv",
+    version,
+    about = "A replicated, revisioned key-value store"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+// Parsed once at start-up, so the size gap between the variants costs nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Subcommand)]
+enum Command {
+    /// Run a member (with no flags: a single-member cluster in ./revkv-data on 127.0.0.1:7001).
+    Serve(ServeArgs),
+    /// Read, write, watch and administer a running cluster (`revkv ctl --help`).
+    Ctl(revkv_tools::ctl::CtlArgs),
+    /// Measure a running revkv or etcd cluster with a workload (put, get, cas).
+    Bench(revkv_tools::bench::BenchArgs),
+    /// Run a three-member cluster under injected faults and check what it did (`scripts/chaos.sh`).
+    Chaos(revkv_tools::chaos::ChaosArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("revkv: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match cli.command {
+        Command::Serve(args) => runtime.block_on(serve(args)),
+        Command::Ctl(args) => runtime.block_on(revkv_tools::ctl::run(args)),
+        Command::Bench(args) => runtime.block_on(revkv_tools::bench::run(args)),
+        Command::Chaos(args) => runtime.block_on(revkv_tools::chaos::run(args)),
+    }
+}
+
+async fn serve(args: ServeArgs) -> ExitCode {
+    let args = match args.with_config_file() {
+        Ok(args) => args,
+        Err(error) => return fail(&error),
+    };
+    init_logging(args.log_format.unwrap_or_default());
+    let config = match args.into_node_config() {
+        Ok(config) => config,
+        Err(error) => return fail(&error),
+    };
+    let node = match Node::start(config).await {
+        Ok(node) => node,
+        Err(error) => return fail(&error.to_string()),
+    };
+    wait_for_stop_signal().await;
+    tracing::info!("stopping");
+    match node.shutdown().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => fail(&error.to_string()),
+    }
+}
+
+fn fail(message: &str) -> ExitCode {
+    eprintln!("revkv: {message}");
+    ExitCode::FAILURE
+}
+
+/// Logs go to stderr; `RUST_LOG` filters them (default: info, with openraft's chatter at warn).
+fn init_logging(format: LogFormat) {
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,openraft=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// Returns on Ctrl-C or SIGTERM.
+async fn wait_for_stop_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .expect("installing a SIGTERM handler");
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = interrupt.await;
+    }
+}

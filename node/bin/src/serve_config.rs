@@ -1,0 +1,524 @@
+//! `revkv serve` configuration: command-line flags, `REVKV_*` environment variables and an optional
+//! TOML file (in that order of precedence), turned into a `NodeConfig`.
+//!
+//! With no flags at all, `revkv serve` runs a single-member cluster in `./revkv-data` with the
+//! client API on 127.0.0.1:7001 and the peer listener on 127.0.0.1:7101.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use revkv_metrics::PrefixLabelConfig;
+use revkv_raft::{MemberConfig, MemberNode, PeerLimits, RaftTiming};
+use revkv_storage::{Limits, StoreOptions};
+use serde::Deserialize;
+
+use revkv_node::compaction::AutoCompaction;
+use revkv_node::http::HttpLimits;
+use revkv_node::watch::WatchLimits;
+use revkv_node::NodeConfig;
+
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// Every setting of `revkv serve`. Each is optional here; `into_node_config` fills defaults.
+/// The TOML file uses the flag names as keys (`data-dir = "..."`).
+#[derive(Args, Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct ServeArgs {
+    /// A TOML file with any of these settings; flags and environment variables override it.
+    #[arg(long, env = "REVKV_CONFIG")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// This member's id (never reuse an id in a cluster).
+    #[arg(long, env = "REVKV_ID")]
+    pub id: Option<u64>,
+    /// Where the state file and the raft log live.
+    #[arg(long, env = "REVKV_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Address of the client HTTP API.
+    #[arg(long, env = "REVKV_LISTEN_CLIENT")]
+    pub listen_client: Option<SocketAddr>,
+    /// Address of the peer listener (raft traffic).
+    #[arg(long, env = "REVKV_LISTEN_PEER")]
+    pub listen_peer: Option<SocketAddr>,
+    /// Client URL other members and clients use to reach this member.
+    #[arg(long, env = "REVKV_ADVERTISE_CLIENT")]
+    pub advertise_client: Option<String>,
+    /// Peer URL other members use to reach this member.
+    #[arg(long, env = "REVKV_ADVERTISE_PEER")]
+    pub advertise_peer: Option<String>,
+    /// The local address this member's connections to other members come from (default: the
+    /// system chooses), for hosts with several addresses.
+    #[arg(long, env = "REVKV_PEER_SOURCE_ADDRESS")]
+    pub peer_source_address: Option<std::net::IpAddr>,
+    /// The founding members, `1=http://127.0.0.1:7101,2=...` (peer URLs). Used once, on a member
+    /// with no data; a restart with existing data ignores it.
+    #[arg(long, env = "REVKV_INITIAL_CLUSTER")]
+    pub initial_cluster: Option<String>,
+    /// Start empty and wait to be added as a learner (`POST /v1/members` on an existing member).
+    #[arg(long, env = "REVKV_JOIN", num_args = 0..=1, default_missing_value = "true")]
+    pub join: Option<bool>,
+    /// Raft heartbeat interval in milliseconds (default 100).
+    #[arg(long, env = "REVKV_HEARTBEAT_MS")]
+    pub heartbeat_ms: Option<u64>,
+    /// Minimum election timeout in milliseconds; the maximum is twice this (default 1000).
+    #[arg(long, env = "REVKV_ELECTION_TIMEOUT_MS")]
+    pub election_timeout_ms: Option<u64>,
+    /// Build a snapshot after this many log entries (default 10000).
+    #[arg(long, env = "REVKV_SNAPSHOT_ENTRIES")]
+    pub snapshot_entries: Option<u64>,
+    /// Log entries kept behind a snapshot for lagging followers (default 5000).
+    #[arg(long, env = "REVKV_SNAPSHOT_KEEP_ENTRIES")]
+    pub snapshot_keep_entries: Option<u64>,
+    /// Longest time between durable commits of the state file, in milliseconds (default 500).
+    #[arg(long, env = "REVKV_DURABLE_COMMIT_INTERVAL_MS")]
+    pub durable_commit_interval_ms: Option<u64>,
+    /// Longest wait for a write, a read barrier or min_revision, in milliseconds (default 5000).
+    #[arg(long, env = "REVKV_REQUEST_TIMEOUT_MS")]
+    pub request_timeout_ms: Option<u64>,
+    /// Largest request body in bytes (default 1.5 MiB).
+    #[arg(long, env = "REVKV_MAX_BODY_BYTES")]
+    pub max_body_bytes: Option<usize>,
+    /// Longest key in bytes (default 4096).
+    #[arg(long, env = "REVKV_MAX_KEY_BYTES")]
+    pub max_key_bytes: Option<usize>,
+    /// Largest value in bytes (default 1 MiB).
+    #[arg(long, env = "REVKV_MAX_VALUE_BYTES")]
+    pub max_value_bytes: Option<usize>,
+    /// Most ops per txn branch (default 128).
+    #[arg(long, env = "REVKV_MAX_TXN_OPS")]
+    pub max_txn_ops: Option<usize>,
+    /// Log line format.
+    #[arg(long, env = "REVKV_LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// What `--auto-compaction-retention` counts: `revision` or `periodic` (default periodic).
+    #[arg(long, env = "REVKV_AUTO_COMPACTION_MODE", value_enum)]
+    pub auto_compaction_mode: Option<AutoCompactionMode>,
+    /// Revisions to keep (`revision` mode), or a time span such as `1h` or `30m` (`periodic` mode;
+    /// a bare number means hours, as in etcd). 0, the default, turns automatic compaction off.
+    #[arg(long, env = "REVKV_AUTO_COMPACTION_RETENTION")]
+    pub auto_compaction_retention: Option<String>,
+    /// How often `revision` mode checks, in milliseconds (default 300000, etcd's five minutes).
+    #[arg(long, env = "REVKV_AUTO_COMPACTION_INTERVAL_MS")]
+    pub auto_compaction_interval_ms: Option<u64>,
+    /// Periodic bookmark interval of a watch that names none, in milliseconds; 0 turns them off
+    /// (default 600000, etcd's ten minutes).
+    #[arg(long, env = "REVKV_WATCH_PROGRESS_NOTIFY_INTERVAL_MS")]
+    pub watch_progress_notify_interval_ms: Option<u64>,
+    /// Most watches open on this member (default 65536).
+    #[arg(long, env = "REVKV_MAX_WATCHES")]
+    pub max_watches: Option<usize>,
+    /// Messages a watch stream may hold for a slow reader before it is canceled (default 128).
+    #[arg(long, env = "REVKV_WATCH_BUFFER_MESSAGES")]
+    pub watch_buffer_messages: Option<usize>,
+    /// Key path segments in the `prefix` label of conflict and retry metrics (default 1).
+    #[arg(long, env = "REVKV_METRICS_PREFIX_DEPTH")]
+    pub metrics_prefix_depth: Option<usize>,
+    /// Distinct `prefix` labels before further prefixes are counted as `other` (default 100).
+    #[arg(long, env = "REVKV_METRICS_MAX_PREFIXES")]
+    pub metrics_max_prefixes: Option<usize>,
+}
+
+/// What automatic compaction's retention counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AutoCompactionMode {
+    Revision,
+    #[default]
+    Periodic,
+}
+
+/// Takes every setting from `preferred` when it has one, otherwise from `fallback`.
+macro_rules! prefer {
+    ($preferred:expr, $fallback:expr; $($field:ident),+ $(,)?) => {
+        ServeArgs { config: $preferred.config, $($field: $preferred.$field.or($fallback.$field)),+ }
+    };
+}
+
+impl ServeArgs {
+    /// Overlays these settings (flags and environment) on the TOML file's, if one is named.
+    pub fn with_config_file(self) -> Result<ServeArgs, String> {
+        let Some(path) = &self.config else {
+            return Ok(self);
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+        let file: ServeArgs =
+            toml::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?;
+        Ok(
+            prefer!(self, file; id, data_dir, listen_client, listen_peer, advertise_client,
+            advertise_peer, peer_source_address, initial_cluster, join, heartbeat_ms,
+            election_timeout_ms, snapshot_entries, snapshot_keep_entries, durable_commit_interval_ms,
+            request_timeout_ms, max_body_bytes, max_key_bytes, max_value_bytes, max_txn_ops,
+            log_format, auto_compaction_mode, auto_compaction_retention,
+            auto_compaction_interval_ms, watch_progress_notify_interval_ms, max_watches,
+            watch_buffer_messages, metrics_prefix_depth, metrics_max_prefixes),
+        )
+    }
+
+    /// Fills defaults and checks the settings fit together.
+    pub fn into_node_config(self) -> Result<NodeConfig, String> {
+        let watch = self.watch_limits()?;
+        let auto_compaction = self.auto_compaction()?;
+        let id = self.id.unwrap_or(1);
+        let metric_prefix_labels = self.metric_prefix_labels()?;
+        let listen_client = self.listen_client.unwrap_or(([127, 0, 0, 1], 7001).into());
+        let listen_peer = self.listen_peer.unwrap_or(([127, 0, 0, 1], 7101).into());
+        let advertise = MemberNode {
+            peer_url: advertised_url(self.advertise_peer, listen_peer, "peer")?,
+            client_url: advertised_url(self.advertise_client, listen_client, "client")?,
+        };
+        let join = self.join.unwrap_or(false);
+        let initial_cluster = match (&self.initial_cluster, join) {
+            (_, true) => BTreeMap::new(),
+            (Some(text), false) => parse_initial_cluster(text, id, &advertise)?,
+            (None, false) => BTreeMap::from([(id, advertise.clone())]),
+        };
+        let election_min = Duration::from_millis(self.election_timeout_ms.unwrap_or(1000));
+        let defaults = RaftTiming::default();
+        let timing = RaftTiming {
+            heartbeat_interval: Duration::from_millis(self.heartbeat_ms.unwrap_or(100)),
+            election_timeout_min: election_min,
+            election_timeout_max: election_min * 2,
+            snapshot_after_entries: self
+                .snapshot_entries
+                .unwrap_or(defaults.snapshot_after_entries),
+            log_entries_kept_after_snapshot: self
+                .snapshot_keep_entries
+                .unwrap_or(defaults.log_entries_kept_after_snapshot),
+        };
+        let default_limits = Limits::default();
+        let limits = Limits {
+            max_key_bytes: self.max_key_bytes.unwrap_or(default_limits.max_key_bytes),
+            max_value_bytes: self
+                .max_value_bytes
+                .unwrap_or(default_limits.max_value_bytes),
+            max_txn_ops: self.max_txn_ops.unwrap_or(default_limits.max_txn_ops),
+            ..default_limits
+        };
+        let store = StoreOptions {
+            limits,
+            durable_commit_interval: Duration::from_millis(
+                self.durable_commit_interval_ms.unwrap_or(500),
+            ),
+            ..StoreOptions::default()
+        };
+        let request_timeout = Duration::from_millis(self.request_timeout_ms.unwrap_or(5000));
+        let member = MemberConfig {
+            id,
+            data_dir: self.data_dir.unwrap_or_else(|| PathBuf::from("revkv-data")),
+            listen_peer,
+            advertise,
+            initial_cluster,
+            join,
+            timing,
+            peer_limits: PeerLimits {
+                call_timeout: request_timeout,
+                ..PeerLimits::default()
+            },
+            store,
+            log_cache_bytes: 64 * 1024 * 1024,
+            // `Node` fills in its metrics observer when it starts the member.
+            timings: Default::default(),
+            peer_source_address: self.peer_source_address,
+        };
+        let http = HttpLimits {
+            max_body_bytes: self
+                .max_body_bytes
+                .unwrap_or(HttpLimits::default().max_body_bytes),
+        };
+        Ok(NodeConfig {
+            member,
+            listen_client,
+            http,
+            request_timeout,
+            watch,
+            auto_compaction,
+            recovery_timeout: Duration::from_secs(60),
+            metric_prefix_labels,
+        })
+    }
+}
+
+impl ServeArgs {
+    /// The `prefix` label settings; a depth of 0 would make every key its own nothing.
+    fn metric_prefix_labels(&self) -> Result<PrefixLabelConfig, String> {
+        let defaults = PrefixLabelConfig::default();
+        let depth = self.metrics_prefix_depth.unwrap_or(defaults.depth);
+        if depth == 0 {
+            return Err("--metrics-prefix-depth must be at least 1".into());
+        }
+        Ok(PrefixLabelConfig {
+            depth,
+            max_prefixes: self.metrics_max_prefixes.unwrap_or(defaults.max_prefixes),
+        })
+    }
+}
+
+impl ServeArgs {
+    fn watch_limits(&self) -> Result<WatchLimits, String> {
+        let defaults = WatchLimits::default();
+        let limits = WatchLimits {
+            default_progress_interval: match self.watch_progress_notify_interval_ms {
+                None => defaults.default_progress_interval,
+                Some(0) => None,
+                Some(millis) => Some(Duration::from_millis(millis)),
+            },
+            max_watchers: self.max_watches.unwrap_or(defaults.max_watchers),
+            stream_buffer_messages: self
+                .watch_buffer_messages
+                .unwrap_or(defaults.stream_buffer_messages),
+            ..defaults
+        };
+        limits.check()?;
+        Ok(limits)
+    }
+
+    fn auto_compaction(&self) -> Result<AutoCompaction, String> {
+        let retention = self
+            .auto_compaction_retention
+            .as_deref()
+            .unwrap_or("0")
+            .trim();
+        if retention == "0" {
+            return Ok(AutoCompaction::Off);
+        }
+        match self.auto_compaction_mode.unwrap_or_default() {
+            AutoCompactionMode::Revision => {
+                let keep: u64 = retention.parse().map_err(|_| {
+                    format!("auto-compaction-retention {retention:?} is not a revision count")
+                })?;
+                let check_interval =
+                    Duration::from_millis(self.auto_compaction_interval_ms.unwrap_or(300_000));
+                if check_interval.is_zero() {
+                    return Err("auto-compaction-interval-ms must be at least 1".into());
+                }
+                Ok(AutoCompaction::Revisions {
+                    keep,
+                    check_interval,
+                })
+            }
+            AutoCompactionMode::Periodic => {
+                // etcd reads a bare number as hours.
+                let retention = match retention.parse::<u64>() {
+                    Ok(hours) => Duration::from_secs(hours * 3600),
+                    Err(_) => humantime::parse_duration(retention).map_err(|error| {
+                        format!("auto-compaction-retention {retention:?}: {error}")
+                    })?,
+                };
+                if retention < Duration::from_millis(10) {
+                    return Err("a periodic auto-compaction retention must be at least 10ms".into());
+                }
+                Ok(AutoCompaction::Periodic { retention })
+            }
+        }
+    }
+}
+
+/// The advertised URL, or `http://<listen address>` when the listen address is a specific one.
+fn advertised_url(
+    given: Option<String>,
+    listen: SocketAddr,
+    which: &str,
+) -> Result<String, String> {
+    match given {
+        Some(url) => Ok(url.trim_end_matches('/').to_string()),
+        None if listen.ip().is_unspecified() => Err(format!(
+            "listening for {which}s on {listen} (all interfaces): give --advertise-{which} too"
+        )),
+        None => Ok(format!("http://{listen}")),
+    }
+}
+
+/// Parses `1=http://host:port,2=...`. The entry for this member must match its advertised peer URL.
+fn parse_initial_cluster(
+    text: &str,
+    own_id: u64,
+    own: &MemberNode,
+) -> Result<BTreeMap<u64, MemberNode>, String> {
+    let mut members = BTreeMap::new();
+    for entry in text
+        .split(',')
+        .map(str::trim)
+        .filter(|entry| !entry.is_empty())
+    {
+        let (id, peer_url) = entry
+            .split_once('=')
+            .ok_or_else(|| format!("initial cluster entry {entry:?} is not id=url"))?;
+        let id: u64 = id
+            .trim()
+            .parse()
+            .map_err(|_| format!("initial cluster entry {entry:?}: {id:?} is not a member id"))?;
+        let peer_url = peer_url.trim().trim_end_matches('/').to_string();
+        // Every founding member must bootstrap with the same membership, and only peer URLs are
+        // known to all of them; each member publishes its client URL after the bootstrap.
+        let node = MemberNode {
+            peer_url: peer_url.clone(),
+            client_url: String::new(),
+        };
+        if id == own_id && peer_url != own.peer_url {
+            return Err(format!(
+                "initial cluster says member {id} is at {peer_url}, but it advertises {}",
+                own.peer_url
+            ));
+        }
+        if members.insert(id, node).is_some() {
+            return Err(format!("initial cluster names member {id} twice"));
+        }
+    }
+    if !members.contains_key(&own_id) {
+        return Err(format!(
+            "initial cluster does not include this member ({own_id})"
+        ));
+    }
+    Ok(members)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_flags_give_a_single_member_cluster_on_the_default_ports() {
+        let config = ServeArgs::default().into_node_config().unwrap();
+        assert_eq!(config.listen_client, "127.0.0.1:7001".parse().unwrap());
+        assert_eq!(config.member.listen_peer, "127.0.0.1:7101".parse().unwrap());
+        assert_eq!(config.member.data_dir, PathBuf::from("revkv-data"));
+        assert_eq!(config.member.initial_cluster.len(), 1);
+        assert_eq!(
+            config.member.initial_cluster[&1].peer_url,
+            "http://127.0.0.1:7101"
+        );
+    }
+
+    #[test]
+    fn no_flags_give_what_an_embedder_gets_from_node_config_single_member() {
+        let listen_client: SocketAddr = "127.0.0.1:7001".parse().unwrap();
+        let listen_peer: SocketAddr = "127.0.0.1:7101".parse().unwrap();
+        let from_flags = ServeArgs::default().into_node_config().unwrap();
+        let embedded =
+            NodeConfig::single_member(PathBuf::from("revkv-data"), listen_client, listen_peer);
+        assert_eq!(format!("{from_flags:?}"), format!("{embedded:?}"));
+    }
+
+    #[test]
+    fn the_initial_cluster_is_parsed_and_checked() {
+        let args = ServeArgs {
+            id: Some(2),
+            listen_peer: Some("127.0.0.1:7102".parse().unwrap()),
+            initial_cluster: Some(
+                "1=http://127.0.0.1:7101, 2=http://127.0.0.1:7102,3=http://127.0.0.1:7103".into(),
+            ),
+            ..ServeArgs::default()
+        };
+        let config = args.clone().into_node_config().unwrap();
+        assert_eq!(config.member.initial_cluster.len(), 3);
+        let wrong_url = ServeArgs {
+            initial_cluster: Some("2=http://127.0.0.1:9999".into()),
+            ..args.clone()
+        };
+        assert!(wrong_url.into_node_config().is_err());
+        let missing_self = ServeArgs {
+            initial_cluster: Some("1=http://127.0.0.1:7101".into()),
+            ..args.clone()
+        };
+        assert!(missing_self.into_node_config().is_err());
+        let garbage = ServeArgs {
+            initial_cluster: Some("one=two".into()),
+            ..args
+        };
+        assert!(garbage.into_node_config().is_err());
+    }
+
+    #[test]
+    fn auto_compaction_settings_follow_etcd() {
+        let with = |mode, retention: &str| ServeArgs {
+            auto_compaction_mode: mode,
+            auto_compaction_retention: Some(retention.into()),
+            ..ServeArgs::default()
+        };
+        let off = with(None, "0").into_node_config().unwrap();
+        assert_eq!(off.auto_compaction, AutoCompaction::Off);
+        let hours = with(None, "2").into_node_config().unwrap();
+        assert_eq!(
+            hours.auto_compaction,
+            AutoCompaction::Periodic {
+                retention: Duration::from_secs(7200)
+            }
+        );
+        let minutes = with(Some(AutoCompactionMode::Periodic), "30m");
+        assert_eq!(
+            minutes.into_node_config().unwrap().auto_compaction,
+            AutoCompaction::Periodic {
+                retention: Duration::from_secs(1800)
+            }
+        );
+        let revisions = with(Some(AutoCompactionMode::Revision), "1000");
+        assert_eq!(
+            revisions.into_node_config().unwrap().auto_compaction,
+            AutoCompaction::Revisions {
+                keep: 1000,
+                check_interval: Duration::from_secs(300)
+            }
+        );
+        assert!(with(Some(AutoCompactionMode::Revision), "1h")
+            .into_node_config()
+            .is_err());
+        assert!(with(None, "soon").into_node_config().is_err());
+    }
+
+    #[test]
+    fn watch_settings_are_checked() {
+        let off = ServeArgs {
+            watch_progress_notify_interval_ms: Some(0),
+            ..ServeArgs::default()
+        };
+        assert_eq!(
+            off.into_node_config()
+                .unwrap()
+                .watch
+                .default_progress_interval,
+            None
+        );
+        let tiny_buffer = ServeArgs {
+            watch_buffer_messages: Some(2),
+            ..ServeArgs::default()
+        };
+        assert!(tiny_buffer.into_node_config().is_err());
+    }
+
+    #[test]
+    fn flags_override_the_toml_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("revkv.toml");
+        std::fs::write(
+            &path,
+            "id = 7\ndata-dir = \"/from/file\"\nheartbeat-ms = 20\n",
+        )
+        .unwrap();
+        let args = ServeArgs {
+            config: Some(path.clone()),
+            id: Some(3),
+            ..ServeArgs::default()
+        };
+        let merged = args.with_config_file().unwrap();
+        assert_eq!(merged.id, Some(3));
+        assert_eq!(merged.data_dir, Some(PathBuf::from("/from/file")));
+        assert_eq!(merged.heartbeat_ms, Some(20));
+        std::fs::write(&path, "no-such-setting = 1\n").unwrap();
+        let unknown = ServeArgs {
+            config: Some(path),
+            ..ServeArgs::default()
+        };
+        assert!(unknown.with_config_file().is_err());
+    }
+}

@@ -1,0 +1,244 @@
+//! Membership and leadership changes in a real cluster of `revkv serve` processes: the founding
+//! members publish their client URLs; a fourth, empty process started with `--join` is added as a
+//! learner, promoted to a voter and serves current data; a founding member (the leader) is removed
+//! and the remaining three keep working; and a leader transfer moves leadership where it was asked
+//! to.
+
+mod process_cluster;
+
+use process_cluster::{cluster_options, wait_until, ProcessCluster, CONVERGENCE_TIMEOUT};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+/// Polls `GET /v1/members` on every member in `among` until each lists exactly `expected`, as
+/// `(id, is_learner)` pairs in id order; returns the last listing.
+async fn wait_for_membership(cluster: &ProcessCluster, among: &[u64], expected: &[(u64, bool)]) {
+    let what = format!("members {among:?} to list the membership {expected:?}");
+    wait_until(what, CONVERGENCE_TIMEOUT, async || {
+        for id in among {
+            let answer = cluster.client(*id).get("/v1/members").await;
+            if answer.status != StatusCode::OK || membership_of(&answer.json) != expected {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+}
+
+/// `(id, is_learner)` of every member in a `GET /v1/members` answer.
+fn membership_of(answer: &Value) -> Vec<(u64, bool)> {
+    let mut members: Vec<(u64, bool)> = answer["members"]
+        .as_array()
+        .map(|members| {
+            members
+                .iter()
+                .filter_map(|member| {
+                    Some((member["id"].as_u64()?, member["is_learner"].as_bool()?))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    members.sort();
+    members
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_joining_member_is_added_promoted_and_a_founder_removed_while_the_cluster_serves() {
+    let mut cluster = ProcessCluster::start(3, cluster_options()).await;
+    cluster.wait_for_published_client_urls().await;
+    for index in 0..20 {
+        cluster
+            .client(1 + index % 3)
+            .put_ok(
+                &format!("members/early/{index:02}"),
+                &format!("early {index}"),
+            )
+            .await;
+    }
+    let leader = cluster.leader().await;
+    let follower = *cluster
+        .ids()
+        .iter()
+        .find(|id| **id != leader)
+        .expect("a follower");
+
+    let joining = cluster.start_joining_member(4).await;
+    let (peer_url, client_url) = (joining.peer_url(), joining.client_url());
+    let new_member = cluster.client(4);
+    assert!(
+        !new_member.is_ready().await,
+        "a joining member that was not added yet has no leader"
+    );
+
+    // Added through a follower, which forwards the change to the leader.
+    let added = cluster
+        .client(follower)
+        .post(
+            "/v1/members",
+            json!({ "id": 4, "peer_url": peer_url, "client_url": client_url }),
+        )
+        .await
+        .expect_ok("add member 4 as a learner");
+    assert!(
+        membership_of(&added.json).contains(&(4, true)),
+        "the answer lists the learner: {}",
+        added.json
+    );
+    let listed = added.json["members"]
+        .as_array()
+        .expect("members")
+        .iter()
+        .find(|member| member["id"] == 4)
+        .expect("member 4 listed")
+        .clone();
+    assert_eq!(listed["peer_url"], peer_url);
+    assert_eq!(listed["client_url"], client_url);
+    // The member that took the request already shows the change in its own list.
+    let listed_there = cluster.client(follower).get("/v1/members").await;
+    assert!(membership_of(&listed_there.json).contains(&(4, true)));
+    let with_learner = [(1, false), (2, false), (3, false), (4, true)];
+    wait_for_membership(&cluster, &[1, 2, 3, 4], &with_learner).await;
+
+    // The learner has the data written before it joined.
+    let latest = cluster
+        .client(leader)
+        .put_ok("members/marker", "learner")
+        .await;
+    let on_learner = new_member
+        .get_key(
+            "members/early/07",
+            &format!("consistency=serializable&min_revision={latest}"),
+        )
+        .await
+        .expect_ok("a serializable read on the learner");
+    assert_eq!(on_learner.json["kv"]["value"], "early 7");
+
+    let promoted = cluster
+        .client(1)
+        .post("/v1/members/4/promote", json!({}))
+        .await
+        .expect_ok("promote member 4");
+    assert!(membership_of(&promoted.json).contains(&(4, false)));
+    let four_voters = [(1, false), (2, false), (3, false), (4, false)];
+    wait_for_membership(&cluster, &[1, 2, 3, 4], &four_voters).await;
+
+    // The new voter serves linearizable reads of data written through another member.
+    let written = cluster
+        .client(follower)
+        .put_ok("members/after-promotion", "voter")
+        .await;
+    let read = new_member
+        .get_key("members/after-promotion", "")
+        .await
+        .expect_ok("a linearizable read on the promoted member");
+    assert_eq!(read.json["kv"]["value"], "voter");
+    assert_eq!(read.json["kv"]["mod_revision"], written);
+
+    // Remove the current leader through another member: the hardest removal, since leadership
+    // must move to one of the remaining three.
+    let leader = cluster.leader().await;
+    let asked = *[1, 2, 3, 4]
+        .iter()
+        .find(|id| **id != leader)
+        .expect("another member");
+    let removed = cluster
+        .client(asked)
+        .delete(&format!("/v1/members/{leader}"))
+        .await
+        .expect_ok(format_args!("remove member {leader}"));
+    assert!(
+        !membership_of(&removed.json)
+            .iter()
+            .any(|(id, _)| *id == leader),
+        "the answer no longer lists member {leader}: {}",
+        removed.json
+    );
+    let remaining: Vec<u64> = [1, 2, 3, 4]
+        .into_iter()
+        .filter(|id| *id != leader)
+        .collect();
+    let three_voters: Vec<(u64, bool)> = remaining.iter().map(|id| (*id, false)).collect();
+    wait_for_membership(&cluster, &remaining, &three_voters).await;
+    // The operator stops the removed member; the other three carry on alone.
+    cluster.kill(leader);
+    let new_leader = cluster.wait_for_leader(&remaining).await;
+    assert_ne!(new_leader, leader);
+
+    let mut last_revision = 0;
+    for (index, id) in remaining.iter().cycle().take(9).enumerate() {
+        last_revision = cluster
+            .client(*id)
+            .put_retrying(
+                &format!("members/late/{index}"),
+                "after the removal",
+                CONVERGENCE_TIMEOUT,
+            )
+            .await;
+    }
+    for id in &remaining {
+        let read = cluster
+            .client(*id)
+            .get_key("members/late/8", "")
+            .await
+            .expect_ok(format_args!("a linearizable read on member {id}"));
+        assert_eq!(read.json["kv"]["mod_revision"], last_revision);
+    }
+    let revision = cluster
+        .wait_for_same_revision(&remaining, last_revision)
+        .await;
+    cluster.assert_same_hash(&remaining, revision).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_transfer_moves_leadership_to_the_named_member() {
+    let cluster = ProcessCluster::start(3, cluster_options()).await;
+    cluster.wait_for_published_client_urls().await;
+    let ids = cluster.ids();
+    cluster.client(1).put_ok("transfer/key", "before").await;
+    for round in 0..3 {
+        let leader = cluster.leader().await;
+        let target = ids[(ids.iter().position(|id| *id == leader).unwrap() + 1) % ids.len()];
+        // Ask a member that is neither the leader nor the target, so the request is forwarded.
+        let asked = *ids
+            .iter()
+            .find(|id| **id != leader && **id != target)
+            .expect("a third member");
+        cluster
+            .client(asked)
+            .post("/v1/leader/transfer", json!({ "to": target }))
+            .await
+            .expect_ok(format_args!(
+                "round {round}: transfer from {leader} to {target}"
+            ));
+        let now_leading = cluster.wait_for_leader(&ids).await;
+        assert_eq!(
+            now_leading, target,
+            "round {round}: leadership moved to the target"
+        );
+        let status = cluster
+            .client(target)
+            .status()
+            .await
+            .expect("the new leader's status");
+        assert_eq!(status["role"], "leader");
+        // Writes through the old leader reach the new one.
+        let value = format!("after transfer {round}");
+        let written = cluster.client(leader).put_ok("transfer/key", &value).await;
+        let read = cluster
+            .client(asked)
+            .get_key("transfer/key", "")
+            .await
+            .expect_ok("a linearizable read after the transfer");
+        assert_eq!(read.json["kv"]["value"], value);
+        assert_eq!(read.json["kv"]["mod_revision"], written);
+    }
+    // Transferring to the member that already leads is accepted and changes nothing.
+    let leader = cluster.leader().await;
+    cluster
+        .client(leader)
+        .post("/v1/leader/transfer", json!({ "to": leader }))
+        .await
+        .expect_ok("a transfer to the current leader");
+    assert_eq!(cluster.leader().await, leader);
+}

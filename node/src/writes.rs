@@ -1,0 +1,127 @@
+//! The write operations every front-end shares, whatever its wire: a single-key put or delete,
+//! optionally under a condition on the key (HTTP's `If-Match` / `If-None-Match`; a gRPC front-end
+//! would map etcd's single-compare txns here too). This is the server-side API seam: a front-end
+//! parses its own request into these types, calls them over any [`KvBackend`], and renders the
+//! answer or the [`NodeError`] its own way.
+//!
+//! A condition becomes a storage txn, so the check and the write happen at one revision on every
+//! member: compare the key; on success run the write; on failure read the key, so the conflict
+//! error can carry `current` (the key-value now, or none) without a second, racy read.
+
+use revkv_storage::{
+    Compare, CompareOp, CompareTarget, KeyRange, RangeRequest, Request, Response, TxnOp,
+    TxnOpResponse, TxnRequest,
+};
+
+use crate::backend::{KvBackend, ResponseHeader};
+use crate::error::NodeError;
+
+/// What must hold of a key for a conditional write to go ahead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Precondition {
+    /// `If-Match: "<R>"`: the key's mod revision is R.
+    ModRevisionIs(u64),
+    /// `If-Match: *`: the key exists.
+    Exists,
+    /// `If-None-Match: *`: the key does not exist.
+    Absent,
+}
+
+impl Precondition {
+    /// The storage compare that holds exactly when the precondition does.
+    pub fn compare(self, key: &[u8]) -> Compare {
+        let (target, op) = match self {
+            Precondition::ModRevisionIs(revision) => {
+                (CompareTarget::ModRevision(revision), CompareOp::Equal)
+            }
+            Precondition::Exists => (CompareTarget::CreateRevision(0), CompareOp::Greater),
+            Precondition::Absent => (CompareTarget::CreateRevision(0), CompareOp::Equal),
+        };
+        Compare {
+            key: key.to_vec(),
+            target,
+            op,
+        }
+    }
+
+    pub fn conflict_message(self, key: &[u8]) -> String {
+        let key = describe_key(key);
+        match self {
+            Precondition::ModRevisionIs(revision) => {
+                format!("If-Match failed: the mod_revision of key {key} is not {revision}")
+            }
+            Precondition::Exists => format!("If-Match failed: key {key} does not exist"),
+            Precondition::Absent => format!("If-None-Match failed: key {key} already exists"),
+        }
+    }
+}
+
+/// A key as printable text for error messages: non-printable bytes are escaped, never lost.
+pub fn describe_key(key: &[u8]) -> String {
+    format!("\"{}\"", key.escape_ascii())
+}
+
+/// Writes one put or delete, under a precondition when one is given. A failed precondition is
+/// `NodeError::Conflict` carrying the key-value now.
+pub async fn write_one<B: KvBackend>(
+    backend: &B,
+    key: &[u8],
+    precondition: Option<Precondition>,
+    op: TxnOp,
+) -> Result<(ResponseHeader, TxnOpResponse), NodeError> {
+    match precondition {
+        None => write_unconditionally(backend, op).await,
+        Some(precondition) => write_guarded(backend, key, precondition, op).await,
+    }
+}
+
+async fn write_unconditionally<B: KvBackend>(
+    backend: &B,
+    op: TxnOp,
+) -> Result<(ResponseHeader, TxnOpResponse), NodeError> {
+    let request = match op {
+        TxnOp::Put(put) => Request::Put(put),
+        TxnOp::DeleteRange(delete) => Request::DeleteRange(delete),
+        TxnOp::Get(_) => return Err(NodeError::Internal("a get is not a write".into())),
+    };
+    let written = backend.write(request).await?;
+    let response = match written.response {
+        Response::Put(put) => TxnOpResponse::Put(put),
+        Response::DeleteRange(delete) => TxnOpResponse::DeleteRange(delete),
+        _ => return Err(unexpected_response("single-key write")),
+    };
+    Ok((written.header, response))
+}
+
+async fn write_guarded<B: KvBackend>(
+    backend: &B,
+    key: &[u8],
+    precondition: Precondition,
+    op: TxnOp,
+) -> Result<(ResponseHeader, TxnOpResponse), NodeError> {
+    let txn = TxnRequest {
+        compare: vec![precondition.compare(key)],
+        success: vec![op],
+        failure: vec![TxnOp::Get(RangeRequest::of(KeyRange::single(key)))],
+    };
+    let written = backend.write(Request::Txn(txn)).await?;
+    let Response::Txn(answer) = written.response else {
+        return Err(unexpected_response("txn"));
+    };
+    let first = answer.responses.into_iter().next();
+    match (answer.succeeded, first) {
+        (true, Some(response)) => Ok((written.header, response)),
+        (false, Some(TxnOpResponse::Get(now))) => Err(NodeError::Conflict {
+            message: precondition.conflict_message(key),
+            current: now.kvs.into_iter().next(),
+        }),
+        _ => Err(unexpected_response("guarded write")),
+    }
+}
+
+/// The fault of a backend that answered a request with a response of another kind.
+pub fn unexpected_response(request_kind: &str) -> NodeError {
+    NodeError::Internal(format!(
+        "the backend answered a {request_kind} request with a response of another kind"
+    ))
+}

@@ -1,0 +1,28 @@
+//! What a running member and its peer server share: the raft instance, the stores, the applied
+//! position, the peer client and the configuration. Its own file so that `member.rs` (which starts
+//! the peer server) and `peer/server.rs` (which serves with it) do not import each other; the
+//! leader-side operations on it are in `leader.rs`.
+
+use std::sync::Arc;
+
+use revkv_storage::{MvccStore, RaftLogStore};
+use tokio::sync::watch;
+
+use crate::config::MemberConfig;
+use crate::peer::client::PeerClient;
+use crate::state_machine::{AppliedPosition, StateMachine};
+use crate::types::TypeConfig;
+
+/// The openraft instance of a member.
+pub type Raft = openraft::Raft<TypeConfig, StateMachine>;
+
+/// What the member and its peer server share.
+pub(crate) struct MemberInner {
+    pub id: u64,
+    pub raft: Raft,
+    pub store: Arc<MvccStore>,
+    pub log: Arc<RaftLogStore>,
+    pub applied: watch::Receiver<AppliedPosition>,
+    pub peers: PeerClient,
+    pub config: MemberConfig,
+}

@@ -1,0 +1,94 @@
+//! What a running member reports about its raft state, in this crate's own types, so that callers
+//! (the node's status endpoint, its metrics feed, automatic compaction, response headers) never see
+//! openraft's metrics types: [`RaftStatus`] is one reading, [`RaftStatusFeed`] follows every change.
+
+use openraft::async_runtime::WatchReceiver;
+use openraft::type_config::alias::WatchReceiverOf;
+use openraft::ServerState;
+
+use crate::TypeConfig;
+
+/// The raft role a member plays right now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemberRole {
+    Learner,
+    Follower,
+    Candidate,
+    Leader,
+    Shutdown,
+}
+
+impl MemberRole {
+    /// The role's name as the status endpoint writes it: `leader`, `follower`, and so on.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemberRole::Learner => "learner",
+            MemberRole::Follower => "follower",
+            MemberRole::Candidate => "candidate",
+            MemberRole::Leader => "leader",
+            MemberRole::Shutdown => "shutdown",
+        }
+    }
+
+    fn of(state: ServerState) -> MemberRole {
+        match state {
+            ServerState::Learner => MemberRole::Learner,
+            ServerState::Follower => MemberRole::Follower,
+            ServerState::Candidate => MemberRole::Candidate,
+            ServerState::Leader => MemberRole::Leader,
+            ServerState::Shutdown => MemberRole::Shutdown,
+        }
+    }
+}
+
+/// One reading of a member's raft state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RaftStatus {
+    pub term: u64,
+    /// The leader this member knows of, if any.
+    pub leader: Option<u64>,
+    pub role: MemberRole,
+    /// The last log index this member knows to be committed (0 before the first).
+    pub commit_index: u64,
+    /// The last log index this member's state machine has applied (0 before the first).
+    pub applied_index: u64,
+    /// False once raft has stopped with a fatal error.
+    pub running: bool,
+}
+
+impl RaftStatus {
+    pub(crate) fn of(metrics: &openraft::RaftMetrics<TypeConfig>) -> RaftStatus {
+        RaftStatus {
+            term: metrics.current_term,
+            leader: metrics.current_leader,
+            role: MemberRole::of(metrics.state),
+            commit_index: metrics.local_committed.map_or(0, |log_id| log_id.index),
+            applied_index: metrics.last_applied.map_or(0, |log_id| log_id.index),
+            running: metrics.running_state.is_ok(),
+        }
+    }
+}
+
+/// Follows a member's raft state: every change raft publishes, with no polling.
+pub struct RaftStatusFeed {
+    metrics: WatchReceiverOf<TypeConfig, openraft::RaftMetrics<TypeConfig>>,
+}
+
+impl RaftStatusFeed {
+    pub(crate) fn new(
+        metrics: WatchReceiverOf<TypeConfig, openraft::RaftMetrics<TypeConfig>>,
+    ) -> RaftStatusFeed {
+        RaftStatusFeed { metrics }
+    }
+
+    /// The state as of now.
+    pub fn current(&self) -> RaftStatus {
+        RaftStatus::of(&self.metrics.borrow_watched())
+    }
+
+    /// Waits for the next change and returns the new state; `None` once raft has shut down.
+    pub async fn next_change(&mut self) -> Option<RaftStatus> {
+        self.metrics.changed().await.ok()?;
+        Some(self.current())
+    }
+}
