@@ -80,7 +80,8 @@ impl NodeConfig {
                 durable_commit_interval: Duration::from_millis(500),
                 ..StoreOptions::default()
             },
-            log_cache_bytes: 64 * 1024 * 1024,
+            log: Default::default(),
+            log_tail: Default::default(),
             // `Node` fills in its metrics observer when it starts the member.
             timings: Default::default(),
             peer_source_address: None,

@@ -75,8 +75,10 @@ pub struct MemberConfig {
     pub timing: RaftTiming,
     pub peer_limits: PeerLimits,
     pub store: StoreOptions,
-    /// redb cache for the log file.
-    pub log_cache_bytes: usize,
+    /// The raft log's files (segment size).
+    pub log: revkv_storage::LogOptions,
+    /// How many recent log entries stay in memory for replication reads.
+    pub log_tail: crate::log_tail::TailLimits,
     /// Who is told how long appends and applies take (nobody by default).
     pub timings: crate::timings::StorageTimings,
     /// The local address outgoing peer connections are made from (`None`: the system chooses).

@@ -65,7 +65,7 @@ impl RaftMember {
         )?);
         let log = Arc::new(RaftLogStore::open(
             config.data_dir.join("raft-log"),
-            revkv_storage::LogOptions::default(),
+            config.log,
         )?);
         let state_machine = StateMachine::new(store.clone(), config.timings.clone())?;
         let applied = state_machine.subscribe();
@@ -82,7 +82,7 @@ impl RaftMember {
             log.clone(),
             store.clone(),
             config.timings.clone(),
-            crate::TailLimits::default(),
+            config.log_tail,
         )
         .map_err(|error| startup("raft log writer", &error))?;
         let raft = Raft::new(config.id, raft_config, network, log_storage, state_machine)

@@ -51,7 +51,8 @@ async fn start_cluster(size: u64) -> TestCluster {
             timing: test_timing(),
             peer_limits: PeerLimits::default(),
             store: StoreOptions::default(),
-            log_cache_bytes: 16 * 1024 * 1024,
+            log: Default::default(),
+            log_tail: Default::default(),
             peer_source_address: None,
             timings: Default::default(),
         };

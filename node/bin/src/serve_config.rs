@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use revkv_metrics::PrefixLabelConfig;
-use revkv_raft::{MemberConfig, MemberNode, PeerLimits, RaftTiming};
-use revkv_storage::{Limits, StoreOptions};
+use revkv_raft::{MemberConfig, MemberNode, PeerLimits, RaftTiming, TailLimits};
+use revkv_storage::{Limits, LogOptions, StoreOptions};
 use serde::Deserialize;
 
 use revkv_node::compaction::AutoCompaction;
@@ -82,6 +82,19 @@ pub struct ServeArgs {
     /// Longest time between durable commits of the state file, in milliseconds (default 500).
     #[arg(long, env = "REVKV_DURABLE_COMMIT_INTERVAL_MS")]
     pub durable_commit_interval_ms: Option<u64>,
+    /// Page cache of the state file (redb), in bytes (default 256 MiB). Most of a member's memory
+    /// under load; reads of a store larger than it go to the disk.
+    #[arg(long, env = "REVKV_STATE_CACHE_BYTES")]
+    pub state_cache_bytes: Option<usize>,
+    /// Size at which the raft log starts a new segment file, in bytes (default 64 MiB).
+    #[arg(long, env = "REVKV_LOG_SEGMENT_BYTES")]
+    pub log_segment_bytes: Option<u64>,
+    /// Recent raft log entries kept in memory for replication, at most (default 4096).
+    #[arg(long, env = "REVKV_LOG_TAIL_ENTRIES")]
+    pub log_tail_entries: Option<usize>,
+    /// Bytes of recent raft log entries kept in memory for replication, at most (default 32 MiB).
+    #[arg(long, env = "REVKV_LOG_TAIL_BYTES")]
+    pub log_tail_bytes: Option<usize>,
     /// Longest wait for a write, a read barrier or min_revision, in milliseconds (default 5000).
     #[arg(long, env = "REVKV_REQUEST_TIMEOUT_MS")]
     pub request_timeout_ms: Option<u64>,
@@ -158,6 +171,7 @@ impl ServeArgs {
             prefer!(self, file; id, data_dir, listen_client, listen_peer, advertise_client,
             advertise_peer, peer_source_address, initial_cluster, join, heartbeat_ms,
             election_timeout_ms, snapshot_entries, snapshot_keep_entries, durable_commit_interval_ms,
+            state_cache_bytes, log_segment_bytes, log_tail_entries, log_tail_bytes,
             request_timeout_ms, max_body_bytes, max_key_bytes, max_value_bytes, max_txn_ops,
             log_format, auto_compaction_mode, auto_compaction_retention,
             auto_compaction_interval_ms, watch_progress_notify_interval_ms, max_watches,
@@ -171,6 +185,7 @@ impl ServeArgs {
         let auto_compaction = self.auto_compaction()?;
         let id = self.id.unwrap_or(1);
         let metric_prefix_labels = self.metric_prefix_labels()?;
+        let (log, log_tail) = self.log_options()?;
         let listen_client = self.listen_client.unwrap_or(([127, 0, 0, 1], 7001).into());
         let listen_peer = self.listen_peer.unwrap_or(([127, 0, 0, 1], 7101).into());
         let advertise = MemberNode {
@@ -210,7 +225,9 @@ impl ServeArgs {
             durable_commit_interval: Duration::from_millis(
                 self.durable_commit_interval_ms.unwrap_or(500),
             ),
-            ..StoreOptions::default()
+            cache_bytes: self
+                .state_cache_bytes
+                .unwrap_or(StoreOptions::default().cache_bytes),
         };
         let request_timeout = Duration::from_millis(self.request_timeout_ms.unwrap_or(5000));
         let member = MemberConfig {
@@ -226,7 +243,8 @@ impl ServeArgs {
                 ..PeerLimits::default()
             },
             store,
-            log_cache_bytes: 64 * 1024 * 1024,
+            log,
+            log_tail,
             // `Node` fills in its metrics observer when it starts the member.
             timings: Default::default(),
             peer_source_address: self.peer_source_address,
@@ -265,6 +283,24 @@ impl ServeArgs {
 }
 
 impl ServeArgs {
+    /// The raft log's segment size and in-memory tail, each checked against a floor.
+    fn log_options(&self) -> Result<(LogOptions, TailLimits), String> {
+        let log = LogOptions {
+            segment_bytes: self
+                .log_segment_bytes
+                .unwrap_or(LogOptions::default().segment_bytes),
+        };
+        if log.segment_bytes < 64 * 1024 {
+            return Err("--log-segment-bytes must be at least 65536".into());
+        }
+        let default_tail = TailLimits::default();
+        let tail = TailLimits {
+            max_entries: self.log_tail_entries.unwrap_or(default_tail.max_entries),
+            max_bytes: self.log_tail_bytes.unwrap_or(default_tail.max_bytes),
+        };
+        Ok((log, tail))
+    }
+
     fn watch_limits(&self) -> Result<WatchLimits, String> {
         let defaults = WatchLimits::default();
         let limits = WatchLimits {
