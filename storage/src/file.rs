@@ -1,7 +1,7 @@
 //! Opening a revkv redb file: create it when new, and refuse foreign or mismatched files clearly.
 //!
-//! Every revkv file has a `meta` table whose `file_kind` entry names what the file is ("state" or
-//! "raft-log"). A new or empty file is initialised with that marker in its first durable commit; an
+//! Every revkv redb file has a `meta` table whose `file_kind` entry names what the file is (today
+//! only "state": the raft log moved to segment files, `log_store/`). A new or empty file is initialised with that marker in its first durable commit; an
 //! existing file without it, or with another kind, is refused with an error naming the file.
 
 use std::path::Path;
