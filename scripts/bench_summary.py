@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Summarises one run of scripts/bench-vs-etcd.sh as Markdown tables.
+
+usage: bench_summary.py RESULTS_DIR SYSTEM...
+
+Reads RESULTS_DIR/<system>-<workload>.json (revkv bench -o json), <system>-<workload>.cpu_ticks
+(the members' CPU time during the workload) and <system>.rss_kib (each member's RSS after the
+run). Prints one table per workload group with every system, then the ratios revkv / better etcd,
+where "better etcd" is, per workload, the etcd row with the highest throughput; every ratio of that
+workload (throughput, latencies, CPU) is against that row.
+"""
+
+import json
+import os
+import sys
+
+WORKLOADS = ["put-1", "put-64", "put-256", "get-lin-64", "get-ser-64", "cas-16-2"]
+HERTZ = os.sysconf("SC_CLK_TCK")
+
+
+def load(results_dir, system, workload):
+    path = os.path.join(results_dir, f"{system}-{workload}.json")
+    if not os.path.exists(path):
+        return None
+    report = json.load(open(path))
+    ticks_path = os.path.join(results_dir, f"{system}-{workload}.cpu_ticks")
+    ticks = int(open(ticks_path).read()) if os.path.exists(ticks_path) else None
+    succeeded = max(report["succeeded"], 1)
+    report["cpu_us_per_op"] = None if ticks is None else ticks / HERTZ * 1e6 / succeeded
+    return report
+
+
+def rss(results_dir, system):
+    path = os.path.join(results_dir, f"{system}.rss_kib")
+    if not os.path.exists(path):
+        return "-"
+    values = [int(value) // 1024 for value in open(path).read().split()]
+    return "–".join(str(value) for value in (min(values), max(values))) + " MB" if values else "-"
+
+
+def cell(report, field):
+    if report is None:
+        return "-"
+    if field == "ops":
+        return f"{report['throughput_ops_per_second']:,.0f}"
+    if field == "cpu":
+        value = report["cpu_us_per_op"]
+        return "-" if value is None else f"{value:,.0f}"
+    if field == "failed":
+        return str(report["failed"])
+    return f"{report['latency'][field] / 1000:.3f}"
+
+
+def main():
+    results_dir, systems = sys.argv[1], sys.argv[2:]
+    header = ["workload", "system", "ops/s", "p50 ms", "p99 ms", "CPU µs/op (3 members)", "failed"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for workload in WORKLOADS:
+        for system in systems:
+            report = load(results_dir, system, workload)
+            if report is None:
+                continue
+            print("| " + " | ".join([workload, system, cell(report, "ops"), cell(report, "p50_us"),
+                                     cell(report, "p99_us"), cell(report, "cpu"),
+                                     cell(report, "failed")]) + " |")
+    print()
+    print("| system | RSS per member after its run |")
+    print("|---|---|")
+    for system in systems:
+        print(f"| {system} | {rss(results_dir, system)} |")
+    print()
+    print("Ratios, revkv / better etcd (throughput: above 1 is better; p50, p99 and CPU: below 1 is better):")
+    print()
+    print("| workload | better etcd | throughput | p50 | p99 | CPU per op |")
+    print("|---|---|---|---|---|---|")
+    for workload in WORKLOADS:
+        ours = load(results_dir, "revkv", workload)
+        theirs = [(system, load(results_dir, system, workload))
+                  for system in systems if system.startswith("etcd")]
+        theirs = [(system, report) for system, report in theirs if report is not None]
+        if ours is None or not theirs:
+            continue
+        best_name, best = max(theirs, key=lambda pair: pair[1]["throughput_ops_per_second"])
+        def ratio(a, b):
+            return f"{a / b:.2f}" if a is not None and b else "-"
+        print(f"| {workload} | {best_name} | "
+              f"{ratio(ours['throughput_ops_per_second'], best['throughput_ops_per_second'])} | "
+              f"{ratio(ours['latency']['p50_us'], best['latency']['p50_us'])} | "
+              f"{ratio(ours['latency']['p99_us'], best['latency']['p99_us'])} | "
+              f"{ratio(ours['cpu_us_per_op'], best['cpu_us_per_op'])} |")
+
+
+if __name__ == "__main__":
+    main()
