@@ -104,17 +104,18 @@ pub enum Connection {
         target: TargetKind,
         endpoint: String,
     },
-    /// etcd's native gRPC API.
-    EtcdGrpc(EtcdGrpcConnection),
+    /// etcd's native gRPC API (boxed: etcd-client's handle is several times the HTTP variant's
+    /// size, and the tasks move their connection around).
+    EtcdGrpc(Box<EtcdGrpcConnection>),
 }
 
 impl Connection {
     /// A connection of the plan's target to `endpoint`.
     pub async fn open(plan: &BenchPlan, endpoint: &str) -> Result<Self, String> {
         match plan.target {
-            TargetKind::EtcdGrpc => Ok(Connection::EtcdGrpc(
+            TargetKind::EtcdGrpc => Ok(Connection::EtcdGrpc(Box::new(
                 EtcdGrpcConnection::connect(endpoint, plan.request_timeout).await?,
-            )),
+            ))),
             TargetKind::Revkv | TargetKind::Etcd => Ok(Connection::Http {
                 http: http_client_with_one_connection(plan.request_timeout)?,
                 target: plan.target,
