@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # The project's one test command (README.md names it; .ci/run runs it): formatting, lints, and
 # every test of the workspace in release mode, closing with one line that totals the results.
+# It first installs what the tests need when it is missing (scripts/install-test-deps.sh), so a
+# newcomer's run is CI's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+scripts/install-test-deps.sh
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --release -- -D warnings

@@ -2,8 +2,8 @@
 //! HTTP API (`shared/spec/API.md`), all on top of the Rust client (`revkv-client`):
 //!
 //! - [`ctl`]: `revkv ctl`, the command line for reading, writing, watching and administering.
-//! - [`bench`]: `revkv bench`, a load generator that drives revkv's HTTP API or etcd's v3 JSON
-//!   gateway with the same workloads (put, get, cas).
+//! - [`bench`]: `revkv bench`, a load generator that drives revkv's HTTP API, etcd's v3 JSON
+//!   gateway or etcd's native gRPC API with the same workloads (put, get, cas).
 //! - [`chaos`]: `revkv chaos`, the fault-injection harness: a three-member cluster of processes
 //!   behind link proxies, a recorded workload and watches under kills, pauses, partitions, slow
 //!   and lossy links, leader transfers and compaction, and checkers over the recorded history.

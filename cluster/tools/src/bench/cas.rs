@@ -7,9 +7,13 @@
 //! - etcd (v3 JSON gateway): `POST /v3/kv/range`, then `POST /v3/kv/txn` comparing the key's
 //!   `mod_revision` and putting the new value; an answer without `"succeeded": true` is a conflict.
 //!
+//! - etcd (native gRPC): the same read and txn through `etcd-client`, in [`super::etcd_grpc`],
+//!   which hands its attempts to [`increment_with_retries`] like the two above.
+//!
 //! An increment whose five attempts all conflicted is a failure (`http 409 conflict`) in the
 //! report, as it would be for a client-go caller.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -18,7 +22,10 @@ use reqwest::header::CONTENT_TYPE;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::target::{etcd_error_message, json_bytes, revkv_error_code, FailureKind, TargetKind};
+use super::target::{
+    etcd_error_message, json_bytes, revkv_error_code, FailureKind, TargetKind,
+    ETCD_GRPC_IS_NOT_HTTP,
+};
 use revkv_client::retry::current_retry_attempt;
 use revkv_client::{
     retry_on_conflict_counted, ClientError, TokioSleeper, DEFAULT_RETRY, RETRY_ATTEMPT_HEADER,
@@ -46,10 +53,22 @@ pub async fn increment(
     key: &str,
     counters: &CasCounters,
 ) -> Result<(), FailureKind> {
-    let (outcome, tally) = retry_on_conflict_counted(DEFAULT_RETRY, &TokioSleeper, || {
-        attempt_increment(http, target, endpoint, key)
-    })
-    .await;
+    increment_with_retries(counters, || attempt_increment(http, target, endpoint, key)).await
+}
+
+/// Runs read-modify-write `attempt`s under client-go's [`DEFAULT_RETRY`] until one takes, one
+/// fails other than by a conflict, or the attempts run out, and counts them in `counters`. Every
+/// target's increment goes through here, so the retry policy and its accounting are the same
+/// whichever protocol carries the requests.
+pub async fn increment_with_retries<F, Fut>(
+    counters: &CasCounters,
+    attempt: F,
+) -> Result<(), FailureKind>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(), ClientError>>,
+{
+    let (outcome, tally) = retry_on_conflict_counted(DEFAULT_RETRY, &TokioSleeper, attempt).await;
     counters
         .attempts
         .fetch_add(u64::from(tally.attempts), Ordering::Relaxed);
@@ -86,6 +105,7 @@ fn read_request(
             .post(format!("{endpoint}/v3/kv/range"))
             .header(CONTENT_TYPE, "application/json")
             .body(json_bytes(&json!({ "key": BASE64.encode(key) }))),
+        TargetKind::EtcdGrpc => unreachable!("{ETCD_GRPC_IS_NOT_HTTP}"),
     };
     with_retry_attempt(request)
 }
@@ -111,6 +131,7 @@ fn conditional_write_request(
                     state.mod_revision,
                 )))
         }
+        TargetKind::EtcdGrpc => unreachable!("{ETCD_GRPC_IS_NOT_HTTP}"),
     };
     with_retry_attempt(request.header(CONTENT_TYPE, "application/json"))
 }
@@ -171,6 +192,7 @@ pub fn counter_of_read_answer(
     let (value, mod_revision) = match target {
         TargetKind::Revkv => revkv_counter(body),
         TargetKind::Etcd => etcd_counter(body),
+        TargetKind::EtcdGrpc => unreachable!("{ETCD_GRPC_IS_NOT_HTTP}"),
     }
     .ok_or_else(|| ClientError::UnreadableAnswer {
         message: "the counter's answer has no number and revision".into(),
@@ -227,11 +249,14 @@ pub fn judge_write_answer(target: TargetKind, status: u16, body: &[u8]) -> Resul
                 _ => Err(conflict()),
             }
         }
+        (TargetKind::EtcdGrpc, _) => unreachable!("{ETCD_GRPC_IS_NOT_HTTP}"),
         _ => Err(status_error(target, status, body)),
     }
 }
 
-fn conflict() -> ClientError {
+/// The error of an attempt whose conditional write found the counter changed (the one error
+/// [`increment_with_retries`] retries).
+pub fn conflict() -> ClientError {
     ClientError::Conflict {
         current: None,
         message: "the counter changed since it was read".into(),
@@ -242,6 +267,7 @@ fn status_error(target: TargetKind, status: u16, body: &[u8]) -> ClientError {
     let code = match target {
         TargetKind::Revkv => revkv_error_code(body),
         TargetKind::Etcd => etcd_error_message(body),
+        TargetKind::EtcdGrpc => unreachable!("{ETCD_GRPC_IS_NOT_HTTP}"),
     };
     ClientError::Server {
         status,
@@ -251,7 +277,7 @@ fn status_error(target: TargetKind, status: u16, body: &[u8]) -> ClientError {
 }
 
 /// How an increment's error shows in the report.
-fn failure_of(error: &ClientError) -> FailureKind {
+pub fn failure_of(error: &ClientError) -> FailureKind {
     match error {
         ClientError::Conflict { .. } => FailureKind::Status {
             status: 409,

@@ -1,8 +1,10 @@
 //! The driver: runs a [`BenchPlan`]'s client tasks and collects what they measured.
 //!
-//! Each client task owns one `reqwest::Client` limited to one idle connection, and has at most one
-//! request in flight, so every task holds exactly one keep-alive connection to its endpoint (task i
-//! uses endpoint i mod n). Before each operation a task takes a ticket from the shared
+//! Each client task owns one [`Connection`] and has at most one request in flight, so every task
+//! holds exactly one connection to its endpoint (task i uses endpoint i mod n): for the HTTP targets
+//! a `reqwest::Client` limited to one idle keep-alive connection, for `--target etcd-grpc` one
+//! gRPC channel ([`EtcdGrpcConnection`]). The same loop drives both; only [`Connection::perform`]
+//! looks at which it holds. Before each operation a task takes a ticket from the shared
 //! [`OperationBudget`], which says no once the run's operation limit is used up or its deadline has
 //! passed; so every loop is bounded in both count and time, and a request itself is bounded by
 //! `--request-timeout`. Each task records its successes' latencies in its own HDR histogram; the
@@ -21,6 +23,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::cas::{self, CasCounters};
+use super::etcd_grpc::EtcdGrpcConnection;
 use super::options::BenchPlan;
 use super::report::{new_latency_histogram, progress_line, RunTotals};
 use super::target::{FailureKind, HttpMethod, TargetKind};
@@ -93,9 +96,55 @@ fn http_client_with_one_connection(request_timeout: Duration) -> Result<reqwest:
         .map_err(|error| format!("cannot build an HTTP client: {error}"))
 }
 
+/// One client task's connection to its endpoint, in the protocol of the target.
+pub enum Connection {
+    /// revkv's HTTP API or etcd's JSON gateway.
+    Http {
+        http: reqwest::Client,
+        target: TargetKind,
+        endpoint: String,
+    },
+    /// etcd's native gRPC API (boxed: etcd-client's handle is several times the HTTP variant's
+    /// size, and the tasks move their connection around).
+    EtcdGrpc(Box<EtcdGrpcConnection>),
+}
+
+impl Connection {
+    /// A connection of the plan's target to `endpoint`.
+    pub async fn open(plan: &BenchPlan, endpoint: &str) -> Result<Self, String> {
+        match plan.target {
+            TargetKind::EtcdGrpc => Ok(Connection::EtcdGrpc(Box::new(
+                EtcdGrpcConnection::connect(endpoint, plan.request_timeout).await?,
+            ))),
+            TargetKind::Revkv | TargetKind::Etcd => Ok(Connection::Http {
+                http: http_client_with_one_connection(plan.request_timeout)?,
+                target: plan.target,
+                endpoint: endpoint.to_string(),
+            }),
+        }
+    }
+
+    /// Performs `operation` and judges the answer. An increment (cas) takes several requests and
+    /// counts its attempts and conflicts in `cas_counters`.
+    pub async fn perform(
+        &mut self,
+        operation: &Operation,
+        cas_counters: &CasCounters,
+    ) -> Result<(), FailureKind> {
+        match self {
+            Connection::Http {
+                http,
+                target,
+                endpoint,
+            } => perform_over_http(http, *target, endpoint, operation, cas_counters).await,
+            Connection::EtcdGrpc(connection) => connection.perform(operation, cas_counters).await,
+        }
+    }
+}
+
 /// Sends `operation` to `endpoint` and judges the answer. An increment (cas) takes several
 /// requests and counts its attempts and conflicts in `cas_counters`.
-async fn perform(
+async fn perform_over_http(
     http: &reqwest::Client,
     target: TargetKind,
     endpoint: &str,
@@ -141,13 +190,12 @@ pub async fn write_keys_the_workload_reads(plan: &BenchPlan) -> Result<(), Strin
     let operations = Arc::new(operations);
     let mut tasks = JoinSet::new();
     for task_index in 0..task_count {
-        let http = http_client_with_one_connection(plan.request_timeout)?;
         let endpoint = endpoint_for_client(&plan.endpoints, task_index).to_string();
+        let mut connection = Connection::open(plan, &endpoint).await?;
         let operations = Arc::clone(&operations);
-        let target = plan.target;
         tasks.spawn(async move {
             for operation in operations.iter().skip(task_index).step_by(task_count) {
-                write_with_retries(&http, target, &endpoint, operation).await?;
+                write_with_retries(&mut connection, &endpoint, operation).await?;
             }
             Ok::<(), String>(())
         });
@@ -159,15 +207,14 @@ pub async fn write_keys_the_workload_reads(plan: &BenchPlan) -> Result<(), Strin
 }
 
 async fn write_with_retries(
-    http: &reqwest::Client,
-    target: TargetKind,
+    connection: &mut Connection,
     endpoint: &str,
     operation: &Operation,
 ) -> Result<(), String> {
     let mut attempt = 1;
     loop {
         let no_increments = CasCounters::default();
-        match perform(http, target, endpoint, operation, &no_increments).await {
+        match connection.perform(operation, &no_increments).await {
             Ok(()) => return Ok(()),
             Err(failure) if attempt >= SETUP_WRITE_ATTEMPTS => {
                 return Err(format!(
@@ -184,9 +231,10 @@ async fn write_with_retries(
 
 /// Runs the client tasks until the budget is spent, printing progress, and adds up their results.
 pub async fn run_measured_part(plan: &BenchPlan) -> Result<RunTotals, String> {
-    let mut http_clients = Vec::with_capacity(plan.client_count);
-    for _ in 0..plan.client_count {
-        http_clients.push(http_client_with_one_connection(plan.request_timeout)?);
+    let mut connections = Vec::with_capacity(plan.client_count);
+    for client_index in 0..plan.client_count {
+        let endpoint = endpoint_for_client(&plan.endpoints, client_index);
+        connections.push(Connection::open(plan, endpoint).await?);
     }
     let started = Instant::now();
     let budget = Arc::new(OperationBudget::new(
@@ -196,12 +244,10 @@ pub async fn run_measured_part(plan: &BenchPlan) -> Result<RunTotals, String> {
     let live = Arc::new(LiveCounters::default());
     let cas_counters = Arc::new(CasCounters::default());
     let mut tasks = JoinSet::new();
-    for (client_index, http) in http_clients.into_iter().enumerate() {
-        let endpoint = endpoint_for_client(&plan.endpoints, client_index).to_string();
+    for (client_index, mut connection) in connections.into_iter().enumerate() {
         let operations = plan
             .workload
             .operations_for_client(client_index, &plan.run_tag);
-        let target = plan.target;
         let budget = Arc::clone(&budget);
         let live = Arc::clone(&live);
         let cas_counters = Arc::clone(&cas_counters);
@@ -215,7 +261,7 @@ pub async fn run_measured_part(plan: &BenchPlan) -> Result<RunTotals, String> {
             while budget.take_ticket(Instant::now()) {
                 let operation = operations.next_operation();
                 let sent_at = Instant::now();
-                let outcome = perform(&http, target, &endpoint, &operation, &cas_counters).await;
+                let outcome = connection.perform(&operation, &cas_counters).await;
                 let latency_micros = sent_at.elapsed().as_micros();
                 match outcome {
                     Ok(()) => {

@@ -1,7 +1,7 @@
 //! `revkv bench`: a load generator that measures revkv and etcd with the same workloads.
 //!
 //! One run drives one workload against one cluster: `--clients N` concurrent client tasks, each on
-//! its own keep-alive HTTP connection to one endpoint (clients are spread round-robin over
+//! its own connection (keep-alive HTTP, or gRPC) to one endpoint (clients are spread round-robin over
 //! `--endpoints`), until `--total N` operations were issued or `--duration` passed, whichever comes
 //! first (a run always has a time limit, so it always stops by itself). Every successful operation's
 //! latency, from sending the request to having read the whole answer, goes into an HDR histogram;
@@ -10,7 +10,9 @@
 //!
 //! The same tool drives both systems so that they are measured the same way: `--target revkv`
 //! speaks revkv's HTTP/JSON API (`shared/spec/API.md` section 4), `--target etcd` speaks etcd's v3
-//! JSON gateway (`POST /v3/kv/put`, `POST /v3/kv/range`, base64 keys and values).
+//! JSON gateway (`POST /v3/kv/put`, `POST /v3/kv/range`, base64 keys and values), and
+//! `--target etcd-grpc` speaks etcd's native gRPC API (what Kubernetes uses) through the
+//! `etcd-client` crate, one gRPC connection per client task.
 //!
 //! Workloads built now: `put` (distinct keys, `--value-size` bytes), `get` (`--consistency
 //! linearizable|serializable`, one key or `--keys N` random keys written before the measured part)
@@ -27,11 +29,13 @@
 //!   judged a success or a failure of some kind.
 //! - [`cas`]: the increment of the cas workload (a read and a conditional write, retried on
 //!   conflict).
+//! - [`etcd_grpc`]: the operations of `--target etcd-grpc`, and how gRPC errors are reported.
 //! - [`driver`]: the client tasks, the shared operation budget, setup writes and the progress line.
 //! - [`report`]: latency percentiles from the histogram, and the table and JSON output.
 
 pub mod cas;
 pub mod driver;
+pub mod etcd_grpc;
 pub mod options;
 pub mod report;
 pub mod target;

@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use clap::Args;
 
 use super::target::TargetKind;
+use super::watch_latency::WATCH_NEEDS_HTTP;
 use super::workload::{ReadConsistency, Workload, WorkloadKind};
 use crate::cli::{parse_duration, terse_output_format_parser, OutputFormat};
 
@@ -30,13 +31,13 @@ pub struct BenchArgs {
     #[arg(value_enum)]
     pub workload: WorkloadKind,
 
-    /// The system to drive: revkv's HTTP API or etcd's v3 JSON gateway.
+    /// The system to drive: revkv's HTTP API, etcd's v3 JSON gateway, or etcd's native gRPC API.
     #[arg(long, value_enum, default_value_t = TargetKind::Revkv)]
     pub target: TargetKind,
 
     /// Comma-separated base URLs; client task i uses endpoint i mod (number of endpoints).
-    /// Default: the target's local three-member cluster (revkv: ports 7001-7003, etcd: 12379,
-    /// 22379, 32379 on 127.0.0.1).
+    /// Default: the target's local three-member cluster (revkv: ports 7001-7003, etcd and
+    /// etcd-grpc: 12379, 22379, 32379 on 127.0.0.1).
     #[arg(long, value_delimiter = ',')]
     pub endpoints: Vec<String>,
 
@@ -101,6 +102,9 @@ impl BenchArgs {
 
     /// The plan of the watch workload, which measures streams rather than requests.
     pub fn into_watch_plan(self) -> Result<WatchLatencyPlan, String> {
+        if self.target == TargetKind::EtcdGrpc {
+            return Err(WATCH_NEEDS_HTTP.into());
+        }
         if self.watchers == 0 || self.watchers > MOST_WATCHERS {
             return Err(format!("--watchers must be between 1 and {MOST_WATCHERS}"));
         }
@@ -455,6 +459,49 @@ mod tests {
                 "{words:?} gave {error:?}, expected it to mention {expected_words:?}"
             );
         }
+    }
+
+    #[test]
+    fn etcd_grpc_plans_every_request_workload_against_the_local_etcd_cluster() {
+        for workload in ["put", "get", "cas"] {
+            let plan = plan_from(&[workload, "--target", "etcd-grpc"]).unwrap();
+            assert_eq!(plan.target, TargetKind::EtcdGrpc);
+            assert_eq!(
+                plan.endpoints,
+                [
+                    "http://127.0.0.1:12379",
+                    "http://127.0.0.1:22379",
+                    "http://127.0.0.1:32379"
+                ]
+            );
+        }
+        let serializable = plan_from(&[
+            "get",
+            "--target",
+            "etcd-grpc",
+            "--consistency",
+            "serializable",
+        ])
+        .unwrap();
+        assert!(matches!(
+            serializable.workload,
+            Workload::Get {
+                consistency: ReadConsistency::Serializable,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn the_watch_workload_refuses_etcd_grpc_with_a_clear_reason() {
+        let parsed =
+            CommandLineUnderTest::try_parse_from(["bench", "watch", "--target", "etcd-grpc"])
+                .unwrap();
+        let error = parsed.bench.into_watch_plan().unwrap_err();
+        assert_eq!(
+            error,
+            "the watch workload does not support --target etcd-grpc yet"
+        );
     }
 
     #[test]

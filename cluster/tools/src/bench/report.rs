@@ -172,10 +172,7 @@ impl BenchReport {
 
     /// The report for people: one aligned line per fact.
     pub fn render_table(&self) -> String {
-        let target_name = match self.target {
-            TargetKind::Revkv => "revkv",
-            TargetKind::Etcd => "etcd",
-        };
+        let target_name = self.target.name();
         let limit = match self.operation_limit {
             Some(operations) => format!(
                 "{} operations or {} s",

@@ -8,6 +8,8 @@
 //!   `POST /v3/kv/range` with `{"key": b64}` plus `"serializable": true` for serializable reads;
 //!   a range answer without `kvs` means the key is missing.
 //!
+//! `--target etcd-grpc` (etcd's native gRPC API) is not HTTP: `etcd_grpc` performs its operations.
+//!
 //! An `Increment` (the cas workload) is several requests; its first, the read, is planned here
 //! like a linearizable get, and `cas` plans the conditional write.
 
@@ -29,7 +31,18 @@ pub enum TargetKind {
     Revkv,
     /// etcd's v3 JSON (grpc-gateway) API on its client port.
     Etcd,
+    /// etcd's native gRPC API (what Kubernetes uses) on its client port, through the
+    /// `etcd-client` crate; see [`super::etcd_grpc`]. Not HTTP/JSON: the request planning and
+    /// answer judging below are for the two other targets only.
+    #[serde(rename = "etcd-grpc")]
+    #[value(name = "etcd-grpc")]
+    EtcdGrpc,
 }
+
+/// Why the HTTP/JSON functions refuse `--target etcd-grpc`: the driver sends its operations
+/// through [`super::etcd_grpc`] and never asks for an HTTP request for it.
+pub const ETCD_GRPC_IS_NOT_HTTP: &str =
+    "--target etcd-grpc speaks gRPC through bench::etcd_grpc, not HTTP/JSON";
 
 /// The HTTP methods the workloads use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +71,8 @@ pub enum FailureKind {
     /// The connection failed in another way (reset, closed early, ...).
     Transport,
     /// A non-success status; `reason` is the error code (revkv) or message (etcd) of the body.
+    /// Over gRPC (`--target etcd-grpc`), `status` is the gRPC status code (0 to 16, so never an
+    /// HTTP status, which starts at 100) and `reason` the status message.
     Status { status: u16, reason: String },
     /// A read found no value for a key the setup wrote.
     MissingKey,
@@ -71,15 +86,26 @@ impl fmt::Display for FailureKind {
             FailureKind::Timeout => write!(formatter, "timeout"),
             FailureKind::Connect => write!(formatter, "connect"),
             FailureKind::Transport => write!(formatter, "transport"),
-            FailureKind::Status { status, reason } if reason.is_empty() => {
-                write!(formatter, "http {status}")
+            FailureKind::Status { status, reason } => {
+                let protocol = if *status < LOWEST_HTTP_STATUS {
+                    "grpc"
+                } else {
+                    "http"
+                };
+                write!(formatter, "{protocol} {status}")?;
+                if !reason.is_empty() {
+                    write!(formatter, " {reason}")?;
+                }
+                Ok(())
             }
-            FailureKind::Status { status, reason } => write!(formatter, "http {status} {reason}"),
             FailureKind::MissingKey => write!(formatter, "missing key"),
             FailureKind::UnreadableAnswer => write!(formatter, "unreadable answer"),
         }
     }
 }
+
+/// HTTP statuses start here; gRPC status codes (0 to 16) are all below it.
+const LOWEST_HTTP_STATUS: u16 = 100;
 
 /// The longest error reason kept from an answer (etcd's messages are free text).
 const LONGEST_FAILURE_REASON: usize = 60;
@@ -89,7 +115,7 @@ impl TargetKind {
     pub fn default_endpoints(self) -> Vec<String> {
         let ports: [u16; 3] = match self {
             TargetKind::Revkv => [7001, 7002, 7003],
-            TargetKind::Etcd => [12379, 22379, 32379],
+            TargetKind::Etcd | TargetKind::EtcdGrpc => [12379, 22379, 32379],
         };
         ports
             .iter()
@@ -97,9 +123,19 @@ impl TargetKind {
             .collect()
     }
 
+    /// The name the report gives the target (the one `--target` takes).
+    pub fn name(self) -> &'static str {
+        match self {
+            TargetKind::Revkv => "revkv",
+            TargetKind::Etcd => "etcd",
+            TargetKind::EtcdGrpc => "etcd-grpc",
+        }
+    }
+
     /// The request that performs `operation` on the member at `endpoint` (no trailing slash).
     pub fn plan_request(self, endpoint: &str, operation: &Operation) -> PlannedRequest {
         match (self, operation) {
+            (TargetKind::EtcdGrpc, _) => unreachable!("{ETCD_GRPC_IS_NOT_HTTP}"),
             (TargetKind::Revkv, Operation::Put { key, value }) => PlannedRequest {
                 method: HttpMethod::Put,
                 url: format!("{endpoint}/v1/kv/{key}"),
@@ -174,6 +210,7 @@ impl TargetKind {
                     reason: etcd_error_message(body),
                 }),
             },
+            TargetKind::EtcdGrpc => unreachable!("{ETCD_GRPC_IS_NOT_HTTP}"),
         }
     }
 }
@@ -225,7 +262,8 @@ fn etcd_range_found_a_value(body: &[u8]) -> Result<(), FailureKind> {
     }
 }
 
-fn shortened(text: &str) -> String {
+/// `text` cut to the length the report keeps of an error reason.
+pub fn shortened(text: &str) -> String {
     text.chars().take(LONGEST_FAILURE_REASON).collect()
 }
 
@@ -333,6 +371,37 @@ mod tests {
         assert_eq!(
             failure.to_string(),
             "http 503 etcdserver: request timed out"
+        );
+    }
+
+    #[test]
+    fn grpc_status_codes_show_as_grpc_and_http_statuses_as_http() {
+        let unavailable = FailureKind::Status {
+            status: 14,
+            reason: "etcdserver: no leader".into(),
+        };
+        assert_eq!(unavailable.to_string(), "grpc 14 etcdserver: no leader");
+        let bad_gateway = FailureKind::Status {
+            status: 502,
+            reason: String::new(),
+        };
+        assert_eq!(bad_gateway.to_string(), "http 502");
+    }
+
+    #[test]
+    fn etcd_grpc_is_named_as_on_the_command_line_and_uses_the_etcd_cluster() {
+        assert_eq!(TargetKind::EtcdGrpc.name(), "etcd-grpc");
+        assert_eq!(
+            TargetKind::from_str("etcd-grpc", false),
+            Ok(TargetKind::EtcdGrpc)
+        );
+        assert_eq!(
+            serde_json::to_value(TargetKind::EtcdGrpc).unwrap(),
+            json!("etcd-grpc")
+        );
+        assert_eq!(
+            TargetKind::EtcdGrpc.default_endpoints(),
+            TargetKind::Etcd.default_endpoints()
         );
     }
 

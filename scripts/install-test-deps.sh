@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Installs what the tests need, only when it is missing, so that scripts/test.sh (the README's test
+# command, which calls this first) runs the same on a newcomer's Debian machine as in CI. Prints one
+# line saying what it installed, or that nothing was missing.
+#
+# - prometheus (prometheus, promtool): the end-to-end metrics test runs a real Prometheus
+#   (node/bin/tests/prometheus_scrape.rs) and fails under CI=true without it.
+# - protobuf-compiler and libprotobuf-dev: etcd-client's build script (revkv bench --target
+#   etcd-grpc) runs protoc on etcd's .proto files, which import Google's well-known types
+#   (google/protobuf/descriptor.proto); Debian ships those in libprotobuf-dev, only a Recommends of
+#   protobuf-compiler, which --no-install-recommends leaves out.
+# - etcd-server (etcd 3.4 at /usr/bin/etcd): cluster/tools/tests/bench_etcd_grpc.rs runs the bench
+#   against it and fails under CI=true without it.
+# - rustfmt and clippy: scripts/test.sh checks formatting and lints.
+#
+# The packages may start services (prometheus on 9090, etcd on 2379); the tests start their own
+# servers on free ports, so those services are stopped.
+set -euo pipefail
+
+missing_packages=()
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+  missing_packages+=(prometheus)
+fi
+if ! command -v protoc >/dev/null 2>&1; then
+  missing_packages+=(protobuf-compiler)
+fi
+if [[ ! -f /usr/include/google/protobuf/descriptor.proto ]]; then
+  missing_packages+=(libprotobuf-dev)
+fi
+# The test runs /usr/bin/etcd itself: another etcd earlier on the PATH (say, a 3.5) does not count.
+if [[ ! -x /usr/bin/etcd ]]; then
+  missing_packages+=(etcd-server)
+fi
+
+installed=()
+if ((${#missing_packages[@]} > 0)); then
+  sudo=""
+  if [[ $(id -u) -ne 0 ]]; then
+    if ! command -v sudo >/dev/null 2>&1; then
+      echo "install-test-deps: missing ${missing_packages[*]}, and not root and no sudo to install them" >&2
+      exit 1
+    fi
+    sudo="sudo"
+  fi
+  $sudo apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${missing_packages[@]}" >/dev/null
+  # Only the services of packages installed just now: one that was there before is someone's.
+  for package in "${missing_packages[@]}"; do
+    case $package in
+      prometheus) service=prometheus ;;
+      etcd-server) service=etcd ;;
+      *) continue ;;
+    esac
+    $sudo systemctl stop "$service" >/dev/null 2>&1 || $sudo service "$service" stop >/dev/null 2>&1 || true
+  done
+  installed+=("${missing_packages[@]}")
+fi
+
+# The Rust toolchain comes with the machine; make sure the components the test command uses exist.
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+  rustup component add rustfmt clippy >/dev/null
+  installed+=("rustfmt and clippy")
+fi
+
+if ((${#installed[@]} > 0)); then
+  echo "install-test-deps: installed ${installed[*]}"
+else
+  echo "install-test-deps: nothing was missing"
+fi
