@@ -67,6 +67,13 @@ impl RaftMember {
             config.data_dir.join("raft-log"),
             config.log,
         )?);
+        if let Some(repaired) = log.repaired_tail() {
+            tracing::warn!(
+                %repaired,
+                "cut a torn write from the end of the raft log (a crash during an append that was \
+                 never acknowledged); the leader resends whatever this member lacks"
+            );
+        }
         let state_machine = StateMachine::new(store.clone(), config.timings.clone())?;
         let applied = state_machine.subscribe();
         let raft_config =

@@ -654,6 +654,14 @@ fn a_write_torn_by_a_crash_at_the_end_of_the_newest_segment_is_cut_off() {
     on_disk.close_and_reopen();
     assert_eq!(on_disk.every_entry(), expected_entries(1..=3));
     assert_eq!(std::fs::metadata(&segment).unwrap().len(), whole_length);
+    let repaired = on_disk
+        .log()
+        .repaired_tail()
+        .expect("the open reports what it cut");
+    assert!(
+        repaired.contains(&segment.display().to_string()),
+        "{repaired}"
+    );
     on_disk.append_indexes(4..=5).unwrap();
     on_disk.close_and_reopen();
     assert_eq!(on_disk.every_entry(), expected_entries(1..=5));

@@ -48,6 +48,8 @@ pub struct RaftLogStore {
     directory: PathBuf,
     options: LogOptions,
     files: Mutex<LogFiles>,
+    /// What the open cut from the end of the newest segment (a write torn by a crash), if anything.
+    repaired_tail: Option<String>,
 }
 
 /// Everything that changes, under one lock.
@@ -80,7 +82,7 @@ impl RaftLogStore {
             meta
         };
         lock_exclusively(meta.file(), &meta_path)?;
-        let segments = open_segments(&directory)?;
+        let (segments, repaired_tail) = open_segments(&directory)?;
         Ok(RaftLogStore {
             directory,
             options,
@@ -89,7 +91,14 @@ impl RaftLogStore {
                 segments,
                 failed: None,
             }),
+            repaired_tail,
         })
+    }
+
+    /// What opening the log cut from the end of its newest segment, if anything: a write torn by
+    /// a crash, never acknowledged. The caller logs it, so an operator can see it happened.
+    pub fn repaired_tail(&self) -> Option<&str> {
+        self.repaired_tail.as_deref()
     }
 
     /// The log's directory.
@@ -352,7 +361,7 @@ impl LogFiles {
 
 /// Opens every segment in the directory, in index order, and checks they continue each other.
 /// A damaged end of the newest segment (a torn write) is cut off; damage anywhere else is an error.
-fn open_segments(directory: &Path) -> Result<Vec<Segment>> {
+fn open_segments(directory: &Path) -> Result<(Vec<Segment>, Option<String>)> {
     let mut first_indexes = Vec::new();
     for entry in fs::read_dir(directory).map_err(io_error(directory))? {
         let entry = entry.map_err(io_error(directory))?;
@@ -370,6 +379,7 @@ fn open_segments(directory: &Path) -> Result<Vec<Segment>> {
     first_indexes.sort_unstable();
     let mut segments: Vec<Segment> = Vec::with_capacity(first_indexes.len());
     let newest = first_indexes.last().copied();
+    let mut repaired_tail = None;
     for first_index in first_indexes {
         let path = directory.join(Segment::file_name(first_index));
         let (segment, scan_end) = Segment::open(&path, first_index)?;
@@ -384,6 +394,7 @@ fn open_segments(directory: &Path) -> Result<Vec<Segment>> {
                 });
             }
             segment.cut_damaged_tail()?;
+            repaired_tail = Some(format!("{}: {detail}", path.display()));
         }
         if let Some(previous) = segments.last() {
             if previous.next_index() != first_index {
@@ -403,7 +414,7 @@ fn open_segments(directory: &Path) -> Result<Vec<Segment>> {
         }
         segments.push(segment);
     }
-    Ok(segments)
+    Ok((segments, repaired_tail))
 }
 
 /// A new log directory must be empty (or hold only what this store writes).
