@@ -92,3 +92,11 @@ pub(crate) fn corrupt(file: &std::path::Path) -> impl Fn(crate::codec::CodecErro
         detail: error.to_string(),
     }
 }
+
+/// Attaches the file name to an I/O error of one of revkv's own files: `.map_err(io_error(&path))`.
+pub(crate) fn io_error(file: &std::path::Path) -> impl Fn(std::io::Error) -> Error + '_ {
+    move |source| Error::FileIo {
+        file: file.to_path_buf(),
+        source,
+    }
+}

@@ -13,7 +13,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::codec::{self, LogMeta};
-use crate::error::{Error, Result};
+use crate::error::{io_error, Error, Result};
 
 /// Bytes per slot: far more than a vote and two log ids need.
 const SLOT_BYTES: u64 = 4096;
@@ -36,7 +36,7 @@ impl MetaFile {
             .write(true)
             .create_new(true)
             .open(path)
-            .map_err(super::io_error(path))?;
+            .map_err(io_error(path))?;
         let mut meta = MetaFile {
             file,
             path: path.to_path_buf(),
@@ -54,12 +54,11 @@ impl MetaFile {
             .read(true)
             .write(true)
             .open(path)
-            .map_err(super::io_error(path))?;
+            .map_err(io_error(path))?;
         let mut best: Option<(u64, u64, LogMeta)> = None;
         for slot in 0..2 {
             let mut bytes = vec![0u8; SLOT_BYTES as usize];
-            let read =
-                read_up_to(&file, &mut bytes, slot * SLOT_BYTES).map_err(super::io_error(path))?;
+            let read = read_up_to(&file, &mut bytes, slot * SLOT_BYTES).map_err(io_error(path))?;
             bytes.truncate(read);
             if let Ok((sequence, meta)) = codec::decode_log_meta_slot(&bytes) {
                 if best
@@ -79,7 +78,7 @@ impl MetaFile {
         // The newest intact slot may hold a state written without an fsync (still only in the
         // page cache after a clean stop). Sync it before calling it durable, because the next
         // write goes to the other slot.
-        file.sync_data().map_err(super::io_error(path))?;
+        file.sync_data().map_err(io_error(path))?;
         Ok(MetaFile {
             file,
             path: path.to_path_buf(),
@@ -111,9 +110,9 @@ impl MetaFile {
         let slot = 1 - self.durable_slot;
         self.file
             .write_all_at(&slot_bytes, slot * SLOT_BYTES)
-            .map_err(super::io_error(&self.path))?;
+            .map_err(io_error(&self.path))?;
         if durable {
-            self.file.sync_data().map_err(super::io_error(&self.path))?;
+            self.file.sync_data().map_err(io_error(&self.path))?;
             self.durable_slot = slot;
         }
         self.sequence = sequence;

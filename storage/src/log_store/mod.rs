@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::codec::{self, LogMeta};
-use crate::error::{Error, Result};
+use crate::error::{io_error, Error, Result};
 use crate::types::LogId;
 use meta::MetaFile;
 use segment::{ScanEnd, Segment};
@@ -451,13 +451,5 @@ fn foreign(path: &Path, detail: &str) -> Error {
         file: path.to_path_buf(),
         expected: "raft-log",
         detail: detail.to_string(),
-    }
-}
-
-/// Attaches the file name to an I/O error: `.map_err(io_error(&path))`.
-pub(crate) fn io_error(file: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
-    move |source| Error::FileIo {
-        file: file.to_path_buf(),
-        source,
     }
 }

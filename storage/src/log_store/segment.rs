@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::codec::{self, LOG_RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES};
-use crate::error::{Error, Result};
+use crate::error::{io_error, Error, Result};
 
 /// One segment. Entry `first_index + i` starts at `offsets[i]`; `end` is where the next goes.
 pub(super) struct Segment {
@@ -59,10 +59,10 @@ impl Segment {
             .write(true)
             .create_new(true)
             .open(&path)
-            .map_err(super::io_error(&path))?;
+            .map_err(io_error(&path))?;
         file.write_all_at(&codec::encode_segment_header(first_index), 0)
-            .map_err(super::io_error(&path))?;
-        file.sync_data().map_err(super::io_error(&path))?;
+            .map_err(io_error(&path))?;
+        file.sync_data().map_err(io_error(&path))?;
         Ok(Segment {
             first_index,
             path,
@@ -79,7 +79,7 @@ impl Segment {
             .read(true)
             .write(true)
             .open(path)
-            .map_err(super::io_error(path))?;
+            .map_err(io_error(path))?;
         let corrupt = |detail: String| Error::Corrupt {
             file: path.to_path_buf(),
             detail,
@@ -99,7 +99,7 @@ impl Segment {
         let mut segment = Segment {
             first_index,
             path: path.to_path_buf(),
-            file: Arc::new(file.try_clone().map_err(super::io_error(path))?),
+            file: Arc::new(file.try_clone().map_err(io_error(path))?),
             offsets: Vec::new(),
             end: SEGMENT_HEADER_BYTES as u64,
         };
@@ -112,7 +112,7 @@ impl Segment {
         let mut payload = Vec::new();
         loop {
             let mut header = [0u8; LOG_RECORD_HEADER_BYTES];
-            match read_fully(reader, &mut header).map_err(super::io_error(&self.path))? {
+            match read_fully(reader, &mut header).map_err(io_error(&self.path))? {
                 0 => return Ok(ScanEnd::Clean),
                 read if read < header.len() => {
                     return Ok(damaged(format!(
@@ -134,7 +134,7 @@ impl Segment {
                 )));
             }
             payload.resize(record.payload_bytes, 0);
-            let read = read_fully(reader, &mut payload).map_err(super::io_error(&self.path))?;
+            let read = read_fully(reader, &mut payload).map_err(io_error(&self.path))?;
             if read < payload.len() {
                 return Ok(damaged(format!("entry {} cut short", record.index)));
             }
@@ -151,10 +151,8 @@ impl Segment {
 
     /// Cuts the file back to its last whole record, durably (after a torn write).
     pub(super) fn cut_damaged_tail(&self) -> Result<()> {
-        self.file
-            .set_len(self.end)
-            .map_err(super::io_error(&self.path))?;
-        self.file.sync_data().map_err(super::io_error(&self.path))
+        self.file.set_len(self.end).map_err(io_error(&self.path))?;
+        self.file.sync_data().map_err(io_error(&self.path))
     }
 
     pub(super) fn path(&self) -> &Path {
@@ -189,8 +187,8 @@ impl Segment {
     ) -> Result<()> {
         self.file
             .write_all_at(records, self.end)
-            .map_err(super::io_error(&self.path))?;
-        self.file.sync_data().map_err(super::io_error(&self.path))?;
+            .map_err(io_error(&self.path))?;
+        self.file.sync_data().map_err(io_error(&self.path))?;
         let mut offset = self.end;
         for length in record_lengths {
             self.offsets.push(offset);
@@ -220,7 +218,7 @@ impl Segment {
         let mut span = vec![0u8; (span_end - span_start) as usize];
         self.file
             .read_exact_at(&mut span, span_start)
-            .map_err(super::io_error(&self.path))?;
+            .map_err(io_error(&self.path))?;
         let mut entries = Vec::with_capacity(end_position - first_position);
         let mut cursor = 0usize;
         for index in start..end {
@@ -250,10 +248,8 @@ impl Segment {
             return Ok(());
         }
         let new_end = self.offsets[keep];
-        self.file
-            .set_len(new_end)
-            .map_err(super::io_error(&self.path))?;
-        self.file.sync_data().map_err(super::io_error(&self.path))?;
+        self.file.set_len(new_end).map_err(io_error(&self.path))?;
+        self.file.sync_data().map_err(io_error(&self.path))?;
         self.offsets.truncate(keep);
         self.end = new_end;
         Ok(())
