@@ -11,17 +11,20 @@
 set -uo pipefail
 binary=${1:?binary}; label=${2:?label}; shift 2
 workloads=("${@:-put-1 put-64}")
-dir=$(mktemp -d "${TMPDIR:-/tmp}/revkv-ab.XXXXXX")
+repo=$(cd "$(dirname "$0")/.." && pwd)
+work_dir=$(mktemp -d "${TMPDIR:-/tmp}/revkv-ab.XXXXXX")
+dir=$work_dir
+# shellcheck source=scripts/bench-lib.sh
+source "$repo/scripts/bench-lib.sh"
 initial_cluster="1=http://127.0.0.1:7101,2=http://127.0.0.1:7102,3=http://127.0.0.1:7103"
-pids=()
-cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$dir"; }
+cleanup() { for pid in "${member_pids[@]}"; do kill "$pid" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$dir"; }
 trap cleanup EXIT
 for id in 1 2 3; do
   # shellcheck disable=SC2086 # AB_FLAGS is a list of flags on purpose
   "$binary" serve --id "$id" --data-dir "$dir/m$id" --listen-client "127.0.0.1:700$id" \
     --listen-peer "127.0.0.1:710$id" --initial-cluster "$initial_cluster" ${AB_FLAGS:-} \
     >"$dir/m$id.log" 2>&1 &
-  pids+=($!)
+  member_pids+=($!)
 done
 leader=""
 for _ in $(seq 200); do
@@ -31,7 +34,6 @@ for _ in $(seq 200); do
   sleep 0.1
 done
 [[ -n "$leader" ]] || { echo "bench-ab: no leader; see $dir" >&2; exit 1; }
-cpu_ticks() { local total=0 pid; for pid in "${pids[@]}"; do total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat"))); done; echo "$total"; }
 for workload in ${workloads[*]}; do
   case $workload in
     put-1) arguments="put --clients 1" ;; put-64) arguments="put --clients 64" ;;
@@ -41,11 +43,11 @@ for workload in ${workloads[*]}; do
     *) echo "bench-ab: unknown workload $workload" >&2; exit 2 ;;
   esac
   sync; sleep 1
-  before=$(cpu_ticks)
+  before=$(members_cpu_ticks)
   # shellcheck disable=SC2086 # the arguments are a list of words on purpose
   "$binary" bench $arguments --value-size 256 --endpoints "http://127.0.0.1:700$leader" \
     --duration "${AB_DURATION:-8s}" -o json 2>/dev/null >"$dir/$workload.json"
-  after=$(cpu_ticks)
+  after=$(members_cpu_ticks)
   python3 - "$dir/$workload.json" "$label" "$workload" $((after - before)) "$(getconf CLK_TCK)" <<'PYTHON'
 import json, sys
 report, label, workload = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
@@ -56,4 +58,4 @@ print(f"{label:10} {workload:8} {report['throughput_ops_per_second']:8.0f}/s  p5
       f"  p99 {latency['p99_us'] / 1000:.3f} ms  CPU {cpu:.0f} us/op  failed {report['failed']}")
 PYTHON
 done
-echo "$label RSS (KiB): $(for pid in "${pids[@]}"; do awk '/^VmRSS/ {printf "%s ", $2}' "/proc/$pid/status"; done)"
+echo "$label RSS (KiB): $(members_rss_kib)"

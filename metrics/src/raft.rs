@@ -1,5 +1,5 @@
 //! Raft health metrics: term, leadership, leader changes, commit and applied indexes, failed
-//! proposals, and the durations of log appends (each including its fsync) and state-machine applies.
+//! proposals, and the durations of log appends (queue to durable) and state-machine applies.
 //!
 //! The crate knows nothing of openraft: the node turns each change of openraft's metrics into a
 //! plain [`RaftObservation`] and hands it to [`RaftMetrics::observe`].
@@ -75,7 +75,7 @@ impl RaftMetrics {
             append_duration_seconds: histogram(
                 registry,
                 "revkv_raft_append_duration_seconds",
-                "Time to append one batch of entries to the raft log, including its fsync.",
+                "Time from queueing a batch of entries for the raft log writer until it is durable (queue wait, write and fsync).",
                 storage_latency_buckets(),
             )?,
             apply_duration_seconds: histogram(

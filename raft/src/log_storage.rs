@@ -186,15 +186,10 @@ impl RaftLogStorage<TypeConfig> for LogStorage {
         let mut held = Vec::new();
         for entry in entries {
             let bytes = codec::encode(&entry).map_err(invalid_data)?;
-            held.push((entry, bytes.len()));
-            encoded.push((held.last().expect("just pushed").0.log_id.index, bytes));
+            encoded.push((entry.log_id.index, bytes));
+            held.push((entry, encoded.last().map_or(0, |(_, bytes)| bytes.len())));
         }
-        {
-            let mut tail = self.tail();
-            for (entry, encoded_bytes) in held {
-                tail.push(entry, encoded_bytes).map_err(invalid_data)?;
-            }
-        }
+        self.tail().push_all(held).map_err(invalid_data)?;
         self.writer.append(encoded, callback).await;
         Ok(())
     }

@@ -100,6 +100,24 @@ impl LogTail {
         Ok(())
     }
 
+    /// Adds the entries of one append, all or none: a gap anywhere leaves the tail as it was, so
+    /// the tail never holds an entry that was not handed to the writer.
+    pub(crate) fn push_all(&mut self, entries: Vec<(Entry, usize)>) -> Result<(), NotContiguous> {
+        let mut expected = self.last_log_id().map(|last| last.index + 1);
+        for (entry, _) in &entries {
+            let appended = entry.log_id.index;
+            if let Some(expected) = expected.filter(|expected| *expected != appended) {
+                return Err(NotContiguous { appended, expected });
+            }
+            expected = Some(appended + 1);
+        }
+        for (entry, encoded_bytes) in entries {
+            self.push(entry, encoded_bytes)
+                .expect("the batch was checked to continue the tail");
+        }
+        Ok(())
+    }
+
     /// Clones of the held entries with index in `start..end`, in order.
     pub(crate) fn entries_in(&self, start: u64, end: u64) -> Vec<Entry> {
         let Some(first) = self.first_index() else {
@@ -234,6 +252,11 @@ mod tests {
         assert!(tail.push(entry(9), 1).is_err());
         assert!(tail.push(entry(7), 1).is_err());
         tail.push(entry(8), 1).unwrap();
+        // A batch with a gap in its middle adds nothing.
+        assert!(tail.push_all(vec![(entry(9), 1), (entry(11), 1)]).is_err());
+        assert_eq!(tail.last_log_id().map(|id| id.index), Some(8));
+        tail.push_all(vec![(entry(9), 1), (entry(10), 1)]).unwrap();
+        assert_eq!(tail.last_log_id().map(|id| id.index), Some(10));
     }
 
     #[test]

@@ -178,7 +178,7 @@ struct WriterThread {
 struct AppendBatch {
     entries: Vec<(u64, Vec<u8>)>,
     callbacks: Vec<IOFlushed>,
-    first_queued_at: Option<Instant>,
+    first_queued_at: Instant,
     bytes: usize,
 }
 
@@ -213,7 +213,7 @@ impl WriterThread {
             bytes: entries.iter().map(|(_, bytes)| bytes.len()).sum(),
             entries,
             callbacks: vec![callback],
-            first_queued_at: Some(queued_at),
+            first_queued_at: queued_at,
         };
         let mut left_over = None;
         while batch.entries.len() < MAX_ENTRIES_PER_WRITE && batch.bytes < MAX_BYTES_PER_WRITE {
@@ -252,9 +252,8 @@ impl WriterThread {
                 if let Some(last_index) = last_index {
                     self.tail.lock().expect("log tail").mark_durable(last_index);
                 }
-                if let Some(queued_at) = batch.first_queued_at {
-                    self.timings.log_appended(queued_at.elapsed(), entry_count);
-                }
+                self.timings
+                    .log_appended(batch.first_queued_at.elapsed(), entry_count);
                 for callback in batch.callbacks {
                     callback.io_completed(Ok(()));
                 }
@@ -279,12 +278,6 @@ impl WriterThread {
                     // The tail is cut here, in queue order, so entries queued before the
                     // truncation are written, marked durable and then forgotten consistently.
                     self.tail.lock().expect("log tail").truncate_after(index);
-                    if let (Some(written), Some(index)) = (self.written_committed, index) {
-                        // A committed id is never truncated; this only keeps our record honest.
-                        if written.index > index {
-                            self.written_committed = None;
-                        }
-                    }
                 }
                 let _ = done.send(result);
             }

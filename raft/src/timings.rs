@@ -9,7 +9,8 @@ use std::time::Duration;
 
 /// Receives the durations. Called on the raft storage tasks: implementations must be cheap.
 pub trait StorageTimingObserver: Send + Sync + 'static {
-    /// A durable append of `entries` log entries took `elapsed` (encoding and fsync included).
+    /// `entries` log entries became durable `elapsed` after the first of them was queued for the
+    /// log writer (the wait in its queue, the write and the fsync).
     fn log_appended(&self, elapsed: Duration, entries: usize);
     /// Applying a chunk of `entries` committed entries to the state file took `elapsed`.
     fn entries_applied(&self, elapsed: Duration, entries: usize);

@@ -18,6 +18,9 @@ use crate::error::{io_error, Error, Result};
 /// Bytes per slot: far more than a vote and two log ids need.
 const SLOT_BYTES: u64 = 4096;
 
+/// The size of the metadata file: two slots.
+pub(super) const FILE_BYTES: u64 = 2 * SLOT_BYTES;
+
 /// The open metadata file and what it holds.
 pub(super) struct MetaFile {
     file: File,

@@ -110,7 +110,7 @@ impl RaftLogStore {
     pub fn size_bytes(&self) -> u64 {
         let files = self.lock();
         let segments: u64 = files.segments.iter().map(Segment::byte_len).sum();
-        segments + 2 * 4096
+        segments + meta::FILE_BYTES
     }
 
     /// Appends entries (index, encoded entry) durably, with one write and one fsync.
