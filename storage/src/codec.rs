@@ -114,17 +114,6 @@ pub struct FileMarker {
     pub kind: String,
 }
 
-/// The current version of a live key (the key itself is the table key).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LiveRecord {
-    #[serde(with = "serde_bytes")]
-    pub value: Vec<u8>,
-    pub create_revision: u64,
-    pub mod_revision: u64,
-    pub version: u64,
-    pub lease: i64,
-}
-
 /// One version of one key in the history table, keyed by (revision, position in the revision).
 /// A tombstone records a delete and carries only the key.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -327,31 +316,35 @@ mod tests {
 
     #[test]
     fn round_trips_and_checks_the_version_byte() {
-        let record = LiveRecord {
+        let record = VersionRecord {
+            key: b"k".to_vec(),
             value: b"v".to_vec(),
             create_revision: 2,
-            mod_revision: 3,
             version: 2,
             lease: 0,
+            tombstone: false,
         };
         let bytes = encode(&record).unwrap();
         assert_eq!(bytes[0], FORMAT_VERSION);
-        assert_eq!(decode::<LiveRecord>(&bytes).unwrap(), record);
+        assert_eq!(decode::<VersionRecord>(&bytes).unwrap(), record);
 
         let mut future = bytes.clone();
         future[0] = FORMAT_VERSION + 1;
         assert!(matches!(
-            decode::<LiveRecord>(&future),
+            decode::<VersionRecord>(&future),
             Err(CodecError::UnsupportedVersion { .. })
         ));
         let mut trailing = bytes.clone();
         trailing.push(7);
         assert!(matches!(
-            decode::<LiveRecord>(&trailing),
+            decode::<VersionRecord>(&trailing),
             Err(CodecError::TrailingBytes { .. })
         ));
-        assert!(matches!(decode::<LiveRecord>(&[]), Err(CodecError::Empty)));
-        assert!(decode::<LiveRecord>(&bytes[..bytes.len() - 1]).is_err());
+        assert!(matches!(
+            decode::<VersionRecord>(&[]),
+            Err(CodecError::Empty)
+        ));
+        assert!(decode::<VersionRecord>(&bytes[..bytes.len() - 1]).is_err());
     }
 
     #[test]
@@ -360,29 +353,35 @@ mod tests {
         // readable: a `Vec<u8>` encoded as a sequence and as bytes must be the same record.
         #[derive(Serialize)]
         struct AsSequence {
+            key: Vec<u8>,
             value: Vec<u8>,
             create_revision: u64,
-            mod_revision: u64,
             version: u64,
             lease: i64,
+            tombstone: bool,
         }
         let value: Vec<u8> = (0..=255).chain(0..=255).collect();
         let old = AsSequence {
+            key: value[..300].to_vec(),
             value: value.clone(),
             create_revision: 300,
-            mod_revision: 70_000,
             version: 2,
             lease: -1,
+            tombstone: false,
         };
-        let new = LiveRecord {
+        let new = VersionRecord {
+            key: value[..300].to_vec(),
             value,
             create_revision: 300,
-            mod_revision: 70_000,
             version: 2,
             lease: -1,
+            tombstone: false,
         };
         assert_eq!(encode(&old).unwrap(), encode(&new).unwrap());
-        assert_eq!(decode::<LiveRecord>(&encode(&old).unwrap()).unwrap(), new);
+        assert_eq!(
+            decode::<VersionRecord>(&encode(&old).unwrap()).unwrap(),
+            new
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::error::{corrupt, db_error, Error, Result};
 /// The metadata table every revkv file has: short names to versioned records.
 pub(crate) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
-const FILE_KIND_KEY: &str = "file_kind";
+pub(crate) const FILE_KIND_KEY: &str = "file_kind";
 
 /// Opens (or creates) the file at `path` as a revkv file of `kind`.
 ///

@@ -577,3 +577,64 @@ fn snapshots_round_trip_into_another_store() {
         .is_err());
     assert_eq!(target.store.hash(None).unwrap(), before);
 }
+
+/// The key index holds every uncompacted version of a key; a read must find the one visible at its
+/// revision however many versions a key has (a long history makes the range walk seek past it).
+#[test]
+fn reads_see_the_right_version_of_keys_with_long_histories_among_short_ones() {
+    let mut store = TestStore::new();
+    store.put("a", "a1");
+    let mut revision_of_hot_version = Vec::new();
+    for version in 1..=40 {
+        let outcome = store.put("hot", &format!("h{version}"));
+        revision_of_hot_version.push(outcome.revision);
+        if version == 20 {
+            store.put("hot2", "x1");
+            store.delete(KeyRange::single("a"));
+        }
+    }
+    store.put("z", "z1");
+    let listing = |revision: Option<u64>, limit: Option<u64>| {
+        let request = RangeRequest {
+            revision,
+            limit,
+            ..RangeRequest::of(KeyRange::prefix(""))
+        };
+        let read = store.store.range(&request).unwrap().response;
+        let pairs: Vec<(String, String)> = read
+            .kvs
+            .iter()
+            .map(|kv| {
+                (
+                    String::from_utf8(kv.key.clone()).unwrap(),
+                    String::from_utf8(kv.value.clone()).unwrap(),
+                )
+            })
+            .collect();
+        (pairs, read.count)
+    };
+    let pairs = |rows: &[(&str, &str)]| -> Vec<(String, String)> {
+        rows.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        listing(None, None),
+        (pairs(&[("hot", "h40"), ("hot2", "x1"), ("z", "z1")]), 3)
+    );
+    assert_eq!(
+        listing(Some(revision_of_hot_version[9]), None),
+        (pairs(&[("a", "a1"), ("hot", "h10")]), 2)
+    );
+    assert_eq!(
+        listing(Some(revision_of_hot_version[29]), Some(1)),
+        (pairs(&[("hot", "h30")]), 2),
+        "a was deleted with hot's 20th version, so hot and hot2 are live"
+    );
+    let hot = store.get("hot").unwrap();
+    assert_eq!(
+        (hot.version, hot.mod_revision),
+        (40, revision_of_hot_version[39])
+    );
+    assert_eq!(store.store.stats().unwrap().live_keys, 3);
+}

@@ -4,11 +4,11 @@
 //! one pending revision (current + 1), each at the next position within that revision; the revision
 //! is taken only if at least one change was written, so a no-op does not bump it.
 
-use crate::codec::{self, LiveRecord, VersionRecord};
+use crate::codec::{self, VersionRecord};
 use crate::error::{corrupt, db_error, Error, Result};
 use crate::limits::Limits;
 use crate::mvcc::read::ResolvedRange;
-use crate::mvcc::tables::{StoreState, WriteTables};
+use crate::mvcc::tables::{IndexEntry, StoreState, WriteTables};
 use crate::mvcc::validate::validate_request;
 use crate::types::{ApplyOutcome, DeleteRangeResponse};
 use crate::types::{
@@ -34,6 +34,7 @@ pub(crate) fn apply_request(
         tables,
         revision: state.current_revision + 1,
         next_position: 0,
+        live_keys: state.live_keys,
         limits,
     };
     let response = match request {
@@ -44,6 +45,7 @@ pub(crate) fn apply_request(
     };
     if change.next_position > 0 {
         state.current_revision = change.revision;
+        state.live_keys = change.live_keys;
     }
     Ok(ApplyOutcome {
         revision: state.current_revision,
@@ -91,29 +93,26 @@ struct Change<'a, 'f, 't> {
     tables: &'a mut WriteTables<'f, 't>,
     revision: u64,
     next_position: u32,
+    /// The store's live-key count as changed so far by this request.
+    live_keys: u64,
     limits: &'a Limits,
 }
 
 impl Change<'_, '_, '_> {
     fn put(&mut self, put: &PutRequest) -> Result<PutResponse> {
-        let previous = self.tables.live_get(&put.key)?;
+        let previous = self.current_entry(&put.key)?;
         let (create_revision, version) = match &previous {
             Some(previous) => (previous.create_revision, previous.version + 1),
             None => (self.revision, 1),
         };
-        let live = LiveRecord {
-            value: put.value.clone(),
-            create_revision,
-            mod_revision: self.revision,
-            version,
-            lease: put.lease,
+        // The previous value is read from history only when the client asked for it.
+        let prev_kv = match previous.filter(|_| put.prev_kv) {
+            Some(entry) => Some(self.tables.kv_for_entry(&put.key, &entry, true)?),
+            None => None,
         };
-        let file = self.tables.file;
-        let live_bytes = codec::encode(&live).map_err(corrupt(file))?;
-        self.tables
-            .live
-            .insert(put.key.as_slice(), live_bytes.as_slice())
-            .map_err(db_error(file))?;
+        if previous.is_none() {
+            self.live_keys += 1;
+        }
         self.record_history(VersionRecord {
             key: put.key.clone(),
             value: put.value.clone(),
@@ -122,9 +121,7 @@ impl Change<'_, '_, '_> {
             lease: put.lease,
             tombstone: false,
         })?;
-        Ok(PutResponse {
-            prev_kv: previous.filter(|_| put.prev_kv),
-        })
+        Ok(PutResponse { prev_kv })
     }
 
     fn delete_range(&mut self, delete: &DeleteRangeRequest) -> Result<DeleteRangeResponse> {
@@ -135,12 +132,10 @@ impl Change<'_, '_, '_> {
         };
         // A delete removes every key in its range, so it is not capped by `max_range_keys`.
         let doomed = self.read_current(&doomed_keys, u64::MAX)?;
-        let file = self.tables.file;
         for kv in &doomed.kvs {
-            self.tables
-                .live
-                .remove(kv.key.as_slice())
-                .map_err(db_error(file))?;
+            self.live_keys = self.live_keys.checked_sub(1).ok_or_else(|| {
+                Error::Invariant("a delete found more live keys than the store counts".into())
+            })?;
             self.record_history(VersionRecord {
                 key: kv.key.clone(),
                 value: Vec::new(),
@@ -163,7 +158,8 @@ impl Change<'_, '_, '_> {
     fn txn(&mut self, txn: &TxnRequest) -> Result<TxnResponse> {
         let mut succeeded = true;
         for compare in &txn.compare {
-            let current = self.tables.live_get(&compare.key)?;
+            let with_value = matches!(compare.target, CompareTarget::Value(_));
+            let current = self.current_kv(&compare.key, with_value)?;
             if !compare_holds(current.as_ref(), compare) {
                 succeeded = false;
                 break;
@@ -209,13 +205,26 @@ impl Change<'_, '_, '_> {
             } else {
                 self.revision - 1
             },
-            at_current: true,
             limit,
             keys_only: request.keys_only,
             count_only: request.count_only,
             known_count: None,
         };
         self.tables.read_range(&resolved)
+    }
+
+    /// The newest index entry of `key` as changed so far by this request, if the key is live.
+    fn current_entry(&self, key: &[u8]) -> Result<Option<IndexEntry>> {
+        let entry = self.tables.index_entry_at(key, self.revision)?;
+        Ok(entry.filter(|entry| !entry.tombstone))
+    }
+
+    /// The current key-value of `key` as changed so far by this request, if the key is live.
+    fn current_kv(&self, key: &[u8], with_value: bool) -> Result<Option<KeyValue>> {
+        match self.current_entry(key)? {
+            Some(entry) => self.tables.kv_for_entry(key, &entry, with_value).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// Writes one history entry and its key-index entry at the next position of this revision.
@@ -230,12 +239,10 @@ impl Change<'_, '_, '_> {
             .history
             .insert((self.revision, position), bytes.as_slice())
             .map_err(db_error(file))?;
+        let entry = IndexEntry::for_record(&record, self.revision, position);
         self.tables
             .index
-            .insert(
-                (record.key.as_slice(), self.revision),
-                (position, record.tombstone),
-            )
+            .insert((record.key.as_slice(), self.revision), entry.to_stored())
             .map_err(db_error(file))?;
         Ok(())
     }

@@ -69,7 +69,8 @@ impl WriteTables<'_, '_> {
     }
 
     fn discard_superseded(&mut self, entry: &WindowEntry) -> Result<()> {
-        if let Some(previous) = self.index_entry_before(&entry.key, entry.revision)? {
+        let before = entry.revision.saturating_sub(1);
+        if let Some(previous) = self.index_entry_at(&entry.key, before)? {
             self.remove_version(&entry.key, previous.revision, previous.position)?;
         }
         if entry.tombstone {

@@ -48,7 +48,7 @@ impl MvccStore {
             }
             let record: VersionRecord = codec::decode(bytes.value()).map_err(corrupt(file))?;
             let prev_kv = if with_prev_kv {
-                tables.kv_at(&record.key, revision - 1)?
+                tables.kv_at(&record.key, revision - 1, true)?
             } else {
                 None
             };

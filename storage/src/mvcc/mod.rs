@@ -12,6 +12,7 @@
 mod apply;
 mod compact;
 mod history;
+mod migrate;
 mod read;
 mod snapshot;
 mod tables;
@@ -35,9 +36,7 @@ use crate::types::{
     ReadResult, Response, StoreStats,
 };
 use read::ResolvedRange;
-use tables::{
-    load_state, save_state, ReadTables, StoreState, WriteTables, HISTORY, KEY_INDEX, LIVE,
-};
+use tables::{load_state, save_state, ReadTables, StoreState, WriteTables, HISTORY, KEY_INDEX};
 
 /// The file kind written into the state file's marker.
 const STATE_FILE_KIND: &str = "state";
@@ -87,6 +86,7 @@ impl MvccStore {
         let database = open_revkv_file(&file, STATE_FILE_KIND, options.cache_bytes, |write| {
             initialise_tables(write, path.as_ref())
         })?;
+        migrate::upgrade_if_needed(&database, &file)?;
         let store = MvccStore {
             database,
             file,
@@ -213,7 +213,7 @@ impl MvccStore {
         Ok(StoreStats {
             current_revision: state.current_revision,
             compact_revision: state.compact_revision,
-            live_keys: tables.live.len().map_err(db_error(file))?,
+            live_keys: state.live_keys,
             history_entries: tables.history.len().map_err(db_error(file))?,
             file_bytes,
         })
@@ -265,7 +265,6 @@ impl MvccStore {
             start,
             end,
             revision,
-            at_current: revision == state.current_revision,
             limit: request.limit.unwrap_or(cap).min(cap),
             keys_only: request.keys_only,
             count_only: request.count_only,
@@ -299,7 +298,6 @@ impl MvccStore {
         let state = load_state(&meta, file)?;
         let tables = ReadTables {
             file,
-            live: read.open_table(LIVE).map_err(db_error(file))?,
             history: read.open_table(HISTORY).map_err(db_error(file))?,
             index: read.open_table(KEY_INDEX).map_err(db_error(file))?,
         };
@@ -404,7 +402,6 @@ pub(crate) fn open_write_tables<'f, 't>(
 ) -> Result<WriteTables<'f, 't>> {
     Ok(WriteTables {
         file,
-        live: write.open_table(LIVE).map_err(db_error(file))?,
         history: write.open_table(HISTORY).map_err(db_error(file))?,
         index: write.open_table(KEY_INDEX).map_err(db_error(file))?,
     })
@@ -412,6 +409,7 @@ pub(crate) fn open_write_tables<'f, 't>(
 
 fn initialise_tables(write: &redb::WriteTransaction, file: &Path) -> Result<()> {
     open_write_tables(write, file)?;
+    migrate::mark_current_layout(write, file)?;
     let mut meta = write.open_table(META).map_err(db_error(file))?;
     save_state(&mut meta, file, &StoreState::empty())
 }

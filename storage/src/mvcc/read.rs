@@ -1,16 +1,15 @@
-//! Range reads at the current revision (from `live`) or at a past one (through `key_index`).
+//! Range reads at the current or a past revision, through the key index.
 //!
-//! Both paths visit keys in order and count every key in the range, as etcd does, but decode only the
-//! key-values that will be returned. A continuation page already knows its count (the first page
+//! A read visits the keys in order and counts every key live in the range, as etcd does, but reads
+//! values from history only for the key-values it returns (and none for keys-only or count-only
+//! reads). A continuation page already knows its count (the first page
 //! counted the range at the same revision and the token carries what was left), so it stops after
 //! its `limit` keys: paging through a range costs one count plus one read of it, not a recount of
 //! the rest of the range per page.
 
-use std::ops::Bound;
-
-use crate::error::{db_error, Result};
-use crate::mvcc::tables::{version_to_kv, HistoryTable, IndexTable, LiveTable, TableSet};
-use crate::types::{key_successor, KeyValue, RangeResponse};
+use crate::error::Result;
+use crate::mvcc::tables::{HistoryTable, IndexTable, TableSet};
+use crate::types::{KeyValue, RangeResponse};
 
 /// A range read with every option resolved: which keys, at which revision, how many to return.
 #[derive(Clone, Debug)]
@@ -19,8 +18,6 @@ pub(crate) struct ResolvedRange {
     /// Exclusive upper bound; `None` is unbounded.
     pub end: Option<Vec<u8>>,
     pub revision: u64,
-    /// True when `revision` is the store's current revision, so the live table answers.
-    pub at_current: bool,
     pub limit: u64,
     pub keys_only: bool,
     pub count_only: bool,
@@ -80,7 +77,7 @@ impl Collector<'_> {
     }
 }
 
-impl<L: LiveTable, H: HistoryTable, I: IndexTable> TableSet<'_, L, H, I> {
+impl<H: HistoryTable, I: IndexTable> TableSet<'_, H, I> {
     /// Reads a resolved range. The answer has no continue token; the caller adds one.
     pub fn read_range(&self, range: &ResolvedRange) -> Result<RangeResponse> {
         let mut collector = Collector {
@@ -89,49 +86,17 @@ impl<L: LiveTable, H: HistoryTable, I: IndexTable> TableSet<'_, L, H, I> {
             kvs: Vec::new(),
         };
         if !range.is_empty() {
-            if range.at_current {
-                self.scan_live(range, &mut collector)?;
-            } else {
-                self.scan_history(range, &mut collector)?;
-            }
+            let with_values = !range.keys_only;
+            self.visit_live_at(
+                &range.start,
+                range.end.as_deref(),
+                range.revision,
+                &mut |key, entry| {
+                    collector.offer(|| self.kv_for_entry(key, &entry, with_values))?;
+                    Ok(!collector.is_done())
+                },
+            )?;
         }
         Ok(collector.finish())
-    }
-
-    fn scan_live(&self, range: &ResolvedRange, collector: &mut Collector<'_>) -> Result<()> {
-        let upper = match &range.end {
-            Some(end) => Bound::Excluded(end.as_slice()),
-            None => Bound::Unbounded,
-        };
-        let entries = self
-            .live
-            .range::<&[u8]>((Bound::Included(range.start.as_slice()), upper))
-            .map_err(db_error(self.file))?;
-        for entry in entries {
-            if collector.is_done() {
-                break;
-            }
-            let (key, value) = entry.map_err(db_error(self.file))?;
-            collector.offer(|| self.decode_live(key.value(), value.value()))?;
-        }
-        Ok(())
-    }
-
-    fn scan_history(&self, range: &ResolvedRange, collector: &mut Collector<'_>) -> Result<()> {
-        let mut cursor = range.start.clone();
-        while let Some(key) = self.next_indexed_key(&cursor, range.end.as_deref())? {
-            if collector.is_done() {
-                break;
-            }
-            let visible = self.index_entry_before(&key, range.revision.saturating_add(1))?;
-            if let Some(entry) = visible.filter(|entry| !entry.tombstone) {
-                collector.offer(|| {
-                    let record = self.history_get(entry.revision, entry.position)?;
-                    Ok(version_to_kv(record, entry.revision))
-                })?;
-            }
-            cursor = key_successor(&key);
-        }
-        Ok(())
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! The stream is a header (revisions, applied log id, membership), every history entry not yet
 //! compacted in (revision, position) order, and a trailer with the record count and an xxh3
-//! checksum of every byte before it. `live` and `key_index` are rebuilt from the history on import:
+//! checksum of every byte before it. The key index is rebuilt from the history on import:
 //! compaction never removes a live key's current version, so the history holds all of them.
 
 use std::io::{Read, Write};
@@ -10,12 +10,10 @@ use std::io::{Read, Write};
 use redb::{Durability, ReadableTable};
 use xxhash_rust::xxh3::Xxh3;
 
-use crate::codec::{
-    self, LiveRecord, SnapshotFrame, SnapshotHeader, VersionRecord, SNAPSHOT_MAGIC,
-};
+use crate::codec::{self, SnapshotFrame, SnapshotHeader, VersionRecord, SNAPSHOT_MAGIC};
 use crate::error::{corrupt, db_error, Error, Result};
 use crate::file::META;
-use crate::mvcc::tables::{save_state, StoreState, WriteTables, HISTORY, KEY_INDEX, LIVE};
+use crate::mvcc::tables::{save_state, IndexEntry, StoreState, WriteTables, HISTORY, KEY_INDEX};
 use crate::mvcc::{open_write_tables, MvccStore};
 use crate::types::AppliedState;
 
@@ -81,7 +79,6 @@ impl MvccStore {
         write
             .set_durability(Durability::Immediate)
             .map_err(db_error(&file))?;
-        write.delete_table(LIVE).map_err(db_error(&file))?;
         write.delete_table(HISTORY).map_err(db_error(&file))?;
         write.delete_table(KEY_INDEX).map_err(db_error(&file))?;
         let summary = {
@@ -96,6 +93,7 @@ impl MvccStore {
                 current_revision: summary.current_revision,
                 compact_revision: summary.compact_revision,
                 applied: summary.applied.clone(),
+                live_keys: tables.count_live_keys(summary.current_revision)?,
             };
             save_state(&mut meta, &file, &state)?;
             summary
@@ -194,32 +192,11 @@ fn insert_record(
         .history
         .insert((revision, position), bytes.as_slice())
         .map_err(db_error(file))?;
+    let entry = IndexEntry::for_record(&record, revision, position);
     tables
         .index
-        .insert(
-            (record.key.as_slice(), revision),
-            (position, record.tombstone),
-        )
+        .insert((record.key.as_slice(), revision), entry.to_stored())
         .map_err(db_error(file))?;
-    if record.tombstone {
-        tables
-            .live
-            .remove(record.key.as_slice())
-            .map_err(db_error(file))?;
-    } else {
-        let live = LiveRecord {
-            value: record.value,
-            create_revision: record.create_revision,
-            mod_revision: revision,
-            version: record.version,
-            lease: record.lease,
-        };
-        let live_bytes = codec::encode(&live).map_err(corrupt(file))?;
-        tables
-            .live
-            .insert(record.key.as_slice(), live_bytes.as_slice())
-            .map_err(db_error(file))?;
-    }
     Ok(())
 }
 

@@ -1,0 +1,295 @@
+//! Upgrading a state file written in an older table layout to the current one, when it is opened.
+//!
+//! Layout 1 (wave 1) kept three tables: `live` (a second copy of every current value), `history`
+//! and a `key_index` of (position, tombstone). Layout 2 drops `live` and widens the key index with
+//! each version's metadata. `history` is the same in both, so the upgrade rebuilds the key index
+//! from it and recounts the live keys, in one durable transaction: a crash during the upgrade
+//! leaves the layout-1 file as it was, and the next open upgrades it again.
+
+use std::path::Path;
+
+use redb::{Database, Durability, ReadableTable, TableDefinition};
+use serde::Deserialize;
+
+use crate::codec::{self, VersionRecord};
+use crate::error::{corrupt, db_error, Error, Result};
+use crate::file::META;
+use crate::mvcc::tables::{
+    save_state, IndexEntry, StoreState, TableSet, HISTORY, KEY_INDEX, STATE_KEY,
+};
+use crate::types::AppliedState;
+
+/// The meta entry naming the table layout of a state file.
+const LAYOUT_KEY: &str = "layout";
+
+/// The layout this build writes and reads.
+pub(crate) const CURRENT_LAYOUT: u8 = 2;
+
+/// Layout 1's table of current values, deleted by the upgrade.
+const LAYOUT_1_LIVE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("live");
+
+/// Layout 1's key index, which has the same name as layout 2's but narrower values.
+const LAYOUT_1_KEY_INDEX: TableDefinition<(&[u8], u64), (u32, bool)> =
+    TableDefinition::new("key_index");
+
+/// Layout 1's `StoreState` record, which had no live-key count.
+#[derive(Deserialize)]
+struct Layout1StoreState {
+    current_revision: u64,
+    compact_revision: u64,
+    applied: AppliedState,
+}
+
+/// Writes the current layout's marker into a new file's first transaction.
+pub(crate) fn mark_current_layout(write: &redb::WriteTransaction, file: &Path) -> Result<()> {
+    let mut meta = write.open_table(META).map_err(db_error(file))?;
+    let bytes = codec::encode(&CURRENT_LAYOUT).map_err(corrupt(file))?;
+    meta.insert(LAYOUT_KEY, bytes.as_slice())
+        .map_err(db_error(file))?;
+    Ok(())
+}
+
+/// Upgrades an opened state file to the current layout if it is older; refuses a newer one.
+pub(crate) fn upgrade_if_needed(database: &Database, file: &Path) -> Result<()> {
+    match read_layout(database, file)? {
+        Some(CURRENT_LAYOUT) => Ok(()),
+        None => upgrade_from_layout_1(database, file),
+        Some(other) => Err(Error::Corrupt {
+            file: file.to_path_buf(),
+            detail: format!(
+                "the state file has table layout {other}; this build reads layouts 1 and \
+                 {CURRENT_LAYOUT} (was it written by a newer revkv?)"
+            ),
+        }),
+    }
+}
+
+/// The layout marker; `None` for a layout-1 file, which had none.
+fn read_layout(database: &Database, file: &Path) -> Result<Option<u8>> {
+    use redb::ReadableDatabase;
+    let read = database.begin_read().map_err(db_error(file))?;
+    let meta = read.open_table(META).map_err(db_error(file))?;
+    let layout = meta.get(LAYOUT_KEY).map_err(db_error(file))?;
+    layout
+        .map(|bytes| codec::decode::<u8>(bytes.value()).map_err(corrupt(file)))
+        .transpose()
+}
+
+fn upgrade_from_layout_1(database: &Database, file: &Path) -> Result<()> {
+    tracing::info!(file = %file.display(), "upgrading the state file from table layout 1 to 2");
+    let mut write = database.begin_write().map_err(db_error(file))?;
+    write
+        .set_durability(Durability::Immediate)
+        .map_err(db_error(file))?;
+    write.delete_table(LAYOUT_1_LIVE).map_err(db_error(file))?;
+    write
+        .delete_table(LAYOUT_1_KEY_INDEX)
+        .map_err(db_error(file))?;
+    {
+        let mut tables = TableSet {
+            file,
+            history: write.open_table(HISTORY).map_err(db_error(file))?,
+            index: write.open_table(KEY_INDEX).map_err(db_error(file))?,
+        };
+        rebuild_key_index(&mut tables)?;
+        let old_state = read_layout_1_state(&write, file)?;
+        let state = StoreState {
+            live_keys: tables.count_live_keys(old_state.current_revision)?,
+            current_revision: old_state.current_revision,
+            compact_revision: old_state.compact_revision,
+            applied: old_state.applied,
+        };
+        let mut meta = write.open_table(META).map_err(db_error(file))?;
+        save_state(&mut meta, file, &state)?;
+    }
+    mark_current_layout(&write, file)?;
+    write.commit().map_err(db_error(file))
+}
+
+fn rebuild_key_index(tables: &mut crate::mvcc::tables::WriteTables<'_, '_>) -> Result<()> {
+    let file = tables.file;
+    for entry in tables.history.iter().map_err(db_error(file))? {
+        let (stored_key, bytes) = entry.map_err(db_error(file))?;
+        let (revision, position) = stored_key.value();
+        let record: VersionRecord = codec::decode(bytes.value()).map_err(corrupt(file))?;
+        let index_entry = IndexEntry::for_record(&record, revision, position);
+        tables
+            .index
+            .insert((record.key.as_slice(), revision), index_entry.to_stored())
+            .map_err(db_error(file))?;
+    }
+    Ok(())
+}
+
+fn read_layout_1_state(write: &redb::WriteTransaction, file: &Path) -> Result<Layout1StoreState> {
+    let meta = write.open_table(META).map_err(db_error(file))?;
+    let bytes = meta
+        .get(STATE_KEY)
+        .map_err(db_error(file))?
+        .ok_or_else(|| Error::Corrupt {
+            file: file.to_path_buf(),
+            detail: "meta table has no store_state record".into(),
+        })?;
+    codec::decode(bytes.value()).map_err(corrupt(file))
+}
+
+#[cfg(test)]
+mod tests {
+    //! Builds a layout-1 file by hand, table by table, as wave 1 wrote it, and opens it.
+
+    use serde::Serialize;
+
+    use super::*;
+    use crate::codec::FileMarker;
+    use crate::file::FILE_KIND_KEY;
+    use crate::mvcc::{MvccStore, StoreOptions};
+    use crate::types::{KeyRange, RangeRequest};
+
+    #[derive(Serialize)]
+    struct Layout1State {
+        current_revision: u64,
+        compact_revision: u64,
+        applied: AppliedState,
+    }
+
+    fn version(key: &str, value: &str, create_revision: u64, version: u64) -> VersionRecord {
+        VersionRecord {
+            key: key.as_bytes().to_vec(),
+            value: value.as_bytes().to_vec(),
+            create_revision,
+            version,
+            lease: 0,
+            tombstone: false,
+        }
+    }
+
+    fn tombstone(key: &str) -> VersionRecord {
+        VersionRecord {
+            key: key.as_bytes().to_vec(),
+            value: Vec::new(),
+            create_revision: 0,
+            version: 0,
+            lease: 0,
+            tombstone: true,
+        }
+    }
+
+    /// Revision 2 puts a=1, 3 puts b=1, 4 puts a=2, 5 deletes b, 6 puts c=1.
+    fn write_layout_1_file(path: &Path) {
+        let history = [
+            (2, version("a", "1", 2, 1)),
+            (3, version("b", "1", 3, 1)),
+            (4, version("a", "2", 2, 2)),
+            (5, tombstone("b")),
+            (6, version("c", "1", 6, 1)),
+        ];
+        let database = Database::create(path).unwrap();
+        let write = database.begin_write().unwrap();
+        {
+            let mut meta = write.open_table(META).unwrap();
+            let marker = codec::encode(&FileMarker {
+                kind: "state".into(),
+            })
+            .unwrap();
+            meta.insert(FILE_KIND_KEY, marker.as_slice()).unwrap();
+            let state = codec::encode(&Layout1State {
+                current_revision: 6,
+                compact_revision: 0,
+                applied: AppliedState::default(),
+            })
+            .unwrap();
+            meta.insert(STATE_KEY, state.as_slice()).unwrap();
+            let mut history_table = write.open_table(HISTORY).unwrap();
+            let mut index = write.open_table(LAYOUT_1_KEY_INDEX).unwrap();
+            for (revision, record) in &history {
+                let bytes = codec::encode(record).unwrap();
+                history_table
+                    .insert((*revision, 0u32), bytes.as_slice())
+                    .unwrap();
+                index
+                    .insert((record.key.as_slice(), *revision), (0u32, record.tombstone))
+                    .unwrap();
+            }
+            let mut live = write.open_table(LAYOUT_1_LIVE).unwrap();
+            live.insert(b"a".as_slice(), b"layout-1 live record".as_slice())
+                .unwrap();
+        }
+        write.commit().unwrap();
+    }
+
+    fn values_at(store: &MvccStore, revision: Option<u64>) -> Vec<(String, String, u64)> {
+        let request = RangeRequest {
+            revision,
+            ..RangeRequest::of(KeyRange::prefix(Vec::new()))
+        };
+        let read = store.range(&request).unwrap();
+        read.response
+            .kvs
+            .into_iter()
+            .map(|kv| {
+                let key = String::from_utf8(kv.key).unwrap();
+                (key, String::from_utf8(kv.value).unwrap(), kv.version)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_layout_1_file_is_upgraded_on_open_and_reads_the_same_at_every_revision() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("state.redb");
+        write_layout_1_file(&path);
+
+        let store = MvccStore::open(&path, StoreOptions::default()).unwrap();
+        let stats = store.stats().unwrap();
+        assert_eq!(stats.current_revision, 6);
+        assert_eq!(stats.live_keys, 2, "a and c are live, b was deleted");
+        let expect = |rows: &[(&str, &str, u64)]| -> Vec<(String, String, u64)> {
+            rows.iter()
+                .map(|(k, v, n)| (k.to_string(), v.to_string(), *n))
+                .collect()
+        };
+        assert_eq!(
+            values_at(&store, None),
+            expect(&[("a", "2", 2), ("c", "1", 1)])
+        );
+        assert_eq!(
+            values_at(&store, Some(3)),
+            expect(&[("a", "1", 1), ("b", "1", 1)])
+        );
+        assert_eq!(values_at(&store, Some(5)), expect(&[("a", "2", 2)]));
+        drop(store);
+
+        // The upgrade is durable and happens once: the file now says layout 2 and has no `live`.
+        let database = Database::create(&path).unwrap();
+        assert_eq!(read_layout(&database, &path).unwrap(), Some(CURRENT_LAYOUT));
+        let read = redb::ReadableDatabase::begin_read(&database).unwrap();
+        assert!(read.open_table(LAYOUT_1_LIVE).is_err());
+        drop(read);
+        drop(database);
+        let reopened = MvccStore::open(&path, StoreOptions::default()).unwrap();
+        assert_eq!(reopened.stats().unwrap().live_keys, 2);
+    }
+
+    #[test]
+    fn a_file_from_a_newer_layout_is_refused_with_a_clear_error() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("state.redb");
+        drop(MvccStore::open(&path, StoreOptions::default()).unwrap());
+        let database = Database::create(&path).unwrap();
+        let write = database.begin_write().unwrap();
+        {
+            let mut meta = write.open_table(META).unwrap();
+            let bytes = codec::encode(&(CURRENT_LAYOUT + 1)).unwrap();
+            meta.insert(LAYOUT_KEY, bytes.as_slice()).unwrap();
+        }
+        write.commit().unwrap();
+        drop(database);
+        let error = MvccStore::open(&path, StoreOptions::default())
+            .err()
+            .expect("a newer layout must be refused");
+        assert!(
+            error.to_string().contains("layout 3"),
+            "unexpected error: {error}"
+        );
+    }
+}
