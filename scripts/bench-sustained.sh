@@ -12,7 +12,8 @@
 #
 # Settings: REVKV_SUSTAINED_DURATION (default 120s), REVKV_SUSTAINED_CLIENTS (64),
 # REVKV_SUSTAINED_SYSTEMS (default "revkv etcd3.5"; also etcd3.4),
-# REVKV_SUSTAINED_RESULTS_DIR (default target/bench-sustained).
+# REVKV_SUSTAINED_RESULTS_DIR (default target/bench-sustained), REVKV_BINARY (run revkv from another
+# binary, e.g. an older build for an A/B, instead of building this checkout).
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,7 +21,7 @@ duration=${REVKV_SUSTAINED_DURATION:-120s}
 clients=${REVKV_SUSTAINED_CLIENTS:-64}
 systems=${REVKV_SUSTAINED_SYSTEMS:-revkv etcd3.5}
 results_dir=${REVKV_SUSTAINED_RESULTS_DIR:-$repo/target/bench-sustained}
-binary="$repo/target/release/revkv"
+binary="${REVKV_BINARY:-$repo/target/release/revkv}"
 work_dir=$(mktemp -d "${TMPDIR:-/tmp}/revkv-bench-sustained.XXXXXX")
 # shellcheck source=scripts/bench-lib.sh
 source "$repo/scripts/bench-lib.sh"
@@ -40,19 +41,22 @@ start_system() {
 
 install_etcd_if_absent
 unset CARGO_TARGET_DIR
-(cd "$repo" && cargo build --release --quiet --bin revkv)
+[[ -n "${REVKV_BINARY:-}" ]] || (cd "$repo" && cargo build --release --quiet --bin revkv)
 mkdir -p "$results_dir"
 echo "== $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nproc) cores, revkv $(git -C "$repo" rev-parse --short HEAD)"
 for system in $systems; do
   start_system "$system"
   echo "== $system: revkv bench put --clients $clients --duration $duration --target $target --endpoints $leader_endpoint"
   # The progress line (stderr) gives each second's throughput; keep it to show the trend.
+  cpu_before=$(members_cpu_ticks)
   "$binary" bench put --clients "$clients" --value-size 256 --duration "$duration" \
     --target "$target" --endpoints "$leader_endpoint" -o json \
     >"$results_dir/$system.json" 2>"$results_dir/$system.progress"
+  cpu_ticks=$(($(members_cpu_ticks) - cpu_before))
   rss=$(members_rss_kib)
   disk=$(du -sk "$data_dir" | awk '{print $1}')
-  python3 - "$results_dir/$system.json" "$results_dir/$system.progress" "$rss" "$disk" "$system" <<'PYTHON'
+  python3 - "$results_dir/$system.json" "$results_dir/$system.progress" "$rss" "$disk" "$system" \
+    "$cpu_ticks" "$(getconf CLK_TCK)" <<'PYTHON'
 import json, re, sys
 report = json.load(open(sys.argv[1]))
 keys = report["succeeded"]
@@ -61,8 +65,10 @@ rates = [int(m.group(1).replace(",", "")) for m in
 windows = [sum(rates[i:i + 10]) / len(rates[i:i + 10]) for i in range(0, len(rates), 10)]
 rss = [int(v) for v in sys.argv[3].split()]
 disk_kib = int(sys.argv[4])
+cpu_us_per_write = int(sys.argv[6]) / int(sys.argv[7]) * 1e6 / max(keys, 1)
 print(f"   {sys.argv[5]}: {keys:,} keys, {report['throughput_ops_per_second']:,.0f} writes/s overall, "
-      f"p99 {report['latency']['p99_us'] / 1000:.1f} ms, {report['failed']} failed")
+      f"p99 {report['latency']['p99_us'] / 1000:.1f} ms, {report['failed']} failed, "
+      f"CPU {cpu_us_per_write:.0f} us per write (three members)")
 print("   writes/s per 10 s window: " + ", ".join(f"{w:,.0f}" for w in windows))
 print(f"   RSS per member: {', '.join(f'{v // 1024} MB' for v in rss)}; "
       f"{max(rss) * 1024 / max(keys, 1):.0f} bytes per key written (largest member)")

@@ -12,12 +12,13 @@
 #   scripts/cluster.sh logs     the last lines of each member's log (logs -f follows them)
 #
 # Client ports 7001-7003, peer ports 7101-7103, everything under ${REVKV_CLUSTER_DIR:-./.cluster}.
-# Extra flags for every member can be passed in REVKV_CLUSTER_FLAGS.
+# Extra flags for every member can be passed in REVKV_CLUSTER_FLAGS; REVKV_BINARY runs another
+# revkv binary than this checkout's release build (A/B benchmarks), without building.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cluster_dir=${REVKV_CLUSTER_DIR:-./.cluster}
-binary="${CARGO_TARGET_DIR:-$root/target}/release/revkv"
+binary="${REVKV_BINARY:-${CARGO_TARGET_DIR:-$root/target}/release/revkv}"
 members=(1 2 3)
 initial_cluster="1=http://127.0.0.1:7101,2=http://127.0.0.1:7102,3=http://127.0.0.1:7103"
 ready_timeout_seconds=${REVKV_CLUSTER_READY_TIMEOUT:-60}
@@ -35,6 +36,7 @@ is_running() {
 }
 
 build() {
+  [[ -n "${REVKV_BINARY:-}" ]] && return 0
   (cd "$root" && cargo build --release --quiet --bin revkv)
 }
 

@@ -15,7 +15,7 @@ use revkv_raft::{
     StorageTimings,
 };
 use revkv_storage::{
-    validate_range, validate_request, DeleteRangeRequest, KeyRange, KeyValue, PutRequest,
+    validate_range, validate_request, DeleteRangeRequest, KeyRange, KeyValue, PutRequest, RangeEnd,
     RangeRequest, Request, Response, StateHash, StoreOptions,
 };
 use tokio::sync::{oneshot, watch};
@@ -375,10 +375,16 @@ impl KvBackend for MemberBackend {
                 .map_err(node_error)?,
             ReadConsistency::Serializable { min_revision: None } => {}
         }
-        let store = self.member.store().clone();
-        let read = tokio::task::spawn_blocking(move || store.range(&request))
-            .await
-            .map_err(|error| NodeError::Internal(error.to_string()))??;
+        let read = if reads_one_key(&request) {
+            // One key is a seek in the key index and one history lookup: microseconds, less than
+            // the thread hop to the blocking pool and back would cost, so it runs right here.
+            self.member.store().range(&request)?
+        } else {
+            let store = self.member.store().clone();
+            tokio::task::spawn_blocking(move || store.range(&request))
+                .await
+                .map_err(|error| NodeError::Internal(error.to_string()))??
+        };
         Ok(ReadAnswer {
             header: self.header_at(read.revision),
             response: read.response,
@@ -454,4 +460,12 @@ impl KvBackend for MemberBackend {
     fn watch_hub(&self) -> &Arc<WatchHub> {
         &self.watch_hub
     }
+}
+
+/// True for a read of a single key at any revision: bounded work, whatever the store's size.
+fn reads_one_key(request: &RangeRequest) -> bool {
+    request
+        .range
+        .as_ref()
+        .is_some_and(|range| range.end == RangeEnd::Single)
 }
