@@ -6,6 +6,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use rustls::client::Resumption;
+use rustls::server::NoServerSessionStorage;
 use rustls::{ClientConfig, ServerConfig};
 
 use crate::error::TlsError;
@@ -65,7 +67,7 @@ impl ServerTls {
         };
         Ok(ServerTls {
             files: files.clone(),
-            config: Arc::new(config),
+            config: Arc::new(without_resumption(config)),
         })
     }
 
@@ -77,6 +79,16 @@ impl ServerTls {
     pub fn rustls_config(&self) -> Arc<ServerConfig> {
         self.config.clone()
     }
+}
+
+/// `config` with session resumption off: a resumed session skips choosing the certificate and
+/// verifying the client's, so it would go on with a replaced certificate or a replaced CA. Every
+/// connection gets a full handshake instead; revkv's clients and peers keep their connections
+/// open, so handshakes are rare.
+fn without_resumption(mut config: ServerConfig) -> ServerConfig {
+    config.session_storage = Arc::new(NoServerSessionStorage {});
+    config.send_tls13_tickets = 0;
+    config
 }
 
 /// The peer listener's configuration and the client configuration for calls to other members:
@@ -106,12 +118,14 @@ impl PeerTls {
             &files.key_file,
         )?);
         let server = ServerTls::with_certificate(files, certificate.clone())?;
-        let client = ClientConfig::builder_with_provider(crate::crypto_provider())
+        let mut client = ClientConfig::builder_with_provider(crate::crypto_provider())
             .with_safe_default_protocol_versions()
             .map_err(|error| TlsError::Settings(error.to_string()))?
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(ReloadingServerVerifier::load(ca_file)?))
             .with_client_cert_resolver(certificate);
+        // No resumption here either, so the peer's current certificate is verified every time.
+        client.resumption = Resumption::disabled();
         Ok(PeerTls {
             server,
             client: Arc::new(client),

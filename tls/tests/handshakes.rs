@@ -136,9 +136,10 @@ async fn new_handshakes_see_a_replaced_certificate_without_a_restart() {
     let server = ca.issue(directory.path(), "server");
     let address = start_server(&ServerTls::load(&files(&server, None, false)).unwrap()).await;
     let first = certificate_der(&server.cert_file);
-    let (seen, _) = get_over_tls(address, client_config(&ca, None))
-        .await
-        .unwrap();
+    // One client configuration throughout: its session cache would resume the first session (and
+    // its certificate) if the server allowed resumption.
+    let client = client_config(&ca, None);
+    let (seen, _) = get_over_tls(address, client.clone()).await.unwrap();
     assert_eq!(seen, first);
 
     let rotated = ca.issue(directory.path(), "rotated");
@@ -147,9 +148,7 @@ async fn new_handshakes_see_a_replaced_certificate_without_a_restart() {
     assert_ne!(expected, first);
     let deadline = Instant::now() + ROTATION_DEADLINE;
     loop {
-        let (seen, status) = get_over_tls(address, client_config(&ca, None))
-            .await
-            .unwrap();
+        let (seen, status) = get_over_tls(address, client.clone()).await.unwrap();
         assert_eq!(status, "HTTP/1.1 200 OK");
         if seen == expected {
             break;
