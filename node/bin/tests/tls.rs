@@ -95,20 +95,23 @@ async fn a_tls_cluster_serves_https_with_its_ca_refuses_plain_http_and_rotates_c
         .unwrap();
     assert_eq!(reader.get("tls/greeting").await.unwrap().kv.value, "hello");
 
-    // revkv ctl with etcdctl's --cacert.
-    let ctl = Command::new(REVKV_BINARY)
-        .args(["ctl", "--endpoints", &urls.join(",")])
-        .args(["--cacert", &tls.ca_file.display().to_string()])
-        .args(["get", "tls/greeting", "-o", "json"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&ctl.stdout);
-    assert!(
-        ctl.status.success(),
-        "{stdout} {}",
-        String::from_utf8_lossy(&ctl.stderr)
-    );
-    assert!(stdout.contains("\"hello\""), "{stdout}");
+    // revkv ctl with etcdctl's --cacert, through the failover client and one client per member.
+    let ctl = |args: &[&str]| {
+        let output = Command::new(REVKV_BINARY)
+            .args(["ctl", "--endpoints", &urls.join(",")])
+            .args(["--cacert", &tls.ca_file.display().to_string()])
+            .args(args)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "ctl {args:?}: {stdout} {stderr}");
+        stdout
+    };
+    let got = ctl(&["get", "tls/greeting", "-o", "json"]);
+    assert!(got.contains("\"hello\""), "{got}");
+    let status = ctl(&["status"]);
+    assert_eq!(status.matches("https://127.0.0.1:").count(), 3, "{status}");
 
     // Plain HTTP to the TLS listener gets no HTTP answer.
     let plain_url = urls[1].replacen("https://", "http://", 1);
