@@ -7,6 +7,10 @@
 #                               the same, then also start Debian's `prometheus` on 127.0.0.1:9090
 #                               (REVKV_PROMETHEUS_PORT) scraping the members (scripts/prometheus.yml),
 #                               its data under the cluster directory
+#   scripts/cluster.sh up --tls the same with TLS on the client and peer listeners (mutual TLS between
+#                               members): makes a throw-away CA and member certificates with openssl
+#                               under the cluster directory's tls/ (the CA is tls/ca.pem), once, and
+#                               serves https://127.0.0.1:7001-7003
 #   scripts/cluster.sh down     stop exactly the processes `up` started (by pid file), Prometheus too
 #   scripts/cluster.sh status   each member's role, term, leader and revision
 #   scripts/cluster.sh logs     the last lines of each member's log (logs -f follows them)
@@ -26,7 +30,15 @@ ready_timeout_seconds=${REVKV_CLUSTER_READY_TIMEOUT:-60}
 prometheus_port=${REVKV_PROMETHEUS_PORT:-9090}
 prometheus_pid_file="$cluster_dir/prometheus.pid"
 
-client_url() { echo "http://127.0.0.1:700$1"; }
+tls_dir="$cluster_dir/tls"
+# A cluster directory that has a CA was started with --tls: its members speak https.
+uses_tls() { [[ -f "$tls_dir/ca.pem" ]]; }
+scheme() { if uses_tls; then echo https; else echo http; fi; }
+client_url() { echo "$(scheme)://127.0.0.1:700$1"; }
+# curl that trusts the cluster's CA when it has one.
+member_curl() {
+  if uses_tls; then curl --cacert "$tls_dir/ca.pem" "$@"; else curl "$@"; fi
+}
 pid_file() { echo "$cluster_dir/member-$1.pid"; }
 
 is_running() {
@@ -40,6 +52,43 @@ build() {
   (cd "$root" && cargo build --release --quiet --bin revkv)
 }
 
+# A throw-away CA and one certificate per member (127.0.0.1 and localhost, for both server and
+# client authentication, as peers use them both ways), made once per cluster directory.
+make_certificates() {
+  if uses_tls; then return; fi
+  if ! command -v openssl >/dev/null 2>&1; then
+    echo "openssl is needed for --tls (Debian: apt-get install openssl)" >&2
+    exit 1
+  fi
+  mkdir -p "$tls_dir"
+  local ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+  openssl req -x509 "${ec[@]}" -days 30 -subj "/CN=revkv throw-away CA" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+    -keyout "$tls_dir/ca-key.pem" -out "$tls_dir/ca.pem.new" 2>/dev/null
+  for id in "${members[@]}"; do
+    openssl req "${ec[@]}" -subj "/CN=revkv member $id" \
+      -keyout "$tls_dir/member-$id-key.pem" -out "$tls_dir/member-$id.csr" 2>/dev/null
+    openssl x509 -req -days 30 -in "$tls_dir/member-$id.csr" -CA "$tls_dir/ca.pem.new" \
+      -CAkey "$tls_dir/ca-key.pem" -CAcreateserial -out "$tls_dir/member-$id.pem" \
+      -extfile <(printf '%s\n' "subjectAltName=IP:127.0.0.1,DNS:localhost" \
+        "extendedKeyUsage=serverAuth,clientAuth" "keyUsage=critical,digitalSignature" \
+        "basicConstraints=CA:FALSE") 2>/dev/null
+    rm -f "$tls_dir/member-$id.csr"
+  done
+  # The CA goes in place last: its presence is what marks the directory as a TLS cluster.
+  mv "$tls_dir/ca.pem.new" "$tls_dir/ca.pem"
+  echo "made a throw-away CA and member certificates in $tls_dir"
+}
+
+# The serve flags of member $1's TLS, when the cluster uses it.
+tls_flags() {
+  uses_tls || return 0
+  local id=$1
+  echo --cert-file "$tls_dir/member-$id.pem" --key-file "$tls_dir/member-$id-key.pem" \
+    --peer-cert-file "$tls_dir/member-$id.pem" --peer-key-file "$tls_dir/member-$id-key.pem" \
+    --peer-trusted-ca-file "$tls_dir/ca.pem" --peer-client-cert-auth
+}
+
 start_member() {
   local id=$1
   mkdir -p "$cluster_dir"
@@ -47,10 +96,11 @@ start_member() {
     echo "member $id already running (pid $(cat "$(pid_file "$id")"))"
     return
   fi
-  # shellcheck disable=SC2086 # REVKV_CLUSTER_FLAGS is a list of flags on purpose.
+  local peers=${initial_cluster//http:/$(scheme):}
+  # shellcheck disable=SC2086,SC2046 # REVKV_CLUSTER_FLAGS and the TLS flags are lists on purpose.
   nohup "$binary" serve --id "$id" --data-dir "$cluster_dir/member-$id" \
     --listen-client "127.0.0.1:700$id" --listen-peer "127.0.0.1:710$id" \
-    --initial-cluster "$initial_cluster" ${REVKV_CLUSTER_FLAGS:-} \
+    --initial-cluster "$peers" $(tls_flags "$id") ${REVKV_CLUSTER_FLAGS:-} \
     >"$cluster_dir/member-$id.log" 2>&1 &
   echo $! >"$(pid_file "$id")"
 }
@@ -60,7 +110,7 @@ wait_until_ready() {
   for id in "${members[@]}"; do
     # Checked before every probe, so another cluster answering on the same port (this member
     # could not bind it and exited) is never taken for this one.
-    until is_running "$id" && curl -sf "$(client_url "$id")/readyz" >/dev/null 2>&1; do
+    until is_running "$id" && member_curl -sf "$(client_url "$id")/readyz" >/dev/null 2>&1; do
       if ! is_running "$id"; then
         echo "member $id exited; see $cluster_dir/member-$id.log" >&2
         exit 1
@@ -82,17 +132,34 @@ wait_until_ready() {
 }
 
 up() {
-  local with_prometheus=false
-  case "${1:-}" in
-    "") ;;
-    --prometheus) with_prometheus=true ;;
-    *) echo "usage: $0 up [--prometheus]" >&2; exit 2 ;;
-  esac
+  local with_prometheus=false with_tls=false
+  for option in "$@"; do
+    case "$option" in
+      --prometheus) with_prometheus=true ;;
+      --tls) with_tls=true ;;
+      *) echo "usage: $0 up [--prometheus] [--tls]" >&2; exit 2 ;;
+    esac
+  done
+  # A cluster's members keep their peer URLs in their data, so the scheme cannot change later.
+  if [[ "$with_tls" == false ]] && uses_tls; then
+    echo "$cluster_dir was started with --tls: run up --tls, or down and remove $cluster_dir" >&2
+    exit 2
+  fi
+  if [[ "$with_tls" == true ]] && ls -d "$cluster_dir"/member-*/ >/dev/null 2>&1 && ! uses_tls; then
+    echo "$cluster_dir holds a plain-HTTP cluster: down and remove $cluster_dir first" >&2
+    exit 2
+  fi
+  if [[ "$with_tls" == true && "$with_prometheus" == true ]]; then
+    echo "--prometheus scrapes plain HTTP only; it does not go with --tls" >&2
+    exit 2
+  fi
   build
+  if [[ "$with_tls" == true ]]; then make_certificates; fi
   for id in "${members[@]}"; do start_member "$id"; done
   wait_until_ready
   echo "revkv cluster ready; client endpoints:"
   for id in "${members[@]}"; do echo "  member $id: $(client_url "$id")"; done
+  if uses_tls; then echo "  CA: $tls_dir/ca.pem (curl --cacert, revkv ctl --cacert)"; fi
   if [[ "$with_prometheus" == true ]]; then start_prometheus; fi
 }
 
@@ -166,7 +233,7 @@ status() {
     local pid="-"
     is_running "$id" && pid=$(cat "$(pid_file "$id")")
     local answer
-    if answer=$(curl -sf --max-time 2 "$(client_url "$id")/v1/status" 2>/dev/null); then
+    if answer=$(member_curl -sf --max-time 2 "$(client_url "$id")/v1/status" 2>/dev/null); then
       python3 -c 'import json,sys; s=json.loads(sys.argv[2]); print("%-7s %-8s %-10s %-5s %-7s %-9s" % (sys.argv[1], sys.argv[3], s["role"], s["raft_term"], s["leader_id"], s["revision"]))' "$id" "$answer" "$pid"
     else
       printf '%-7s %-8s %-10s\n' "$id" "$pid" unreachable
@@ -187,5 +254,5 @@ case "${1:-}" in
   down) down ;;
   status) status ;;
   logs) shift; logs "$@" ;;
-  *) echo "usage: $0 up [--prometheus]|down|status|logs [-f]" >&2; exit 2 ;;
+  *) echo "usage: $0 up [--prometheus] [--tls]|down|status|logs [-f]" >&2; exit 2 ;;
 esac

@@ -47,6 +47,8 @@ pub struct NodeConfig {
     pub recovery_timeout: Duration,
     /// How keys become the `prefix` label of conflict and retry metrics.
     pub metric_prefix_labels: PrefixLabelConfig,
+    /// TLS on the client listener (`None`: plain HTTP). Peer TLS is `member.peer_tls`.
+    pub client_tls: Option<revkv_tls::ServerTls>,
 }
 
 impl NodeConfig {
@@ -85,6 +87,7 @@ impl NodeConfig {
             // `Node` fills in its metrics observer when it starts the member.
             timings: Default::default(),
             peer_source_address: None,
+            peer_tls: None,
         };
         NodeConfig {
             member,
@@ -95,6 +98,7 @@ impl NodeConfig {
             auto_compaction: AutoCompaction::Off,
             recovery_timeout: Duration::from_secs(60),
             metric_prefix_labels: PrefixLabelConfig::default(),
+            client_tls: None,
         }
     }
 }
@@ -185,10 +189,12 @@ impl Node {
         );
         let router = client_router_with_metrics(backend.clone(), config.http.clone(), metrics);
         let (stop, stopped) = oneshot::channel::<()>();
+        let tls = config.client_tls.clone();
         tokio::spawn(async move {
-            let serving = axum::serve(client_listener, router).with_graceful_shutdown(async move {
+            let shutdown = async move {
                 let _ = stopped.await;
-            });
+            };
+            let serving = revkv_tls::serve(client_listener, tls.as_ref(), router, shutdown);
             if let Err(error) = serving.await {
                 tracing::error!(%error, "client listener failed");
             }

@@ -88,4 +88,8 @@ pub struct MemberConfig {
     /// A host with several addresses uses it to pick one; the fault harness gives each member its
     /// own loopback address so its link proxies can tell the members' traffic apart.
     pub peer_source_address: Option<std::net::IpAddr>,
+    /// Mutual TLS between members (`None`: plain HTTP). With it, the peer listener serves HTTPS
+    /// only and refuses callers without a certificate of the peer CA, and calls to other members
+    /// go to their `https://` peer URLs only.
+    pub peer_tls: Option<revkv_tls::PeerTls>,
 }

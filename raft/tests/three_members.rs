@@ -54,6 +54,7 @@ async fn start_cluster(size: u64) -> TestCluster {
             log: Default::default(),
             log_tail: Default::default(),
             peer_source_address: None,
+            peer_tls: None,
             timings: Default::default(),
         };
         members.push(RaftMember::start(config, listener).await.unwrap());

@@ -11,20 +11,30 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::error::ClientError;
 use super::kv::with_query;
-use super::transport::Call;
+use super::transport::{Call, Transport};
 use super::types::{HashResponse, HeaderResponse, MembersResponse, StatusResponse};
-use super::Client;
+use super::{normalised_endpoint, Client, TokioSleeper};
+use std::sync::Arc;
 
 /// The largest snapshot [`Client::snapshot_save`] writes (a guard against an endless stream).
 pub const LARGEST_SNAPSHOT_BYTES: u64 = 64 * 1024 * 1024 * 1024;
 
 impl Client {
     /// A client with the same settings that talks to `endpoint` only (no failover).
+    /// It shares this client's connections and TLS settings.
     pub fn for_member(&self, endpoint: &str) -> Result<Client, ClientError> {
-        Client::builder([endpoint])
-            .request_timeout(self.timeout())
-            .max_attempts(1)
-            .build()
+        let transport = Transport::new(
+            vec![normalised_endpoint(endpoint)?],
+            self.transport.http.clone(),
+            self.transport.failover_backoff,
+            1,
+            self.transport.max_answer_bytes,
+            Box::new(TokioSleeper),
+        );
+        Ok(Client {
+            transport: Arc::new(transport),
+            timeout: self.timeout(),
+        })
     }
 
     /// The answering member's status.

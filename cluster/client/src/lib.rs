@@ -33,6 +33,7 @@ pub mod error;
 pub mod informer;
 pub mod kv;
 pub mod retry;
+pub mod tls;
 pub mod transport;
 pub mod txn;
 pub mod types;
@@ -50,6 +51,7 @@ pub use kv::{
     Consistency, DeleteRequest, Precondition, PutRequest, RangePages, RangeRequest, ReadOptions,
 };
 pub use retry::{retry_on_conflict, retry_on_conflict_counted, RetryTally};
+pub use tls::ClientTls;
 pub use transport::RETRY_ATTEMPT_HEADER;
 use transport::{Answer, Call, Transport};
 pub use txn::{Compare, CompareOp, CompareTarget, Txn, TxnOp};
@@ -93,9 +95,17 @@ pub struct ClientBuilder {
     max_attempts: u32,
     max_answer_bytes: usize,
     sleeper: Box<dyn Sleeper>,
+    tls: ClientTls,
 }
 
 impl ClientBuilder {
+    /// The CA to verify `https://` members against, and a client certificate for members that
+    /// require one.
+    pub fn tls(mut self, tls: ClientTls) -> Self {
+        self.tls = tls;
+        self
+    }
+
     /// The time limit of each call, failover included (default 10 s).
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
@@ -126,7 +136,8 @@ impl ClientBuilder {
         self
     }
 
-    /// Checks the endpoints (`http://host:port`) and makes the client.
+    /// Checks the endpoints (`http://host:port` or `https://host:port`) and the TLS files, and
+    /// makes the client.
     pub fn build(self) -> Result<Client, ClientError> {
         if self.endpoints.is_empty() {
             return Err(invalid_setting("at least one endpoint is needed"));
@@ -136,9 +147,17 @@ impl ClientBuilder {
             .iter()
             .map(|endpoint| normalised_endpoint(endpoint))
             .collect::<Result<Vec<_>, _>>()?;
-        let http = reqwest::Client::builder()
+        let any_https = endpoints.iter().any(|url| url.starts_with("https://"));
+        if any_https && self.tls.ca_file.is_none() {
+            return Err(invalid_setting(
+                "https:// endpoints need the CA that signed the members' certificates (--cacert)",
+            ));
+        }
+        let builder = reqwest::Client::builder()
             .connect_timeout(self.connect_timeout)
-            .tcp_nodelay(true)
+            .tcp_nodelay(true);
+        let builder = self.tls.configure(builder)?;
+        let http = builder
             .build()
             .map_err(|error| invalid_setting(&format!("cannot build the HTTP client: {error}")))?;
         let transport = Transport::new(
@@ -180,6 +199,7 @@ impl Client {
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             max_answer_bytes: DEFAULT_MAX_ANSWER_BYTES,
             sleeper: Box::new(TokioSleeper),
+            tls: ClientTls::default(),
         }
     }
 
@@ -224,15 +244,21 @@ fn invalid_setting(message: &str) -> ClientError {
     }
 }
 
-/// `endpoint` checked to be `http://host:port` (no path), without a trailing slash.
+/// `endpoint` checked to be `http://host:port` or `https://host:port` (no path), without a
+/// trailing slash.
 pub fn normalised_endpoint(endpoint: &str) -> Result<String, ClientError> {
     let trimmed = endpoint.trim().trim_end_matches('/');
-    let host_and_port = trimmed.strip_prefix("http://").ok_or_else(|| {
-        invalid_setting(&format!("endpoint {endpoint:?} must start with http://"))
-    })?;
+    let host_and_port = trimmed
+        .strip_prefix("http://")
+        .or_else(|| trimmed.strip_prefix("https://"))
+        .ok_or_else(|| {
+            invalid_setting(&format!(
+                "endpoint {endpoint:?} must start with http:// or https://"
+            ))
+        })?;
     if host_and_port.is_empty() || host_and_port.contains('/') {
         return Err(invalid_setting(&format!(
-            "endpoint {endpoint:?} must be http://host:port with no path"
+            "endpoint {endpoint:?} must be http(s)://host:port with no path"
         )));
     }
     Ok(trimmed.to_string())

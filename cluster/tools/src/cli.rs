@@ -1,10 +1,59 @@
-//! What the tools' command lines share: the `-o table|json` choice and the duration syntax.
-//! One definition each, so `revkv ctl` and `revkv bench` read them alike.
+//! What the tools' command lines share: the `-o table|json` choice, the duration syntax and
+//! etcdctl's TLS flags. One definition each, so `revkv ctl` and `revkv bench` read them alike.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
-use clap::ValueEnum;
+use clap::{Args, ValueEnum};
+use revkv_client::ClientTls;
+
+/// etcdctl's TLS flags: `--cacert`, `--cert`, `--key`.
+#[derive(Args, Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsArgs {
+    /// CA bundle (PEM) the members' certificates are verified against; needed for https://
+    /// endpoints. With it, the default endpoints are https://.
+    #[arg(
+        long = "cacert",
+        id = "tls_cacert",
+        env = "REVKV_CACERT",
+        global = true
+    )]
+    pub cacert: Option<PathBuf>,
+    /// Client certificate (PEM), for members started with --client-cert-auth.
+    #[arg(long = "cert", id = "tls_cert", env = "REVKV_CERT", global = true)]
+    pub cert: Option<PathBuf>,
+    /// The key of --cert (PEM).
+    #[arg(long = "key", id = "tls_key", env = "REVKV_KEY", global = true)]
+    pub key: Option<PathBuf>,
+}
+
+impl TlsArgs {
+    /// The client's TLS settings.
+    pub fn client_tls(&self) -> ClientTls {
+        ClientTls {
+            ca_file: self.cacert.clone(),
+            cert_file: self.cert.clone(),
+            key_file: self.key.clone(),
+        }
+    }
+
+    /// `endpoints` as given, except that the local cluster's default `http://` endpoints become
+    /// `https://` when a CA is given (as etcdctl picks the scheme from its TLS flags).
+    pub fn adjust_default_endpoints(
+        &self,
+        endpoints: Vec<String>,
+        defaults: &[String],
+    ) -> Vec<String> {
+        if self.cacert.is_none() || endpoints != defaults {
+            return endpoints;
+        }
+        endpoints
+            .iter()
+            .map(|endpoint| endpoint.replacen("http://", "https://", 1))
+            .collect()
+    }
+}
 
 /// `-o table|json`.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -13,6 +13,7 @@ use clap::{Args, ValueEnum};
 use revkv_metrics::PrefixLabelConfig;
 use revkv_raft::{MemberConfig, MemberNode, PeerLimits, RaftTiming, TailLimits};
 use revkv_storage::{Limits, LogOptions, StoreOptions};
+use revkv_tls::{PeerTls, ServerTls, TlsFiles};
 use serde::Deserialize;
 
 use revkv_node::compaction::AutoCompaction;
@@ -139,6 +140,34 @@ pub struct ServeArgs {
     /// Distinct `prefix` labels before further prefixes are counted as `other` (default 100).
     #[arg(long, env = "REVKV_METRICS_MAX_PREFIXES")]
     pub metrics_max_prefixes: Option<usize>,
+    /// The client listener's TLS certificate (PEM). With `--key-file`, the client API is served
+    /// over HTTPS only. Reloaded when the file changes.
+    #[arg(long, env = "REVKV_CERT_FILE")]
+    pub cert_file: Option<PathBuf>,
+    /// The private key of `--cert-file` (PEM). Reloaded when the file changes.
+    #[arg(long, env = "REVKV_KEY_FILE")]
+    pub key_file: Option<PathBuf>,
+    /// The CA that client certificates must be signed by, with `--client-cert-auth` (PEM).
+    #[arg(long, env = "REVKV_TRUSTED_CA_FILE")]
+    pub trusted_ca_file: Option<PathBuf>,
+    /// Refuse clients that present no certificate signed by `--trusted-ca-file`.
+    #[arg(long, env = "REVKV_CLIENT_CERT_AUTH", num_args = 0..=1, default_missing_value = "true")]
+    pub client_cert_auth: Option<bool>,
+    /// The peer listener's certificate, also presented when calling other members (PEM; it must
+    /// allow both server and client authentication). Turns on mutual TLS between members.
+    #[arg(long, env = "REVKV_PEER_CERT_FILE")]
+    pub peer_cert_file: Option<PathBuf>,
+    /// The private key of `--peer-cert-file` (PEM).
+    #[arg(long, env = "REVKV_PEER_KEY_FILE")]
+    pub peer_key_file: Option<PathBuf>,
+    /// The CA that signs every member's peer certificate (PEM): peers are verified against it both
+    /// ways. Required with peer TLS.
+    #[arg(long, env = "REVKV_PEER_TRUSTED_CA_FILE")]
+    pub peer_trusted_ca_file: Option<PathBuf>,
+    /// Refuse peers that present no certificate signed by `--peer-trusted-ca-file`. Required with
+    /// peer TLS: revkv members always authenticate each other.
+    #[arg(long, env = "REVKV_PEER_CLIENT_CERT_AUTH", num_args = 0..=1, default_missing_value = "true")]
+    pub peer_client_cert_auth: Option<bool>,
 }
 
 /// What automatic compaction's retention counts.
@@ -175,7 +204,9 @@ impl ServeArgs {
             request_timeout_ms, max_body_bytes, max_key_bytes, max_value_bytes, max_txn_ops,
             log_format, auto_compaction_mode, auto_compaction_retention,
             auto_compaction_interval_ms, watch_progress_notify_interval_ms, max_watches,
-            watch_buffer_messages, metrics_prefix_depth, metrics_max_prefixes),
+            watch_buffer_messages, metrics_prefix_depth, metrics_max_prefixes, cert_file, key_file,
+            trusted_ca_file, client_cert_auth, peer_cert_file, peer_key_file, peer_trusted_ca_file,
+            peer_client_cert_auth),
         )
     }
 
@@ -188,14 +219,22 @@ impl ServeArgs {
         let (log, log_tail) = self.log_options()?;
         let listen_client = self.listen_client.unwrap_or(([127, 0, 0, 1], 7001).into());
         let listen_peer = self.listen_peer.unwrap_or(([127, 0, 0, 1], 7101).into());
+        let (client_tls, peer_tls) = (self.client_tls()?, self.peer_tls()?);
+        let (client_scheme, peer_scheme) =
+            (scheme(client_tls.is_some()), scheme(peer_tls.is_some()));
         let advertise = MemberNode {
-            peer_url: advertised_url(self.advertise_peer, listen_peer, "peer")?,
-            client_url: advertised_url(self.advertise_client, listen_client, "client")?,
+            peer_url: advertised_url(self.advertise_peer, listen_peer, "peer", peer_scheme)?,
+            client_url: advertised_url(
+                self.advertise_client,
+                listen_client,
+                "client",
+                client_scheme,
+            )?,
         };
         let join = self.join.unwrap_or(false);
         let initial_cluster = match (&self.initial_cluster, join) {
             (_, true) => BTreeMap::new(),
-            (Some(text), false) => parse_initial_cluster(text, id, &advertise)?,
+            (Some(text), false) => parse_initial_cluster(text, id, &advertise, peer_scheme)?,
             (None, false) => BTreeMap::from([(id, advertise.clone())]),
         };
         let election_min = Duration::from_millis(self.election_timeout_ms.unwrap_or(1000));
@@ -248,6 +287,7 @@ impl ServeArgs {
             // `Node` fills in its metrics observer when it starts the member.
             timings: Default::default(),
             peer_source_address: self.peer_source_address,
+            peer_tls,
         };
         let http = HttpLimits {
             max_body_bytes: self
@@ -263,7 +303,83 @@ impl ServeArgs {
             auto_compaction,
             recovery_timeout: Duration::from_secs(60),
             metric_prefix_labels,
+            client_tls,
         })
+    }
+}
+
+/// `https` with TLS, `http` without.
+fn scheme(tls: bool) -> &'static str {
+    if tls {
+        "https"
+    } else {
+        "http"
+    }
+}
+
+impl ServeArgs {
+    /// The client listener's TLS (etcd's `--cert-file`, `--key-file`, `--trusted-ca-file`,
+    /// `--client-cert-auth`), its files read and checked now.
+    fn client_tls(&self) -> Result<Option<ServerTls>, String> {
+        let client_cert_auth = self.client_cert_auth.unwrap_or(false);
+        let Some(files) = tls_files(
+            "",
+            (&self.cert_file, &self.key_file),
+            &self.trusted_ca_file,
+            client_cert_auth,
+        )?
+        else {
+            return Ok(None);
+        };
+        if files.trusted_ca_file.is_some() && !client_cert_auth {
+            tracing::warn!(
+                "--trusted-ca-file without --client-cert-auth: clients are not asked for \
+                 certificates (as in etcd)"
+            );
+        }
+        let tls = ServerTls::load(&files).map_err(|error| format!("client TLS: {error}"))?;
+        Ok(Some(tls))
+    }
+
+    /// Mutual TLS between members (the `--peer-` set of the same flags).
+    fn peer_tls(&self) -> Result<Option<PeerTls>, String> {
+        let Some(files) = tls_files(
+            "peer-",
+            (&self.peer_cert_file, &self.peer_key_file),
+            &self.peer_trusted_ca_file,
+            self.peer_client_cert_auth.unwrap_or(false),
+        )?
+        else {
+            return Ok(None);
+        };
+        let tls = PeerTls::load(&files).map_err(|error| format!("peer TLS: {error}"))?;
+        Ok(Some(tls))
+    }
+}
+
+/// The files of one listener's TLS, or `None` when it has none; the flags are named with their
+/// `prefix` (`""` or `"peer-"`) when they do not fit together.
+fn tls_files(
+    prefix: &str,
+    (cert_file, key_file): (&Option<PathBuf>, &Option<PathBuf>),
+    trusted_ca_file: &Option<PathBuf>,
+    client_cert_auth: bool,
+) -> Result<Option<TlsFiles>, String> {
+    match (cert_file, key_file) {
+        (Some(cert_file), Some(key_file)) => Ok(Some(TlsFiles {
+            cert_file: cert_file.clone(),
+            key_file: key_file.clone(),
+            trusted_ca_file: trusted_ca_file.clone(),
+            client_cert_auth,
+        })),
+        (None, None) if trusted_ca_file.is_none() && !client_cert_auth => Ok(None),
+        (None, None) => Err(format!(
+            "--{prefix}trusted-ca-file and --{prefix}client-cert-auth need --{prefix}cert-file and \
+             --{prefix}key-file"
+        )),
+        _ => Err(format!(
+            "--{prefix}cert-file and --{prefix}key-file go together: give both or neither"
+        )),
     }
 }
 
@@ -360,19 +476,40 @@ impl ServeArgs {
     }
 }
 
-/// The advertised URL, or `http://<listen address>` when the listen address is a specific one.
+/// The advertised URL, or `<scheme>://<listen address>` when the listen address is a specific
+/// one. A given URL must use the listener's scheme (`https` exactly when it has TLS).
 fn advertised_url(
     given: Option<String>,
     listen: SocketAddr,
     which: &str,
+    scheme: &str,
 ) -> Result<String, String> {
     match given {
-        Some(url) => Ok(url.trim_end_matches('/').to_string()),
+        Some(url) => {
+            check_scheme(&url, scheme, &format!("--advertise-{which}"))?;
+            Ok(url.trim_end_matches('/').to_string())
+        }
         None if listen.ip().is_unspecified() => Err(format!(
             "listening for {which}s on {listen} (all interfaces): give --advertise-{which} too"
         )),
-        None => Ok(format!("http://{listen}")),
+        None => Ok(format!("{scheme}://{listen}")),
     }
+}
+
+/// A URL of a listener with (`https`) or without (`http`) TLS must say so: otherwise every call
+/// to it fails at the handshake, or would go out in the clear.
+fn check_scheme(url: &str, scheme: &str, what: &str) -> Result<(), String> {
+    if url.starts_with(&format!("{scheme}://")) {
+        return Ok(());
+    }
+    let why = if scheme == "https" {
+        "the listener has TLS"
+    } else {
+        "the listener has no TLS (give the certificate flags for https)"
+    };
+    Err(format!(
+        "{what}: {url} must start with {scheme}:// because {why}"
+    ))
 }
 
 /// Parses `1=http://host:port,2=...`. The entry for this member must match its advertised peer URL.
@@ -380,6 +517,7 @@ fn parse_initial_cluster(
     text: &str,
     own_id: u64,
     own: &MemberNode,
+    peer_scheme: &str,
 ) -> Result<BTreeMap<u64, MemberNode>, String> {
     let mut members = BTreeMap::new();
     for entry in text
@@ -395,6 +533,7 @@ fn parse_initial_cluster(
             .parse()
             .map_err(|_| format!("initial cluster entry {entry:?}: {id:?} is not a member id"))?;
         let peer_url = peer_url.trim().trim_end_matches('/').to_string();
+        check_scheme(&peer_url, peer_scheme, "--initial-cluster")?;
         // Every founding member must bootstrap with the same membership, and only peer URLs are
         // known to all of them; each member publishes its client URL after the bootstrap.
         let node = MemberNode {
@@ -556,5 +695,93 @@ mod tests {
             ..ServeArgs::default()
         };
         assert!(unknown.with_config_file().is_err());
+    }
+
+    #[test]
+    fn tls_flags_switch_urls_to_https_and_must_fit_together() {
+        let directory = tempfile::tempdir().unwrap();
+        let ca = revkv_tls::testing::TestCa::new("test CA");
+        let ca_file = ca.write_certificate(&directory.path().join("ca.pem"));
+        let member = ca.issue(directory.path(), "member");
+        let tls = ServeArgs {
+            cert_file: Some(member.cert_file.clone()),
+            key_file: Some(member.key_file.clone()),
+            peer_cert_file: Some(member.cert_file.clone()),
+            peer_key_file: Some(member.key_file.clone()),
+            peer_trusted_ca_file: Some(ca_file.clone()),
+            peer_client_cert_auth: Some(true),
+            ..ServeArgs::default()
+        };
+        let config = tls.clone().into_node_config().unwrap();
+        assert!(config.client_tls.is_some() && config.member.peer_tls.is_some());
+        assert_eq!(config.member.advertise.client_url, "https://127.0.0.1:7001");
+        assert_eq!(
+            config.member.initial_cluster[&1].peer_url,
+            "https://127.0.0.1:7101"
+        );
+
+        let fails_with = |args: ServeArgs, expected: &str| {
+            let error = args.into_node_config().unwrap_err();
+            assert!(
+                error.contains(expected),
+                "{error:?} should say {expected:?}"
+            );
+        };
+        let plain_peer_url = ServeArgs {
+            initial_cluster: Some("1=http://127.0.0.1:7101".into()),
+            ..tls.clone()
+        };
+        fails_with(plain_peer_url, "must start with https://");
+        let key_missing = ServeArgs {
+            key_file: None,
+            ..tls.clone()
+        };
+        fails_with(key_missing, "--cert-file and --key-file go together");
+        let one_way_peers = ServeArgs {
+            peer_client_cert_auth: None,
+            ..tls.clone()
+        };
+        fails_with(one_way_peers, "--peer-client-cert-auth");
+        let auth_without_ca = ServeArgs {
+            client_cert_auth: Some(true),
+            ..tls.clone()
+        };
+        fails_with(auth_without_ca, "needs a trusted CA");
+        let missing_file = ServeArgs {
+            cert_file: Some(directory.path().join("nowhere.pem")),
+            ..tls.clone()
+        };
+        fails_with(missing_file, "nowhere.pem");
+        let ca_without_certificate = ServeArgs {
+            trusted_ca_file: Some(ca_file),
+            ..ServeArgs::default()
+        };
+        fails_with(ca_without_certificate, "need --cert-file and --key-file");
+    }
+
+    #[test]
+    fn tls_settings_come_from_the_toml_file_too() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("revkv.toml");
+        let text =
+            "cert-file = \"/etc/revkv/member.pem\"\nkey-file = \"/etc/revkv/member-key.pem\"\n\
+                    trusted-ca-file = \"/etc/revkv/ca.pem\"\nclient-cert-auth = true\n\
+                    peer-client-cert-auth = true\n";
+        std::fs::write(&path, text).unwrap();
+        let args = ServeArgs {
+            config: Some(path),
+            ..ServeArgs::default()
+        };
+        let merged = args.with_config_file().unwrap();
+        assert_eq!(
+            merged.cert_file,
+            Some(PathBuf::from("/etc/revkv/member.pem"))
+        );
+        assert_eq!(
+            merged.trusted_ca_file,
+            Some(PathBuf::from("/etc/revkv/ca.pem"))
+        );
+        assert_eq!(merged.client_cert_auth, Some(true));
+        assert_eq!(merged.peer_client_cert_auth, Some(true));
     }
 }

@@ -1,6 +1,8 @@
 //! The peer listener: an axum router that decodes codec-encoded peer calls, runs them against the
 //! local raft instance (or, for the leader-only calls, against this member as leader), and encodes
-//! the reply.
+//! the reply. With peer TLS configured it serves HTTPS only and requires a client certificate
+//! signed by the peer CA, so a caller outside the cluster is refused at the handshake, before any
+//! append or vote is decoded.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -23,7 +25,8 @@ use crate::types::{ClientRequest, TypeConfig};
 
 type Shared = State<Arc<MemberInner>>;
 
-/// Serves the peer protocol on `listener` until the returned sender fires (or is dropped).
+/// Serves the peer protocol on `listener` until the returned sender fires (or is dropped). With
+/// peer TLS configured, it also switches the member's peer client to TLS.
 pub(crate) fn spawn(
     member: Arc<MemberInner>,
     listener: tokio::net::TcpListener,
@@ -39,11 +42,21 @@ pub(crate) fn spawn(
         .route(paths::READ_INDEX, post(read_index))
         .route(paths::ADMIN, post(admin))
         .layer(DefaultBodyLimit::max(max_body_bytes))
-        .with_state(member);
+        .with_state(member.clone());
+    let tls = member.config.peer_tls.clone();
+    if let Some(tls) = &tls {
+        member.peers.use_tls(tls);
+    }
     tokio::spawn(async move {
-        let serving = axum::serve(listener, router).with_graceful_shutdown(async move {
+        let shutdown = async move {
             let _ = stopped.await;
-        });
+        };
+        let serving = revkv_tls::serve(
+            listener,
+            tls.as_ref().map(|tls| tls.server()),
+            router,
+            shutdown,
+        );
         if let Err(error) = serving.await {
             tracing::error!(%error, "peer listener failed");
         }

@@ -28,6 +28,7 @@ use super::options::BenchPlan;
 use super::report::{new_latency_histogram, progress_line, RunTotals};
 use super::target::{FailureKind, HttpMethod, TargetKind};
 use super::workload::Operation;
+use revkv_client::ClientTls;
 
 /// How often the progress line is refreshed.
 const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
@@ -85,13 +86,18 @@ struct ClientTotals {
 }
 
 /// A client that keeps one connection open to its endpoint (one request at a time per client).
-fn http_client_with_one_connection(request_timeout: Duration) -> Result<reqwest::Client, String> {
-    reqwest::Client::builder()
+fn http_client_with_one_connection(
+    request_timeout: Duration,
+    tls: &ClientTls,
+) -> Result<reqwest::Client, String> {
+    let builder = reqwest::Client::builder()
         .pool_max_idle_per_host(1)
         .tcp_nodelay(true)
         .timeout(request_timeout)
         .connect_timeout(request_timeout.min(Duration::from_secs(5)))
-        .no_proxy()
+        .no_proxy();
+    tls.configure(builder)
+        .map_err(|error| error.to_string())?
         .build()
         .map_err(|error| format!("cannot build an HTTP client: {error}"))
 }
@@ -117,7 +123,7 @@ impl Connection {
                 EtcdGrpcConnection::connect(endpoint, plan.request_timeout).await?,
             ))),
             TargetKind::Revkv | TargetKind::Etcd => Ok(Connection::Http {
-                http: http_client_with_one_connection(plan.request_timeout)?,
+                http: http_client_with_one_connection(plan.request_timeout, &plan.tls)?,
                 target: plan.target,
                 endpoint: endpoint.to_string(),
             }),

@@ -8,7 +8,8 @@ use clap::Args;
 use super::target::TargetKind;
 use super::watch_latency::WATCH_NEEDS_HTTP;
 use super::workload::{ReadConsistency, Workload, WorkloadKind};
-use crate::cli::{parse_duration, terse_output_format_parser, OutputFormat};
+use crate::cli::{parse_duration, terse_output_format_parser, OutputFormat, TlsArgs};
+use revkv_client::ClientTls;
 
 /// How long a run lasts when neither `--total` nor `--duration` is given.
 pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
@@ -86,17 +87,28 @@ pub struct BenchArgs {
     /// Writes per second of the watch workload's single writer.
     #[arg(long, default_value_t = 10)]
     pub write_rate: u32,
+
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
 
 impl BenchArgs {
     /// `--endpoints` checked and normalised, or the target's local cluster when none are given.
+    /// The default endpoints are `https://` when `--cacert` is given, as in `revkv ctl`.
     fn resolved_endpoints(&self) -> Result<Vec<String>, String> {
+        let https_allowed = self.tls.cacert.is_some() && self.target != TargetKind::EtcdGrpc;
         if self.endpoints.is_empty() {
-            return Ok(self.target.default_endpoints());
+            let defaults = self.target.default_endpoints();
+            if !https_allowed {
+                return Ok(defaults);
+            }
+            return Ok(self
+                .tls
+                .adjust_default_endpoints(defaults.clone(), &defaults));
         }
         self.endpoints
             .iter()
-            .map(|endpoint| normalise_endpoint(endpoint))
+            .map(|endpoint| normalise_endpoint(endpoint, https_allowed))
             .collect()
     }
 
@@ -125,6 +137,7 @@ impl BenchArgs {
             duration: self.duration.unwrap_or(DEFAULT_DURATION),
             value_size: self.value_size,
             run_tag: run_tag_from_clock(),
+            tls: self.tls.client_tls(),
         })
     }
 }
@@ -143,6 +156,8 @@ pub struct WatchLatencyPlan {
     pub duration: Duration,
     pub value_size: usize,
     pub run_tag: String,
+    /// The CA and client certificate for `https://` endpoints.
+    pub tls: ClientTls,
 }
 
 /// When a run stops: after `operation_limit` operations (if set) or after `time_limit`, whichever
@@ -166,6 +181,8 @@ pub struct BenchPlan {
     pub show_progress: bool,
     /// Distinguishes this run's keys from earlier runs' (put writes new keys every run).
     pub run_tag: String,
+    /// The CA and client certificate for `https://` endpoints.
+    pub tls: ClientTls,
 }
 
 impl BenchArgs {
@@ -239,6 +256,7 @@ impl BenchArgs {
             output_format: self.output,
             show_progress: !self.quiet,
             run_tag,
+            tls: self.tls.client_tls(),
         })
     }
 }
@@ -257,12 +275,19 @@ pub fn run_limits(total: Option<u64>, duration: Option<Duration>) -> RunLimits {
     }
 }
 
-/// An endpoint as given, checked to be an `http://` URL, without a trailing slash.
-pub fn normalise_endpoint(endpoint: &str) -> Result<String, String> {
+/// An endpoint as given, checked to be an `http://` URL (or `https://` when `https_allowed`: a CA
+/// was given and the target speaks HTTP), without a trailing slash.
+pub fn normalise_endpoint(endpoint: &str, https_allowed: bool) -> Result<String, String> {
     let trimmed = endpoint.trim().trim_end_matches('/');
-    let Some(host_and_port) = trimmed.strip_prefix("http://") else {
+    let host_and_port = match trimmed.strip_prefix("https://") {
+        Some(host_and_port) if https_allowed => Some(host_and_port),
+        Some(_) => None,
+        None => trimmed.strip_prefix("http://"),
+    };
+    let Some(host_and_port) = host_and_port else {
         return Err(format!(
-            "endpoint {endpoint:?} must start with http:// (no TLS support in the bench)"
+            "endpoint {endpoint:?} must start with http://, or https:// with --cacert (not for \
+             etcd-grpc)"
         ));
     };
     if host_and_port.is_empty() || host_and_port.contains('/') {

@@ -347,6 +347,7 @@ mod tests {
             output_format: OutputFormat::Table,
             show_progress: false,
             run_tag: "t".to_string(),
+            tls: Default::default(),
         };
         let totals = RunTotals {
             latencies_micros: histogram_of(1..=100),

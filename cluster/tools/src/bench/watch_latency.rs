@@ -56,8 +56,11 @@ pub async fn run(plan: &WatchLatencyPlan) -> Result<WatchLatencyReport, String> 
     let setup_started = Instant::now();
     let (last_revision_sender, last_revision) = watch::channel(None::<u64>);
     let created = Arc::new(tokio::sync::Semaphore::new(0));
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(0)
+    let builder = reqwest::Client::builder().pool_max_idle_per_host(0);
+    let client = plan
+        .tls
+        .configure(builder)
+        .map_err(|error| error.to_string())?
         .build()
         .map_err(|error| error.to_string())?;
     let mut watchers = Vec::with_capacity(plan.watchers);
@@ -141,7 +144,12 @@ struct Writes {
 
 /// Puts keys under `prefix` at the plan's rate for its duration, one at a time.
 async fn write_steadily(plan: &WatchLatencyPlan, prefix: &str) -> Result<Writes, String> {
-    let client = reqwest::Client::new();
+    let client = plan
+        .tls
+        .configure(reqwest::Client::builder())
+        .map_err(|error| error.to_string())?
+        .build()
+        .map_err(|error| error.to_string())?;
     let endpoint = &plan.endpoints[0];
     let period = Duration::from_secs_f64(1.0 / f64::from(plan.write_rate.max(1)));
     let mut ticks = tokio::time::interval(period);

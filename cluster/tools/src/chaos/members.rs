@@ -131,6 +131,7 @@ impl Members {
             log_path: self.directory.join(format!("member-{id}.log")),
             arguments,
             environment: Vec::new(),
+            https: false,
         });
         self.members.insert(id, ProxiedMember { process, proxy });
         Ok(())

@@ -7,7 +7,9 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::output;
-use super::{CtlArgs, CtlCommand, LeaderCommand, MemberCommand, SnapshotCommand};
+use super::{
+    CtlArgs, CtlCommand, LeaderCommand, MemberCommand, SnapshotCommand, DEFAULT_ENDPOINTS,
+};
 use crate::cli::OutputFormat;
 use revkv_client::{
     Client, ClientError, Consistency, DeleteRequest, PutRequest, RangeRequest, ReadOptions,
@@ -19,8 +21,13 @@ pub const LARGEST_TXN_REQUEST_BYTES: u64 = 2 * 1024 * 1024;
 
 /// Runs one command.
 pub async fn execute(args: CtlArgs) -> Result<(), ClientError> {
-    let client = Client::builder(args.endpoints.clone())
+    let defaults: Vec<String> = DEFAULT_ENDPOINTS.split(',').map(String::from).collect();
+    let endpoints = args
+        .tls
+        .adjust_default_endpoints(args.endpoints.clone(), &defaults);
+    let client = Client::builder(endpoints)
         .request_timeout(args.timeout)
+        .tls(args.tls.client_tls())
         .build()?;
     let format = args.output;
     match args.command {

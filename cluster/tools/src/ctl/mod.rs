@@ -25,8 +25,8 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use crate::cli::parse_duration;
 pub use crate::cli::OutputFormat;
+use crate::cli::{parse_duration, TlsArgs};
 use revkv_client::ClientError;
 
 /// Exit code of an error other than the ones below.
@@ -56,6 +56,9 @@ pub struct CtlArgs {
     /// Time limit of each call, failover included (e.g. 500ms, 10s).
     #[arg(long, value_parser = parse_duration, default_value = "10s", global = true)]
     pub timeout: Duration,
+
+    #[command(flatten)]
+    pub tls: TlsArgs,
 
     #[command(subcommand)]
     pub command: CtlCommand,

@@ -12,6 +12,7 @@ use reqwest::Method;
 use super::member::{MemberLaunch, MemberProcess};
 use super::member_client::MemberClient;
 use super::{fast_serve_flags, free_addresses, wait_until, POLL_INTERVAL};
+use revkv_client::ClientTls;
 
 /// How long a cluster may take to elect a leader and get every member ready.
 pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -38,6 +39,59 @@ pub struct ClusterOptions {
     pub extra_flags: Vec<String>,
     /// Environment variables for every member (for example a more verbose `RUST_LOG`).
     pub environment: Vec<(String, String)>,
+    /// TLS on every member's client and peer listeners (`None`: plain HTTP).
+    pub tls: Option<ClusterTls>,
+}
+
+/// TLS for a cluster's members: each serves clients and peers with the same certificate (it names
+/// 127.0.0.1, where every member listens) and checks peers against the same CA, with mutual TLS.
+#[derive(Clone, Debug)]
+pub struct ClusterTls {
+    /// The CA (PEM) that signed the certificate.
+    pub ca_file: PathBuf,
+    /// The members' certificate and key (PEM), valid for server and client authentication. The
+    /// harness's own clients present it too.
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+    /// Start members with `--client-cert-auth` (clients must present a certificate of the CA).
+    pub client_cert_auth: bool,
+}
+
+impl ClusterTls {
+    /// The `revkv serve` flags for these files: client TLS, and mutual TLS between peers.
+    pub fn serve_flags(&self) -> Vec<String> {
+        let path = |path: &PathBuf| path.display().to_string();
+        let mut flags = vec![
+            "--cert-file".to_string(),
+            path(&self.cert_file),
+            "--key-file".into(),
+            path(&self.key_file),
+            "--peer-cert-file".into(),
+            path(&self.cert_file),
+            "--peer-key-file".into(),
+            path(&self.key_file),
+            "--peer-trusted-ca-file".into(),
+            path(&self.ca_file),
+            "--peer-client-cert-auth".into(),
+        ];
+        if self.client_cert_auth {
+            flags.extend([
+                "--trusted-ca-file".into(),
+                path(&self.ca_file),
+                "--client-cert-auth".into(),
+            ]);
+        }
+        flags
+    }
+
+    /// What the harness's clients use: the CA, and the certificate as a client certificate.
+    pub fn client_tls(&self) -> ClientTls {
+        ClientTls {
+            ca_file: Some(self.ca_file.clone()),
+            cert_file: Some(self.cert_file.clone()),
+            key_file: Some(self.key_file.clone()),
+        }
+    }
 }
 
 impl ClusterOptions {
@@ -48,7 +102,14 @@ impl ClusterOptions {
             request_timeout_ms: 5000,
             extra_flags: Vec::new(),
             environment: Vec::new(),
+            tls: None,
         }
+    }
+
+    /// Members with TLS on both listeners.
+    pub fn with_tls(mut self, tls: ClusterTls) -> Self {
+        self.tls = Some(tls);
+        self
     }
 
     /// Adds `revkv serve` flags for every member.
@@ -73,6 +134,9 @@ impl ClusterOptions {
 /// A cluster of `revkv serve` processes. Dropping it kills every process.
 pub struct ProcessCluster {
     members: BTreeMap<u64, MemberProcess>,
+    /// The TLS of members started with other files than the cluster's (see
+    /// [`ProcessCluster::start_joining_member_with_tls`]).
+    member_tls: BTreeMap<u64, ClusterTls>,
     options: ClusterOptions,
     // Dropped after `members` (fields drop in order), so logs are read before the files go.
     directory: tempfile::TempDir,
@@ -100,6 +164,7 @@ impl ProcessCluster {
     pub fn without_members(options: ClusterOptions) -> ProcessCluster {
         ProcessCluster {
             members: BTreeMap::new(),
+            member_tls: BTreeMap::new(),
             options,
             directory: tempfile::tempdir().expect("a temporary directory"),
         }
@@ -108,19 +173,26 @@ impl ProcessCluster {
     fn spawn_founders(size: u64, options: ClusterOptions) -> ProcessCluster {
         let directory = tempfile::tempdir().expect("a temporary directory");
         let addresses = free_addresses(2 * size as usize).expect("free loopback ports");
+        let scheme = if options.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
         let initial_cluster = (1..=size)
-            .map(|id| format!("{id}=http://{}", addresses[2 * (id as usize - 1) + 1]))
+            .map(|id| format!("{id}={scheme}://{}", addresses[2 * (id as usize - 1) + 1]))
             .collect::<Vec<_>>()
             .join(",");
         let mut cluster = ProcessCluster {
             members: BTreeMap::new(),
+            member_tls: BTreeMap::new(),
             options,
             directory,
         };
         for id in 1..=size {
             let index = 2 * (id as usize - 1);
             let founding = ["--initial-cluster".to_string(), initial_cluster.clone()];
-            cluster.add_member_process(id, addresses[index], addresses[index + 1], &founding);
+            let addresses = (addresses[index], addresses[index + 1]);
+            cluster.add_member_process(id, addresses, &founding, None);
         }
         for member in cluster.members.values_mut() {
             member.spawn().expect("start a member process");
@@ -128,13 +200,14 @@ impl ProcessCluster {
         cluster
     }
 
-    /// Registers (without starting) a member process with the common flags plus `own_flags`.
+    /// Registers (without starting) a member process with the common flags plus `own_flags`, and
+    /// the cluster's TLS unless `own_tls` replaces it.
     fn add_member_process(
         &mut self,
         id: u64,
-        client_address: SocketAddr,
-        peer_address: SocketAddr,
+        (client_address, peer_address): (SocketAddr, SocketAddr),
         own_flags: &[String],
+        own_tls: Option<ClusterTls>,
     ) {
         let data_dir = self.directory.path().join(format!("member-{id}"));
         let log_path = self.directory.path().join(format!("member-{id}.log"));
@@ -147,6 +220,14 @@ impl ProcessCluster {
         );
         arguments.extend(self.options.extra_flags.iter().cloned());
         arguments.extend(own_flags.iter().cloned());
+        if let Some(tls) = &own_tls {
+            self.member_tls.insert(id, tls.clone());
+        }
+        let tls = own_tls.as_ref().or(self.options.tls.as_ref());
+        if let Some(tls) = tls {
+            arguments.extend(tls.serve_flags());
+        }
+        let https = tls.is_some();
         let member = MemberProcess::new(MemberLaunch {
             id,
             binary: self.options.binary.clone(),
@@ -156,6 +237,7 @@ impl ProcessCluster {
             log_path,
             arguments,
             environment: self.options.environment.clone(),
+            https,
         });
         assert!(
             self.members.insert(id, member).is_none(),
@@ -235,9 +317,16 @@ impl ProcessCluster {
             .unwrap_or_else(|| panic!("no member {id}"))
     }
 
-    /// An HTTP client for member `id`.
+    /// An HTTP client for member `id` (trusting its CA and presenting its certificate when it has
+    /// TLS).
     pub fn client(&self, id: u64) -> MemberClient {
-        MemberClient::new(id, self.member(id).client_url())
+        let tls = self
+            .member_tls
+            .get(&id)
+            .or(self.options.tls.as_ref())
+            .map(ClusterTls::client_tls)
+            .unwrap_or_default();
+        MemberClient::with_tls(id, self.member(id).client_url(), &tls)
     }
 
     /// Every member id, running or not.
@@ -305,8 +394,23 @@ impl ProcessCluster {
     /// Starts a new, empty member with `--join` (it waits to be added as a learner) and waits until
     /// it answers HTTP.
     pub async fn start_joining_member(&mut self, id: u64) -> &MemberProcess {
+        self.start_joining(id, None).await
+    }
+
+    /// [`start_joining_member`](Self::start_joining_member) with its own TLS files instead of
+    /// the cluster's (for example a certificate from another CA).
+    pub async fn start_joining_member_with_tls(
+        &mut self,
+        id: u64,
+        tls: ClusterTls,
+    ) -> &MemberProcess {
+        self.start_joining(id, Some(tls)).await
+    }
+
+    async fn start_joining(&mut self, id: u64, tls: Option<ClusterTls>) -> &MemberProcess {
         let addresses = free_addresses(2).expect("free loopback ports");
-        self.add_member_process(id, addresses[0], addresses[1], &["--join".to_string()]);
+        let addresses = (addresses[0], addresses[1]);
+        self.add_member_process(id, addresses, &["--join".to_string()], tls);
         self.members
             .get_mut(&id)
             .expect("just added")

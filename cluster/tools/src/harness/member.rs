@@ -22,6 +22,8 @@ pub struct MemberLaunch {
     /// The `serve` flags (see [`fast_serve_flags`](super::fast_serve_flags) for the common ones).
     pub arguments: Vec<String>,
     pub environment: Vec<(String, String)>,
+    /// Whether the member's listeners have TLS (its URLs are then `https://`).
+    pub https: bool,
 }
 
 /// A member process that can be killed, stopped, paused, resumed and restarted.
@@ -52,11 +54,19 @@ impl MemberProcess {
     }
 
     pub fn client_url(&self) -> String {
-        format!("http://{}", self.client_address)
+        format!("{}://{}", self.scheme(), self.client_address)
     }
 
     pub fn peer_url(&self) -> String {
-        format!("http://{}", self.peer_address)
+        format!("{}://{}", self.scheme(), self.peer_address)
+    }
+
+    fn scheme(&self) -> &'static str {
+        if self.launch.https {
+            "https"
+        } else {
+            "http"
+        }
     }
 
     pub fn is_running(&self) -> bool {

@@ -9,6 +9,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use super::wait_until;
+use revkv_client::ClientTls;
 
 /// The longest any single HTTP call may take before the test gives up on it (well above every
 /// member-side timeout the tests configure, so a member's own 503/504 always arrives first).
@@ -88,13 +89,21 @@ pub struct MemberClient {
 
 impl MemberClient {
     pub fn new(id: u64, base_url: String) -> Self {
+        Self::with_tls(id, base_url, &ClientTls::default())
+    }
+
+    /// A client that trusts the CA of `tls` and presents its client certificate, if any.
+    pub fn with_tls(id: u64, base_url: String, tls: &ClientTls) -> Self {
         // No connection pooling: members are killed and restarted under the tests, and a pooled
         // connection to a dead process would turn into a spurious error on the next request.
-        let http = reqwest::Client::builder()
+        let builder = reqwest::Client::builder()
             .pool_max_idle_per_host(0)
-            .timeout(HTTP_CALL_TIMEOUT)
+            .timeout(HTTP_CALL_TIMEOUT);
+        let http = tls
+            .configure(builder)
+            .expect("the harness's TLS files load")
             .build()
-            .expect("a plain HTTP client builds");
+            .expect("an HTTP client builds");
         MemberClient { id, base_url, http }
     }
 

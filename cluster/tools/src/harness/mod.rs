@@ -22,7 +22,9 @@ use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-pub use cluster::{ClusterOptions, ProcessCluster, CONVERGENCE_TIMEOUT, STARTUP_TIMEOUT};
+pub use cluster::{
+    ClusterOptions, ClusterTls, ProcessCluster, CONVERGENCE_TIMEOUT, STARTUP_TIMEOUT,
+};
 pub use member::{MemberLaunch, MemberProcess};
 pub use member_client::{Answer, MemberClient};
 

@@ -4,8 +4,8 @@
 #![allow(dead_code, unused_imports)]
 
 pub use revkv_tools::harness::{
-    wait_until, Answer, ClusterOptions, MemberClient, ProcessCluster, CONVERGENCE_TIMEOUT,
-    STARTUP_TIMEOUT,
+    wait_until, Answer, ClusterOptions, ClusterTls, MemberClient, ProcessCluster,
+    CONVERGENCE_TIMEOUT, STARTUP_TIMEOUT,
 };
 
 /// The binary under test.
