@@ -16,10 +16,9 @@ pub struct RaftTiming {
     pub heartbeat_interval: Duration,
     pub election_timeout_min: Duration,
     pub election_timeout_max: Duration,
-    /// Build a snapshot after this many log entries since the last one. A snapshot today is an
-    /// export of the whole store (issue 14 makes it a stream), so its cost grows with the store:
-    /// the default is etcd's `--snapshot-count`, 100,000. At 10,000 a 600,000-key store spent about
-    /// a sixth of its CPU and a quarter of its RSS on snapshots (docs/BENCHMARKS.md).
+    /// Build a snapshot after this many log entries since the last one. Building one costs a
+    /// flush of the state file and lets the log be purged behind it (`state_machine.rs`,
+    /// `SnapshotBuilder`); the store is exported only when a follower needs a snapshot.
     pub snapshot_after_entries: u64,
     /// Log entries kept behind a snapshot, so slightly lagging followers catch up from the log.
     pub log_entries_kept_after_snapshot: u64,
@@ -31,7 +30,7 @@ impl Default for RaftTiming {
             heartbeat_interval: Duration::from_millis(100),
             election_timeout_min: Duration::from_millis(1000),
             election_timeout_max: Duration::from_millis(2000),
-            snapshot_after_entries: 100_000,
+            snapshot_after_entries: 10_000,
             log_entries_kept_after_snapshot: 5_000,
         }
     }

@@ -81,6 +81,7 @@ impl RaftMember {
         let peers = PeerClient::new(
             config.peer_limits.connect_timeout,
             config.peer_source_address,
+            config.peer_tls.as_ref(),
         );
         let network = PeerNetworkFactory {
             client: peers.clone(),

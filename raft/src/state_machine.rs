@@ -158,6 +158,13 @@ fn snapshot_from_export(
 }
 
 /// Builds snapshots from the store.
+///
+/// The store is itself durable, so "building a snapshot" only has to make it durable up to the
+/// applied log id and name that id: openraft then purges the log behind it. openraft 0.10 keeps
+/// only the built snapshot's *meta* (`core/sm/worker.rs`, `build_snapshot`; `storage/helper.rs`
+/// likewise), and asks `get_current_snapshot` for data whenever a follower needs one, which exports
+/// the store at that moment with meta from the same read. So the builder returns empty data: an
+/// export here would cost the whole store and be dropped unread.
 pub struct SnapshotBuilder {
     store: Arc<MvccStore>,
 }
@@ -167,8 +174,19 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
 
     async fn build_snapshot(&mut self) -> Result<Snapshot, io::Error> {
         let store = self.store.clone();
-        let (data, summary) = run_blocking(move || export(&store, true)).await?;
-        snapshot_from_export(data, &summary)
+        let applied = run_blocking(move || {
+            store.flush()?;
+            store.applied_state()
+        })
+        .await?;
+        let meta = SnapshotMeta {
+            last_log_id: applied.last_applied.map(from_storage_log_id),
+            last_membership: decode_membership(applied.membership.as_deref())?,
+        };
+        Ok(Snapshot {
+            meta,
+            snapshot: Cursor::new(Vec::new()),
+        })
     }
 }
 

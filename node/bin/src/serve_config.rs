@@ -74,7 +74,8 @@ pub struct ServeArgs {
     /// Minimum election timeout in milliseconds; the maximum is twice this (default 1000).
     #[arg(long, env = "REVKV_ELECTION_TIMEOUT_MS")]
     pub election_timeout_ms: Option<u64>,
-    /// Build a snapshot after this many log entries (default 100000, etcd's --snapshot-count).
+    /// Build a snapshot after this many log entries (default 10000); a snapshot is a flush that lets
+    /// the log be purged, so this bounds the log's length.
     #[arg(long, env = "REVKV_SNAPSHOT_ENTRIES")]
     pub snapshot_entries: Option<u64>,
     /// Log entries kept behind a snapshot for lagging followers (default 5000).

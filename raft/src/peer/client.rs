@@ -4,7 +4,6 @@
 
 use std::future::Future;
 use std::net::IpAddr;
-use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
@@ -39,63 +38,36 @@ pub enum CallError {
     Remote(#[from] PeerError),
 }
 
-/// A pooled HTTP client for peer calls. Cheap to clone; clones share the client, so switching
-/// one to TLS switches all.
+/// A pooled HTTP client for peer calls. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct PeerClient {
-    http: Arc<RwLock<reqwest::Client>>,
-    connect_timeout: Duration,
-    source_address: Option<IpAddr>,
+    http: reqwest::Client,
 }
 
 impl PeerClient {
-    /// Builds a plain HTTP client: keep-alive pooling, no Nagle delay, a bounded connect time, and
-    /// connections made from `source_address` when one is given.
-    pub fn new(connect_timeout: Duration, source_address: Option<IpAddr>) -> Self {
-        let http = Self::builder(connect_timeout, source_address)
-            .build()
-            .expect("a plain HTTP client with no TLS always builds");
-        PeerClient {
-            http: Arc::new(RwLock::new(http)),
-            connect_timeout,
-            source_address,
-        }
-    }
-
-    /// Switches this client and every clone of it to mutual TLS: HTTPS only, this member's
-    /// certificate presented, peers verified against the peer CA. The member builds its client
-    /// before the peer listener starts, and the listener's start calls this, before raft's first
-    /// election timeout could send anything; a call made earlier fails and raft retries it.
-    pub(crate) fn use_tls(&self, tls: &revkv_tls::PeerTls) {
-        let http = Self::builder(self.connect_timeout, self.source_address)
-            .https_only(true)
-            .use_preconfigured_tls((*tls.client_config()).clone())
-            .build()
-            .expect("reqwest accepts a rustls configuration of its own rustls version");
-        *self
-            .http
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = http;
-    }
-
-    fn builder(
+    /// Builds the client: keep-alive pooling, no Nagle delay, a bounded connect time, and
+    /// connections made from `source_address` when one is given. With `tls`, it speaks HTTPS only,
+    /// presents this member's certificate and accepts only peers the peer CA signed.
+    pub fn new(
         connect_timeout: Duration,
         source_address: Option<IpAddr>,
-    ) -> reqwest::ClientBuilder {
-        reqwest::Client::builder()
+        tls: Option<&revkv_tls::PeerTls>,
+    ) -> Self {
+        let mut builder = reqwest::Client::builder()
             .local_address(source_address)
             .connect_timeout(connect_timeout)
             .pool_idle_timeout(Duration::from_secs(90))
             .pool_max_idle_per_host(32)
-            .tcp_nodelay(true)
-    }
-
-    /// The current client (a cheap handle on the shared connection pool).
-    fn http(&self) -> reqwest::Client {
-        self.http
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
+            .tcp_nodelay(true);
+        if let Some(tls) = tls {
+            builder = builder
+                .https_only(true)
+                .use_preconfigured_tls((*tls.client_config()).clone());
+        }
+        let http = builder.build().expect(
+            "reqwest accepts plain HTTP, or a rustls configuration of its own rustls version",
+        );
+        PeerClient { http }
     }
 
     /// POSTs one codec-encoded request to `base_url + path` and decodes the reply.
@@ -109,7 +81,7 @@ impl PeerClient {
         let body =
             codec::encode(request).map_err(|error| CallError::BadAnswer(error.to_string()))?;
         let url = format!("{}{}", base_url.trim_end_matches('/'), path);
-        let sent = self.http().post(&url).body(body).timeout(timeout).send();
+        let sent = self.http.post(&url).body(body).timeout(timeout).send();
         let response = sent.await.map_err(|error| classify(error, timeout))?;
         if !response.status().is_success() {
             return Err(CallError::BadAnswer(format!(

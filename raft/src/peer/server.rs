@@ -25,8 +25,7 @@ use crate::types::{ClientRequest, TypeConfig};
 
 type Shared = State<Arc<MemberInner>>;
 
-/// Serves the peer protocol on `listener` until the returned sender fires (or is dropped). With
-/// peer TLS configured, it also switches the member's peer client to TLS.
+/// Serves the peer protocol on `listener` until the returned sender fires (or is dropped).
 pub(crate) fn spawn(
     member: Arc<MemberInner>,
     listener: tokio::net::TcpListener,
@@ -44,9 +43,6 @@ pub(crate) fn spawn(
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .with_state(member.clone());
     let tls = member.config.peer_tls.clone();
-    if let Some(tls) = &tls {
-        member.peers.use_tls(tls);
-    }
     tokio::spawn(async move {
         let shutdown = async move {
             let _ = stopped.await;
