@@ -78,14 +78,15 @@ async fn path_keys_are_percent_decoded_and_may_hold_slashes() {
 }
 
 #[tokio::test]
-async fn a_put_naming_a_lease_that_was_never_granted_is_not_found() {
-    // Leases are enforced from storage layout 3 on; granting them over HTTP comes in the next step.
+async fn the_put_lease_is_stored_and_reported() {
     let api = Api::new();
+    let granted = api.post("/v1/leases", json!({ "ttl": 30, "id": 7 })).await;
+    assert_eq!(granted.status, StatusCode::OK);
     let put = api
         .put("/v1/kv/leased", json!({ "value": "v", "lease": 7 }))
         .await;
-    assert_eq!(put.status, StatusCode::NOT_FOUND);
-    assert_eq!(api.get("/v1/kv/leased").await.status, StatusCode::NOT_FOUND);
+    assert_eq!(put.status, StatusCode::OK);
+    assert_eq!(api.get("/v1/kv/leased").await.json["kv"]["lease"], 7);
 }
 
 #[tokio::test]

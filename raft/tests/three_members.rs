@@ -55,6 +55,7 @@ async fn start_cluster(size: u64) -> TestCluster {
             log_tail: Default::default(),
             peer_source_address: None,
             timings: Default::default(),
+            lease: Default::default(),
         };
         members.push(RaftMember::start(config, listener).await.unwrap());
     }

@@ -248,6 +248,7 @@ impl ServeArgs {
             // `Node` fills in its metrics observer when it starts the member.
             timings: Default::default(),
             peer_source_address: self.peer_source_address,
+            lease: Default::default(),
         };
         let http = HttpLimits {
             max_body_bytes: self
