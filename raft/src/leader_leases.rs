@@ -14,6 +14,7 @@ use openraft::ServerState;
 use revkv_storage::Request;
 use tokio::time::Instant;
 
+use crate::lessor::Renewal;
 use crate::member_inner::MemberInner;
 use crate::peer::{
     ForwardedWrite, LeaseGrantCall, LeaseTimeToLive, LeaseTimeToLiveCall, PeerError,
@@ -75,9 +76,15 @@ impl MemberInner {
     pub(crate) async fn keep_lease_alive_as_leader(&self, id: i64) -> Result<i64, PeerError> {
         let confirmed_at = self.confirm_leadership_and_catch_up().await?;
         self.lead_leases()?;
-        self.lessor
-            .renew(id, confirmed_at, Instant::now())
-            .ok_or(PeerError::LeaseNotFound(id))
+        match self.lessor.renew(id, confirmed_at, Instant::now()) {
+            Renewal::Renewed {
+                granted_ttl_seconds,
+            } => Ok(granted_ttl_seconds),
+            Renewal::NotFound => Err(PeerError::LeaseNotFound(id)),
+            Renewal::NotLeading => Err(PeerError::Unavailable(
+                "leadership moved during the keep-alive; retry".into(),
+            )),
+        }
     }
 
     /// The granted and remaining TTL of lease `id` (and its keys, when asked) on this member,

@@ -42,6 +42,18 @@ pub struct LeaseClockReading {
     pub remaining_ttl_seconds: i64,
 }
 
+/// What a renewal did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Renewal {
+    Renewed {
+        granted_ttl_seconds: i64,
+    },
+    /// Unknown, or already past its deadline.
+    NotFound,
+    /// This member stopped leading.
+    NotLeading,
+}
+
 #[derive(Debug, Default)]
 struct LessorState {
     leases: HashMap<i64, LeaseClock>,
@@ -136,21 +148,25 @@ impl Lessor {
     }
 
     /// Renews lease `id` to its granted TTL from `confirmed_at` (a moment before this member
-    /// confirmed it still leads). Answers the granted TTL in seconds, or `None` when the lease is
-    /// unknown or already past its deadline (its revoke is on the way; as in etcd, it cannot be
-    /// brought back). Only the leader renews.
-    pub fn renew(&self, id: i64, confirmed_at: Instant, now: Instant) -> Option<i64> {
+    /// confirmed it still leads). A lease past its deadline is not renewed: its revoke is on the
+    /// way and, as in etcd, it cannot be brought back. Only a leader that has reset its deadlines
+    /// renews; leadership can move between the caller's check and this call, which answers
+    /// `NotLeading` then.
+    pub fn renew(&self, id: i64, confirmed_at: Instant, now: Instant) -> Renewal {
         let mut state = self.state();
-        assert!(
-            state.leading_term.is_some(),
-            "only a leader that has reset its deadlines renews leases"
-        );
-        let clock = state.leases.get_mut(&id)?;
+        if state.leading_term.is_none() {
+            return Renewal::NotLeading;
+        }
+        let Some(clock) = state.leases.get_mut(&id) else {
+            return Renewal::NotFound;
+        };
         if clock.deadline <= now {
-            return None;
+            return Renewal::NotFound;
         }
         clock.deadline = clock.deadline.max(confirmed_at + clock.granted_ttl);
-        Some(clock.granted_ttl.as_secs() as i64)
+        Renewal::Renewed {
+            granted_ttl_seconds: clock.granted_ttl.as_secs() as i64,
+        }
     }
 
     /// The granted and remaining TTL of lease `id`, or `None` when it is unknown.
@@ -241,15 +257,21 @@ mod tests {
         lessor.granted(7, 5, start);
         let confirmed = start + Duration::from_secs(3);
         let answered = confirmed + Duration::from_millis(10);
-        assert_eq!(lessor.renew(7, confirmed, answered), Some(5));
+        let renewed = Renewal::Renewed {
+            granted_ttl_seconds: 5,
+        };
+        assert_eq!(lessor.renew(7, confirmed, answered), renewed);
         let reading = lessor.reading(7, confirmed).unwrap();
         assert_eq!(
             (reading.granted_ttl_seconds, reading.remaining_ttl_seconds),
             (5, 5)
         );
         let past = confirmed + Duration::from_secs(6);
-        assert_eq!(lessor.renew(7, past, past), None);
-        assert_eq!(lessor.renew(8, start, start), None);
+        assert_eq!(lessor.renew(7, past, past), Renewal::NotFound);
+        assert_eq!(lessor.renew(8, start, start), Renewal::NotFound);
+        lessor.follow_role(false, 1, start);
+        assert_eq!(lessor.renew(7, start, start), Renewal::NotLeading);
+        lessor.follow_role(true, 2, start);
         lessor.revoked(7);
         assert!(lessor.reading(7, start).is_none());
         assert_eq!(lessor.len(), 0);
