@@ -47,6 +47,27 @@ pub struct ReadAnswer {
     pub response: RangeResponse,
 }
 
+/// A granted lease as the grant answers it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GrantedLease {
+    pub header: ResponseHeader,
+    pub id: i64,
+    /// The TTL granted, after the minimum TTL was applied.
+    pub ttl_seconds: i64,
+}
+
+/// A lease's time-to-live, as the leader reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseTimeToLive {
+    pub header: ResponseHeader,
+    pub id: i64,
+    pub granted_ttl_seconds: i64,
+    /// Whole seconds before the leader expires it, rounded up.
+    pub remaining_ttl_seconds: i64,
+    /// The attached keys, when asked for.
+    pub keys: Vec<Vec<u8>>,
+}
+
 /// One member of the cluster as the membership API shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemberInfo {
@@ -93,6 +114,33 @@ pub trait KvBackend: Send + Sync + 'static {
         request: RangeRequest,
         consistency: ReadConsistency,
     ) -> impl Future<Output = Result<ReadAnswer, NodeError>> + Send;
+
+    /// Grants a lease: with `id` (must be unused) or one the cluster picks, for at least
+    /// `ttl_seconds` (raised to the minimum TTL). Revoking is a `write` of `Request::LeaseRevoke`.
+    fn lease_grant(
+        &self,
+        id: Option<i64>,
+        ttl_seconds: i64,
+    ) -> impl Future<Output = Result<GrantedLease, NodeError>> + Send;
+
+    /// Renews lease `id` to its granted TTL; answers the header and the granted TTL in seconds.
+    /// A lease that is gone is `not_found`.
+    fn lease_keep_alive(
+        &self,
+        id: i64,
+    ) -> impl Future<Output = Result<(ResponseHeader, i64), NodeError>> + Send;
+
+    /// Lease `id`'s granted and remaining TTL, and its keys when `with_keys`.
+    fn lease_time_to_live(
+        &self,
+        id: i64,
+        with_keys: bool,
+    ) -> impl Future<Output = Result<LeaseTimeToLive, NodeError>> + Send;
+
+    /// Every granted lease's id (linearizable).
+    fn lease_ids(
+        &self,
+    ) -> impl Future<Output = Result<(ResponseHeader, Vec<i64>), NodeError>> + Send;
 
     /// The replica-consistency hash at a revision (default: current), with the answer's header.
     fn hash(

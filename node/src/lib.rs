@@ -12,7 +12,8 @@ pub mod watch;
 pub mod writes;
 
 pub use backend::{
-    KvBackend, MemberInfo, MemberStatus, ReadAnswer, ReadConsistency, ResponseHeader, Written,
+    GrantedLease, KvBackend, LeaseTimeToLive, MemberInfo, MemberStatus, ReadAnswer,
+    ReadConsistency, ResponseHeader, Written,
 };
 pub use error::NodeError;
 pub use node::{MemberBackend, Node, NodeConfig};

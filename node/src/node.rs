@@ -21,7 +21,8 @@ use revkv_storage::{
 use tokio::sync::{oneshot, watch};
 
 use crate::backend::{
-    KvBackend, MemberInfo, MemberStatus, ReadAnswer, ReadConsistency, ResponseHeader, Written,
+    GrantedLease, KvBackend, LeaseTimeToLive, MemberInfo, MemberStatus, ReadAnswer,
+    ReadConsistency, ResponseHeader, Written,
 };
 use crate::compaction::{self, AutoCompaction};
 use crate::error::NodeError;
@@ -88,6 +89,7 @@ impl NodeConfig {
             timings: Default::default(),
             peer_source_address: None,
             peer_tls: None,
+            lease: Default::default(),
         };
         NodeConfig {
             member,
@@ -257,6 +259,7 @@ fn node_error(error: MemberError) -> NodeError {
         MemberError::Timeout(message) => NodeError::Timeout(message),
         MemberError::Refused(message) => NodeError::Invalid(message),
         MemberError::UnknownMember(id) => NodeError::NotFound(format!("member {id}")),
+        MemberError::LeaseNotFound(id) => NodeError::NotFound(format!("lease {id} not found")),
         MemberError::Storage(error) => NodeError::Storage(error),
         MemberError::Startup(message) => NodeError::Internal(message),
     }
@@ -395,6 +398,68 @@ impl KvBackend for MemberBackend {
             header: self.header_at(read.revision),
             response: read.response,
         })
+    }
+
+    async fn lease_grant(
+        &self,
+        id: Option<i64>,
+        ttl_seconds: i64,
+    ) -> Result<GrantedLease, NodeError> {
+        let written = self
+            .member
+            .lease_grant(id, ttl_seconds)
+            .await
+            .map_err(node_error)?;
+        match written
+            .outcome
+            .map_err(|rejection| rejection.into_storage())?
+        {
+            Response::LeaseGrant(granted) => Ok(GrantedLease {
+                header: self.header_at(written.revision),
+                id: granted.id,
+                ttl_seconds: granted.ttl_seconds,
+            }),
+            other => Err(NodeError::Internal(format!(
+                "lease grant answered {other:?}"
+            ))),
+        }
+    }
+
+    async fn lease_keep_alive(&self, id: i64) -> Result<(ResponseHeader, i64), NodeError> {
+        let ttl = self.member.lease_keep_alive(id).await.map_err(node_error)?;
+        Ok((self.header()?, ttl))
+    }
+
+    async fn lease_time_to_live(
+        &self,
+        id: i64,
+        with_keys: bool,
+    ) -> Result<LeaseTimeToLive, NodeError> {
+        let reading = self
+            .member
+            .lease_time_to_live(id, with_keys)
+            .await
+            .map_err(node_error)?;
+        Ok(LeaseTimeToLive {
+            header: self.header()?,
+            id: reading.id,
+            granted_ttl_seconds: reading.granted_ttl_seconds,
+            remaining_ttl_seconds: reading.remaining_ttl_seconds,
+            keys: reading.keys,
+        })
+    }
+
+    async fn lease_ids(&self) -> Result<(ResponseHeader, Vec<i64>), NodeError> {
+        self.member
+            .linearizable_read_barrier()
+            .await
+            .map_err(node_error)?;
+        let store = self.member.store().clone();
+        let leases = tokio::task::spawn_blocking(move || store.leases())
+            .await
+            .map_err(|error| NodeError::Internal(error.to_string()))??;
+        let ids = leases.into_iter().map(|lease| lease.id).collect();
+        Ok((self.header()?, ids))
     }
 
     async fn hash(&self, revision: Option<u64>) -> Result<(ResponseHeader, StateHash), NodeError> {

@@ -79,8 +79,9 @@ async fn path_keys_are_percent_decoded_and_may_hold_slashes() {
 
 #[tokio::test]
 async fn the_put_lease_is_stored_and_reported() {
-    // Leases are not granted yet (they come later), so the store takes the id as given.
     let api = Api::new();
+    let granted = api.post("/v1/leases", json!({ "ttl": 30, "id": 7 })).await;
+    assert_eq!(granted.status, StatusCode::OK);
     let put = api
         .put("/v1/kv/leased", json!({ "value": "v", "lease": 7 }))
         .await;

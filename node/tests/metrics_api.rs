@@ -414,6 +414,30 @@ impl KvBackend for RacingBackend {
         self.inner.hash(revision).await
     }
 
+    async fn lease_grant(
+        &self,
+        id: Option<i64>,
+        ttl_seconds: i64,
+    ) -> Result<revkv_node::GrantedLease, NodeError> {
+        self.inner.lease_grant(id, ttl_seconds).await
+    }
+
+    async fn lease_keep_alive(&self, id: i64) -> Result<(ResponseHeader, i64), NodeError> {
+        self.inner.lease_keep_alive(id).await
+    }
+
+    async fn lease_time_to_live(
+        &self,
+        id: i64,
+        with_keys: bool,
+    ) -> Result<revkv_node::LeaseTimeToLive, NodeError> {
+        self.inner.lease_time_to_live(id, with_keys).await
+    }
+
+    async fn lease_ids(&self) -> Result<(ResponseHeader, Vec<i64>), NodeError> {
+        self.inner.lease_ids().await
+    }
+
     async fn status(&self) -> Result<MemberStatus, NodeError> {
         self.inner.status().await
     }

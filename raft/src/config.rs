@@ -60,6 +60,42 @@ impl Default for PeerLimits {
     }
 }
 
+/// How the leader keeps leases (issue 13). The minimum TTL is not here: it follows the election
+/// timeout (`RaftTiming::min_lease_ttl_seconds`), as etcd's does.
+#[derive(Clone, Debug)]
+pub struct LeaseSettings {
+    /// How often the leader looks for leases past their deadline. Part of the documented slack
+    /// of an expiry (docs/ARCHITECTURE.md, "Leases").
+    pub expiry_check_interval: Duration,
+    /// Most revokes of expired leases the leader proposes at once; the rest wait for the next
+    /// check, so a mass expiry cannot flood the log.
+    pub max_revokes_in_flight: usize,
+    /// How long a proposed revoke may take to be applied before the leader proposes it again.
+    pub revoke_retry_after: Duration,
+    /// How many fresh ids a grant without an id tries when the one it picked is taken.
+    pub grant_id_attempts: u32,
+}
+
+impl Default for LeaseSettings {
+    fn default() -> Self {
+        LeaseSettings {
+            expiry_check_interval: Duration::from_millis(250),
+            max_revokes_in_flight: 16,
+            revoke_retry_after: Duration::from_secs(5),
+            grant_id_attempts: 4,
+        }
+    }
+}
+
+impl RaftTiming {
+    /// The shortest lease TTL: 1.5 times the longest election timeout, in whole seconds rounded up
+    /// (etcd's `minTTL`), so a lease outlives the election that a leader's failure starts.
+    pub fn min_lease_ttl_seconds(&self) -> i64 {
+        let millis = self.election_timeout_max.as_millis() as i64 * 3 / 2;
+        (millis + 999) / 1000
+    }
+}
+
 /// How a member starts.
 #[derive(Clone, Debug)]
 pub struct MemberConfig {
@@ -91,4 +127,6 @@ pub struct MemberConfig {
     /// only and refuses callers without a certificate of the peer CA, and calls to other members
     /// go to their `https://` peer URLs only.
     pub peer_tls: Option<revkv_tls::PeerTls>,
+    /// How the leader expires leases.
+    pub lease: LeaseSettings,
 }

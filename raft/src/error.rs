@@ -19,6 +19,9 @@ pub enum MemberError {
     /// A member id that is not part of the cluster.
     #[error("no member with id {0}")]
     UnknownMember(u64),
+    /// A keep-alive or time-to-live named a lease that does not exist (or has expired).
+    #[error("lease {0} not found")]
+    LeaseNotFound(i64),
     /// A fault of the storage layer on this member.
     #[error(transparent)]
     Storage(#[from] revkv_storage::Error),

@@ -9,6 +9,8 @@
 //! - [`timings`]: append and apply durations handed to an observer the embedder supplies.
 //! - [`peer`]: the peer protocol (client, server) on the separate peer listener.
 //! - [`status`]: the member's raft state (term, leader, role, positions) in this crate's types.
+//! - [`lessor`]: every lease's deadline in memory (only the leader's count); `lease_expiry` is the
+//!   leader's task that proposes the revoke of each expired lease through raft.
 //! - [`member`]: a running member: writes forwarded to the leader, ReadIndex barriers for
 //!   linearizable reads on any member, membership and leadership changes.
 //!
@@ -18,6 +20,9 @@ mod blocking;
 pub mod config;
 pub mod error;
 mod leader;
+mod leader_leases;
+mod lease_expiry;
+pub mod lessor;
 pub mod log_storage;
 mod log_tail;
 mod log_writer;
@@ -29,12 +34,12 @@ pub mod status;
 pub mod timings;
 pub mod types;
 
-pub use config::{MemberConfig, PeerLimits, RaftTiming};
+pub use config::{LeaseSettings, MemberConfig, PeerLimits, RaftTiming};
 pub use error::MemberError;
 pub use log_storage::LogStorage;
 pub use log_tail::TailLimits;
 pub use member::{Membership, RaftMember};
-pub use peer::AdminRequest;
+pub use peer::{AdminRequest, LeaseTimeToLive};
 pub use state_machine::{AppliedPosition, StateMachine};
 pub use status::{MemberRole, RaftStatus, RaftStatusFeed};
 pub use timings::{StorageTimingObserver, StorageTimings};

@@ -26,7 +26,10 @@ use crate::error::MemberError;
 use crate::member_inner::MemberInner;
 pub use crate::member_inner::Raft;
 use crate::peer::client::{CallError, PeerClient, PeerNetworkFactory};
-use crate::peer::{paths, AdminRequest, ForwardedWrite, PeerError};
+use crate::peer::{
+    paths, AdminRequest, ForwardedWrite, LeaseGrantCall, LeaseTimeToLive, LeaseTimeToLiveCall,
+    PeerError,
+};
 use crate::state_machine::{AppliedPosition, StateMachine};
 use crate::status::{RaftStatus, RaftStatusFeed};
 use crate::types::{ClientRequest, MemberNode, WriteResult};
@@ -45,6 +48,8 @@ pub struct RaftMember {
     inner: Arc<MemberInner>,
     peer_address: SocketAddr,
     stop_peer_server: std::sync::Mutex<Option<oneshot::Sender<()>>>,
+    /// Turns true at shutdown, ending the lease expiry task.
+    stop_lease_expiry: watch::Sender<bool>,
 }
 
 impl RaftMember {
@@ -76,6 +81,7 @@ impl RaftMember {
         }
         let state_machine = StateMachine::new(store.clone(), config.timings.clone())?;
         let applied = state_machine.subscribe();
+        let lessor = state_machine.lessor();
         let raft_config =
             openraft_config(&config).map_err(|error| startup("raft config", &error))?;
         let peers = PeerClient::new(
@@ -107,12 +113,16 @@ impl RaftMember {
             applied,
             peers,
             config,
+            lessor,
         });
         let stop_peer_server = crate::peer::server::spawn(inner.clone(), peer_listener);
+        let stop_lease_expiry = watch::Sender::new(false);
+        crate::lease_expiry::spawn(inner.clone(), stop_lease_expiry.subscribe());
         let member = RaftMember {
             inner,
             peer_address,
             stop_peer_server: std::sync::Mutex::new(Some(stop_peer_server)),
+            stop_lease_expiry,
         };
         member.bootstrap_if_new().await?;
         member.spawn_publish_advertised_addresses();
@@ -281,6 +291,58 @@ impl RaftMember {
         Ok(forwarded.result)
     }
 
+    /// Grants a lease through the leader, which picks a free id when `id` is `None` and raises the
+    /// TTL to the minimum; answers once this member has applied the grant too. A rejection (a
+    /// duplicate id, too many leases) is in the result's outcome, as for any write.
+    pub async fn lease_grant(
+        &self,
+        id: Option<i64>,
+        ttl_seconds: i64,
+    ) -> Result<WriteResult, MemberError> {
+        let inner = self.inner.clone();
+        let call = LeaseGrantCall { id, ttl_seconds };
+        let forwarded: ForwardedWrite = self
+            .run_on_leader(paths::LEASE_GRANT, &call, move |call| {
+                let inner = inner.clone();
+                async move { inner.grant_lease_as_leader(call).await }
+            })
+            .await?;
+        let timeout = self.inner.config.peer_limits.call_timeout;
+        self.wait_for_log_index(forwarded.log_index, timeout)
+            .await?;
+        Ok(forwarded.result)
+    }
+
+    /// Renews lease `id` on the leader (from any member); answers its granted TTL in seconds.
+    pub async fn lease_keep_alive(&self, id: i64) -> Result<i64, MemberError> {
+        let inner = self.inner.clone();
+        self.run_on_leader(paths::LEASE_KEEP_ALIVE, &id, move |id| {
+            let inner = inner.clone();
+            async move { inner.keep_lease_alive_as_leader(id).await }
+        })
+        .await
+    }
+
+    /// Lease `id`'s granted and remaining TTL as the leader knows them, and its keys when asked.
+    pub async fn lease_time_to_live(
+        &self,
+        id: i64,
+        with_keys: bool,
+    ) -> Result<LeaseTimeToLive, MemberError> {
+        let inner = self.inner.clone();
+        let call = LeaseTimeToLiveCall { id, with_keys };
+        self.run_on_leader(paths::LEASE_TIME_TO_LIVE, &call, move |call| {
+            let inner = inner.clone();
+            async move { inner.lease_time_to_live_as_leader(call).await }
+        })
+        .await
+    }
+
+    /// The shortest TTL a grant gets (from the election timeout, as in etcd).
+    pub fn min_lease_ttl_seconds(&self) -> i64 {
+        self.inner.config.timing.min_lease_ttl_seconds()
+    }
+
     /// Returns once this member's state reflects every write acknowledged before the call: gets a
     /// read index from the leader (ReadIndex, shared by concurrent reads) and waits until this
     /// member has applied through it.
@@ -382,6 +444,7 @@ impl RaftMember {
 
     /// Stops raft and the peer server, and makes the store durable.
     pub async fn shutdown(&self) -> Result<(), MemberError> {
+        self.stop_lease_expiry.send_replace(true);
         let stop = self
             .stop_peer_server
             .lock()
@@ -523,6 +586,7 @@ fn member_error(error: CallError) -> MemberError {
         CallError::Remote(PeerError::OutcomeUnknown(message)) => MemberError::Timeout(message),
         CallError::Remote(PeerError::Unavailable(message)) => MemberError::NoLeader(message),
         CallError::Remote(PeerError::Fatal(message)) => MemberError::NoLeader(message),
+        CallError::Remote(PeerError::LeaseNotFound(id)) => MemberError::LeaseNotFound(id),
         CallError::Remote(not_leader @ PeerError::NotLeader { .. }) => {
             MemberError::NoLeader(not_leader.to_string())
         }

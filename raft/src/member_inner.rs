@@ -1,5 +1,5 @@
 //! What a running member and its peer server share: the raft instance, the stores, the applied
-//! position, the peer client and the configuration. Its own file so that `member.rs` (which starts
+//! position, the peer client, the configuration and the lessor. Its own file so that `member.rs` (which starts
 //! the peer server) and `peer/server.rs` (which serves with it) do not import each other; the
 //! leader-side operations on it are in `leader.rs`.
 
@@ -9,6 +9,7 @@ use revkv_storage::{MvccStore, RaftLogStore};
 use tokio::sync::watch;
 
 use crate::config::MemberConfig;
+use crate::lessor::Lessor;
 use crate::peer::client::PeerClient;
 use crate::state_machine::{AppliedPosition, StateMachine};
 use crate::types::TypeConfig;
@@ -25,4 +26,6 @@ pub(crate) struct MemberInner {
     pub applied: watch::Receiver<AppliedPosition>,
     pub peers: PeerClient,
     pub config: MemberConfig,
+    /// Every lease's deadline (only the leader's are used).
+    pub lessor: Arc<Lessor>,
 }

@@ -5,6 +5,9 @@
 //! responder is answered after its chunk commits. After each chunk the applied position (log index
 //! and store revision) is published on a watch channel, which the read paths wait on.
 //!
+//! The lessor (`lessor.rs`) is told of every applied lease grant and revoke, and reloaded from the
+//! store when a snapshot is installed, so every member's lessor holds the store's leases.
+//!
 //! Snapshots are the store's own export stream, built in memory (`Cursor<Vec<u8>>`): simple, and
 //! bounded by the state's size; streaming snapshots through a file is future work. A snapshot is
 //! identified by its last log id (openraft 0.10 dropped the separate snapshot id).
@@ -16,10 +19,11 @@ use std::sync::Arc;
 use futures::{Stream, TryStreamExt};
 use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine};
 use openraft::{EntryPayload, OptionalSend};
-use revkv_storage::{codec, ApplyEntry, ApplyOutcome, MvccStore};
+use revkv_storage::{codec, ApplyEntry, ApplyOutcome, MvccStore, Request, Response};
 use tokio::sync::watch;
 
 use crate::blocking::{invalid_data, run_blocking};
+use crate::lessor::Lessor;
 use crate::timings::StorageTimings;
 use crate::types::alias::{
     Entry, EntryResponder, LogId, Snapshot, SnapshotData, SnapshotMeta, StoredMembership,
@@ -41,6 +45,7 @@ pub struct StateMachine {
     store: Arc<MvccStore>,
     applied: watch::Sender<AppliedPosition>,
     timings: StorageTimings,
+    lessor: Arc<Lessor>,
 }
 
 impl StateMachine {
@@ -53,11 +58,19 @@ impl StateMachine {
                 .map_or(0, |log_id| log_id.index),
             revision: store.current_revision()?,
         };
+        let lessor = Arc::new(Lessor::default());
+        lessor.load(&store.leases()?, tokio::time::Instant::now());
         Ok(StateMachine {
             store,
             applied: watch::Sender::new(position),
             timings,
+            lessor,
         })
+    }
+
+    /// The lessor this state machine keeps in step with the store's leases.
+    pub fn lessor(&self) -> Arc<Lessor> {
+        self.lessor.clone()
     }
 
     /// A receiver of applied positions, for read paths that wait for the store to catch up.
@@ -75,12 +88,18 @@ impl StateMachine {
         };
         let store = self.store.clone();
         let entry_count = entries.len();
+        let lease_changes: Vec<Option<Request>> = entries.iter().map(lease_change).collect();
         let started = std::time::Instant::now();
         let outcomes = run_blocking(move || store.apply_batch(&entries)).await?;
         self.timings.entries_applied(started.elapsed(), entry_count);
         let mut last_revision = None;
-        for (outcome, responder) in outcomes.into_iter().zip(responders) {
+        for ((outcome, responder), change) in
+            outcomes.into_iter().zip(responders).zip(lease_changes)
+        {
             last_revision = Some(outcome.revision);
+            if let (Some(change), Ok(response)) = (change, &outcome.result) {
+                self.tell_lessor(&change, response);
+            }
             let result = write_result(outcome)?;
             if let Some(responder) = responder {
                 responder.send(result);
@@ -93,6 +112,30 @@ impl StateMachine {
             });
         }
         Ok(())
+    }
+}
+
+impl StateMachine {
+    /// Tells the lessor of an applied grant or revoke.
+    fn tell_lessor(&self, change: &Request, response: &Response) {
+        match (change, response) {
+            (Request::LeaseGrant { id, ttl_seconds }, Response::LeaseGrant(_)) => {
+                self.lessor
+                    .granted(*id, *ttl_seconds, tokio::time::Instant::now());
+            }
+            (Request::LeaseRevoke { id }, Response::LeaseRevoke(_)) => self.lessor.revoked(*id),
+            _ => {}
+        }
+    }
+}
+
+/// The lease request an entry carries, if any (kept before the entry goes to the store).
+fn lease_change(entry: &ApplyEntry) -> Option<Request> {
+    match &entry.payload {
+        revkv_storage::EntryPayload::Request(
+            request @ (Request::LeaseGrant { .. } | Request::LeaseRevoke { .. }),
+        ) => Some(request.clone()),
+        _ => None,
     }
 }
 
@@ -237,6 +280,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let store = self.store.clone();
         let data = snapshot.into_inner();
         let summary = run_blocking(move || store.import_snapshot(&mut data.as_slice())).await?;
+        let store = self.store.clone();
+        let leases = run_blocking(move || store.leases()).await?;
+        self.lessor.load(&leases, tokio::time::Instant::now());
         let installed: Option<LogId> = summary.applied.last_applied.map(from_storage_log_id);
         if installed != meta.last_log_id {
             return Err(invalid_data(format!(

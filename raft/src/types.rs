@@ -30,6 +30,10 @@ impl fmt::Display for ClientRequest {
                 txn.failure.len()
             ),
             Request::Compact { revision } => write!(formatter, "compact {revision}"),
+            Request::LeaseGrant { id, ttl_seconds } => {
+                write!(formatter, "lease grant {id} ({ttl_seconds} s)")
+            }
+            Request::LeaseRevoke { id } => write!(formatter, "lease revoke {id}"),
         }
     }
 }
@@ -46,6 +50,12 @@ pub enum Rejection {
     Compacted {
         requested: u64,
         compact_revision: u64,
+    },
+    LeaseNotFound {
+        id: i64,
+    },
+    LeaseExists {
+        id: i64,
     },
 }
 
@@ -67,6 +77,8 @@ impl Rejection {
                 requested: *requested,
                 compact_revision: *compact_revision,
             },
+            Error::LeaseNotFound { id } => Rejection::LeaseNotFound { id: *id },
+            Error::LeaseExists { id } => Rejection::LeaseExists { id: *id },
             _ => return None,
         })
     }
@@ -87,6 +99,8 @@ impl Rejection {
                 requested,
                 compact_revision,
             },
+            Rejection::LeaseNotFound { id } => Error::LeaseNotFound { id },
+            Rejection::LeaseExists { id } => Error::LeaseExists { id },
         }
     }
 }

@@ -56,6 +56,7 @@ async fn start_cluster(size: u64) -> TestCluster {
             peer_source_address: None,
             peer_tls: None,
             timings: Default::default(),
+            lease: Default::default(),
         };
         members.push(RaftMember::start(config, listener).await.unwrap());
     }

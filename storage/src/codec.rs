@@ -128,6 +128,15 @@ pub struct VersionRecord {
     pub tombstone: bool,
 }
 
+/// One lease in the `leases` table. Only the granted TTL is replicated; deadlines live in the
+/// leader's memory. `attached_keys` counts the lease's rows in `lease_keys`, so the keys-per-lease
+/// limit is checked without walking them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseRecord {
+    pub ttl_seconds: i64,
+    pub attached_keys: u64,
+}
+
 /// What a continue token carries: the revision of the first page, the key to resume at, and how
 /// many keys of the range lie at or after it (so the next page need not count them again).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -163,9 +172,17 @@ pub enum SnapshotFrame {
         record: VersionRecord,
     },
     Trailer {
+        /// How many `Record` and `Lease` frames came before the trailer.
         record_count: u64,
-        /// xxh3 over every record frame's bytes, in order.
+        /// xxh3 over every byte before the trailer, in order.
         checksum: u64,
+    },
+    /// One granted lease (after every `Record`, in id order). Appended after the older variants
+    /// so streams written before leases existed still decode. The keys attached to it are not
+    /// sent: import finds them from the live keys' `lease` fields.
+    Lease {
+        id: i64,
+        ttl_seconds: i64,
     },
 }
 

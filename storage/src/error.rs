@@ -1,6 +1,7 @@
 //! The storage layer's one error enum.
 //!
-//! Request rejections (`Invalid`, `TooLarge`, `FutureRevision`, `Compacted`) are deterministic: every
+//! Request rejections (`Invalid`, `TooLarge`, `FutureRevision`, `Compacted`, `LeaseNotFound`,
+//! `LeaseExists`) are deterministic: every
 //! member applying the same request rejects it the same way, so they travel back to the client as
 //! answers. Every other variant is a fault of the files or the machine and aborts the whole operation
 //! without committing anything. The node layer maps these variants to HTTP status codes in one place.
@@ -25,6 +26,12 @@ pub enum Error {
         requested: u64,
         compact_revision: u64,
     },
+    /// A put or revoke named a lease that does not exist (never granted, revoked or expired).
+    #[error("lease {id} not found")]
+    LeaseNotFound { id: i64 },
+    /// A grant named a lease id that is already granted.
+    #[error("lease {id} already exists")]
+    LeaseExists { id: i64 },
     /// redb reported an error on this file.
     #[error("database {file}: {source}")]
     Database {
@@ -70,6 +77,8 @@ impl Error {
                 | Error::TooLarge(_)
                 | Error::FutureRevision { .. }
                 | Error::Compacted { .. }
+                | Error::LeaseNotFound { .. }
+                | Error::LeaseExists { .. }
         )
     }
 }

@@ -19,6 +19,14 @@ pub struct Limits {
     /// Most key-values one range read returns. A range with more answers `more = true` and, at the
     /// top level, a continue token; clients page through the rest.
     pub max_range_keys: u64,
+    /// Most leases granted at once; a grant beyond it is rejected. The leader keeps every lease's
+    /// deadline in memory, so this also bounds that map.
+    pub max_leases: u64,
+    /// Longest time-to-live a grant may ask for, in seconds (etcd's `MaxLeaseTTL`).
+    pub max_lease_ttl_seconds: i64,
+    /// Most keys attached to one lease. A revoke deletes them all in one revision, inside one
+    /// transaction, so this bounds the largest revoke.
+    pub max_keys_per_lease: u64,
 }
 
 impl Default for Limits {
@@ -28,6 +36,9 @@ impl Default for Limits {
             max_value_bytes: 1024 * 1024,
             max_txn_ops: 128,
             max_range_keys: 100_000,
+            max_leases: 100_000,
+            max_lease_ttl_seconds: 9_000_000_000,
+            max_keys_per_lease: 10_000,
         }
     }
 }
@@ -55,6 +66,29 @@ impl Limits {
                 "value is {} bytes; the limit is {}",
                 value.len(),
                 self.max_value_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    /// Rejects a lease id that is not positive (0 means "no lease"; etcd's ids are positive).
+    pub fn check_lease_id(&self, id: i64) -> Result<()> {
+        if id <= 0 {
+            return Err(Error::Invalid(format!(
+                "lease id {id} is not valid; lease ids are positive"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Rejects a time-to-live below one second or above the limit. (The minimum TTL derived from
+    /// the election timeout is applied by the proposer, which knows the timing; this check only
+    /// keeps the replicated state sane.)
+    pub fn check_lease_ttl(&self, ttl_seconds: i64) -> Result<()> {
+        if ttl_seconds < 1 || ttl_seconds > self.max_lease_ttl_seconds {
+            return Err(Error::Invalid(format!(
+                "lease TTL {ttl_seconds} s is out of range; it must be between 1 and {} s",
+                self.max_lease_ttl_seconds
             )));
         }
         Ok(())

@@ -222,6 +222,19 @@ pub enum Request {
     Compact {
         revision: u64,
     },
+    // Lease requests come after every older variant: the codec writes a variant's position, so
+    // appending keeps log entries written before leases existed decodable.
+    /// Grant lease `id` (chosen by the proposer, never 0) with a time-to-live. Does not change the
+    /// revision; a duplicate id is rejected.
+    LeaseGrant {
+        id: i64,
+        ttl_seconds: i64,
+    },
+    /// Revoke lease `id`: delete every key attached to it in one revision (none: no new revision).
+    /// Expiry is a revoke proposed by the leader.
+    LeaseRevoke {
+        id: i64,
+    },
 }
 
 /// The answer to a put.
@@ -274,6 +287,26 @@ pub enum Response {
     Compact,
     /// The entry carried no client request (a blank or membership entry).
     Empty,
+    LeaseGrant(LeaseGrantResponse),
+    /// The keys the revoke deleted (their tombstones share one revision).
+    LeaseRevoke(DeleteRangeResponse),
+}
+
+/// The answer to a lease grant: the lease as granted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseGrantResponse {
+    pub id: i64,
+    pub ttl_seconds: i64,
+}
+
+/// A lease as the replicated state holds it. Its deadline is not replicated: only the leader keeps
+/// deadlines, in memory (see the raft crate's lessor).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseInfo {
+    pub id: i64,
+    pub granted_ttl_seconds: i64,
+    /// How many keys are attached to the lease now.
+    pub attached_keys: u64,
 }
 
 /// A raft log position, kept free of openraft's types so this crate does not depend on them.

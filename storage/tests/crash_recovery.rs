@@ -76,13 +76,33 @@ fn put_for(key: Vec<u8>, index: u64) -> PutRequest {
     }
 }
 
+/// The entries that grant leases 1 and 2 (puts name lease `index % 3`), revoke lease 1 (deleting
+/// its keys) and grant it again.
+const LEASE_1_GRANT_INDEXES: [u64; 2] = [1, 45];
+const LEASE_2_GRANT_INDEX: u64 = 2;
+const LEASE_1_REVOKE_INDEX: u64 = 43;
+
 /// The request of log entry `index`: mostly puts, with single and prefix deletes, txns that take
-/// either branch, and one compaction. Deterministic, so the parent can rebuild the whole log.
+/// either branch, one compaction, and lease grants and a revoke. Deterministic, so the parent can
+/// rebuild the whole log.
 fn request_for_index(index: u64) -> Request {
     if index == COMPACTION_INDEX {
         return Request::Compact {
             revision: COMPACTION_REVISION,
         };
+    }
+    let grant = |id| Request::LeaseGrant {
+        id,
+        ttl_seconds: 60,
+    };
+    if LEASE_1_GRANT_INDEXES.contains(&index) {
+        return grant(1);
+    }
+    if index == LEASE_2_GRANT_INDEX {
+        return grant(2);
+    }
+    if index == LEASE_1_REVOKE_INDEX {
+        return Request::LeaseRevoke { id: 1 };
     }
     match index % 9 {
         4 => Request::DeleteRange(DeleteRangeRequest {
@@ -534,6 +554,12 @@ fn check_replaying_the_log_matches_a_store_that_applied_it_in_one_go(
         reference.range(&everything).unwrap(),
         "the live keys match"
     );
+    assert_eq!(
+        store.leases().unwrap(),
+        reference.leases().unwrap(),
+        "the leases and their attached-key counts match"
+    );
+    assert_eq!(store.hash(None).unwrap(), reference.hash(None).unwrap());
     if last_log_index >= COMPACTION_INDEX {
         assert_eq!(reference.compact_revision().unwrap(), COMPACTION_REVISION);
     }
@@ -653,8 +679,14 @@ fn the_generated_workload_mixes_puts_deletes_txns_and_one_accepted_compaction() 
     let mut deletes_that_deleted = 0;
     let mut txns_by_branch = [0, 0];
     let mut compactions = 0;
+    let mut lease_requests = 0;
     for (index, outcome) in (1u64..).zip(&outcomes) {
         match outcome.result.as_ref() {
+            Ok(Response::LeaseGrant(_)) => lease_requests += 1,
+            Ok(Response::LeaseRevoke(revoked)) => {
+                assert!(revoked.deleted > 0, "the revoke deleted lease 1's keys");
+                lease_requests += 1;
+            }
             Ok(Response::Put(_)) => puts += 1,
             Ok(Response::DeleteRange(deleted)) if deleted.deleted > 0 => deletes_that_deleted += 1,
             Ok(Response::DeleteRange(_)) => {}
@@ -673,5 +705,6 @@ fn the_generated_workload_mixes_puts_deletes_txns_and_one_accepted_compaction() 
         "txns that failed and succeeded: {txns_by_branch:?}"
     );
     assert_eq!(compactions, 1);
+    assert_eq!(lease_requests, 4, "three grants and one revoke");
     assert_eq!(store.compact_revision().unwrap(), COMPACTION_REVISION);
 }

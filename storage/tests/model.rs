@@ -1,9 +1,13 @@
-//! Model-based property test: random sequences of put / delete / txn / compact / reads / history
-//! reads / reopen run against the real store and against a deliberately naive in-memory model, and
-//! every answer, revision, version, create/mod revision and error must match.
+//! Model-based property test: random sequences of put / delete / txn / compact / lease grant /
+//! lease revoke / reads / history reads / reopen run against the real store and against a
+//! deliberately naive in-memory model, and every answer, revision, version, create/mod revision,
+//! lease, attached key and error must match; at the end a snapshot of the store, imported
+//! elsewhere, must answer the same.
 //!
 //! The model keeps a full copy of the key space after every revision, so a read at revision R is a
 //! lookup and cannot be subtly wrong; it shares no code with the store beyond the public types.
+//! Its leases are a map of id to TTL; the keys attached to a lease are simply the live keys whose
+//! `lease` names it, which is what the store's `lease_keys` table must agree with.
 
 mod support;
 
@@ -11,9 +15,9 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use revkv_storage::{
-    Compare, CompareOp, CompareTarget, DeleteRangeRequest, Error, Event, EventKind, KeyRange,
-    KeyValue, PutRequest, RangeRequest, RangeResponse, Request, Response, StoreOptions, TxnOp,
-    TxnOpResponse, TxnRequest, TxnResponse,
+    Compare, CompareOp, CompareTarget, DeleteRangeRequest, DeleteRangeResponse, Error, Event,
+    EventKind, KeyRange, KeyValue, LeaseGrantResponse, LeaseInfo, PutRequest, RangeRequest,
+    RangeResponse, Request, Response, StoreOptions, TxnOp, TxnOpResponse, TxnRequest, TxnResponse,
 };
 use support::TestStore;
 
@@ -27,6 +31,8 @@ struct Model {
     states: Vec<KeySpace>,
     events: Vec<Vec<Event>>,
     compact_revision: u64,
+    /// Granted leases: id to TTL in seconds.
+    leases: BTreeMap<i64, i64>,
 }
 
 /// What the model expects a request to answer.
@@ -38,6 +44,7 @@ impl Model {
             states: vec![KeySpace::new(), KeySpace::new()],
             events: vec![Vec::new(), Vec::new()],
             compact_revision: 0,
+            leases: BTreeMap::new(),
         }
     }
 
@@ -51,18 +58,59 @@ impl Model {
             space: self.states.last().unwrap().clone(),
             revision,
             events: Vec::new(),
+            leases: self.leases.clone(),
         };
         let response = match request {
-            Request::Put(put) => Response::Put(working.put(put)),
+            Request::Put(put) => {
+                working.check_leases([put])?;
+                Response::Put(working.put(put))
+            }
             Request::DeleteRange(delete) => Response::DeleteRange(working.delete(delete)),
             Request::Txn(txn) => Response::Txn(working.txn(txn)?),
             Request::Compact { revision } => return self.compact(*revision),
+            Request::LeaseGrant { id, ttl_seconds } => return self.grant(*id, *ttl_seconds),
+            Request::LeaseRevoke { id } => Response::LeaseRevoke(working.revoke(*id)?),
         };
+        if let Request::LeaseRevoke { id } = request {
+            self.leases.remove(id);
+        }
         if !working.events.is_empty() {
             self.states.push(working.space);
             self.events.push(working.events);
         }
         Ok(response)
+    }
+
+    fn grant(&mut self, id: i64, ttl_seconds: i64) -> Expected {
+        if id <= 0 || ttl_seconds < 1 {
+            return Err(Error::Invalid("bad lease".into()));
+        }
+        if self.leases.contains_key(&id) {
+            return Err(Error::LeaseExists { id });
+        }
+        self.leases.insert(id, ttl_seconds);
+        Ok(Response::LeaseGrant(LeaseGrantResponse { id, ttl_seconds }))
+    }
+
+    /// The leases as the store must list them: attached keys are the live keys naming the lease.
+    fn lease_infos(&self) -> Vec<LeaseInfo> {
+        self.leases
+            .iter()
+            .map(|(&id, &ttl)| LeaseInfo {
+                id,
+                granted_ttl_seconds: ttl,
+                attached_keys: self.attached_keys(id).len() as u64,
+            })
+            .collect()
+    }
+
+    fn attached_keys(&self, id: i64) -> Vec<Vec<u8>> {
+        let current = self.states.last().unwrap();
+        current
+            .values()
+            .filter(|kv| kv.lease == id)
+            .map(|kv| kv.key.clone())
+            .collect()
     }
 
     fn compact(&mut self, revision: u64) -> Expected {
@@ -166,9 +214,49 @@ struct Working {
     space: KeySpace,
     revision: u64,
     events: Vec<Event>,
+    /// The leases granted before the request (a request other than a grant never adds one).
+    leases: BTreeMap<i64, i64>,
 }
 
 impl Working {
+    fn check_leases<'p>(
+        &self,
+        puts: impl IntoIterator<Item = &'p PutRequest>,
+    ) -> Result<(), Error> {
+        for put in puts {
+            if put.lease != 0 && !self.leases.contains_key(&put.lease) {
+                return Err(Error::LeaseNotFound { id: put.lease });
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes every key naming the lease, in key order, as one delete.
+    fn revoke(&mut self, id: i64) -> Result<DeleteRangeResponse, Error> {
+        if id <= 0 {
+            return Err(Error::Invalid("bad lease".into()));
+        }
+        if !self.leases.contains_key(&id) {
+            return Err(Error::LeaseNotFound { id });
+        }
+        let doomed: Vec<Vec<u8>> = self
+            .space
+            .values()
+            .filter(|kv| kv.lease == id)
+            .map(|kv| kv.key.clone())
+            .collect();
+        for key in &doomed {
+            self.delete(&DeleteRangeRequest {
+                range: KeyRange::single(key.clone()),
+                prev_kv: false,
+            });
+        }
+        Ok(DeleteRangeResponse {
+            deleted: doomed.len() as u64,
+            prev_kvs: Vec::new(),
+        })
+    }
+
     fn put(&mut self, put: &PutRequest) -> revkv_storage::PutResponse {
         let previous = self.space.get(&put.key).cloned();
         let kv = KeyValue {
@@ -235,6 +323,10 @@ impl Working {
         } else {
             &txn.failure
         };
+        self.check_leases(branch.iter().filter_map(|op| match op {
+            TxnOp::Put(put) => Some(put),
+            _ => None,
+        }))?;
         let responses = branch
             .iter()
             .map(|op| match op {
@@ -325,8 +417,12 @@ fn key_range() -> impl Strategy<Value = KeyRange> {
     ]
 }
 
+/// Lease ids puts and revokes name: mostly ones grants also use, so attaching succeeds often.
+const LEASE_IDS: std::ops::Range<i64> = 0..4;
+
 fn put() -> impl Strategy<Value = PutRequest> {
-    (key(), "[xyz]{0,3}", 0i64..3, any::<bool>()).prop_map(|(key, value, lease, prev_kv)| {
+    let lease = prop_oneof![2 => Just(0i64), 3 => LEASE_IDS];
+    (key(), "[xyz]{0,3}", lease, any::<bool>()).prop_map(|(key, value, lease, prev_kv)| {
         PutRequest {
             key,
             value: value.into_bytes(),
@@ -383,8 +479,13 @@ fn step() -> impl Strategy<Value = Step> {
                 failure,
             })
         });
+    let grant =
+        (-1i64..4, 0i64..4).prop_map(|(id, ttl_seconds)| Request::LeaseGrant { id, ttl_seconds });
+    let revoke = LEASE_IDS.prop_map(|id| Request::LeaseRevoke { id });
     prop_oneof![
         6 => put().prop_map(|put| Step::Write(Request::Put(put))),
+        3 => grant.prop_map(Step::Write),
+        2 => revoke.prop_map(Step::Write),
         2 => delete().prop_map(|delete| Step::Write(Request::DeleteRange(delete))),
         4 => txn.prop_map(Step::Write),
         1 => (-1i64..6).prop_map(Step::CompactBack),
@@ -403,6 +504,8 @@ fn relative(current: u64, back: i64) -> u64 {
 fn same_error(actual: &Error, expected: &Error) -> bool {
     match (actual, expected) {
         (Error::Invalid(_), Error::Invalid(_)) | (Error::TooLarge(_), Error::TooLarge(_)) => true,
+        (Error::LeaseNotFound { id: a }, Error::LeaseNotFound { id: b })
+        | (Error::LeaseExists { id: a }, Error::LeaseExists { id: b }) => a == b,
         (
             Error::FutureRevision {
                 requested: a,
@@ -535,8 +638,29 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
         prop_assert_eq!(stats.compact_revision, model.compact_revision);
         prop_assert_eq!(stats.live_keys, model.states.last().unwrap().len() as u64);
         prop_assert_eq!(stats.history_entries, model.retained_history_entries());
+        check_leases(&store, &model)?;
     }
     check_snapshot_copy(&store, &model)
+}
+
+/// The store lists the model's leases, each with exactly the keys that name it.
+fn check_leases(store: &TestStore, model: &Model) -> Result<(), TestCaseError> {
+    prop_assert_eq!(store.store.leases().unwrap(), model.lease_infos());
+    for id in LEASE_IDS {
+        let expected = model
+            .leases
+            .contains_key(&id)
+            .then(|| model.lease_infos().into_iter().find(|lease| lease.id == id))
+            .flatten();
+        prop_assert_eq!(store.store.lease(id).unwrap(), expected);
+        let keys = if model.leases.contains_key(&id) {
+            model.attached_keys(id)
+        } else {
+            Vec::new()
+        };
+        prop_assert_eq!(store.store.lease_keys(id).unwrap(), keys);
+    }
+    Ok(())
 }
 
 fn apply_both(
@@ -569,6 +693,7 @@ fn check_snapshot_copy(store: &TestStore, model: &Model) -> Result<(), TestCaseE
         copy.store.hash(None).unwrap(),
         store.store.hash(None).unwrap()
     );
+    check_leases(&copy, model)?;
     let everything = KeyRange::prefix("");
     for revision in model.compact_revision.max(1)..=model.current() {
         check_read(&copy, model, &everything, Some(revision), None)?;

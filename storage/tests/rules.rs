@@ -259,6 +259,7 @@ fn limits_reject_without_writing() {
             max_value_bytes: 4,
             max_txn_ops: 2,
             max_range_keys: 100,
+            ..revkv_storage::Limits::default()
         },
         ..StoreOptions::default()
     };
@@ -506,6 +507,7 @@ fn the_hash_is_equal_for_equal_histories_and_differs_otherwise() {
 #[test]
 fn a_put_with_a_lease_keeps_it() {
     let mut store = TestStore::new();
+    store.apply(grant(42, 10));
     store.apply(Request::Put(PutRequest {
         key: b"a".to_vec(),
         value: b"1".to_vec(),
@@ -637,4 +639,239 @@ fn reads_see_the_right_version_of_keys_with_long_histories_among_short_ones() {
         (40, revision_of_hot_version[39])
     );
     assert_eq!(store.store.stats().unwrap().live_keys, 3);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Leases (issue 13; the contract's section 7): grant, attach, detach, revoke, limits.
+// ---------------------------------------------------------------------------------------------
+
+fn grant(id: i64, ttl_seconds: i64) -> Request {
+    Request::LeaseGrant { id, ttl_seconds }
+}
+
+fn revoke(id: i64) -> Request {
+    Request::LeaseRevoke { id }
+}
+
+fn put_with_lease(key: &str, value: &str, lease: i64) -> Request {
+    Request::Put(PutRequest {
+        key: key.into(),
+        value: value.into(),
+        lease,
+        prev_kv: false,
+    })
+}
+
+fn lease_keys(store: &TestStore, id: i64) -> Vec<String> {
+    let keys = store.store.lease_keys(id).unwrap();
+    keys.into_iter()
+        .map(|key| String::from_utf8(key).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_grant_takes_no_revision_and_a_duplicate_id_is_rejected() {
+    let mut store = TestStore::new();
+    store.put("a", "1");
+    let granted = store.apply(grant(7, 30));
+    assert_eq!(granted.revision, 2, "a grant does not change the revision");
+    assert_eq!(
+        granted.result.unwrap(),
+        Response::LeaseGrant(revkv_storage::LeaseGrantResponse {
+            id: 7,
+            ttl_seconds: 30
+        })
+    );
+    let lease = store.store.lease(7).unwrap().unwrap();
+    assert_eq!((lease.granted_ttl_seconds, lease.attached_keys), (30, 0));
+    assert!(matches!(
+        store.apply(grant(7, 60)).result,
+        Err(Error::LeaseExists { id: 7 })
+    ));
+    assert_eq!(
+        store.store.lease(7).unwrap().unwrap().granted_ttl_seconds,
+        30
+    );
+    for bad in [grant(0, 30), grant(-3, 30), grant(8, 0), grant(8, -1)] {
+        assert!(matches!(store.apply(bad).result, Err(Error::Invalid(_))));
+    }
+    assert_eq!(store.revision(), 2);
+}
+
+#[test]
+fn a_put_naming_a_lease_that_does_not_exist_is_rejected_and_writes_nothing() {
+    let mut store = TestStore::new();
+    store.apply(grant(1, 30));
+    let outcome = store.apply(put_with_lease("a", "1", 2));
+    assert!(matches!(
+        outcome.result,
+        Err(Error::LeaseNotFound { id: 2 })
+    ));
+    assert_eq!((outcome.revision, store.revision()), (1, 1));
+    assert!(store.get("a").is_none());
+    // A txn whose chosen branch names a missing lease writes none of its ops, not even the ones
+    // before the bad put.
+    let put_op_with_lease = |key: &str, lease| match put_with_lease(key, "v", lease) {
+        Request::Put(put) => TxnOp::Put(put),
+        _ => unreachable!(),
+    };
+    let outcome = store.apply(txn(
+        vec![],
+        vec![put_op_with_lease("b", 1), put_op_with_lease("c", 2)],
+        vec![],
+    ));
+    assert!(matches!(
+        outcome.result,
+        Err(Error::LeaseNotFound { id: 2 })
+    ));
+    assert!(store.get("b").is_none() && store.get("c").is_none());
+    assert_eq!(store.revision(), 1);
+    assert!(lease_keys(&store, 1).is_empty());
+    // The branch that does not run is not checked (as in etcd).
+    let outcome = store.apply(txn(
+        vec![compare("b", CompareTarget::Version(0), CompareOp::Equal)],
+        vec![put_op_with_lease("b", 1)],
+        vec![put_op_with_lease("c", 2)],
+    ));
+    assert!(outcome.result.is_ok());
+    assert_eq!(store.get("b").unwrap().lease, 1);
+    assert_eq!(lease_keys(&store, 1), ["b"]);
+}
+
+#[test]
+fn puts_attach_and_detach_and_deletes_detach() {
+    let mut store = TestStore::new();
+    store.apply(grant(1, 30));
+    store.apply(grant(2, 30));
+    for key in ["a", "b", "c"] {
+        store.apply(put_with_lease(key, "v", 1));
+    }
+    assert_eq!(lease_keys(&store, 1), ["a", "b", "c"]);
+    assert_eq!(store.store.lease(1).unwrap().unwrap().attached_keys, 3);
+    store.apply(put_with_lease("a", "v2", 0));
+    store.apply(put_with_lease("b", "v2", 2));
+    store.delete(KeyRange::single("c"));
+    assert!(lease_keys(&store, 1).is_empty());
+    assert_eq!(lease_keys(&store, 2), ["b"]);
+    assert_eq!(store.store.lease(1).unwrap().unwrap().attached_keys, 0);
+    assert_eq!(store.get("a").unwrap().lease, 0);
+    // Revoking lease 1 now deletes nothing and takes no revision; the detached key survives.
+    let revision = store.revision();
+    let outcome = store.apply(revoke(1));
+    assert_eq!(outcome.revision, revision);
+    let Ok(Response::LeaseRevoke(revoked)) = outcome.result else {
+        panic!("revoke answered {:?}", outcome.result)
+    };
+    assert_eq!(revoked.deleted, 0);
+    assert!(store.get("a").is_some() && store.store.lease(1).unwrap().is_none());
+    assert!(matches!(
+        store.apply(revoke(1)).result,
+        Err(Error::LeaseNotFound { id: 1 })
+    ));
+}
+
+#[test]
+fn a_revoke_deletes_every_attached_key_in_one_revision_like_a_delete_range() {
+    let mut store = TestStore::new();
+    store.apply(grant(5, 30));
+    for key in ["svc/b", "svc/a", "other"] {
+        store.apply(put_with_lease(key, "v", 5));
+    }
+    store.put("svc/unleased", "v");
+    let before = store.revision();
+    let outcome = store.apply(revoke(5));
+    assert_eq!(
+        outcome.revision,
+        before + 1,
+        "one revision for all the deletes"
+    );
+    let Ok(Response::LeaseRevoke(revoked)) = outcome.result else {
+        panic!("revoke answered {:?}", outcome.result)
+    };
+    assert_eq!(revoked.deleted, 3);
+    let batch = store.store.events_since(before + 1, 100, true).unwrap();
+    let deleted: Vec<(&[u8], u64, EventKind)> = batch
+        .events
+        .iter()
+        .map(|event| (event.kv.key.as_slice(), event.kv.mod_revision, event.kind))
+        .collect();
+    let expected: Vec<(&[u8], u64, EventKind)> = ["other", "svc/a", "svc/b"]
+        .iter()
+        .map(|key| (key.as_bytes(), before + 1, EventKind::Delete))
+        .collect();
+    assert_eq!(deleted, expected, "key order, as a delete-range makes them");
+    assert!(batch.events.iter().all(|event| event.prev_kv.is_some()));
+    assert!(store.get("svc/a").is_none() && store.get("svc/unleased").is_some());
+    assert!(store.store.lease(5).unwrap().is_none());
+    assert_eq!(store.store.stats().unwrap().live_keys, 1);
+}
+
+#[test]
+fn lease_limits_are_enforced_with_clear_errors() {
+    let options = StoreOptions {
+        limits: revkv_storage::Limits {
+            max_leases: 2,
+            max_lease_ttl_seconds: 100,
+            max_keys_per_lease: 2,
+            ..revkv_storage::Limits::default()
+        },
+        ..StoreOptions::default()
+    };
+    let mut store = TestStore::with_options(options);
+    let message = |outcome: revkv_storage::ApplyOutcome| match outcome.result {
+        Err(Error::Invalid(message)) => message,
+        other => panic!("expected a rejection, got {other:?}"),
+    };
+    assert!(message(store.apply(grant(1, 101))).contains("between 1 and 100"));
+    store.apply(grant(1, 100));
+    store.apply(grant(2, 100));
+    assert!(message(store.apply(grant(3, 10))).contains("max_leases"));
+    store.apply(put_with_lease("a", "v", 1));
+    store.apply(put_with_lease("b", "v", 1));
+    // Re-putting an attached key does not count twice; a third key does not fit.
+    assert!(store.apply(put_with_lease("a", "v2", 1)).result.is_ok());
+    assert!(message(store.apply(put_with_lease("c", "v", 1))).contains("keys per lease"));
+    assert!(store.get("c").is_none());
+    let negative = store.apply(put_with_lease("d", "v", -4));
+    assert!(message(negative).contains("positive"));
+    // After a revoke there is room for another lease.
+    store.apply(revoke(2));
+    assert!(store.apply(grant(3, 10)).result.is_ok());
+}
+
+#[test]
+fn leases_survive_a_reopen_and_a_snapshot_and_are_in_the_hash() {
+    let mut store = TestStore::new();
+    store.apply(grant(9, 40));
+    store.apply(put_with_lease("a", "v", 9));
+    let hash_before_grant = store.store.hash(None).unwrap();
+    store.apply(grant(10, 40));
+    let hash = store.store.hash(None).unwrap();
+    assert_ne!(
+        hash_before_grant.hash, hash.hash,
+        "a grant changes the hash"
+    );
+    assert_eq!(hash_before_grant.revision, hash.revision);
+    store.reopen(StoreOptions::default());
+    assert_eq!(store.store.hash(None).unwrap(), hash);
+    assert_eq!(lease_keys(&store, 9), ["a"]);
+
+    let mut stream = Vec::new();
+    store.store.export_snapshot(&mut stream).unwrap();
+    let mut copy = TestStore::new();
+    copy.apply(grant(11, 5));
+    copy.store.import_snapshot(&mut stream.as_slice()).unwrap();
+    assert_eq!(copy.store.leases().unwrap(), store.store.leases().unwrap());
+    assert_eq!(lease_keys(&copy, 9), ["a"]);
+    assert!(
+        copy.store.lease(11).unwrap().is_none(),
+        "import replaces the leases"
+    );
+    assert_eq!(copy.store.hash(None).unwrap(), hash);
+    // A damaged lease frame is caught by the checksum and changes nothing.
+    let mut damaged = stream.clone();
+    let at = damaged.len() - 30;
+    damaged[at] ^= 0x40;
+    assert!(copy.store.import_snapshot(&mut damaged.as_slice()).is_err());
+    assert_eq!(copy.store.hash(None).unwrap(), hash);
 }

@@ -289,6 +289,7 @@ impl ServeArgs {
             timings: Default::default(),
             peer_source_address: self.peer_source_address,
             peer_tls,
+            lease: Default::default(),
         };
         let http = HttpLimits {
             max_body_bytes: self

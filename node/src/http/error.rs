@@ -4,9 +4,9 @@
 //!
 //! | `NodeError` | status | code | extra |
 //! |---|---|---|---|
-//! | `Invalid`, storage `Invalid` | 400 | `invalid` | |
+//! | `Invalid`, storage `Invalid`, storage `LeaseExists` | 400 | `invalid` | |
 //! | storage `FutureRevision` | 400 | `future_revision` | |
-//! | `NotFound` | 404 | `not_found` | |
+//! | `NotFound`, storage `LeaseNotFound` | 404 | `not_found` | |
 //! | `Conflict` | 409 | `conflict` | `current`: the kv now, or null |
 //! | storage `Compacted` | 410 | `compacted` | `compact_revision` |
 //! | `TooLarge`, storage `TooLarge` | 413 | `too_large` | |
@@ -105,6 +105,10 @@ fn storage_status_and_code(error: &StorageError) -> (StatusCode, &'static str) {
         StorageError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
         StorageError::FutureRevision { .. } => (StatusCode::BAD_REQUEST, "future_revision"),
         StorageError::Compacted { .. } => (StatusCode::GONE, "compacted"),
+        StorageError::LeaseNotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
+        // etcd answers a duplicate lease id with gRPC FailedPrecondition, which its HTTP gateway
+        // turns into 400; the contract's 409 `conflict` is reserved for revision preconditions.
+        StorageError::LeaseExists { .. } => (StatusCode::BAD_REQUEST, "invalid"),
         StorageError::Database { .. }
         | StorageError::FileIo { .. }
         | StorageError::ForeignFile { .. }

@@ -5,7 +5,7 @@
 //! Layout: `kv_read` and `kv_write` (with `precondition`) serve `/v1/kv`, `txn` (with
 //! `txn_request`) serves `/v1/txn`, `cluster` and
 //! `members` serve the status, maintenance, membership and health routes, and `watch` serves the
-//! watch streams. `opening` is the one opening every write handler shares (query, key,
+//! watch streams, and `leases` serves `/v1/leases`. `opening` is the one opening every write handler shares (query, key,
 //! precondition), after which the wire-free `crate::writes` does the write; `state` holds what
 //! every handler receives (`ApiState`, `HttpLimits`). Every handler turns its
 //! failures into a [`NodeError`](crate::NodeError); `error` is the one place that picks HTTP status
@@ -31,6 +31,7 @@ mod keys;
 mod kv_patch;
 mod kv_read;
 mod kv_write;
+mod leases;
 mod members;
 mod metrics_route;
 mod opening;
@@ -83,6 +84,7 @@ pub fn client_router_with_metrics<B: KvBackend>(
         .merge(kv_write::routes::<B>())
         .merge(kv_patch::routes::<B>())
         .merge(txn::routes::<B>())
+        .merge(leases::routes::<B>())
         .merge(cluster::routes::<B>())
         .merge(members::routes::<B>())
         .merge(watch::routes::<B>())

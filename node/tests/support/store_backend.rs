@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use revkv_node::watch::{WatchHub, WatchLimits};
 use revkv_node::{
-    KvBackend, MemberInfo, MemberStatus, NodeError, ReadAnswer, ReadConsistency, ResponseHeader,
-    Written,
+    GrantedLease, KvBackend, LeaseTimeToLive, MemberInfo, MemberStatus, NodeError, ReadAnswer,
+    ReadConsistency, ResponseHeader, Written,
 };
 use revkv_storage::{
-    ApplyEntry, EntryPayload, LogId, MvccStore, RangeRequest, Request, StateHash, StoreOptions,
+    ApplyEntry, EntryPayload, LogId, MvccStore, RangeRequest, Request, Response, StateHash,
+    StoreOptions,
 };
 use tokio::sync::watch;
 
@@ -170,6 +171,69 @@ impl KvBackend for StoreBackend {
             header: self.header(result.revision),
             response: result.response,
         })
+    }
+
+    /// Grants with the given id or the next free one from 1000; no minimum TTL and no clock: the
+    /// expiry itself is tested on real members (`node/bin/tests/leases.rs`).
+    async fn lease_grant(
+        &self,
+        id: Option<i64>,
+        ttl_seconds: i64,
+    ) -> Result<GrantedLease, NodeError> {
+        let id = match id {
+            Some(id) => id,
+            None => (1000..)
+                .find(|id| self.store.lease(*id).ok().flatten().is_none())
+                .unwrap(),
+        };
+        let written = self.write(Request::LeaseGrant { id, ttl_seconds }).await?;
+        let Response::LeaseGrant(granted) = written.response else {
+            return Err(NodeError::Internal(
+                "a grant answered something else".into(),
+            ));
+        };
+        Ok(GrantedLease {
+            header: written.header,
+            id: granted.id,
+            ttl_seconds: granted.ttl_seconds,
+        })
+    }
+
+    async fn lease_keep_alive(&self, id: i64) -> Result<(ResponseHeader, i64), NodeError> {
+        let lease = self.store.lease(id)?;
+        let lease = lease.ok_or_else(|| NodeError::NotFound(format!("lease {id} not found")))?;
+        Ok((KvBackend::header(self)?, lease.granted_ttl_seconds))
+    }
+
+    async fn lease_time_to_live(
+        &self,
+        id: i64,
+        with_keys: bool,
+    ) -> Result<LeaseTimeToLive, NodeError> {
+        let lease = self.store.lease(id)?;
+        let lease = lease.ok_or_else(|| NodeError::NotFound(format!("lease {id} not found")))?;
+        let keys = if with_keys {
+            self.store.lease_keys(id)?
+        } else {
+            Vec::new()
+        };
+        Ok(LeaseTimeToLive {
+            header: KvBackend::header(self)?,
+            id,
+            granted_ttl_seconds: lease.granted_ttl_seconds,
+            remaining_ttl_seconds: lease.granted_ttl_seconds,
+            keys,
+        })
+    }
+
+    async fn lease_ids(&self) -> Result<(ResponseHeader, Vec<i64>), NodeError> {
+        let ids = self
+            .store
+            .leases()?
+            .into_iter()
+            .map(|lease| lease.id)
+            .collect();
+        Ok((KvBackend::header(self)?, ids))
     }
 
     async fn hash(&self, revision: Option<u64>) -> Result<(ResponseHeader, StateHash), NodeError> {

@@ -3,7 +3,9 @@
 //! Every call is one HTTP POST whose body is a codec record (bincode, with the format-version byte)
 //! and whose answer is a codec record of `Result<Reply, PeerError>`. Besides openraft's own RPCs
 //! (append, vote, full snapshot, transfer leader) there are the calls a follower needs from the
-//! leader: forward a client write, get a read index, and run a membership change.
+//! leader: forward a client write, get a read index, run a membership change, and the lease calls
+//! only the leader can answer (grant, which picks the id; keep-alive and time-to-live, which read
+//! the leader's deadlines).
 
 pub mod client;
 pub mod server;
@@ -21,6 +23,9 @@ pub mod paths {
     pub const FORWARD_WRITE: &str = "/raft/forward-write";
     pub const READ_INDEX: &str = "/raft/read-index";
     pub const ADMIN: &str = "/raft/admin";
+    pub const LEASE_GRANT: &str = "/raft/lease/grant";
+    pub const LEASE_KEEP_ALIVE: &str = "/raft/lease/keep-alive";
+    pub const LEASE_TIME_TO_LIVE: &str = "/raft/lease/time-to-live";
 }
 
 /// Why a peer call was refused by the member that received it.
@@ -45,6 +50,36 @@ pub enum PeerError {
     /// The receiver hit an unrecoverable error.
     #[error("fatal: {0}")]
     Fatal(String),
+    /// A keep-alive or time-to-live named a lease the leader does not hold (never granted,
+    /// revoked, or expired).
+    #[error("lease {0} not found")]
+    LeaseNotFound(i64),
+}
+
+/// A lease grant as the leader runs it: the id the client chose, if any, and the TTL it asked for
+/// (raised to the minimum TTL by the leader).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseGrantCall {
+    pub id: Option<i64>,
+    pub ttl_seconds: i64,
+}
+
+/// A time-to-live query, run on the leader.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseTimeToLiveCall {
+    pub id: i64,
+    pub with_keys: bool,
+}
+
+/// The leader's answer to a time-to-live query.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseTimeToLive {
+    pub id: i64,
+    pub granted_ttl_seconds: i64,
+    /// Whole seconds left before the leader expires it, rounded up.
+    pub remaining_ttl_seconds: i64,
+    /// The attached keys, when asked for.
+    pub keys: Vec<Vec<u8>>,
 }
 
 /// The leader's answer to a forwarded write: the result and the log index it was applied at, so

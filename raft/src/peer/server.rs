@@ -19,7 +19,7 @@ use serde::Serialize;
 use tokio::sync::oneshot;
 
 use crate::member_inner::MemberInner;
-use crate::peer::{paths, AdminRequest, PeerError};
+use crate::peer::{paths, AdminRequest, LeaseGrantCall, LeaseTimeToLiveCall, PeerError};
 use crate::types::alias::{SnapshotMeta, Vote};
 use crate::types::{ClientRequest, TypeConfig};
 
@@ -40,6 +40,9 @@ pub(crate) fn spawn(
         .route(paths::FORWARD_WRITE, post(forward_write))
         .route(paths::READ_INDEX, post(read_index))
         .route(paths::ADMIN, post(admin))
+        .route(paths::LEASE_GRANT, post(lease_grant))
+        .route(paths::LEASE_KEEP_ALIVE, post(lease_keep_alive))
+        .route(paths::LEASE_TIME_TO_LIVE, post(lease_time_to_live))
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .with_state(member.clone());
     let tls = member.config.peer_tls.clone();
@@ -153,6 +156,27 @@ async fn read_index(State(member): Shared, body: Bytes) -> Response {
 async fn admin(State(member): Shared, body: Bytes) -> Response {
     serve(body, |request: AdminRequest| async move {
         member.admin_as_leader(request).await
+    })
+    .await
+}
+
+async fn lease_grant(State(member): Shared, body: Bytes) -> Response {
+    serve(body, |call: LeaseGrantCall| async move {
+        member.grant_lease_as_leader(call).await
+    })
+    .await
+}
+
+async fn lease_keep_alive(State(member): Shared, body: Bytes) -> Response {
+    serve(body, |id: i64| async move {
+        member.keep_lease_alive_as_leader(id).await
+    })
+    .await
+}
+
+async fn lease_time_to_live(State(member): Shared, body: Bytes) -> Response {
+    serve(body, |call: LeaseTimeToLiveCall| async move {
+        member.lease_time_to_live_as_leader(call).await
     })
     .await
 }

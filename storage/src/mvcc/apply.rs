@@ -3,14 +3,23 @@
 //! A request is validated completely before it writes anything. Every change it makes is written at
 //! one pending revision (current + 1), each at the next position within that revision; the revision
 //! is taken only if at least one change was written, so a no-op does not bump it.
+//!
+//! Leases: a put attaches its key to its lease (and detaches it from the lease its previous
+//! version had), a delete detaches, a revoke deletes every attached key at one revision exactly as
+//! a delete-range would, and a grant writes only the `leases` table (no new revision). The leases
+//! a put or a txn's chosen branch names are checked before anything is written, so a put with a
+//! lease that does not exist writes nothing.
 
-use crate::codec::{self, VersionRecord};
+use std::collections::BTreeMap;
+
+use crate::codec::{self, LeaseRecord, VersionRecord};
 use crate::error::{corrupt, db_error, Error, Result};
 use crate::limits::Limits;
+use crate::mvcc::leases::WriteLeaseTables;
 use crate::mvcc::read::ResolvedRange;
 use crate::mvcc::tables::{IndexEntry, StoreState, WriteTables};
 use crate::mvcc::validate::validate_request;
-use crate::types::{ApplyOutcome, DeleteRangeResponse};
+use crate::types::{ApplyOutcome, DeleteRangeResponse, LeaseGrantResponse};
 use crate::types::{
     Compare, CompareOp, CompareTarget, DeleteRangeRequest, KeyValue, PutRequest, PutResponse,
     RangeRequest, RangeResponse, Request, Response, TxnOp, TxnOpResponse, TxnRequest, TxnResponse,
@@ -18,8 +27,9 @@ use crate::types::{
 
 /// Applies one request. `Err` is a storage fault that must abort the whole batch; a rejected
 /// request is an `Ok` outcome carrying the rejection.
-pub(crate) fn apply_request(
-    tables: &mut WriteTables<'_, '_>,
+pub(crate) fn apply_request<'f, 't>(
+    tables: &mut WriteTables<'f, 't>,
+    leases: &mut WriteLeaseTables<'f, 't>,
     state: &mut StoreState,
     request: &Request,
     limits: &Limits,
@@ -27,21 +37,37 @@ pub(crate) fn apply_request(
     if let Err(rejection) = validate_request(request, limits) {
         return Ok(rejected(state, rejection));
     }
-    if let Request::Compact { revision } = request {
-        return compact_request(tables, state, *revision);
+    match request {
+        Request::Compact { revision } => return compact_request(tables, state, *revision),
+        Request::LeaseGrant { id, ttl_seconds } => {
+            return grant_lease(leases, state, *id, *ttl_seconds, limits)
+        }
+        _ => {}
     }
     let mut change = Change {
         tables,
+        leases,
         revision: state.current_revision + 1,
         next_position: 0,
         live_keys: state.live_keys,
         limits,
     };
-    let response = match request {
-        Request::Put(put) => Response::Put(change.put(put)?),
-        Request::DeleteRange(delete) => Response::DeleteRange(change.delete_range(delete)?),
-        Request::Txn(txn) => Response::Txn(change.txn(txn)?),
-        Request::Compact { .. } => unreachable!("compaction was handled above"),
+    let answer = match request {
+        Request::Put(put) => change.put_checked(put)?.map(Response::Put),
+        Request::DeleteRange(delete) => Ok(Response::DeleteRange(change.delete_range(delete)?)),
+        Request::Txn(txn) => change.txn(txn)?.map(Response::Txn),
+        Request::LeaseRevoke { id } => change.revoke(*id)?.map(Response::LeaseRevoke),
+        Request::Compact { .. } | Request::LeaseGrant { .. } => {
+            unreachable!("handled above: they write no history")
+        }
+    };
+    let response = match answer {
+        Ok(response) => response,
+        Err(rejection) => {
+            // Lease checks run before the first write, so a rejection leaves nothing behind.
+            assert_eq!(change.next_position, 0, "a rejected request wrote history");
+            return Ok(rejected(state, rejection));
+        }
     };
     if change.next_position > 0 {
         state.current_revision = change.revision;
@@ -88,9 +114,43 @@ fn compact_request(
     })
 }
 
+/// Grants a lease: writes its record, and nothing else (a grant takes no revision).
+fn grant_lease(
+    leases: &mut WriteLeaseTables<'_, '_>,
+    state: &StoreState,
+    id: i64,
+    ttl_seconds: i64,
+    limits: &Limits,
+) -> Result<ApplyOutcome> {
+    if leases.record(id)?.is_some() {
+        return Ok(rejected(state, Error::LeaseExists { id }));
+    }
+    if leases.count()? >= limits.max_leases {
+        let rejection = Error::Invalid(format!(
+            "{} leases are granted, the limit; revoke some or raise max_leases",
+            limits.max_leases
+        ));
+        return Ok(rejected(state, rejection));
+    }
+    let record = LeaseRecord {
+        ttl_seconds,
+        attached_keys: 0,
+    };
+    leases.save(id, &record)?;
+    Ok(ApplyOutcome {
+        revision: state.current_revision,
+        result: Ok(Response::LeaseGrant(LeaseGrantResponse { id, ttl_seconds })),
+    })
+}
+
+/// A rejection of a request, or its answer. The outer `Result` of the functions that return it is
+/// a storage fault.
+type Answer<T> = std::result::Result<T, Error>;
+
 /// The changes of one request, all at `revision`.
 struct Change<'a, 'f, 't> {
     tables: &'a mut WriteTables<'f, 't>,
+    leases: &'a mut WriteLeaseTables<'f, 't>,
     revision: u64,
     next_position: u32,
     /// The store's live-key count as changed so far by this request.
@@ -99,8 +159,55 @@ struct Change<'a, 'f, 't> {
 }
 
 impl Change<'_, '_, '_> {
+    /// A top-level put: its lease is checked first.
+    fn put_checked(&mut self, put: &PutRequest) -> Result<Answer<PutResponse>> {
+        if let Err(rejection) = self.check_leases([put])? {
+            return Ok(Err(rejection));
+        }
+        self.put(put).map(Ok)
+    }
+
+    /// Rejects puts that name a lease that is not granted, or that would attach more keys to a
+    /// lease than the limit allows. Reads only, so a rejection writes nothing. Puts in one txn
+    /// branch name distinct keys outside its delete ranges (validation), so each put's key is
+    /// attached to what it is attached to before the request; keys the same request detaches
+    /// are not credited, which makes the limit check err on the side of refusing.
+    fn check_leases<'p>(
+        &self,
+        puts: impl IntoIterator<Item = &'p PutRequest>,
+    ) -> Result<Answer<()>> {
+        let mut newly_attached: BTreeMap<i64, u64> = BTreeMap::new();
+        for put in puts.into_iter().filter(|put| put.lease != 0) {
+            if self.leases.record(put.lease)?.is_none() {
+                return Ok(Err(Error::LeaseNotFound { id: put.lease }));
+            }
+            if !self.leases.is_attached(put.lease, &put.key)? {
+                *newly_attached.entry(put.lease).or_default() += 1;
+            }
+        }
+        for (id, added) in newly_attached {
+            let record = self.leases.record(id)?;
+            let attached = record.map_or(0, |record| record.attached_keys);
+            if attached + added > self.limits.max_keys_per_lease {
+                return Ok(Err(Error::Invalid(format!(
+                    "lease {id} has {attached} keys attached; {added} more would pass the limit \
+                     of {} keys per lease",
+                    self.limits.max_keys_per_lease
+                ))));
+            }
+        }
+        Ok(Ok(()))
+    }
+
     fn put(&mut self, put: &PutRequest) -> Result<PutResponse> {
         let previous = self.current_entry(&put.key)?;
+        let previous_lease = previous.map_or(0, |entry| entry.lease);
+        if previous_lease != 0 && previous_lease != put.lease {
+            self.leases.detach(previous_lease, &put.key)?;
+        }
+        if put.lease != 0 {
+            self.leases.attach(put.lease, &put.key)?;
+        }
         let (create_revision, version) = match &previous {
             Some(previous) => (previous.create_revision, previous.version + 1),
             None => (self.revision, 1),
@@ -133,17 +240,10 @@ impl Change<'_, '_, '_> {
         // A delete removes every key in its range, so it is not capped by `max_range_keys`.
         let doomed = self.read_current(&doomed_keys, u64::MAX)?;
         for kv in &doomed.kvs {
-            self.live_keys = self.live_keys.checked_sub(1).ok_or_else(|| {
-                Error::Invariant("a delete found more live keys than the store counts".into())
-            })?;
-            self.record_history(VersionRecord {
-                key: kv.key.clone(),
-                value: Vec::new(),
-                create_revision: 0,
-                version: 0,
-                lease: 0,
-                tombstone: true,
-            })?;
+            if kv.lease != 0 {
+                self.leases.detach(kv.lease, &kv.key)?;
+            }
+            self.record_tombstone(&kv.key)?;
         }
         Ok(DeleteRangeResponse {
             deleted: doomed.kvs.len() as u64,
@@ -155,7 +255,39 @@ impl Change<'_, '_, '_> {
         })
     }
 
-    fn txn(&mut self, txn: &TxnRequest) -> Result<TxnResponse> {
+    /// Deletes every key attached to lease `id` at this change's revision, in key order (as a
+    /// delete-range of those keys would), and removes the lease.
+    fn revoke(&mut self, id: i64) -> Result<Answer<DeleteRangeResponse>> {
+        let Some(record) = self.leases.record(id)? else {
+            return Ok(Err(Error::LeaseNotFound { id }));
+        };
+        let keys = self.leases.attached_keys(id, u64::MAX)?;
+        if keys.len() as u64 != record.attached_keys {
+            return Err(Error::Invariant(format!(
+                "lease {id} counts {} attached keys but has {}",
+                record.attached_keys,
+                keys.len()
+            )));
+        }
+        for key in &keys {
+            let attached_here = self
+                .current_entry(key)?
+                .is_some_and(|entry| entry.lease == id);
+            if !attached_here {
+                return Err(Error::Invariant(format!(
+                    "lease {id} lists a key whose current version is not attached to it"
+                )));
+            }
+            self.record_tombstone(key)?;
+        }
+        self.leases.remove(id, &keys)?;
+        Ok(Ok(DeleteRangeResponse {
+            deleted: keys.len() as u64,
+            prev_kvs: Vec::new(),
+        }))
+    }
+
+    fn txn(&mut self, txn: &TxnRequest) -> Result<Answer<TxnResponse>> {
         let mut succeeded = true;
         for compare in &txn.compare {
             let with_value = matches!(compare.target, CompareTarget::Value(_));
@@ -170,6 +302,13 @@ impl Change<'_, '_, '_> {
         } else {
             &txn.failure
         };
+        let puts = branch.iter().filter_map(|op| match op {
+            TxnOp::Put(put) => Some(put),
+            _ => None,
+        });
+        if let Err(rejection) = self.check_leases(puts)? {
+            return Ok(Err(rejection));
+        }
         let mut responses = Vec::with_capacity(branch.len());
         for op in branch {
             responses.push(match op {
@@ -184,10 +323,10 @@ impl Change<'_, '_, '_> {
                 }
             });
         }
-        Ok(TxnResponse {
+        Ok(Ok(TxnResponse {
             succeeded,
             responses,
-        })
+        }))
     }
 
     /// Reads the state as changed so far by this request.
@@ -225,6 +364,21 @@ impl Change<'_, '_, '_> {
             Some(entry) => self.tables.kv_for_entry(key, &entry, with_value).map(Some),
             None => Ok(None),
         }
+    }
+
+    /// Deletes one live key: its tombstone at the next position of this revision.
+    fn record_tombstone(&mut self, key: &[u8]) -> Result<()> {
+        self.live_keys = self.live_keys.checked_sub(1).ok_or_else(|| {
+            Error::Invariant("a delete found more live keys than the store counts".into())
+        })?;
+        self.record_history(VersionRecord {
+            key: key.to_vec(),
+            value: Vec::new(),
+            create_revision: 0,
+            version: 0,
+            lease: 0,
+            tombstone: true,
+        })
     }
 
     /// Writes one history entry and its key-index entry at the next position of this revision.

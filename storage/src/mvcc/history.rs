@@ -72,11 +72,15 @@ impl MvccStore {
         })
     }
 
-    /// A hash of every history entry at or below `revision` (default: current), equal on every
-    /// member that has applied the same log. Each field is hashed with a length or fixed width so
-    /// that different states cannot hash the same bytes.
+    /// A hash of every history entry at or below `revision` (default: current) and of the leases
+    /// granted now, equal on every member that has applied the same log. Each field is hashed with
+    /// a length or fixed width so that different states cannot hash the same bytes.
+    ///
+    /// Leases are not revisioned (a grant takes no revision), so the lease part is the table as of
+    /// this read, whatever `revision` says: members compare equal once they have applied the same
+    /// log entries, not merely the same revisions.
     pub fn hash(&self, revision: Option<u64>) -> Result<StateHash> {
-        let (tables, state) = self.read_tables()?;
+        let (tables, leases, state) = self.read_tables_with_leases()?;
         let revision = revision.unwrap_or(state.current_revision);
         check_readable_revision(revision, &state)?;
         let file = tables.file;
@@ -100,6 +104,11 @@ impl MvccStore {
             hasher.update(&record.version.to_be_bytes());
             hasher.update(&record.lease.to_be_bytes());
             hasher.update(&[u8::from(record.tombstone)]);
+        }
+        for lease in leases.all(u64::MAX)? {
+            hasher.update(&lease.id.to_be_bytes());
+            hasher.update(&lease.granted_ttl_seconds.to_be_bytes());
+            hasher.update(&lease.attached_keys.to_be_bytes());
         }
         Ok(StateHash {
             hash: hasher.digest(),

@@ -1,4 +1,10 @@
 //! Upgrading a state file written in an older table layout to the current one, when it is opened.
+//! Each step upgrades one layout to the next in one durable transaction, so a crash between steps
+//! leaves a file of the intermediate layout, which the next open upgrades further.
+//!
+//! Layout 3 (issue 13) adds the `leases` and `lease_keys` tables; the step from layout 2 creates
+//! them empty. Before layout 3 a put's `lease` field was stored unchecked, so such keys keep the
+//! field but are attached to no lease (see `leases.rs`).
 //!
 //! Layout 1 (wave 1) kept three tables: `live` (a second copy of every current value), `history`
 //! and a `key_index` of (position, tombstone). Layout 2 drops `live` and widens the key index with
@@ -14,6 +20,7 @@ use serde::Deserialize;
 use crate::codec::{self, VersionRecord};
 use crate::error::{corrupt, db_error, Error, Result};
 use crate::file::META;
+use crate::mvcc::leases::open_write_lease_tables;
 use crate::mvcc::tables::{
     save_state, IndexEntry, StoreState, TableSet, HISTORY, KEY_INDEX, STATE_KEY,
 };
@@ -23,7 +30,10 @@ use crate::types::AppliedState;
 const LAYOUT_KEY: &str = "layout";
 
 /// The layout this build writes and reads.
-pub(crate) const CURRENT_LAYOUT: u8 = 2;
+pub(crate) const CURRENT_LAYOUT: u8 = 3;
+
+/// The layout with `history` and the wide `key_index`, but no lease tables.
+const LAYOUT_2: u8 = 2;
 
 /// Layout 1's table of current values, deleted by the upgrade.
 const LAYOUT_1_LIVE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("live");
@@ -42,26 +52,55 @@ struct Layout1StoreState {
 
 /// Writes the current layout's marker into a new file's first transaction.
 pub(crate) fn mark_current_layout(write: &redb::WriteTransaction, file: &Path) -> Result<()> {
+    mark_layout(write, file, CURRENT_LAYOUT)
+}
+
+fn mark_layout(write: &redb::WriteTransaction, file: &Path, layout: u8) -> Result<()> {
     let mut meta = write.open_table(META).map_err(db_error(file))?;
-    let bytes = codec::encode(&CURRENT_LAYOUT).map_err(corrupt(file))?;
+    let bytes = codec::encode(&layout).map_err(corrupt(file))?;
     meta.insert(LAYOUT_KEY, bytes.as_slice())
         .map_err(db_error(file))?;
     Ok(())
 }
 
-/// Upgrades an opened state file to the current layout if it is older; refuses a newer one.
+/// Upgrades an opened state file to the current layout if it is older, one layout at a time;
+/// refuses a newer one.
 pub(crate) fn upgrade_if_needed(database: &Database, file: &Path) -> Result<()> {
+    // Every step raises the layout by one, so this many steps always reach the current layout.
+    for _step in 0..CURRENT_LAYOUT {
+        match read_layout(database, file)? {
+            Some(CURRENT_LAYOUT) => return Ok(()),
+            None => upgrade_from_layout_1(database, file)?,
+            Some(LAYOUT_2) => upgrade_from_layout_2(database, file)?,
+            Some(other) => {
+                return Err(Error::Corrupt {
+                    file: file.to_path_buf(),
+                    detail: format!(
+                        "the state file has table layout {other}; this build reads layouts 1 to \
+                         {CURRENT_LAYOUT} (was it written by a newer revkv?)"
+                    ),
+                })
+            }
+        }
+    }
     match read_layout(database, file)? {
         Some(CURRENT_LAYOUT) => Ok(()),
-        None => upgrade_from_layout_1(database, file),
-        Some(other) => Err(Error::Corrupt {
-            file: file.to_path_buf(),
-            detail: format!(
-                "the state file has table layout {other}; this build reads layouts 1 and \
-                 {CURRENT_LAYOUT} (was it written by a newer revkv?)"
-            ),
-        }),
+        other => Err(Error::Invariant(format!(
+            "upgrading the state file ended at layout {other:?}, not {CURRENT_LAYOUT}"
+        ))),
     }
+}
+
+/// Layout 2 to 3: create the empty lease tables.
+fn upgrade_from_layout_2(database: &Database, file: &Path) -> Result<()> {
+    tracing::info!(file = %file.display(), "upgrading the state file from table layout 2 to 3");
+    let mut write = database.begin_write().map_err(db_error(file))?;
+    write
+        .set_durability(Durability::Immediate)
+        .map_err(db_error(file))?;
+    open_write_lease_tables(&write, file)?;
+    mark_layout(&write, file, 3)?;
+    write.commit().map_err(db_error(file))
 }
 
 /// The layout marker; `None` for a layout-1 file, which had none.
@@ -102,7 +141,7 @@ fn upgrade_from_layout_1(database: &Database, file: &Path) -> Result<()> {
         let mut meta = write.open_table(META).map_err(db_error(file))?;
         save_state(&mut meta, file, &state)?;
     }
-    mark_current_layout(&write, file)?;
+    mark_layout(&write, file, LAYOUT_2)?;
     write.commit().map_err(db_error(file))
 }
 
@@ -143,7 +182,7 @@ mod tests {
     use crate::codec::FileMarker;
     use crate::file::FILE_KIND_KEY;
     use crate::mvcc::{MvccStore, StoreOptions};
-    use crate::types::{KeyRange, RangeRequest};
+    use crate::types::{ApplyOutcome, KeyRange, RangeRequest};
 
     #[derive(Serialize)]
     struct Layout1State {
@@ -268,6 +307,98 @@ mod tests {
         drop(database);
         let reopened = MvccStore::open(&path, StoreOptions::default()).unwrap();
         assert_eq!(reopened.stats().unwrap().live_keys, 2);
+        assert!(
+            reopened.leases().unwrap().is_empty(),
+            "the upgrade went on to layout 3, which has the lease tables"
+        );
+    }
+
+    fn apply(store: &MvccStore, index: u64, request: crate::types::Request) -> ApplyOutcome {
+        let entry = crate::types::ApplyEntry {
+            log_id: crate::types::LogId {
+                term: 1,
+                node_id: 1,
+                index,
+            },
+            payload: crate::types::EntryPayload::Request(request),
+        };
+        store.apply_batch(&[entry]).unwrap().pop().unwrap()
+    }
+
+    /// Turns a fresh file into a layout-2 file: no lease tables, the marker at 2, and a key "b"
+    /// written with lease 7 unchecked at revision 3, as layout 2 allowed.
+    fn write_layout_2_file(path: &Path) {
+        let store = MvccStore::open(path, StoreOptions::default()).unwrap();
+        apply(
+            &store,
+            1,
+            crate::types::Request::Put(crate::types::PutRequest {
+                key: b"a".to_vec(),
+                value: b"1".to_vec(),
+                lease: 0,
+                prev_kv: false,
+            }),
+        );
+        drop(store);
+        let database = Database::create(path).unwrap();
+        let write = database.begin_write().unwrap();
+        write.delete_table(crate::mvcc::tables::LEASES).unwrap();
+        write.delete_table(crate::mvcc::tables::LEASE_KEYS).unwrap();
+        {
+            let mut tables = TableSet {
+                file: path,
+                history: write.open_table(HISTORY).unwrap(),
+                index: write.open_table(KEY_INDEX).unwrap(),
+            };
+            let record = VersionRecord {
+                lease: 7,
+                ..version("b", "1", 3, 1)
+            };
+            let bytes = codec::encode(&record).unwrap();
+            tables.history.insert((3, 0u32), bytes.as_slice()).unwrap();
+            let entry = IndexEntry::for_record(&record, 3, 0);
+            tables
+                .index
+                .insert((b"b".as_slice(), 3), entry.to_stored())
+                .unwrap();
+            let mut meta = write.open_table(META).unwrap();
+            let mut state = crate::mvcc::tables::load_state(&meta, path).unwrap();
+            state.current_revision = 3;
+            state.live_keys = 2;
+            save_state(&mut meta, path, &state).unwrap();
+        }
+        mark_layout(&write, path, LAYOUT_2).unwrap();
+        write.commit().unwrap();
+    }
+
+    #[test]
+    fn a_layout_2_file_gets_empty_lease_tables_and_its_unchecked_lease_fields_attach_to_nothing() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("state.redb");
+        write_layout_2_file(&path);
+
+        let store = MvccStore::open(&path, StoreOptions::default()).unwrap();
+        assert!(store.leases().unwrap().is_empty());
+        assert_eq!(values_at(&store, None).len(), 2);
+        let b = store
+            .range(&RangeRequest::of(KeyRange::single("b")))
+            .unwrap();
+        assert_eq!(b.response.kvs[0].lease, 7, "the stored field is kept");
+        let grant = crate::types::Request::LeaseGrant {
+            id: 7,
+            ttl_seconds: 10,
+        };
+        assert!(apply(&store, 2, grant).result.is_ok());
+        assert!(store.lease_keys(7).unwrap().is_empty());
+        let revoked = apply(&store, 3, crate::types::Request::LeaseRevoke { id: 7 });
+        assert_eq!(
+            revoked.revision, 3,
+            "nothing was attached, so nothing is deleted"
+        );
+        assert_eq!(values_at(&store, None).len(), 2);
+        drop(store);
+        let database = Database::create(&path).unwrap();
+        assert_eq!(read_layout(&database, &path).unwrap(), Some(CURRENT_LAYOUT));
     }
 
     #[test]
@@ -287,8 +418,9 @@ mod tests {
         let error = MvccStore::open(&path, StoreOptions::default())
             .err()
             .expect("a newer layout must be refused");
+        let newer = format!("layout {}", CURRENT_LAYOUT + 1);
         assert!(
-            error.to_string().contains("layout 3"),
+            error.to_string().contains(&newer),
             "unexpected error: {error}"
         );
     }

@@ -12,6 +12,7 @@
 mod apply;
 mod compact;
 mod history;
+mod leases;
 mod migrate;
 mod read;
 mod snapshot;
@@ -35,8 +36,12 @@ use crate::types::{
     AppliedState, ApplyEntry, ApplyOutcome, EntryPayload, KeyRange, LogId, RangeRequest,
     ReadResult, Response, StoreStats,
 };
+use leases::{open_write_lease_tables, LeaseTables, ReadLeaseTables, WriteLeaseTables};
 use read::ResolvedRange;
-use tables::{load_state, save_state, ReadTables, StoreState, WriteTables, HISTORY, KEY_INDEX};
+use tables::{
+    load_state, save_state, ReadTables, StoreState, WriteTables, HISTORY, KEY_INDEX, LEASES,
+    LEASE_KEYS,
+};
 
 /// The file kind written into the state file's marker.
 const STATE_FILE_KIND: &str = "state";
@@ -131,10 +136,11 @@ impl MvccStore {
             let mut meta = write.open_table(META).map_err(db_error(file))?;
             let mut state = load_state(&meta, file)?;
             let mut tables = open_write_tables(&write, file)?;
+            let mut leases = open_write_lease_tables(&write, file)?;
             let mut outcomes = Vec::with_capacity(entries.len());
             for entry in entries {
                 check_applies_next(state.applied.last_applied, entry.log_id)?;
-                outcomes.push(self.apply_entry(&mut tables, &mut state, entry)?);
+                outcomes.push(self.apply_entry(&mut tables, &mut leases, &mut state, entry)?);
                 state.applied.last_applied = Some(entry.log_id);
             }
             save_state(&mut meta, file, &state)?;
@@ -145,15 +151,16 @@ impl MvccStore {
         Ok(outcomes)
     }
 
-    fn apply_entry(
+    fn apply_entry<'f, 't>(
         &self,
-        tables: &mut WriteTables<'_, '_>,
+        tables: &mut WriteTables<'f, 't>,
+        leases: &mut WriteLeaseTables<'f, 't>,
         state: &mut StoreState,
         entry: &ApplyEntry,
     ) -> Result<ApplyOutcome> {
         match &entry.payload {
             EntryPayload::Request(request) => {
-                apply::apply_request(tables, state, request, &self.options.limits)
+                apply::apply_request(tables, leases, state, request, &self.options.limits)
             }
             EntryPayload::Blank => Ok(empty_outcome(state)),
             EntryPayload::Membership(membership) => {
@@ -294,14 +301,24 @@ impl MvccStore {
     pub(crate) fn read_tables(&self) -> Result<(ReadTables<'_>, StoreState)> {
         let file = self.file.as_path();
         let read = self.database.begin_read().map_err(db_error(file))?;
-        let meta = read.open_table(META).map_err(db_error(file))?;
-        let state = load_state(&meta, file)?;
-        let tables = ReadTables {
-            file,
-            history: read.open_table(HISTORY).map_err(db_error(file))?,
-            index: read.open_table(KEY_INDEX).map_err(db_error(file))?,
-        };
-        Ok((tables, state))
+        read_tables_of(&read, file)
+    }
+
+    /// The data tables, the lease tables and the state, all from one read transaction.
+    pub(crate) fn read_tables_with_leases(
+        &self,
+    ) -> Result<(ReadTables<'_>, ReadLeaseTables<'_>, StoreState)> {
+        let file = self.file.as_path();
+        let read = self.database.begin_read().map_err(db_error(file))?;
+        let (tables, state) = read_tables_of(&read, file)?;
+        Ok((tables, read_lease_tables_of(&read, file)?, state))
+    }
+
+    /// Opens the lease tables in a read transaction of their own.
+    pub(crate) fn read_lease_tables(&self) -> Result<ReadLeaseTables<'_>> {
+        let file = self.file.as_path();
+        let read = self.database.begin_read().map_err(db_error(file))?;
+        read_lease_tables_of(&read, file)
     }
 
     fn read_state(&self) -> Result<StoreState> {
@@ -407,8 +424,36 @@ pub(crate) fn open_write_tables<'f, 't>(
     })
 }
 
+fn read_tables_of<'f>(
+    read: &redb::ReadTransaction,
+    file: &'f Path,
+) -> Result<(ReadTables<'f>, StoreState)> {
+    let meta = read.open_table(META).map_err(db_error(file))?;
+    let state = load_state(&meta, file)?;
+    let tables = ReadTables {
+        file,
+        history: read.open_table(HISTORY).map_err(db_error(file))?,
+        index: read.open_table(KEY_INDEX).map_err(db_error(file))?,
+    };
+    Ok((tables, state))
+}
+
+/// Opens the lease tables in an existing read transaction (for reads that must see the leases and
+/// the key-value tables at one point, such as snapshots and hashes).
+pub(crate) fn read_lease_tables_of<'f>(
+    read: &redb::ReadTransaction,
+    file: &'f Path,
+) -> Result<ReadLeaseTables<'f>> {
+    Ok(LeaseTables {
+        file,
+        leases: read.open_table(LEASES).map_err(db_error(file))?,
+        lease_keys: read.open_table(LEASE_KEYS).map_err(db_error(file))?,
+    })
+}
+
 fn initialise_tables(write: &redb::WriteTransaction, file: &Path) -> Result<()> {
     open_write_tables(write, file)?;
+    open_write_lease_tables(write, file)?;
     migrate::mark_current_layout(write, file)?;
     let mut meta = write.open_table(META).map_err(db_error(file))?;
     save_state(&mut meta, file, &StoreState::empty())

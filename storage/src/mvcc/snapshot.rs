@@ -1,19 +1,25 @@
 //! Consistent snapshots: export the whole state as a frame stream, and import one atomically.
 //!
 //! The stream is a header (revisions, applied log id, membership), every history entry not yet
-//! compacted in (revision, position) order, and a trailer with the record count and an xxh3
-//! checksum of every byte before it. The key index is rebuilt from the history on import:
-//! compaction never removes a live key's current version, so the history holds all of them.
+//! compacted in (revision, position) order, every granted lease in id order, and a trailer with the
+//! count of records and leases and an xxh3 checksum of every byte before it. The key index is
+//! rebuilt from the history on import (compaction never removes a live key's current version, so
+//! the history holds all of them), and the lease attachments from the live keys' `lease` fields.
 
 use std::io::{Read, Write};
 
 use redb::{Durability, ReadableTable};
 use xxhash_rust::xxh3::Xxh3;
 
-use crate::codec::{self, SnapshotFrame, SnapshotHeader, VersionRecord, SNAPSHOT_MAGIC};
+use crate::codec::{
+    self, LeaseRecord, SnapshotFrame, SnapshotHeader, VersionRecord, SNAPSHOT_MAGIC,
+};
 use crate::error::{corrupt, db_error, Error, Result};
 use crate::file::META;
-use crate::mvcc::tables::{save_state, IndexEntry, StoreState, WriteTables, HISTORY, KEY_INDEX};
+use crate::mvcc::leases::{open_write_lease_tables, WriteLeaseTables};
+use crate::mvcc::tables::{
+    save_state, IndexEntry, StoreState, WriteTables, HISTORY, KEY_INDEX, LEASES, LEASE_KEYS,
+};
 use crate::mvcc::{open_write_tables, MvccStore};
 use crate::types::AppliedState;
 
@@ -29,7 +35,7 @@ pub struct SnapshotSummary {
 impl MvccStore {
     /// Writes a consistent snapshot of the whole store (one read transaction) to `writer`.
     pub fn export_snapshot<W: Write>(&self, writer: &mut W) -> Result<SnapshotSummary> {
-        let (tables, state) = self.read_tables()?;
+        let (tables, leases, state) = self.read_tables_with_leases()?;
         let file = tables.file;
         let mut writer = HashingWriter {
             inner: writer,
@@ -51,6 +57,14 @@ impl MvccStore {
                 revision,
                 position,
                 record,
+            };
+            write_frame(&mut writer, &frame)?;
+            records += 1;
+        }
+        for lease in leases.all(u64::MAX)? {
+            let frame = SnapshotFrame::Lease {
+                id: lease.id,
+                ttl_seconds: lease.granted_ttl_seconds,
             };
             write_frame(&mut writer, &frame)?;
             records += 1;
@@ -81,19 +95,23 @@ impl MvccStore {
             .map_err(db_error(&file))?;
         write.delete_table(HISTORY).map_err(db_error(&file))?;
         write.delete_table(KEY_INDEX).map_err(db_error(&file))?;
+        write.delete_table(LEASES).map_err(db_error(&file))?;
+        write.delete_table(LEASE_KEYS).map_err(db_error(&file))?;
         let summary = {
             let mut tables = open_write_tables(&write, &file)?;
+            let mut leases = open_write_lease_tables(&write, &file)?;
             let mut reader = HashingReader {
                 inner: reader,
                 hasher: Xxh3::new(),
             };
-            let summary = load_frames(&mut tables, &mut reader)?;
+            let summary = load_frames(&mut tables, &mut leases, &mut reader)?;
+            let live_keys = attach_live_keys(&tables, &mut leases, summary.current_revision)?;
             let mut meta = write.open_table(META).map_err(db_error(&file))?;
             let state = StoreState {
                 current_revision: summary.current_revision,
                 compact_revision: summary.compact_revision,
                 applied: summary.applied.clone(),
-                live_keys: tables.count_live_keys(summary.current_revision)?,
+                live_keys,
             };
             save_state(&mut meta, &file, &state)?;
             summary
@@ -119,9 +137,36 @@ fn read_frame<R: Read>(reader: &mut R) -> Result<Option<SnapshotFrame>> {
     codec::read_frame(reader).map_err(|error| bad(error.to_string()))
 }
 
-/// Reads the header, every record and the trailer, writing the records into the (empty) tables.
+/// Counts the live keys at `revision` and attaches each one that carries a granted lease to it.
+/// A key whose lease is not granted was written before leases were enforced (layout 3) and stays
+/// unattached, as it was in the exported store.
+fn attach_live_keys(
+    tables: &WriteTables<'_, '_>,
+    leases: &mut WriteLeaseTables<'_, '_>,
+    revision: u64,
+) -> Result<u64> {
+    let mut live_keys = 0u64;
+    let mut to_attach: Vec<(i64, Vec<u8>)> = Vec::new();
+    tables.visit_live_at(&[], None, revision, &mut |key, entry| {
+        live_keys += 1;
+        if entry.lease != 0 {
+            to_attach.push((entry.lease, key.to_vec()));
+        }
+        Ok(true)
+    })?;
+    for (lease, key) in to_attach {
+        if leases.record(lease)?.is_some() {
+            leases.attach(lease, &key)?;
+        }
+    }
+    Ok(live_keys)
+}
+
+/// Reads the header, every record, every lease and the trailer, writing them into the (empty)
+/// tables.
 fn load_frames<R: Read>(
     tables: &mut WriteTables<'_, '_>,
+    leases: &mut WriteLeaseTables<'_, '_>,
     reader: &mut HashingReader<R>,
 ) -> Result<SnapshotSummary> {
     let header = match read_frame(reader)? {
@@ -135,6 +180,7 @@ fn load_frames<R: Read>(
     };
     let mut records = 0u64;
     let mut last_position: Option<(u64, u32)> = None;
+    let mut last_lease: Option<i64> = None;
     loop {
         let checksum_so_far = reader.hasher.digest();
         match read_frame(reader)? {
@@ -146,13 +192,26 @@ fn load_frames<R: Read>(
                 record,
             }) => {
                 let at = (revision, position);
-                if last_position.is_some_and(|last| at <= last)
+                if last_lease.is_some()
+                    || last_position.is_some_and(|last| at <= last)
                     || revision > header.current_revision
                 {
                     return Err(bad(format!("record {revision}/{position} is out of order")));
                 }
                 last_position = Some(at);
                 insert_record(tables, revision, position, record)?;
+                records += 1;
+            }
+            Some(SnapshotFrame::Lease { id, ttl_seconds }) => {
+                if id <= 0 || ttl_seconds < 1 || last_lease.is_some_and(|last| id <= last) {
+                    return Err(bad(format!("lease {id} is out of order or malformed")));
+                }
+                last_lease = Some(id);
+                let record = LeaseRecord {
+                    ttl_seconds,
+                    attached_keys: 0,
+                };
+                leases.save(id, &record)?;
                 records += 1;
             }
             Some(SnapshotFrame::Trailer {

@@ -8,6 +8,10 @@
 //!   history entry of a key in revision order. A key's newest entry answers current reads, so a put
 //!   touches one key-ordered leaf (its previous entry and its new one sit side by side) instead of
 //!   two, and compares, keys-only reads and counts never read a value.
+//! - `leases` (layout 3): lease id -> `LeaseRecord` (granted TTL, attached-key count). Leases are
+//!   not revisioned, as in etcd: the table holds the leases granted now.
+//! - `lease_keys` (layout 3): (lease id, key) -> (), the keys attached to each lease now, so a
+//!   revoke finds its keys without a scan. A key is attached to the lease of its current version.
 //! - `meta`: the file marker, the layout version and the `StoreState` record.
 //!
 //! Layout 1 (before issue 11) kept a third table, `live`, with a second copy of every current
@@ -26,6 +30,9 @@ use crate::types::{AppliedState, KeyValue};
 pub(crate) const HISTORY: TableDefinition<(u64, u32), &[u8]> = TableDefinition::new("history");
 pub(crate) const KEY_INDEX: TableDefinition<(&[u8], u64), IndexValue> =
     TableDefinition::new("key_index");
+
+pub(crate) const LEASES: TableDefinition<i64, &[u8]> = TableDefinition::new("leases");
+pub(crate) const LEASE_KEYS: TableDefinition<(i64, &[u8]), ()> = TableDefinition::new("lease_keys");
 
 /// A key-index value: (position in its revision, tombstone, create revision, version, lease).
 pub(crate) type IndexValue = (u32, bool, u64, u64, i64);

@@ -20,6 +20,11 @@ pub fn validate_request(request: &Request, limits: &Limits) -> Result<()> {
             Err(Error::Invalid("compact revision must be at least 1".into()))
         }
         Request::Compact { .. } => Ok(()),
+        Request::LeaseGrant { id, ttl_seconds } => {
+            limits.check_lease_id(*id)?;
+            limits.check_lease_ttl(*ttl_seconds)
+        }
+        Request::LeaseRevoke { id } => limits.check_lease_id(*id),
     }
 }
 
@@ -41,7 +46,11 @@ pub fn validate_range(range: &RangeRequest, limits: &Limits) -> Result<()> {
 
 fn validate_put(put: &PutRequest, limits: &Limits) -> Result<()> {
     limits.check_key(&put.key)?;
-    limits.check_value(&put.value)
+    limits.check_value(&put.value)?;
+    if put.lease != 0 {
+        limits.check_lease_id(put.lease)?;
+    }
+    Ok(())
 }
 
 /// A single-key range needs a non-empty key; a bounded or open range may start at the empty key

@@ -1,0 +1,158 @@
+//! The lease calls only the leader can answer, whether called locally or forwarded by a follower:
+//! grant (the leader picks a free id and applies the minimum TTL), keep-alive and time-to-live
+//! (which read and move the leader's deadlines). Each answers `NotLeader` elsewhere so the caller
+//! finds the leader and retries, like every call in `leader.rs`.
+//!
+//! Keep-alive and time-to-live first confirm the leadership with a ReadIndex round and wait until
+//! this member has applied through that index. The confirmation makes a renewal safe against a
+//! newer leader (its reset deadlines come after the confirmation); the wait makes sure a leader
+//! elected a moment ago has applied every grant committed before it, so it does not answer
+//! `not_found` for a lease it has not applied yet.
+
+use openraft::async_runtime::WatchReceiver;
+use openraft::ServerState;
+use revkv_storage::Request;
+use tokio::time::Instant;
+
+use crate::lessor::Renewal;
+use crate::member_inner::MemberInner;
+use crate::peer::{
+    ForwardedWrite, LeaseGrantCall, LeaseTimeToLive, LeaseTimeToLiveCall, PeerError,
+};
+use crate::types::{ClientRequest, Rejection};
+
+/// Lease ids the leader picks are below 2^53, so they survive JSON readers that hold numbers as
+/// doubles (JavaScript) unchanged.
+const LARGEST_PICKED_LEASE_ID: i64 = (1 << 53) - 1;
+
+impl MemberInner {
+    /// Grants a lease on this member, which must be the leader. A grant without an id gets a free
+    /// random one; if a concurrent grant took it first, another is tried (bounded).
+    pub(crate) async fn grant_lease_as_leader(
+        &self,
+        call: LeaseGrantCall,
+    ) -> Result<ForwardedWrite, PeerError> {
+        self.lead_leases()?;
+        let ttl_seconds = call
+            .ttl_seconds
+            .max(self.config.timing.min_lease_ttl_seconds());
+        let attempts = if call.id.is_some() {
+            1
+        } else {
+            self.config.lease.grant_id_attempts.max(1)
+        };
+        let mut last = None;
+        for _attempt in 0..attempts {
+            let id = call.id.unwrap_or_else(|| self.unused_lease_id());
+            let grant = Request::LeaseGrant { id, ttl_seconds };
+            let written = self.write_as_leader(ClientRequest(grant)).await?;
+            let taken = matches!(written.result.outcome, Err(Rejection::LeaseExists { .. }));
+            if !taken || call.id.is_some() {
+                return Ok(written);
+            }
+            last = Some(written);
+        }
+        Ok(last.expect("at least one attempt ran"))
+    }
+
+    /// A random id no lease this member knows of has. Applying the grant checks again, because a
+    /// grant still in flight is not in the lessor yet.
+    fn unused_lease_id(&self) -> i64 {
+        // A handful of draws from 2^53 ids: a collision with up to `max_leases` leases is rare
+        // enough that the last draw is taken as it is, and apply's duplicate check is the guard.
+        const DRAWS: usize = 8;
+        let mut id = fastrand::i64(1..=LARGEST_PICKED_LEASE_ID);
+        for _ in 1..DRAWS {
+            if !self.lessor.contains(id) {
+                break;
+            }
+            id = fastrand::i64(1..=LARGEST_PICKED_LEASE_ID);
+        }
+        id
+    }
+
+    /// Renews lease `id` to its granted TTL on this member, which must be the leader; answers the
+    /// granted TTL in seconds.
+    pub(crate) async fn keep_lease_alive_as_leader(&self, id: i64) -> Result<i64, PeerError> {
+        let confirmed_at = self.confirm_leadership_and_catch_up().await?;
+        self.lead_leases()?;
+        match self.lessor.renew(id, confirmed_at, Instant::now()) {
+            Renewal::Renewed {
+                granted_ttl_seconds,
+            } => Ok(granted_ttl_seconds),
+            Renewal::NotFound => Err(PeerError::LeaseNotFound(id)),
+            Renewal::NotLeading => Err(PeerError::Unavailable(
+                "leadership moved during the keep-alive; retry".into(),
+            )),
+        }
+    }
+
+    /// The granted and remaining TTL of lease `id` (and its keys, when asked) on this member,
+    /// which must be the leader.
+    pub(crate) async fn lease_time_to_live_as_leader(
+        &self,
+        call: LeaseTimeToLiveCall,
+    ) -> Result<LeaseTimeToLive, PeerError> {
+        self.confirm_leadership_and_catch_up().await?;
+        self.lead_leases()?;
+        let reading = self
+            .lessor
+            .reading(call.id, Instant::now())
+            .ok_or(PeerError::LeaseNotFound(call.id))?;
+        let keys = if call.with_keys {
+            let store = self.store.clone();
+            let id = call.id;
+            tokio::task::spawn_blocking(move || store.lease_keys(id))
+                .await
+                .map_err(|error| PeerError::Fatal(error.to_string()))?
+                .map_err(|error| PeerError::Fatal(error.to_string()))?
+        } else {
+            Vec::new()
+        };
+        Ok(LeaseTimeToLive {
+            id: call.id,
+            granted_ttl_seconds: reading.granted_ttl_seconds,
+            remaining_ttl_seconds: reading.remaining_ttl_seconds,
+            keys,
+        })
+    }
+
+    /// Confirms with a quorum that this member still leads and waits (bounded) until it has
+    /// applied everything committed so far. Answers the moment before the confirmation started.
+    async fn confirm_leadership_and_catch_up(&self) -> Result<Instant, PeerError> {
+        let confirmed_at = Instant::now();
+        let read_index = self.read_index_as_leader().await?;
+        let mut applied = self.applied.clone();
+        let timeout = self.config.peer_limits.call_timeout;
+        let caught_up = tokio::time::timeout(
+            timeout,
+            applied.wait_for(|position| position.log_index >= read_index),
+        )
+        .await;
+        match caught_up {
+            Ok(Ok(_)) => Ok(confirmed_at),
+            _ => Err(PeerError::Unavailable(format!(
+                "the leader did not apply through index {read_index} in {timeout:?}"
+            ))),
+        }
+    }
+
+    /// Brings the lessor in step with this member's role (a member leading a new term resets
+    /// every deadline first) and answers `NotLeader`, naming the leader it knows, when it does not
+    /// lead.
+    pub(crate) fn lead_leases(&self) -> Result<(), PeerError> {
+        let metrics = self.raft.metrics().borrow_watched().clone();
+        let leads = metrics.state == ServerState::Leader && metrics.current_leader == Some(self.id);
+        if self
+            .lessor
+            .follow_role(leads, metrics.current_term, Instant::now())
+        {
+            return Ok(());
+        }
+        let leader = metrics.current_leader.and_then(|leader| {
+            let node = metrics.membership_config.get_node(&leader).cloned();
+            node.map(|node| (leader, node))
+        });
+        Err(PeerError::NotLeader { leader })
+    }
+}

@@ -1,0 +1,64 @@
+//! The leader's expiry task: every `LeaseSettings::expiry_check_interval` it brings the lessor in
+//! step with this member's role and, when this member leads, proposes the revoke of each lease
+//! past its deadline through raft, so every member deletes the same keys at the same log
+//! position. A follower's task does nothing but follow the role. At most
+//! `max_revokes_in_flight` revokes are proposed per check; a revoke that fails (leadership moved,
+//! no quorum) is proposed again after `revoke_retry_after` if this member still leads, and a
+//! revoke of a lease that is already gone is simply refused by the store.
+
+use std::sync::Arc;
+
+use openraft::async_runtime::WatchReceiver;
+use openraft::ServerState;
+use revkv_storage::Request;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::member_inner::MemberInner;
+use crate::types::ClientRequest;
+
+/// Starts the task; it ends when `stop` turns true (or its sender is dropped).
+pub(crate) fn spawn(inner: Arc<MemberInner>, mut stop: watch::Receiver<bool>) {
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(inner.config.lease.expiry_check_interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => check_once(&inner).await,
+                changed = stop.changed() => {
+                    if changed.is_err() || *stop.borrow() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// One check: follow the role, and revoke what has expired.
+async fn check_once(inner: &MemberInner) {
+    let (leads, term) = {
+        let metrics = inner.raft.metrics();
+        let metrics = metrics.borrow_watched();
+        let leads =
+            metrics.state == ServerState::Leader && metrics.current_leader == Some(inner.id);
+        (leads, metrics.current_term)
+    };
+    let now = Instant::now();
+    if !inner.lessor.follow_role(leads, term, now) {
+        return;
+    }
+    let settings = &inner.config.lease;
+    let expired = inner.lessor.take_expired(
+        now,
+        settings.max_revokes_in_flight,
+        settings.revoke_retry_after,
+    );
+    let revokes = expired.into_iter().map(|id| async move {
+        let revoke = ClientRequest(Request::LeaseRevoke { id });
+        if let Err(error) = inner.write_as_leader(revoke).await {
+            tracing::debug!(lease = id, %error, "revoking an expired lease failed; will retry");
+        }
+    });
+    futures::future::join_all(revokes).await;
+}
