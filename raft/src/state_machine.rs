@@ -171,15 +171,8 @@ fn decode_membership(bytes: Option<&[u8]>) -> io::Result<StoredMembership> {
     }
 }
 
-/// Exports the store into an in-memory snapshot (possibly of an empty store); with `flush`, first
-/// makes the store durable so the log may be purged up to the snapshot.
-fn export(
-    store: &MvccStore,
-    flush: bool,
-) -> revkv_storage::Result<(Vec<u8>, revkv_storage::SnapshotSummary)> {
-    if flush {
-        store.flush()?;
-    }
+/// Exports the store into an in-memory snapshot (possibly of an empty store).
+fn export(store: &MvccStore) -> revkv_storage::Result<(Vec<u8>, revkv_storage::SnapshotSummary)> {
     let mut data = Vec::new();
     let summary = store.export_snapshot(&mut data)?;
     Ok((data, summary))
@@ -300,7 +293,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, io::Error> {
         // Before anything is applied there is no snapshot to offer a follower.
         let store = self.store.clone();
-        let (data, summary) = run_blocking(move || export(&store, false)).await?;
+        let (data, summary) = run_blocking(move || export(&store)).await?;
         if summary.applied.last_applied.is_none() {
             return Ok(None);
         }

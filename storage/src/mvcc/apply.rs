@@ -12,8 +12,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::codec::{self, LeaseRecord, VersionRecord};
-use crate::error::{corrupt, db_error, Error, Result};
+use crate::codec::{LeaseRecord, VersionRecord};
+use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::mvcc::leases::WriteLeaseTables;
 use crate::mvcc::read::ResolvedRange;
@@ -383,22 +383,11 @@ impl Change<'_, '_, '_> {
 
     /// Writes one history entry and its key-index entry at the next position of this revision.
     fn record_history(&mut self, record: VersionRecord) -> Result<()> {
-        let file = self.tables.file;
         let position = self.next_position;
         self.next_position = position
             .checked_add(1)
             .ok_or_else(|| Error::Invariant("more than 2^32 changes in one revision".into()))?;
-        let bytes = codec::encode(&record).map_err(corrupt(file))?;
-        self.tables
-            .history
-            .insert((self.revision, position), bytes.as_slice())
-            .map_err(db_error(file))?;
-        let entry = IndexEntry::for_record(&record, self.revision, position);
-        self.tables
-            .index
-            .insert((record.key.as_slice(), self.revision), entry.to_stored())
-            .map_err(db_error(file))?;
-        Ok(())
+        self.tables.insert_version(self.revision, position, &record)
     }
 }
 

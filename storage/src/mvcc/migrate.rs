@@ -22,7 +22,7 @@ use crate::error::{corrupt, db_error, Error, Result};
 use crate::file::META;
 use crate::mvcc::leases::open_write_lease_tables;
 use crate::mvcc::tables::{
-    save_state, IndexEntry, StoreState, TableSet, HISTORY, KEY_INDEX, STATE_KEY,
+    index_version, load_state_record, save_state, StoreState, TableSet, HISTORY, KEY_INDEX,
 };
 use crate::types::AppliedState;
 
@@ -151,25 +151,14 @@ fn rebuild_key_index(tables: &mut crate::mvcc::tables::WriteTables<'_, '_>) -> R
         let (stored_key, bytes) = entry.map_err(db_error(file))?;
         let (revision, position) = stored_key.value();
         let record: VersionRecord = codec::decode(bytes.value()).map_err(corrupt(file))?;
-        let index_entry = IndexEntry::for_record(&record, revision, position);
-        tables
-            .index
-            .insert((record.key.as_slice(), revision), index_entry.to_stored())
-            .map_err(db_error(file))?;
+        index_version(&mut tables.index, file, revision, position, &record)?;
     }
     Ok(())
 }
 
 fn read_layout_1_state(write: &redb::WriteTransaction, file: &Path) -> Result<Layout1StoreState> {
     let meta = write.open_table(META).map_err(db_error(file))?;
-    let bytes = meta
-        .get(STATE_KEY)
-        .map_err(db_error(file))?
-        .ok_or_else(|| Error::Corrupt {
-            file: file.to_path_buf(),
-            detail: "meta table has no store_state record".into(),
-        })?;
-    codec::decode(bytes.value()).map_err(corrupt(file))
+    load_state_record(&meta, file)
 }
 
 #[cfg(test)]
@@ -181,6 +170,7 @@ mod tests {
     use super::*;
     use crate::codec::FileMarker;
     use crate::file::FILE_KIND_KEY;
+    use crate::mvcc::tables::{IndexEntry, STATE_KEY};
     use crate::mvcc::{MvccStore, StoreOptions};
     use crate::types::{ApplyOutcome, KeyRange, RangeRequest};
 

@@ -18,7 +18,7 @@ use crate::error::{corrupt, db_error, Error, Result};
 use crate::file::META;
 use crate::mvcc::leases::{open_write_lease_tables, WriteLeaseTables};
 use crate::mvcc::tables::{
-    save_state, IndexEntry, StoreState, WriteTables, HISTORY, KEY_INDEX, LEASES, LEASE_KEYS,
+    save_state, StoreState, WriteTables, HISTORY, KEY_INDEX, LEASES, LEASE_KEYS,
 };
 use crate::mvcc::{open_write_tables, MvccStore};
 use crate::types::AppliedState;
@@ -242,21 +242,10 @@ fn insert_record(
     position: u32,
     record: VersionRecord,
 ) -> Result<()> {
-    let file = tables.file;
     if record.key.is_empty() {
         return Err(bad("a record with an empty key"));
     }
-    let bytes = codec::encode(&record).map_err(corrupt(file))?;
-    tables
-        .history
-        .insert((revision, position), bytes.as_slice())
-        .map_err(db_error(file))?;
-    let entry = IndexEntry::for_record(&record, revision, position);
-    tables
-        .index
-        .insert((record.key.as_slice(), revision), entry.to_stored())
-        .map_err(db_error(file))?;
-    Ok(())
+    tables.insert_version(revision, position, &record)
 }
 
 /// A writer that hashes every byte it passes on.

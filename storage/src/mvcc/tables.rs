@@ -329,6 +329,48 @@ fn offer_visible(
     }
 }
 
+impl WriteTables<'_, '_> {
+    /// Writes one version into `history` at (revision, position) and indexes it.
+    pub fn insert_version(
+        &mut self,
+        revision: u64,
+        position: u32,
+        record: &VersionRecord,
+    ) -> Result<()> {
+        let bytes = codec::encode(record).map_err(corrupt(self.file))?;
+        self.history
+            .insert((revision, position), bytes.as_slice())
+            .map_err(db_error(self.file))?;
+        self.index_version(revision, position, record)
+    }
+
+    /// Inserts the key-index entry of a version already in `history`.
+    pub fn index_version(
+        &mut self,
+        revision: u64,
+        position: u32,
+        record: &VersionRecord,
+    ) -> Result<()> {
+        index_version(&mut self.index, self.file, revision, position, record)
+    }
+}
+
+/// Inserts the key-index entry of the version at (revision, position) into `index`. A free function
+/// so that a walk over `history` can index what it reads while it holds the history table.
+pub(crate) fn index_version(
+    index: &mut redb::Table<'_, (&'static [u8], u64), IndexValue>,
+    file: &Path,
+    revision: u64,
+    position: u32,
+    record: &VersionRecord,
+) -> Result<()> {
+    let entry = IndexEntry::for_record(record, revision, position);
+    index
+        .insert((record.key.as_slice(), revision), entry.to_stored())
+        .map_err(db_error(file))?;
+    Ok(())
+}
+
 /// Turns a history record into the key-value it describes (a tombstone gives the delete event's kv).
 pub(crate) fn version_to_kv(record: VersionRecord, revision: u64) -> KeyValue {
     if record.tombstone {
@@ -356,6 +398,14 @@ pub(crate) fn load_state(
     meta: &impl ReadableTable<&'static str, &'static [u8]>,
     file: &Path,
 ) -> Result<StoreState> {
+    load_state_record(meta, file)
+}
+
+/// Reads the state record as `T`: today's `StoreState`, or an older layout's shape of it.
+pub(crate) fn load_state_record<T: serde::de::DeserializeOwned>(
+    meta: &impl ReadableTable<&'static str, &'static [u8]>,
+    file: &Path,
+) -> Result<T> {
     let bytes = meta
         .get(STATE_KEY)
         .map_err(db_error(file))?
