@@ -604,6 +604,13 @@ fn openraft_config(config: &MemberConfig) -> Result<Arc<openraft::Config>, openr
         snapshot_policy: SnapshotPolicy::LogsSinceLast(timing.snapshot_after_entries),
         max_in_snapshot_log_to_keep: timing.log_entries_kept_after_snapshot,
         install_snapshot_timeout: millis(config.peer_limits.call_timeout).max(1000),
+        // A restarted leader must win a new term before it leads again. openraft's default lets it
+        // take up its old term at once, which is unsafe with this log: the leader replicates
+        // entries before its own fsync ends (log_writer.rs), so after a crash its log may end
+        // below entries its followers hold, and writing new entries at those log ids in the same
+        // term breaks log matching (followers keep theirs and the replicas part for good).
+        // node/bin/tests/leader_restart.rs catches it; docs/RELIABILITY.md tells the story.
+        enable_leader_restore: Some(false),
         ..openraft::Config::default()
     };
     Ok(Arc::new(raft_config.validate()?))

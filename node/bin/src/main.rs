@@ -27,6 +27,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a member (with no flags: a single-member cluster in ./revkv-data on 127.0.0.1:7001).
+    // A flag given twice takes its last value, as etcd's flags do, so a script (or the test
+    // harness) can override a default it put earlier on the command line.
+    #[command(args_override_self = true)]
     Serve(ServeArgs),
     /// Read, write, watch and administer a running cluster (`revkv ctl --help`).
     Ctl(revkv_tools::ctl::CtlArgs),
