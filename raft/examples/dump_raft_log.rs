@@ -33,11 +33,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// The metadata file's slot size (storage/src/log_store/meta.rs); the second slot may be short.
+const META_SLOT_BYTES: usize = 4096;
+
 /// The metadata file holds two fixed-size slots; each decodes on its own (or fails its checksum).
 fn print_meta(path: &Path) -> Result<(), Box<dyn std::error::Error>> {
     let bytes = fs::read(path)?;
-    let slot_bytes = bytes.len() / 2;
-    for (number, slot) in bytes.chunks(slot_bytes.max(1)).enumerate() {
+    for (number, slot) in bytes.chunks(META_SLOT_BYTES).enumerate() {
         match codec::decode_log_meta_slot(slot) {
             Ok((sequence, meta)) => println!(
                 "meta slot {number}: sequence {sequence}, committed {:?}, last purged {:?}, vote {:?}",
