@@ -9,27 +9,12 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
     VoteRequest, VoteResponse,
 };
+use revkv_fuzz::check_round_trip;
 use revkv_raft::peer::{
     AdminRequest, ForwardedWrite, LeaseGrantCall, LeaseTimeToLive, LeaseTimeToLiveCall, PeerError,
 };
 use revkv_raft::types::alias::{SnapshotMeta, Vote};
 use revkv_raft::{ClientRequest, TypeConfig};
-use revkv_storage::codec;
-use serde::de::DeserializeOwned;
-use serde::Serialize;
-
-fn round_trip<T: Serialize + DeserializeOwned>(bytes: &[u8]) {
-    let Ok(value) = codec::decode::<T>(bytes) else {
-        return;
-    };
-    let encoded = codec::encode(&value).expect("a decoded message encodes");
-    let again: T = codec::decode(&encoded).expect("an encoded message decodes");
-    assert_eq!(
-        codec::encode(&again).expect("encodes"),
-        encoded,
-        "a message changed on a round trip"
-    );
-}
 
 type Answer<T> = Result<T, PeerError>;
 
@@ -38,21 +23,21 @@ fuzz_target!(|input: &[u8]| {
         return;
     };
     match selector % 16 {
-        0 => round_trip::<AppendEntriesRequest<TypeConfig>>(bytes),
-        1 => round_trip::<VoteRequest<TypeConfig>>(bytes),
-        2 => round_trip::<(Vote, SnapshotMeta, Vec<u8>)>(bytes),
-        3 => round_trip::<TransferLeaderRequest<TypeConfig>>(bytes),
-        4 => round_trip::<ClientRequest>(bytes),
-        5 => round_trip::<AdminRequest>(bytes),
-        6 => round_trip::<LeaseGrantCall>(bytes),
-        7 => round_trip::<i64>(bytes),
-        8 => round_trip::<LeaseTimeToLiveCall>(bytes),
-        9 => round_trip::<Answer<AppendEntriesResponse<TypeConfig>>>(bytes),
-        10 => round_trip::<Answer<VoteResponse<TypeConfig>>>(bytes),
-        11 => round_trip::<Answer<SnapshotResponse<TypeConfig>>>(bytes),
-        12 => round_trip::<Answer<ForwardedWrite>>(bytes),
-        13 => round_trip::<Answer<LeaseTimeToLive>>(bytes),
-        14 => round_trip::<Answer<Option<u64>>>(bytes),
-        _ => round_trip::<Answer<u64>>(bytes),
+        0 => check_round_trip::<AppendEntriesRequest<TypeConfig>>(bytes),
+        1 => check_round_trip::<VoteRequest<TypeConfig>>(bytes),
+        2 => check_round_trip::<(Vote, SnapshotMeta, Vec<u8>)>(bytes),
+        3 => check_round_trip::<TransferLeaderRequest<TypeConfig>>(bytes),
+        4 => check_round_trip::<ClientRequest>(bytes),
+        5 => check_round_trip::<AdminRequest>(bytes),
+        6 => check_round_trip::<LeaseGrantCall>(bytes),
+        7 => check_round_trip::<i64>(bytes),
+        8 => check_round_trip::<LeaseTimeToLiveCall>(bytes),
+        9 => check_round_trip::<Answer<AppendEntriesResponse<TypeConfig>>>(bytes),
+        10 => check_round_trip::<Answer<VoteResponse<TypeConfig>>>(bytes),
+        11 => check_round_trip::<Answer<SnapshotResponse<TypeConfig>>>(bytes),
+        12 => check_round_trip::<Answer<ForwardedWrite>>(bytes),
+        13 => check_round_trip::<Answer<LeaseTimeToLive>>(bytes),
+        14 => check_round_trip::<Answer<Option<u64>>>(bytes),
+        _ => check_round_trip::<Answer<u64>>(bytes),
     }
 });

@@ -4,39 +4,24 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use revkv_fuzz::check_round_trip;
 use revkv_raft::types::alias::{Entry, StoredMembership, Vote};
 use revkv_storage::codec::{self, LeaseRecord, PageToken, VersionRecord};
 use revkv_storage::{AppliedState, ApplyEntry};
-use serde::de::DeserializeOwned;
-use serde::Serialize;
-
-/// Decodes, and when that succeeds checks that the value survives a round trip.
-fn round_trip<T: Serialize + DeserializeOwned>(bytes: &[u8]) {
-    let Ok(value) = codec::decode::<T>(bytes) else {
-        return;
-    };
-    let encoded = codec::encode(&value).expect("a decoded value encodes");
-    let again: T = codec::decode(&encoded).expect("an encoded value decodes");
-    assert_eq!(
-        codec::encode(&again).expect("encodes"),
-        encoded,
-        "a record changed on a round trip"
-    );
-}
 
 fuzz_target!(|input: &[u8]| {
     let Some((&selector, bytes)) = input.split_first() else {
         return;
     };
     match selector % 10 {
-        0 => round_trip::<VersionRecord>(bytes),
-        1 => round_trip::<LeaseRecord>(bytes),
-        2 => round_trip::<PageToken>(bytes),
-        3 => round_trip::<AppliedState>(bytes),
-        4 => round_trip::<Entry>(bytes),
-        5 => round_trip::<Vote>(bytes),
-        6 => round_trip::<StoredMembership>(bytes),
-        7 => round_trip::<ApplyEntry>(bytes),
+        0 => check_round_trip::<VersionRecord>(bytes),
+        1 => check_round_trip::<LeaseRecord>(bytes),
+        2 => check_round_trip::<PageToken>(bytes),
+        3 => check_round_trip::<AppliedState>(bytes),
+        4 => check_round_trip::<Entry>(bytes),
+        5 => check_round_trip::<Vote>(bytes),
+        6 => check_round_trip::<StoredMembership>(bytes),
+        7 => check_round_trip::<ApplyEntry>(bytes),
         8 => {
             if let Ok((sequence, meta)) = codec::decode_log_meta_slot(bytes) {
                 let slot = codec::encode_log_meta_slot(sequence, &meta).expect("meta encodes");
