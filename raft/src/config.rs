@@ -129,4 +129,6 @@ pub struct MemberConfig {
     pub peer_tls: Option<revkv_tls::PeerTls>,
     /// How the leader expires leases.
     pub lease: LeaseSettings,
+    /// Who is told of grants, revokes, expiries and renewals (nobody by default).
+    pub lease_events: crate::lease_events::LeaseEvents,
 }

@@ -79,7 +79,10 @@ impl MemberInner {
         match self.lessor.renew(id, confirmed_at, Instant::now()) {
             Renewal::Renewed {
                 granted_ttl_seconds,
-            } => Ok(granted_ttl_seconds),
+            } => {
+                self.config.lease_events.kept_alive();
+                Ok(granted_ttl_seconds)
+            }
             Renewal::NotFound => Err(PeerError::LeaseNotFound(id)),
             Renewal::NotLeading => Err(PeerError::Unavailable(
                 "leadership moved during the keep-alive; retry".into(),

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use openraft::async_runtime::WatchReceiver;
 use openraft::ServerState;
-use revkv_storage::Request;
+use revkv_storage::{Request, Response};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -54,10 +54,20 @@ async fn check_once(inner: &MemberInner) {
         settings.max_revokes_in_flight,
         settings.revoke_retry_after,
     );
-    let revokes = expired.into_iter().map(|id| async move {
+    let revokes = expired.into_iter().map(|expired| async move {
+        let id = expired.id;
         let revoke = ClientRequest(Request::LeaseRevoke { id });
-        if let Err(error) = inner.write_as_leader(revoke).await {
-            tracing::debug!(lease = id, %error, "revoking an expired lease failed; will retry");
+        match inner.write_as_leader(revoke).await {
+            // The lag is measured when the leader has applied the revoke (`write_as_leader`
+            // answers after the apply); a lease a client revoked first is refused, not counted.
+            Ok(written) if matches!(written.result.outcome, Ok(Response::LeaseRevoke(_))) => {
+                let lag = Instant::now().saturating_duration_since(expired.deadline);
+                inner.config.lease_events.expired(lag);
+            }
+            Ok(_) => {}
+            Err(error) => {
+                tracing::debug!(lease = id, %error, "revoking an expired lease failed; will retry");
+            }
         }
     });
     futures::future::join_all(revokes).await;

@@ -42,6 +42,14 @@ pub struct LeaseClockReading {
     pub remaining_ttl_seconds: i64,
 }
 
+/// A lease past its deadline, whose revoke the leader is about to propose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expired {
+    pub id: i64,
+    /// The deadline it passed (for the expiry-lag metric).
+    pub deadline: Instant,
+}
+
 /// What a renewal did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Renewal {
@@ -184,7 +192,7 @@ impl Lessor {
     /// Up to `max` leases past their deadline whose revoke is not already on its way (or was
     /// proposed more than `retry_after` ago and has not been applied), marked as proposed now.
     /// Empty unless this member leads.
-    pub fn take_expired(&self, now: Instant, max: usize, retry_after: Duration) -> Vec<i64> {
+    pub fn take_expired(&self, now: Instant, max: usize, retry_after: Duration) -> Vec<Expired> {
         let mut state = self.state();
         if state.leading_term.is_none() {
             return Vec::new();
@@ -199,7 +207,10 @@ impl Lessor {
                 .is_some_and(|proposed| now < proposed + retry_after);
             if clock.deadline <= now && !waiting_for_revoke {
                 clock.revoke_proposed_at = Some(now);
-                expired.push(*id);
+                expired.push(Expired {
+                    id: *id,
+                    deadline: clock.deadline,
+                });
             }
         }
         expired
@@ -232,16 +243,24 @@ mod tests {
         let reading = lessor.reading(1, much_later).unwrap();
         assert_eq!(reading.remaining_ttl_seconds, 2, "reset to the full TTL");
         let after_two = much_later + Duration::from_secs(2);
+        let expired = lessor.take_expired(after_two, 10, Duration::from_secs(1));
         assert_eq!(
-            lessor.take_expired(after_two, 10, Duration::from_secs(1)),
-            [1]
+            expired,
+            [Expired {
+                id: 1,
+                deadline: much_later + Duration::from_secs(2)
+            }]
         );
         // Proposed once; again only after the retry interval.
         assert!(lessor
             .take_expired(after_two, 10, Duration::from_secs(1))
             .is_empty());
         let retry = after_two + Duration::from_secs(1);
-        assert_eq!(lessor.take_expired(retry, 10, Duration::from_secs(1)), [1]);
+        let again = lessor.take_expired(retry, 10, Duration::from_secs(1));
+        assert_eq!(
+            again.iter().map(|expired| expired.id).collect::<Vec<_>>(),
+            [1]
+        );
         // Leading the same term again resets nothing; a new term does.
         assert!(lessor.follow_role(true, 3, retry));
         assert_eq!(lessor.reading(1, retry).unwrap().remaining_ttl_seconds, 0);

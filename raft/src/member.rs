@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use openraft::async_runtime::WatchReceiver;
 use openraft::SnapshotPolicy;
-use revkv_storage::{MvccStore, RaftLogStore, Request};
+use revkv_storage::{MvccStore, RaftLogStore, Request, Response};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::{oneshot, watch};
@@ -288,6 +288,9 @@ impl RaftMember {
         let timeout = self.inner.config.peer_limits.call_timeout;
         self.wait_for_log_index(forwarded.log_index, timeout)
             .await?;
+        if matches!(forwarded.result.outcome, Ok(Response::LeaseRevoke(_))) {
+            self.inner.config.lease_events.revoked();
+        }
         Ok(forwarded.result)
     }
 
@@ -310,6 +313,9 @@ impl RaftMember {
         let timeout = self.inner.config.peer_limits.call_timeout;
         self.wait_for_log_index(forwarded.log_index, timeout)
             .await?;
+        if matches!(forwarded.result.outcome, Ok(Response::LeaseGrant(_))) {
+            self.inner.config.lease_events.granted();
+        }
         Ok(forwarded.result)
     }
 

@@ -406,4 +406,6 @@ pub struct StoreStats {
     pub history_entries: u64,
     /// Size of the state file on disk.
     pub file_bytes: u64,
+    /// Leases granted now.
+    pub leases: u64,
 }

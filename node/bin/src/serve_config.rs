@@ -290,6 +290,7 @@ impl ServeArgs {
             peer_source_address: self.peer_source_address,
             peer_tls,
             lease: Default::default(),
+            lease_events: Default::default(),
         };
         let http = HttpLimits {
             max_body_bytes: self

@@ -209,7 +209,7 @@ impl MvccStore {
 
     /// Key and history counts (O(1) each in redb) and the file size.
     pub fn stats(&self) -> Result<StoreStats> {
-        let (tables, state) = self.read_tables()?;
+        let (tables, leases, state) = self.read_tables_with_leases()?;
         let file = tables.file;
         let file_bytes = std::fs::metadata(file)
             .map_err(|error| Error::Database {
@@ -223,6 +223,7 @@ impl MvccStore {
             live_keys: state.live_keys,
             history_entries: tables.history.len().map_err(db_error(file))?,
             file_bytes,
+            leases: leases.count()?,
         })
     }
 
