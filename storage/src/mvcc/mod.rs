@@ -12,6 +12,8 @@
 mod apply;
 mod compact;
 mod history;
+#[cfg(test)]
+mod lease_format_tests;
 mod leases;
 mod migrate;
 mod read;
@@ -160,6 +162,7 @@ impl MvccStore {
     ) -> Result<ApplyOutcome> {
         match &entry.payload {
             EntryPayload::Request(request) => {
+                let request = (request, entry.log_id.index);
                 apply::apply_request(tables, leases, state, request, &self.options.limits)
             }
             EntryPayload::Blank => Ok(empty_outcome(state)),
