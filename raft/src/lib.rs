@@ -22,6 +22,7 @@ pub mod config;
 pub mod error;
 mod leader;
 mod leader_leases;
+mod lease_checkpoint;
 pub mod lease_events;
 mod lease_expiry;
 pub mod lessor;

@@ -82,6 +82,7 @@ impl RaftMember {
         let state_machine = StateMachine::new(store.clone(), config.timings.clone())?;
         let applied = state_machine.subscribe();
         let lessor = state_machine.lessor();
+        lessor.set_checkpoint_interval(config.lease.checkpoint_interval);
         let raft_config =
             openraft_config(&config).map_err(|error| startup("raft config", &error))?;
         let peers = PeerClient::new(
@@ -114,6 +115,7 @@ impl RaftMember {
             peers,
             config,
             lessor,
+            lease_check_now: tokio::sync::Notify::new(),
         });
         let stop_peer_server = crate::peer::server::spawn(inner.clone(), peer_listener);
         let stop_lease_expiry = watch::Sender::new(false);
