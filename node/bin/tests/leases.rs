@@ -297,6 +297,19 @@ async fn a_revoke_deletes_its_keys_in_one_revision_that_a_watcher_receives_as_on
     assert_eq!(kept.status, StatusCode::OK);
 }
 
+/// Waits until the leader `client` reaches has taken lease `id` over (it answers its time-to-live
+/// once it has applied an entry of its term and reset its deadlines), or the lease is gone.
+async fn wait_for_takeover(client: &MemberClient, id: i64) {
+    let path = format!("/v1/leases/{id}");
+    let what = format!("the new leader to take lease {id} over");
+    wait_until(what, Duration::from_secs(20), async || {
+        let answer = client.try_send(Method::GET, &path, None, &[]).await.ok()?;
+        let settled = [StatusCode::OK, StatusCode::NOT_FOUND].contains(&answer.status);
+        settled.then_some(())
+    })
+    .await;
+}
+
 /// Moves the leadership from `leader` to `target` and answers when every running member agrees.
 async fn transfer_leadership(cluster: &ProcessCluster, leader: u64, target: u64) -> Instant {
     cluster
@@ -375,8 +388,9 @@ async fn leader_transfers_faster_than_the_ttl_do_not_keep_a_lease_alive() {
         grant_answered + ttl + CHECKPOINT_INTERVAL + EXPIRY_SLACK,
     );
 
-    // Move the leadership round the members, each move as soon as the last one is done, until
-    // the key is gone; every read of it is checked against the bounds.
+    // Move the leadership round the members, each move as soon as the new leader has taken the
+    // lease over (it answers the lease's time-to-live), until the key is gone; every read of it is
+    // checked against the bounds.
     let mut leader = leader;
     let mut transfers = 0;
     let mut moved_at = Vec::new();
@@ -389,6 +403,7 @@ async fn leader_transfers_faster_than_the_ttl_do_not_keep_a_lease_alive() {
         moved_at.push(transfer_leadership(&cluster, leader, target).await);
         leader = target;
         transfers += 1;
+        wait_for_takeover(&cluster.client(leader), lease).await;
     }
     let longest_gap = moved_at
         .windows(2)
