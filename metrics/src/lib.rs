@@ -10,6 +10,7 @@
 //! - [`RaftMetrics`]: term, leadership, indexes, failed proposals, append and apply durations.
 //! - [`StoreMetrics`]: revisions, keys, file sizes.
 //! - [`WatchMetrics`]: watchers, events, bookmarks, slow-consumer cancels.
+//! - [`LeaseMetrics`]: leases granted now, grants, revokes, expiries, keep-alives, expiry lag.
 //! - [`HttpMetrics`]: requests and durations by route, with [`HttpMetricsLayer`].
 //!
 //! The crate knows nothing of raft, storage or the HTTP API's types: callers turn their state into
@@ -18,6 +19,7 @@
 
 mod http;
 mod kv;
+mod lease;
 mod prefix;
 mod raft;
 mod registration;
@@ -30,6 +32,7 @@ use prometheus::{Encoder, Registry, TextEncoder};
 
 pub use http::{HttpMetrics, HttpMetricsLayer, HttpMetricsService, UNMATCHED_ROUTE};
 pub use kv::{KvMetrics, KvOp, UpdateOutcome};
+pub use lease::LeaseMetrics;
 pub use prefix::{
     key_prefix, PrefixFolder, PrefixLabelConfig, MAX_PREFIX_LABEL_BYTES, NO_KEY_PREFIX,
     OTHER_PREFIX,
@@ -51,6 +54,7 @@ pub struct Metrics {
     pub raft: RaftMetrics,
     pub store: StoreMetrics,
     pub watch: WatchMetrics,
+    pub lease: LeaseMetrics,
     pub http: HttpMetrics,
     before_scrape: RwLock<Option<BeforeScrape>>,
 }
@@ -71,6 +75,7 @@ impl Metrics {
             raft: RaftMetrics::register(&registry)?,
             store: StoreMetrics::register(&registry)?,
             watch: WatchMetrics::register(&registry)?,
+            lease: LeaseMetrics::register(&registry)?,
             http: HttpMetrics::register(&registry)?,
             registry,
             before_scrape: RwLock::new(None),

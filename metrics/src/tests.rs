@@ -61,6 +61,12 @@ fn every_contract_metric_is_exposed_with_help_text() {
         "revkv_watch_slow_consumer_cancels_total",
         "revkv_http_requests_total",
         "revkv_http_request_duration_seconds",
+        "revkv_leases_active",
+        "revkv_lease_granted_total",
+        "revkv_lease_revoked_total",
+        "revkv_lease_expired_total",
+        "revkv_lease_keepalives_total",
+        "revkv_lease_expiry_lag_seconds",
     ] {
         assert!(
             text.contains(&format!("# HELP {name} ")),
@@ -177,4 +183,24 @@ async fn the_layer_labels_requests_by_route_template_not_by_uri() {
     assert!(text.contains(
         "revkv_http_request_duration_seconds_count{method=\"GET\",route=\"/v1/kv/{*key}\"} 2"
     ));
+}
+
+#[test]
+fn lease_events_are_counted_and_the_expiry_lag_is_in_seconds() {
+    let metrics = metrics();
+    metrics.lease.observe_active(3);
+    metrics.lease.record_granted();
+    metrics.lease.record_granted();
+    metrics.lease.record_revoked();
+    metrics.lease.record_keepalive();
+    metrics.lease.record_expired(Duration::from_millis(300));
+    let text = metrics.render().unwrap();
+    assert!(text.contains("revkv_leases_active 3"), "{text}");
+    assert!(text.contains("revkv_lease_granted_total 2"));
+    assert!(text.contains("revkv_lease_revoked_total 1"));
+    assert!(text.contains("revkv_lease_keepalives_total 1"));
+    assert!(text.contains("revkv_lease_expired_total 1"));
+    assert!(text.contains("revkv_lease_expiry_lag_seconds_sum 0.3"));
+    assert!(text.contains("revkv_lease_expiry_lag_seconds_bucket{le=\"0.32\"} 1"));
+    assert!(text.contains("revkv_lease_expiry_lag_seconds_bucket{le=\"0.16\"} 0"));
 }

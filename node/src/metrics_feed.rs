@@ -3,14 +3,16 @@
 //! - Raft gauges and leader changes follow the member's raft status feed: a task wakes on each
 //!   change, turns the new `RaftStatus` into a plain [`RaftObservation`], and stops when raft
 //!   shuts down and closes the feed.
-//! - Store gauges (revisions, live keys, file sizes) are read just before each scrape: one read
-//!   transaction and two file-size lookups per scrape, nothing between scrapes.
+//! - Store gauges (revisions, live keys, leases granted now, file sizes) are read just before each
+//!   scrape: one read transaction and two file-size lookups per scrape, nothing between scrapes.
 //! - Append (fsync) and apply durations are handed over by the raft layer as they happen, through
 //!   [`AppendApplyTimings`], the observer `Node` puts in the member's configuration.
+//! - Lease events (grants, client revokes, expiries with their lag, keep-alives) are handed over
+//!   by the raft layer where they happen, through [`LeaseEventCounts`], likewise.
 
 use std::sync::Arc;
 
-use revkv_metrics::{Metrics, RaftMetrics, RaftObservation, StoreObservation};
+use revkv_metrics::{LeaseMetrics, Metrics, RaftMetrics, RaftObservation, StoreObservation};
 use revkv_raft::{MemberRole, RaftMember, RaftStatus};
 use revkv_storage::{MvccStore, RaftLogStore};
 use tokio::task::JoinHandle;
@@ -31,6 +33,27 @@ impl revkv_raft::StorageTimingObserver for AppendApplyTimings {
 
     fn entries_applied(&self, elapsed: std::time::Duration, _entries: usize) {
         self.0.record_apply(elapsed);
+    }
+}
+
+/// Counts the raft layer's lease events in the member's lease metrics.
+pub struct LeaseEventCounts(pub LeaseMetrics);
+
+impl revkv_raft::LeaseObserver for LeaseEventCounts {
+    fn lease_granted(&self) {
+        self.0.record_granted();
+    }
+
+    fn lease_revoked(&self) {
+        self.0.record_revoked();
+    }
+
+    fn lease_expired(&self, lag: std::time::Duration) {
+        self.0.record_expired(lag);
+    }
+
+    fn lease_kept_alive(&self) {
+        self.0.record_keepalive();
     }
 }
 
@@ -60,27 +83,33 @@ fn raft_observation(status: &RaftStatus) -> RaftObservation {
     }
 }
 
-/// Makes every scrape read the store's revisions, key count and file sizes first. A failed read
+/// Makes every scrape read the store's revisions, key and lease counts and file sizes first. A failed read
 /// leaves the previous values in place (and is logged), so a scrape never fails because of it.
 fn install_store_refresh(metrics: &Metrics, store: Arc<MvccStore>, log: Arc<RaftLogStore>) {
     let store_metrics = metrics.store.clone();
+    let lease_metrics = metrics.lease.clone();
     metrics.set_before_scrape(move || match store_observation(&store, &log) {
-        Ok(observation) => store_metrics.observe(&observation),
+        Ok((observation, leases)) => {
+            store_metrics.observe(&observation);
+            lease_metrics.observe_active(leases);
+        }
         Err(error) => tracing::warn!(%error, "could not read store statistics for metrics"),
     });
 }
 
+/// The store gauges, and the number of leases granted now.
 fn store_observation(
     store: &MvccStore,
     log: &RaftLogStore,
-) -> revkv_storage::Result<StoreObservation> {
+) -> revkv_storage::Result<(StoreObservation, u64)> {
     let stats = store.stats()?;
     let log_file_bytes = log.size_bytes();
-    Ok(StoreObservation {
+    let observation = StoreObservation {
         revision: stats.current_revision,
         compact_revision: stats.compact_revision,
         keys: stats.live_keys,
         state_file_bytes: stats.file_bytes,
         log_file_bytes,
-    })
+    };
+    Ok((observation, stats.leases))
 }

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use revkv_metrics::{Metrics, PrefixLabelConfig};
 use revkv_raft::{
-    AdminRequest, MemberConfig, MemberError, MemberNode, PeerLimits, RaftMember, RaftTiming,
-    StorageTimings,
+    AdminRequest, LeaseEvents, MemberConfig, MemberError, MemberNode, PeerLimits, RaftMember,
+    RaftTiming, StorageTimings,
 };
 use revkv_storage::{
     validate_range, validate_request, DeleteRangeRequest, KeyRange, KeyValue, PutRequest, RangeEnd,
@@ -27,7 +27,7 @@ use crate::backend::{
 use crate::compaction::{self, AutoCompaction};
 use crate::error::NodeError;
 use crate::http::{client_router_with_metrics, HttpLimits};
-use crate::metrics_feed::{start_metrics_feeds, AppendApplyTimings};
+use crate::metrics_feed::{start_metrics_feeds, AppendApplyTimings, LeaseEventCounts};
 use crate::watch::{WatchHub, WatchLimits};
 
 /// How a node starts: the raft member's configuration plus the client listener's.
@@ -90,6 +90,7 @@ impl NodeConfig {
             peer_source_address: None,
             peer_tls: None,
             lease: Default::default(),
+            lease_events: Default::default(),
         };
         NodeConfig {
             member,
@@ -151,6 +152,8 @@ impl Node {
         let mut member_config = config.member.clone();
         member_config.timings =
             StorageTimings::new(Arc::new(AppendApplyTimings(metrics.raft.clone())));
+        member_config.lease_events =
+            LeaseEvents::new(Arc::new(LeaseEventCounts(metrics.lease.clone())));
         let member = RaftMember::start(member_config, peer_listener)
             .await
             .map_err(node_error)?;

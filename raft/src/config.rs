@@ -74,6 +74,13 @@ pub struct LeaseSettings {
     pub revoke_retry_after: Duration,
     /// How many fresh ids a grant without an id tries when the one it picked is taken.
     pub grant_id_attempts: u32,
+    /// How long after its grant or last renewal the leader checkpoints a lease's remaining TTL
+    /// through raft, so a new leader does not restart it at its full TTL (`None`: never, etcd
+    /// 3.4's behaviour). Part of the documented bound across leader changes.
+    pub checkpoint_interval: Option<Duration>,
+    /// Most leases in one checkpoint entry. The leader proposes at most one checkpoint per expiry
+    /// check, so checkpoints cost at most one raft entry per `expiry_check_interval`.
+    pub max_leases_per_checkpoint: usize,
 }
 
 impl Default for LeaseSettings {
@@ -83,6 +90,9 @@ impl Default for LeaseSettings {
             max_revokes_in_flight: 16,
             revoke_retry_after: Duration::from_secs(5),
             grant_id_attempts: 4,
+            checkpoint_interval: Some(Duration::from_secs(5)),
+            // etcd's `maxLeaseCheckpointBatchSize`.
+            max_leases_per_checkpoint: 1000,
         }
     }
 }
@@ -129,4 +139,6 @@ pub struct MemberConfig {
     pub peer_tls: Option<revkv_tls::PeerTls>,
     /// How the leader expires leases.
     pub lease: LeaseSettings,
+    /// Who is told of grants, revokes, expiries and renewals (nobody by default).
+    pub lease_events: crate::lease_events::LeaseEvents,
 }

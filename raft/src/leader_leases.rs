@@ -14,7 +14,7 @@ use openraft::ServerState;
 use revkv_storage::Request;
 use tokio::time::Instant;
 
-use crate::lessor::Renewal;
+use crate::lessor::{LeaseRole, Renewal};
 use crate::member_inner::MemberInner;
 use crate::peer::{
     ForwardedWrite, LeaseGrantCall, LeaseTimeToLive, LeaseTimeToLiveCall, PeerError,
@@ -73,18 +73,37 @@ impl MemberInner {
 
     /// Renews lease `id` to its granted TTL on this member, which must be the leader; answers the
     /// granted TTL in seconds.
+    ///
+    /// A lease with a checkpoint (or one on its way) is renewed in two steps: the deadline here,
+    /// then a `LeaseCheckpointClear` through raft, and the renewal is acknowledged only once the
+    /// clear is applied, so that no later leader restarts the lease from the older checkpoint.
     pub(crate) async fn keep_lease_alive_as_leader(&self, id: i64) -> Result<i64, PeerError> {
         let confirmed_at = self.confirm_leadership_and_catch_up().await?;
-        self.lead_leases()?;
-        match self.lessor.renew(id, confirmed_at, Instant::now()) {
-            Renewal::Renewed {
-                granted_ttl_seconds,
-            } => Ok(granted_ttl_seconds),
-            Renewal::NotFound => Err(PeerError::LeaseNotFound(id)),
-            Renewal::NotLeading => Err(PeerError::Unavailable(
-                "leadership moved during the keep-alive; retry".into(),
-            )),
+        self.lead_leases_caught_up()?;
+        let (granted_ttl_seconds, needs_checkpoint_clear) =
+            match self.lessor.renew(id, confirmed_at, Instant::now()) {
+                Renewal::Renewed {
+                    granted_ttl_seconds,
+                    needs_checkpoint_clear,
+                } => (granted_ttl_seconds, needs_checkpoint_clear),
+                Renewal::NotFound => return Err(PeerError::LeaseNotFound(id)),
+                Renewal::NotLeading => {
+                    return Err(PeerError::Unavailable(
+                        "leadership moved during the keep-alive; retry".into(),
+                    ))
+                }
+            };
+        if needs_checkpoint_clear {
+            let clear = ClientRequest(Request::LeaseCheckpointClear { id });
+            let cleared = self.write_as_leader(clear).await?;
+            if let Err(rejection) = cleared.result.outcome {
+                // Revoked (or expired) while the clear was on its way.
+                tracing::debug!(lease = id, ?rejection, "a checkpoint clear was refused");
+                return Err(PeerError::LeaseNotFound(id));
+            }
         }
+        self.config.lease_events.kept_alive();
+        Ok(granted_ttl_seconds)
     }
 
     /// The granted and remaining TTL of lease `id` (and its keys, when asked) on this member,
@@ -94,7 +113,7 @@ impl MemberInner {
         call: LeaseTimeToLiveCall,
     ) -> Result<LeaseTimeToLive, PeerError> {
         self.confirm_leadership_and_catch_up().await?;
-        self.lead_leases()?;
+        self.lead_leases_caught_up()?;
         let reading = self
             .lessor
             .reading(call.id, Instant::now())
@@ -137,22 +156,42 @@ impl MemberInner {
         }
     }
 
-    /// Brings the lessor in step with this member's role (a member leading a new term resets
-    /// every deadline first) and answers `NotLeader`, naming the leader it knows, when it does not
-    /// lead.
-    pub(crate) fn lead_leases(&self) -> Result<(), PeerError> {
+    /// Brings the lessor in step with this member's role (a member leading a new term, once it has
+    /// applied an entry of that term, resets every deadline first) and answers `NotLeader`, naming
+    /// the leader it knows, when it does not lead.
+    pub(crate) fn lead_leases(&self) -> Result<LeaseRole, PeerError> {
         let metrics = self.raft.metrics().borrow_watched().clone();
         let leads = metrics.state == ServerState::Leader && metrics.current_leader == Some(self.id);
-        if self
+        // Caught up once an entry of this term is applied: everything committed before it is.
+        let caught_up = metrics
+            .last_applied
+            .is_some_and(|log_id| log_id.leader_id.term == metrics.current_term);
+        let role = self
             .lessor
-            .follow_role(leads, metrics.current_term, Instant::now())
-        {
-            return Ok(());
+            .follow_role(leads, caught_up, metrics.current_term, Instant::now());
+        if role == LeaseRole::TookOver {
+            // Checkpoint the leases that have none at once, so that a leader that does not last
+            // still passes them on with a checkpoint.
+            self.lease_check_now.notify_one();
+        }
+        if role != LeaseRole::NotLeading {
+            return Ok(role);
         }
         let leader = metrics.current_leader.and_then(|leader| {
             let node = metrics.membership_config.get_node(&leader).cloned();
             node.map(|node| (leader, node))
         });
         Err(PeerError::NotLeader { leader })
+    }
+
+    /// Like `lead_leases`, but a leader that has not caught up with its term yet (so has not reset
+    /// its deadlines) answers unavailable: a renewal or a reading must wait for the reset.
+    fn lead_leases_caught_up(&self) -> Result<(), PeerError> {
+        match self.lead_leases()? {
+            LeaseRole::Leading | LeaseRole::TookOver => Ok(()),
+            _ => Err(PeerError::Unavailable(
+                "the new leader is still applying its predecessor's entries; retry".into(),
+            )),
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! The leader's expiry task: every `LeaseSettings::expiry_check_interval` it brings the lessor in
 //! step with this member's role and, when this member leads, proposes the revoke of each lease
-//! past its deadline through raft, so every member deletes the same keys at the same log
+//! past its deadline through raft, and at most one checkpoint of the leases due for one
+//! (`lease_checkpoint.rs`), so every member deletes the same keys at the same log
 //! position. A follower's task does nothing but follow the role. At most
 //! `max_revokes_in_flight` revokes are proposed per check; a revoke that fails (leadership moved,
 //! no quorum) is proposed again after `revoke_retry_after` if this member still leads, and a
@@ -8,12 +9,11 @@
 
 use std::sync::Arc;
 
-use openraft::async_runtime::WatchReceiver;
-use openraft::ServerState;
-use revkv_storage::Request;
+use revkv_storage::{Request, Response};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::lessor::LeaseRole;
 use crate::member_inner::MemberInner;
 use crate::types::ClientRequest;
 
@@ -25,6 +25,9 @@ pub(crate) fn spawn(inner: Arc<MemberInner>, mut stop: watch::Receiver<bool>) {
         loop {
             tokio::select! {
                 _ = ticks.tick() => check_once(&inner).await,
+                // A member that just took over checks at once (its leases without a checkpoint
+                // are due); a notification while a check runs is kept for the next loop.
+                () = inner.lease_check_now.notified() => check_once(&inner).await,
                 changed = stop.changed() => {
                     if changed.is_err() || *stop.borrow() {
                         return;
@@ -35,29 +38,42 @@ pub(crate) fn spawn(inner: Arc<MemberInner>, mut stop: watch::Receiver<bool>) {
     });
 }
 
-/// One check: follow the role, and revoke what has expired.
+/// One check: follow the role, revoke what has expired and checkpoint what is due.
 async fn check_once(inner: &MemberInner) {
-    let (leads, term) = {
-        let metrics = inner.raft.metrics();
-        let metrics = metrics.borrow_watched();
-        let leads =
-            metrics.state == ServerState::Leader && metrics.current_leader == Some(inner.id);
-        (leads, metrics.current_term)
-    };
-    let now = Instant::now();
-    if !inner.lessor.follow_role(leads, term, now) {
+    if !matches!(
+        inner.lead_leases(),
+        Ok(LeaseRole::Leading | LeaseRole::TookOver)
+    ) {
         return;
     }
+    let revokes = revoke_expired(inner);
+    let checkpoint = crate::lease_checkpoint::propose_due_checkpoint(inner);
+    futures::future::join(revokes, checkpoint).await;
+}
+
+/// Proposes the revoke of each lease past its deadline (bounded), counting those applied.
+async fn revoke_expired(inner: &MemberInner) {
+    let now = Instant::now();
     let settings = &inner.config.lease;
     let expired = inner.lessor.take_expired(
         now,
         settings.max_revokes_in_flight,
         settings.revoke_retry_after,
     );
-    let revokes = expired.into_iter().map(|id| async move {
+    let revokes = expired.into_iter().map(|expired| async move {
+        let id = expired.id;
         let revoke = ClientRequest(Request::LeaseRevoke { id });
-        if let Err(error) = inner.write_as_leader(revoke).await {
-            tracing::debug!(lease = id, %error, "revoking an expired lease failed; will retry");
+        match inner.write_as_leader(revoke).await {
+            // The lag is measured when the leader has applied the revoke (`write_as_leader`
+            // answers after the apply); a lease a client revoked first is refused, not counted.
+            Ok(written) if matches!(written.result.outcome, Ok(Response::LeaseRevoke(_))) => {
+                let lag = Instant::now().saturating_duration_since(expired.deadline);
+                inner.config.lease_events.expired(lag);
+            }
+            Ok(_) => {}
+            Err(error) => {
+                tracing::debug!(lease = id, %error, "revoking an expired lease failed; will retry");
+            }
         }
     });
     futures::future::join_all(revokes).await;

@@ -1,28 +1,42 @@
 //! The lessor: every lease's deadline, in memory. Only the leader's deadlines mean anything.
 //!
 //! Every member keeps the same set of leases as its store (the state machine tells the lessor of
-//! every applied grant and revoke, and reloads it from the store after a snapshot), so that a
-//! member that becomes leader already knows them all. Deadlines are never replicated:
+//! every applied grant, revoke, checkpoint and checkpoint clear, and reloads it from the store
+//! after a snapshot), so that a member that becomes leader already knows them all. Deadlines are
+//! never replicated; what is replicated is each lease's last checkpoint (`lease_checkpoint.rs`):
 //!
-//! - On becoming leader (the first time this member is seen leading a term) every deadline is
-//!   reset to now + the lease's granted TTL, as etcd does. A lease therefore never expires earlier
-//!   than its TTL after its last acknowledged renewal, and a leader change extends it by at most
-//!   the time since that renewal (docs/ARCHITECTURE.md, "Leases", has the bound).
+//! - On becoming leader (the first time this member is seen leading a term *and* has applied an
+//!   entry of that term, so every entry committed before it is applied here) every deadline is
+//!   reset: a lease with a checkpoint to the moment this member applied that checkpoint + its
+//!   remaining TTL, any other lease to now + its granted TTL (etcd 3.4's behaviour). Leases
+//!   without a checkpoint are then due for one at once, so the next leader does not restart them
+//!   again. docs/ARCHITECTURE.md, "Leases", has the bound and the argument.
 //! - A renewal (keep-alive) on the leader sets the deadline to the moment before the leader
 //!   confirmed its leadership with a quorum + the TTL. Any later leader was elected after that
-//!   confirmation, so its reset deadline is later than the one the client was promised.
+//!   confirmation, so its reset deadline is later than the one the client was promised. A lease
+//!   that has a checkpoint, or one on its way, needs a checkpoint clear through raft before the
+//!   renewal is acknowledged (`Renewal::Renewed::needs_checkpoint_clear`).
 //! - A follower never expires anything; the leader's expiry task (`lease_expiry.rs`) asks this
 //!   map which leases are past their deadline and proposes their revokes through raft.
 //!
 //! The map holds at most `Limits::max_leases` entries, because it mirrors the store, which
 //! refuses grants beyond that.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use revkv_storage::LeaseInfo;
+use revkv_storage::{CheckpointedLease, LeaseInfo};
 use tokio::time::Instant;
+
+/// A checkpoint this member applied (or loaded from its store).
+#[derive(Clone, Copy, Debug)]
+struct AppliedCheckpoint {
+    remaining: Duration,
+    /// When this member applied it (or loaded it, which is later): the remaining TTL counts from
+    /// here, which is no earlier than when the leader measured it.
+    applied_at: Instant,
+}
 
 /// One lease's clock.
 #[derive(Clone, Copy, Debug)]
@@ -32,6 +46,25 @@ struct LeaseClock {
     /// When a revoke of this expired lease was last proposed, so it is not proposed again on every
     /// check while the first is still on its way.
     revoke_proposed_at: Option<Instant>,
+    /// The store's checkpoint of this lease, if it has one.
+    checkpoint: Option<AppliedCheckpoint>,
+    /// When the leader should checkpoint this lease (`None`: not until it is renewed).
+    checkpoint_due_at: Option<Instant>,
+    /// Checkpoints of this lease this member proposed that it has not applied yet.
+    checkpoints_in_flight: u32,
+}
+
+impl LeaseClock {
+    fn new(granted_ttl: Duration, now: Instant) -> Self {
+        LeaseClock {
+            granted_ttl,
+            deadline: now + granted_ttl,
+            revoke_proposed_at: None,
+            checkpoint: None,
+            checkpoint_due_at: None,
+            checkpoints_in_flight: 0,
+        }
+    }
 }
 
 /// What a time-to-live query answers.
@@ -42,15 +75,41 @@ pub struct LeaseClockReading {
     pub remaining_ttl_seconds: i64,
 }
 
+/// A lease past its deadline, whose revoke the leader is about to propose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expired {
+    pub id: i64,
+    /// The deadline it passed (for the expiry-lag metric).
+    pub deadline: Instant,
+}
+
 /// What a renewal did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Renewal {
     Renewed {
         granted_ttl_seconds: i64,
+        /// The lease has a checkpoint (or one is on its way): the renewal must clear it through
+        /// raft before it is acknowledged, or a new leader would restart the lease from the older
+        /// checkpoint and expire it early.
+        needs_checkpoint_clear: bool,
     },
     /// Unknown, or already past its deadline.
     NotFound,
     /// This member stopped leading.
+    NotLeading,
+}
+
+/// Where this member stands towards leases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeaseRole {
+    /// Leads, and has reset every deadline for its term.
+    Leading,
+    /// Leads, and has reset every deadline for its term in this very call: leases without a
+    /// checkpoint are due for one now.
+    TookOver,
+    /// Leads, but has not applied an entry of its term yet: deadlines are not reset, nothing
+    /// expires, and renewals must wait.
+    CatchingUp,
     NotLeading,
 }
 
@@ -59,6 +118,15 @@ struct LessorState {
     leases: HashMap<i64, LeaseClock>,
     /// The term in which this member leads and has reset every deadline; `None` when it does not.
     leading_term: Option<u64>,
+    /// How long after a grant or renewal the leader checkpoints a lease (`None`: never).
+    checkpoint_interval: Option<Duration>,
+}
+
+impl LessorState {
+    /// When a lease granted or renewed at `now` is due for a checkpoint.
+    fn due_after_renewal(&self, now: Instant) -> Option<Instant> {
+        self.checkpoint_interval.map(|interval| now + interval)
+    }
 }
 
 /// Every lease's deadline. Cheap to share (`Arc`); every method takes the one lock briefly.
@@ -80,18 +148,28 @@ impl Lessor {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Replaces every lease with the store's (at start and after installing a snapshot).
+    /// Turns checkpoints on (`Some(interval)`) or off. Set once, before the member starts.
+    pub fn set_checkpoint_interval(&self, interval: Option<Duration>) {
+        self.state().checkpoint_interval = interval;
+    }
+
+    /// Replaces every lease with the store's (at start and after installing a snapshot). A stored
+    /// checkpoint counts from now: later than when it was applied, so never early.
     pub fn load(&self, leases: &[LeaseInfo], now: Instant) {
         let mut state = self.state();
+        let due = state.due_after_renewal(now);
         state.leases = leases
             .iter()
             .map(|lease| {
-                let granted_ttl = ttl_of(lease.granted_ttl_seconds);
-                let clock = LeaseClock {
-                    granted_ttl,
-                    deadline: now + granted_ttl,
-                    revoke_proposed_at: None,
-                };
+                let mut clock = LeaseClock::new(ttl_of(lease.granted_ttl_seconds), now);
+                clock.checkpoint = lease.checkpointed_remaining_ms.map(|millis| {
+                    let remaining = Duration::from_millis(millis);
+                    AppliedCheckpoint {
+                        remaining,
+                        applied_at: now,
+                    }
+                });
+                clock.checkpoint_due_at = due.filter(|_| clock.checkpoint.is_none());
                 (lease.id, clock)
             })
             .collect();
@@ -99,18 +177,45 @@ impl Lessor {
 
     /// A grant was applied.
     pub fn granted(&self, id: i64, granted_ttl_seconds: i64, now: Instant) {
-        let granted_ttl = ttl_of(granted_ttl_seconds);
-        let clock = LeaseClock {
-            granted_ttl,
-            deadline: now + granted_ttl,
-            revoke_proposed_at: None,
-        };
-        self.state().leases.insert(id, clock);
+        let mut state = self.state();
+        let mut clock = LeaseClock::new(ttl_of(granted_ttl_seconds), now);
+        clock.checkpoint_due_at = state.due_after_renewal(now);
+        state.leases.insert(id, clock);
     }
 
     /// A revoke (or an expiry, which is a revoke) was applied.
     pub fn revoked(&self, id: i64) {
         self.state().leases.remove(&id);
+    }
+
+    /// A checkpoint was applied: `recorded` are the ids the store recorded (the others it
+    /// skipped). Either way the checkpoint is no longer on its way.
+    pub fn checkpoint_applied(&self, leases: &[CheckpointedLease], recorded: &[i64], now: Instant) {
+        let recorded: HashSet<i64> = recorded.iter().copied().collect();
+        let mut state = self.state();
+        for lease in leases {
+            let Some(clock) = state.leases.get_mut(&lease.id) else {
+                continue;
+            };
+            clock.checkpoints_in_flight = clock.checkpoints_in_flight.saturating_sub(1);
+            if recorded.contains(&lease.id) {
+                clock.checkpoint = Some(AppliedCheckpoint {
+                    remaining: Duration::from_millis(lease.remaining_ttl_ms),
+                    applied_at: now,
+                });
+            }
+        }
+    }
+
+    /// A checkpoint clear (a renewal) was applied: the lease has no checkpoint, and is due for one
+    /// a checkpoint interval from now.
+    pub fn checkpoint_cleared(&self, id: i64, now: Instant) {
+        let mut state = self.state();
+        let due = state.due_after_renewal(now);
+        if let Some(clock) = state.leases.get_mut(&id) {
+            clock.checkpoint = None;
+            clock.checkpoint_due_at = due;
+        }
     }
 
     /// How many leases the lessor holds.
@@ -128,23 +233,40 @@ impl Lessor {
         self.state().leases.contains_key(&id)
     }
 
-    /// Follows this member's role: the first time it is seen leading `term`, every deadline
-    /// restarts at now + its TTL; when it does not lead, deadlines are left alone and nothing
-    /// expires. Answers true when this member leads `term` (after any reset).
-    pub fn follow_role(&self, leads: bool, term: u64, now: Instant) -> bool {
+    /// Follows this member's role. The first time it is seen leading `term` with an entry of
+    /// `term` applied (`caught_up`), every deadline is reset (see the module comment); when it
+    /// does not lead, deadlines are left alone and nothing expires.
+    /// Answers `TookOver` from the call that resets.
+    pub fn follow_role(&self, leads: bool, caught_up: bool, term: u64, now: Instant) -> LeaseRole {
         let mut state = self.state();
         if !leads {
             state.leading_term = None;
-            return false;
+            return LeaseRole::NotLeading;
         }
-        if state.leading_term != Some(term) {
-            for clock in state.leases.values_mut() {
-                clock.deadline = now + clock.granted_ttl;
-                clock.revoke_proposed_at = None;
+        if state.leading_term == Some(term) {
+            return LeaseRole::Leading;
+        }
+        if !caught_up {
+            state.leading_term = None;
+            return LeaseRole::CatchingUp;
+        }
+        let checkpoints_on = state.checkpoint_interval.is_some();
+        for clock in state.leases.values_mut() {
+            clock.revoke_proposed_at = None;
+            clock.checkpoints_in_flight = 0;
+            match clock.checkpoint {
+                Some(checkpoint) => {
+                    clock.deadline = checkpoint.applied_at + checkpoint.remaining;
+                    clock.checkpoint_due_at = None;
+                }
+                None => {
+                    clock.deadline = now + clock.granted_ttl;
+                    clock.checkpoint_due_at = checkpoints_on.then_some(now);
+                }
             }
-            state.leading_term = Some(term);
         }
-        true
+        state.leading_term = Some(term);
+        LeaseRole::TookOver
     }
 
     /// Renews lease `id` to its granted TTL from `confirmed_at` (a moment before this member
@@ -157,6 +279,7 @@ impl Lessor {
         if state.leading_term.is_none() {
             return Renewal::NotLeading;
         }
+        let due = state.due_after_renewal(now);
         let Some(clock) = state.leases.get_mut(&id) else {
             return Renewal::NotFound;
         };
@@ -164,8 +287,15 @@ impl Lessor {
             return Renewal::NotFound;
         }
         clock.deadline = clock.deadline.max(confirmed_at + clock.granted_ttl);
+        let needs_checkpoint_clear = clock.checkpoint.is_some() || clock.checkpoints_in_flight > 0;
+        if !needs_checkpoint_clear {
+            // Without a checkpoint the renewal lives only here; the clear's apply reschedules
+            // the next checkpoint otherwise.
+            clock.checkpoint_due_at = due;
+        }
         Renewal::Renewed {
             granted_ttl_seconds: clock.granted_ttl.as_secs() as i64,
+            needs_checkpoint_clear,
         }
     }
 
@@ -184,7 +314,7 @@ impl Lessor {
     /// Up to `max` leases past their deadline whose revoke is not already on its way (or was
     /// proposed more than `retry_after` ago and has not been applied), marked as proposed now.
     /// Empty unless this member leads.
-    pub fn take_expired(&self, now: Instant, max: usize, retry_after: Duration) -> Vec<i64> {
+    pub fn take_expired(&self, now: Instant, max: usize, retry_after: Duration) -> Vec<Expired> {
         let mut state = self.state();
         if state.leading_term.is_none() {
             return Vec::new();
@@ -199,97 +329,57 @@ impl Lessor {
                 .is_some_and(|proposed| now < proposed + retry_after);
             if clock.deadline <= now && !waiting_for_revoke {
                 clock.revoke_proposed_at = Some(now);
-                expired.push(*id);
+                expired.push(Expired {
+                    id: *id,
+                    deadline: clock.deadline,
+                });
             }
         }
         expired
     }
+
+    /// Up to `max` live leases due for a checkpoint, with their remaining TTL now, marked as on
+    /// their way. Empty unless this member leads. The caller must have read its applied index
+    /// before calling, and propose it as the checkpoint's `computed_at_index`.
+    pub fn take_due_checkpoints(&self, now: Instant, max: usize) -> Vec<CheckpointedLease> {
+        let mut state = self.state();
+        if state.leading_term.is_none() {
+            return Vec::new();
+        }
+        let mut due = Vec::new();
+        for (id, clock) in state.leases.iter_mut() {
+            if due.len() >= max {
+                break;
+            }
+            let is_due = clock.checkpoint_due_at.is_some_and(|at| at <= now);
+            if !is_due || clock.deadline <= now {
+                continue;
+            }
+            clock.checkpoint_due_at = None;
+            clock.checkpoints_in_flight = clock.checkpoints_in_flight.saturating_add(1);
+            // Rounded up: a member that restarts the lease from this checkpoint must not end
+            // it even a fraction of a millisecond before this leader would.
+            let remaining_nanos = (clock.deadline - now).as_nanos();
+            let remaining_ttl_ms = u64::try_from(remaining_nanos.div_ceil(1_000_000));
+            due.push(CheckpointedLease {
+                id: *id,
+                remaining_ttl_ms: remaining_ttl_ms.unwrap_or(u64::MAX),
+            });
+        }
+        due
+    }
+
+    /// A proposed checkpoint failed (no answer): its leases are due again at `now`. It may still
+    /// be applied later, so they stay counted as in flight until it is, or until a new term.
+    pub fn checkpoint_failed(&self, leases: &[CheckpointedLease], now: Instant) {
+        let mut state = self.state();
+        for lease in leases {
+            if let Some(clock) = state.leases.get_mut(&lease.id) {
+                clock.checkpoint_due_at.get_or_insert(now);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn lease(id: i64, ttl: i64) -> LeaseInfo {
-        LeaseInfo {
-            id,
-            granted_ttl_seconds: ttl,
-            attached_keys: 0,
-        }
-    }
-
-    #[test]
-    fn a_follower_expires_nothing_and_a_new_leader_restarts_every_deadline() {
-        let lessor = Lessor::default();
-        let start = Instant::now();
-        lessor.load(&[lease(1, 2), lease(2, 10)], start);
-        let much_later = start + Duration::from_secs(60);
-        assert!(!lessor.follow_role(false, 3, much_later));
-        assert!(lessor
-            .take_expired(much_later, 10, Duration::from_secs(1))
-            .is_empty());
-        assert!(lessor.follow_role(true, 3, much_later));
-        let reading = lessor.reading(1, much_later).unwrap();
-        assert_eq!(reading.remaining_ttl_seconds, 2, "reset to the full TTL");
-        let after_two = much_later + Duration::from_secs(2);
-        assert_eq!(
-            lessor.take_expired(after_two, 10, Duration::from_secs(1)),
-            [1]
-        );
-        // Proposed once; again only after the retry interval.
-        assert!(lessor
-            .take_expired(after_two, 10, Duration::from_secs(1))
-            .is_empty());
-        let retry = after_two + Duration::from_secs(1);
-        assert_eq!(lessor.take_expired(retry, 10, Duration::from_secs(1)), [1]);
-        // Leading the same term again resets nothing; a new term does.
-        assert!(lessor.follow_role(true, 3, retry));
-        assert_eq!(lessor.reading(1, retry).unwrap().remaining_ttl_seconds, 0);
-        assert!(lessor.follow_role(true, 4, retry));
-        assert_eq!(lessor.reading(1, retry).unwrap().remaining_ttl_seconds, 2);
-    }
-
-    #[test]
-    fn renewal_restarts_the_ttl_from_the_confirmation_and_an_expired_lease_stays_expired() {
-        let lessor = Lessor::default();
-        let start = Instant::now();
-        lessor.follow_role(true, 1, start);
-        lessor.granted(7, 5, start);
-        let confirmed = start + Duration::from_secs(3);
-        let answered = confirmed + Duration::from_millis(10);
-        let renewed = Renewal::Renewed {
-            granted_ttl_seconds: 5,
-        };
-        assert_eq!(lessor.renew(7, confirmed, answered), renewed);
-        let reading = lessor.reading(7, confirmed).unwrap();
-        assert_eq!(
-            (reading.granted_ttl_seconds, reading.remaining_ttl_seconds),
-            (5, 5)
-        );
-        let past = confirmed + Duration::from_secs(6);
-        assert_eq!(lessor.renew(7, past, past), Renewal::NotFound);
-        assert_eq!(lessor.renew(8, start, start), Renewal::NotFound);
-        lessor.follow_role(false, 1, start);
-        assert_eq!(lessor.renew(7, start, start), Renewal::NotLeading);
-        lessor.follow_role(true, 2, start);
-        lessor.revoked(7);
-        assert!(lessor.reading(7, start).is_none());
-        assert_eq!(lessor.len(), 0);
-    }
-
-    #[test]
-    fn at_most_max_expired_leases_are_taken_at_once() {
-        let lessor = Lessor::default();
-        let start = Instant::now();
-        lessor.follow_role(true, 1, start);
-        for id in 1..=10 {
-            lessor.granted(id, 1, start);
-        }
-        let later = start + Duration::from_secs(2);
-        let retry = Duration::from_secs(5);
-        assert_eq!(lessor.take_expired(later, 4, retry).len(), 4);
-        assert_eq!(lessor.take_expired(later, 4, retry).len(), 4);
-        assert_eq!(lessor.take_expired(later, 4, retry).len(), 2);
-        assert!(lessor.take_expired(later, 4, retry).is_empty());
-    }
-}
+mod tests;

@@ -10,7 +10,8 @@
 //! - [`peer`]: the peer protocol (client, server) on the separate peer listener.
 //! - [`status`]: the member's raft state (term, leader, role, positions) in this crate's types.
 //! - [`lessor`]: every lease's deadline in memory (only the leader's count); `lease_expiry` is the
-//!   leader's task that proposes the revoke of each expired lease through raft.
+//!   leader's task that proposes the revoke of each expired lease through raft; [`lease_events`]
+//!   tells an observer the embedder supplies of grants, revokes, expiries and renewals.
 //! - [`member`]: a running member: writes forwarded to the leader, ReadIndex barriers for
 //!   linearizable reads on any member, membership and leadership changes.
 //!
@@ -21,6 +22,8 @@ pub mod config;
 pub mod error;
 mod leader;
 mod leader_leases;
+mod lease_checkpoint;
+pub mod lease_events;
 mod lease_expiry;
 pub mod lessor;
 pub mod log_storage;
@@ -36,6 +39,7 @@ pub mod types;
 
 pub use config::{LeaseSettings, MemberConfig, PeerLimits, RaftTiming};
 pub use error::MemberError;
+pub use lease_events::{LeaseEvents, LeaseObserver};
 pub use log_storage::LogStorage;
 pub use log_tail::TailLimits;
 pub use member::{Membership, RaftMember};

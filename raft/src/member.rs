@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use openraft::async_runtime::WatchReceiver;
 use openraft::SnapshotPolicy;
-use revkv_storage::{MvccStore, RaftLogStore, Request};
+use revkv_storage::{MvccStore, RaftLogStore, Request, Response};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::{oneshot, watch};
@@ -82,6 +82,7 @@ impl RaftMember {
         let state_machine = StateMachine::new(store.clone(), config.timings.clone())?;
         let applied = state_machine.subscribe();
         let lessor = state_machine.lessor();
+        lessor.set_checkpoint_interval(config.lease.checkpoint_interval);
         let raft_config =
             openraft_config(&config).map_err(|error| startup("raft config", &error))?;
         let peers = PeerClient::new(
@@ -114,6 +115,7 @@ impl RaftMember {
             peers,
             config,
             lessor,
+            lease_check_now: tokio::sync::Notify::new(),
         });
         let stop_peer_server = crate::peer::server::spawn(inner.clone(), peer_listener);
         let stop_lease_expiry = watch::Sender::new(false);
@@ -288,6 +290,9 @@ impl RaftMember {
         let timeout = self.inner.config.peer_limits.call_timeout;
         self.wait_for_log_index(forwarded.log_index, timeout)
             .await?;
+        if matches!(forwarded.result.outcome, Ok(Response::LeaseRevoke(_))) {
+            self.inner.config.lease_events.revoked();
+        }
         Ok(forwarded.result)
     }
 
@@ -310,6 +315,9 @@ impl RaftMember {
         let timeout = self.inner.config.peer_limits.call_timeout;
         self.wait_for_log_index(forwarded.log_index, timeout)
             .await?;
+        if matches!(forwarded.result.outcome, Ok(Response::LeaseGrant(_))) {
+            self.inner.config.lease_events.granted();
+        }
         Ok(forwarded.result)
     }
 

@@ -28,4 +28,6 @@ pub(crate) struct MemberInner {
     pub config: MemberConfig,
     /// Every lease's deadline (only the leader's are used).
     pub lessor: Arc<Lessor>,
+    /// Wakes the lease expiry task for a check now (after this member took over the leases).
+    pub lease_check_now: tokio::sync::Notify,
 }

@@ -5,8 +5,9 @@
 //! responder is answered after its chunk commits. After each chunk the applied position (log index
 //! and store revision) is published on a watch channel, which the read paths wait on.
 //!
-//! The lessor (`lessor.rs`) is told of every applied lease grant and revoke, and reloaded from the
-//! store when a snapshot is installed, so every member's lessor holds the store's leases.
+//! The lessor (`lessor.rs`) is told of every applied lease grant, revoke, checkpoint and checkpoint
+//! clear (before the applied position moves past them), and reloaded from the store when a
+//! snapshot is installed, so every member's lessor holds the store's leases and checkpoints.
 //!
 //! Snapshots are the store's own export stream, built in memory (`Cursor<Vec<u8>>`): simple, and
 //! bounded by the state's size; streaming snapshots through a file is future work. A snapshot is
@@ -116,14 +117,20 @@ impl StateMachine {
 }
 
 impl StateMachine {
-    /// Tells the lessor of an applied grant or revoke.
+    /// Tells the lessor of an applied grant, revoke, checkpoint or checkpoint clear.
     fn tell_lessor(&self, change: &Request, response: &Response) {
+        let now = tokio::time::Instant::now();
         match (change, response) {
             (Request::LeaseGrant { id, ttl_seconds }, Response::LeaseGrant(_)) => {
-                self.lessor
-                    .granted(*id, *ttl_seconds, tokio::time::Instant::now());
+                self.lessor.granted(*id, *ttl_seconds, now);
             }
             (Request::LeaseRevoke { id }, Response::LeaseRevoke(_)) => self.lessor.revoked(*id),
+            (Request::LeaseCheckpoint { leases, .. }, Response::LeaseCheckpoint { recorded }) => {
+                self.lessor.checkpoint_applied(leases, recorded, now);
+            }
+            (Request::LeaseCheckpointClear { id }, Response::LeaseCheckpointClear) => {
+                self.lessor.checkpoint_cleared(*id, now);
+            }
             _ => {}
         }
     }
@@ -133,7 +140,10 @@ impl StateMachine {
 fn lease_change(entry: &ApplyEntry) -> Option<Request> {
     match &entry.payload {
         revkv_storage::EntryPayload::Request(
-            request @ (Request::LeaseGrant { .. } | Request::LeaseRevoke { .. }),
+            request @ (Request::LeaseGrant { .. }
+            | Request::LeaseRevoke { .. }
+            | Request::LeaseCheckpoint { .. }
+            | Request::LeaseCheckpointClear { .. }),
         ) => Some(request.clone()),
         _ => None,
     }

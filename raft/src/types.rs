@@ -34,6 +34,12 @@ impl fmt::Display for ClientRequest {
                 write!(formatter, "lease grant {id} ({ttl_seconds} s)")
             }
             Request::LeaseRevoke { id } => write!(formatter, "lease revoke {id}"),
+            Request::LeaseCheckpoint { leases, .. } => {
+                write!(formatter, "lease checkpoint of {} leases", leases.len())
+            }
+            Request::LeaseCheckpointClear { id } => {
+                write!(formatter, "lease checkpoint clear {id}")
+            }
         }
     }
 }

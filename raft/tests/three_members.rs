@@ -57,6 +57,7 @@ async fn start_cluster(size: u64) -> TestCluster {
             peer_tls: None,
             timings: Default::default(),
             lease: Default::default(),
+            lease_events: Default::default(),
         };
         members.push(RaftMember::start(config, listener).await.unwrap());
     }

@@ -50,7 +50,11 @@ pub enum CodecError {
 
 /// Encodes a value as one record: the version byte, then the value.
 pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, CodecError> {
-    let mut bytes = vec![FORMAT_VERSION];
+    encode_as_version(FORMAT_VERSION, value)
+}
+
+fn encode_as_version<T: Serialize>(version: u8, value: &T) -> Result<Vec<u8>, CodecError> {
+    let mut bytes = vec![version];
     bincode::serde::encode_into_std_write(value, &mut bytes, config())
         .map_err(|error| CodecError::Encode(error.to_string()))?;
     Ok(bytes)
@@ -62,6 +66,11 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
     if version != FORMAT_VERSION {
         return Err(CodecError::UnsupportedVersion { found: version });
     }
+    decode_body(body)
+}
+
+/// Decodes a record's value (after its version byte), checking that nothing trails it.
+fn decode_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, CodecError> {
     let (value, read) = bincode::serde::decode_from_slice(body, config())
         .map_err(|error| CodecError::Decode(error.to_string()))?;
     if read != body.len() {
@@ -128,13 +137,56 @@ pub struct VersionRecord {
     pub tombstone: bool,
 }
 
-/// One lease in the `leases` table. Only the granted TTL is replicated; deadlines live in the
-/// leader's memory. `attached_keys` counts the lease's rows in `lease_keys`, so the keys-per-lease
-/// limit is checked without walking them.
+/// One lease in the `leases` table. The granted TTL and the last checkpoint are replicated;
+/// deadlines live in the leader's memory. `attached_keys` counts the lease's rows in `lease_keys`,
+/// so the keys-per-lease limit is checked without walking them.
+///
+/// Stored with its own format version (`LEASE_RECORD_VERSION`, see `encode_lease_record`): version
+/// 1 (layout 3 before checkpoints) held only the TTL and the key count and still decodes, as a
+/// lease with no checkpoint.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeaseRecord {
     pub ttl_seconds: i64,
     pub attached_keys: u64,
+    /// The remaining TTL of the last checkpoint applied, unless a keep-alive cleared it since.
+    pub checkpointed_remaining_ms: Option<u64>,
+    /// The log index of the grant or of the last checkpoint clear: a checkpoint computed at a
+    /// lower applied index may predate that renewal and is refused.
+    pub renewed_at_index: u64,
+}
+
+/// The lease record's version byte since checkpoints (version 1: `LeaseRecordV1`).
+pub const LEASE_RECORD_VERSION: u8 = 2;
+
+/// A lease record as layout 3 wrote it before checkpoints (record version 1).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseRecordV1 {
+    pub ttl_seconds: i64,
+    pub attached_keys: u64,
+}
+
+/// Encodes a lease record in the current version.
+pub fn encode_lease_record(record: &LeaseRecord) -> Result<Vec<u8>, CodecError> {
+    encode_as_version(LEASE_RECORD_VERSION, record)
+}
+
+/// Decodes a lease record of either version; a version-1 record has no checkpoint and counts as
+/// renewed at index 0 (it predates every checkpoint).
+pub fn decode_lease_record(bytes: &[u8]) -> Result<LeaseRecord, CodecError> {
+    let (&version, body) = bytes.split_first().ok_or(CodecError::Empty)?;
+    match version {
+        LEASE_RECORD_VERSION => decode_body(body),
+        FORMAT_VERSION => {
+            let old: LeaseRecordV1 = decode_body(body)?;
+            Ok(LeaseRecord {
+                ttl_seconds: old.ttl_seconds,
+                attached_keys: old.attached_keys,
+                checkpointed_remaining_ms: None,
+                renewed_at_index: 0,
+            })
+        }
+        found => Err(CodecError::UnsupportedVersion { found }),
+    }
 }
 
 /// What a continue token carries: the revision of the first page, the key to resume at, and how
@@ -183,6 +235,14 @@ pub enum SnapshotFrame {
     Lease {
         id: i64,
         ttl_seconds: i64,
+    },
+    /// One granted lease with its checkpoint state (written since checkpoints, in place of
+    /// `Lease`, which older streams hold and which still imports as a lease with no checkpoint).
+    LeaseState {
+        id: i64,
+        ttl_seconds: i64,
+        checkpointed_remaining_ms: Option<u64>,
+        renewed_at_index: u64,
     },
 }
 
@@ -399,6 +459,44 @@ mod tests {
             decode::<VersionRecord>(&encode(&old).unwrap()).unwrap(),
             new
         );
+    }
+
+    #[test]
+    fn lease_records_of_layout_3_before_checkpoints_still_decode() {
+        // The bytes a layout-3 file held before checkpoints: `encode` of the two-field record.
+        let old = encode(&LeaseRecordV1 {
+            ttl_seconds: 30,
+            attached_keys: 4,
+        })
+        .unwrap();
+        assert_eq!(old[0], FORMAT_VERSION);
+        let expected = LeaseRecord {
+            ttl_seconds: 30,
+            attached_keys: 4,
+            checkpointed_remaining_ms: None,
+            renewed_at_index: 0,
+        };
+        assert_eq!(decode_lease_record(&old).unwrap(), expected);
+
+        let current = LeaseRecord {
+            checkpointed_remaining_ms: Some(12_500),
+            renewed_at_index: 77,
+            ..expected
+        };
+        let bytes = encode_lease_record(&current).unwrap();
+        assert_eq!(bytes[0], LEASE_RECORD_VERSION);
+        assert_eq!(decode_lease_record(&bytes).unwrap(), current);
+        // The new layout is not read as the old one, or the other way round.
+        assert!(decode::<LeaseRecordV1>(&bytes).is_err());
+        let mut unknown = bytes.clone();
+        unknown[0] = LEASE_RECORD_VERSION + 1;
+        assert!(matches!(
+            decode_lease_record(&unknown),
+            Err(CodecError::UnsupportedVersion { .. })
+        ));
+        let mut trailing = old;
+        trailing.push(0);
+        assert!(decode_lease_record(&trailing).is_err());
     }
 
     #[test]

@@ -235,6 +235,29 @@ pub enum Request {
     LeaseRevoke {
         id: i64,
     },
+    // Checkpoints come after the lease requests, for the same reason.
+    /// The leader's remaining TTL of some leases (etcd's lease checkpoint), so that a member that
+    /// starts leading does not restart them at their full TTL. Takes no revision. A lease whose
+    /// grant or last checkpoint clear is at a log index above `computed_at_index` (the leader's
+    /// applied index when it read its deadlines) is skipped: the checkpoint may predate a renewal
+    /// and must not undo it. Unknown leases are skipped too.
+    LeaseCheckpoint {
+        computed_at_index: u64,
+        leases: Vec<CheckpointedLease>,
+    },
+    /// A keep-alive renewed lease `id`, which has (or may soon have) a checkpoint: forget it, so a
+    /// new leader gives the lease its full TTL again. Takes no revision; an unknown lease is
+    /// `LeaseNotFound`.
+    LeaseCheckpointClear {
+        id: i64,
+    },
+}
+
+/// One lease's remaining TTL in a checkpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointedLease {
+    pub id: i64,
+    pub remaining_ttl_ms: u64,
 }
 
 /// The answer to a put.
@@ -290,6 +313,11 @@ pub enum Response {
     LeaseGrant(LeaseGrantResponse),
     /// The keys the revoke deleted (their tombstones share one revision).
     LeaseRevoke(DeleteRangeResponse),
+    /// The leases of a checkpoint that were recorded (the others were skipped), in its order.
+    LeaseCheckpoint {
+        recorded: Vec<i64>,
+    },
+    LeaseCheckpointClear,
 }
 
 /// The answer to a lease grant: the lease as granted.
@@ -307,6 +335,8 @@ pub struct LeaseInfo {
     pub granted_ttl_seconds: i64,
     /// How many keys are attached to the lease now.
     pub attached_keys: u64,
+    /// The remaining TTL of the lease's last checkpoint, unless a keep-alive cleared it since.
+    pub checkpointed_remaining_ms: Option<u64>,
 }
 
 /// A raft log position, kept free of openraft's types so this crate does not depend on them.
@@ -406,4 +436,6 @@ pub struct StoreStats {
     pub history_entries: u64,
     /// Size of the state file on disk.
     pub file_bytes: u64,
+    /// Leases granted now.
+    pub leases: u64,
 }

@@ -1,13 +1,16 @@
 //! Model-based property test: random sequences of put / delete / txn / compact / lease grant /
-//! lease revoke / reads / history reads / reopen run against the real store and against a
+//! lease revoke / lease checkpoint / checkpoint clear / reads / history reads / reopen run against
+//! the real store and against a
 //! deliberately naive in-memory model, and every answer, revision, version, create/mod revision,
 //! lease, attached key and error must match; at the end a snapshot of the store, imported
 //! elsewhere, must answer the same.
 //!
 //! The model keeps a full copy of the key space after every revision, so a read at revision R is a
 //! lookup and cannot be subtly wrong; it shares no code with the store beyond the public types.
-//! Its leases are a map of id to TTL; the keys attached to a lease are simply the live keys whose
-//! `lease` names it, which is what the store's `lease_keys` table must agree with.
+//! Its leases are a map of id to TTL, checkpoint and the log index of the last renewal (grant or
+//! checkpoint clear); the keys attached to a lease are simply the live keys whose `lease` names
+//! it, which is what the store's `lease_keys` table must agree with. A checkpoint computed at an
+//! index below a lease's renewal must leave that lease alone.
 
 mod support;
 
@@ -15,9 +18,10 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use revkv_storage::{
-    Compare, CompareOp, CompareTarget, DeleteRangeRequest, DeleteRangeResponse, Error, Event,
-    EventKind, KeyRange, KeyValue, LeaseGrantResponse, LeaseInfo, PutRequest, RangeRequest,
-    RangeResponse, Request, Response, StoreOptions, TxnOp, TxnOpResponse, TxnRequest, TxnResponse,
+    CheckpointedLease, Compare, CompareOp, CompareTarget, DeleteRangeRequest, DeleteRangeResponse,
+    Error, Event, EventKind, KeyRange, KeyValue, LeaseGrantResponse, LeaseInfo, PutRequest,
+    RangeRequest, RangeResponse, Request, Response, StoreOptions, TxnOp, TxnOpResponse, TxnRequest,
+    TxnResponse,
 };
 use support::TestStore;
 
@@ -31,8 +35,17 @@ struct Model {
     states: Vec<KeySpace>,
     events: Vec<Vec<Event>>,
     compact_revision: u64,
-    /// Granted leases: id to TTL in seconds.
-    leases: BTreeMap<i64, i64>,
+    /// Granted leases.
+    leases: BTreeMap<i64, ModelLease>,
+}
+
+/// One granted lease of the model.
+#[derive(Clone, Copy, Debug)]
+struct ModelLease {
+    ttl_seconds: i64,
+    checkpointed_remaining_ms: Option<u64>,
+    /// The log index of the grant or of the last checkpoint clear.
+    renewed_at_index: u64,
 }
 
 /// What the model expects a request to answer.
@@ -52,7 +65,8 @@ impl Model {
         (self.states.len() - 1) as u64
     }
 
-    fn apply(&mut self, request: &Request) -> Expected {
+    /// Applies `request` as the log entry at `log_index`.
+    fn apply(&mut self, request: &Request, log_index: u64) -> Expected {
         let revision = self.current() + 1;
         let mut working = Working {
             space: self.states.last().unwrap().clone(),
@@ -68,7 +82,14 @@ impl Model {
             Request::DeleteRange(delete) => Response::DeleteRange(working.delete(delete)),
             Request::Txn(txn) => Response::Txn(working.txn(txn)?),
             Request::Compact { revision } => return self.compact(*revision),
-            Request::LeaseGrant { id, ttl_seconds } => return self.grant(*id, *ttl_seconds),
+            Request::LeaseGrant { id, ttl_seconds } => {
+                return self.grant(*id, *ttl_seconds, log_index)
+            }
+            Request::LeaseCheckpoint {
+                computed_at_index,
+                leases,
+            } => return self.checkpoint(*computed_at_index, leases),
+            Request::LeaseCheckpointClear { id } => return self.clear_checkpoint(*id, log_index),
             Request::LeaseRevoke { id } => Response::LeaseRevoke(working.revoke(*id)?),
         };
         if let Request::LeaseRevoke { id } = request {
@@ -81,25 +102,62 @@ impl Model {
         Ok(response)
     }
 
-    fn grant(&mut self, id: i64, ttl_seconds: i64) -> Expected {
+    fn grant(&mut self, id: i64, ttl_seconds: i64, log_index: u64) -> Expected {
         if id <= 0 || ttl_seconds < 1 {
             return Err(Error::Invalid("bad lease".into()));
         }
         if self.leases.contains_key(&id) {
             return Err(Error::LeaseExists { id });
         }
-        self.leases.insert(id, ttl_seconds);
+        let lease = ModelLease {
+            ttl_seconds,
+            checkpointed_remaining_ms: None,
+            renewed_at_index: log_index,
+        };
+        self.leases.insert(id, lease);
         Ok(Response::LeaseGrant(LeaseGrantResponse { id, ttl_seconds }))
+    }
+
+    /// Records the remaining TTL of every granted lease not renewed after `computed_at_index`;
+    /// an id that is not positive refuses the whole checkpoint.
+    fn checkpoint(&mut self, computed_at_index: u64, leases: &[CheckpointedLease]) -> Expected {
+        if leases.iter().any(|lease| lease.id <= 0) {
+            return Err(Error::Invalid("bad lease".into()));
+        }
+        let mut recorded = Vec::new();
+        for checkpointed in leases {
+            if let Some(lease) = self.leases.get_mut(&checkpointed.id) {
+                if lease.renewed_at_index <= computed_at_index {
+                    lease.checkpointed_remaining_ms = Some(checkpointed.remaining_ttl_ms);
+                    recorded.push(checkpointed.id);
+                }
+            }
+        }
+        Ok(Response::LeaseCheckpoint { recorded })
+    }
+
+    fn clear_checkpoint(&mut self, id: i64, log_index: u64) -> Expected {
+        if id <= 0 {
+            return Err(Error::Invalid("bad lease".into()));
+        }
+        let lease = self
+            .leases
+            .get_mut(&id)
+            .ok_or(Error::LeaseNotFound { id })?;
+        lease.checkpointed_remaining_ms = None;
+        lease.renewed_at_index = log_index;
+        Ok(Response::LeaseCheckpointClear)
     }
 
     /// The leases as the store must list them: attached keys are the live keys naming the lease.
     fn lease_infos(&self) -> Vec<LeaseInfo> {
         self.leases
             .iter()
-            .map(|(&id, &ttl)| LeaseInfo {
+            .map(|(&id, lease)| LeaseInfo {
                 id,
-                granted_ttl_seconds: ttl,
+                granted_ttl_seconds: lease.ttl_seconds,
                 attached_keys: self.attached_keys(id).len() as u64,
+                checkpointed_remaining_ms: lease.checkpointed_remaining_ms,
             })
             .collect()
     }
@@ -215,7 +273,7 @@ struct Working {
     revision: u64,
     events: Vec<Event>,
     /// The leases granted before the request (a request other than a grant never adds one).
-    leases: BTreeMap<i64, i64>,
+    leases: BTreeMap<i64, ModelLease>,
 }
 
 impl Working {
@@ -391,6 +449,11 @@ fn holds(space: &KeySpace, compare: &Compare) -> bool {
 #[derive(Clone, Debug)]
 enum Step {
     Write(Request),
+    /// A lease checkpoint computed at the index `back` entries before the next one.
+    Checkpoint {
+        back: i64,
+        leases: Vec<(i64, u64)>,
+    },
     /// Compact at `current - back` (may be at or below the compact revision, or in the future).
     CompactBack(i64),
     /// Read at `current - back`, or now.
@@ -482,10 +545,19 @@ fn step() -> impl Strategy<Value = Step> {
     let grant =
         (-1i64..4, 0i64..4).prop_map(|(id, ttl_seconds)| Request::LeaseGrant { id, ttl_seconds });
     let revoke = LEASE_IDS.prop_map(|id| Request::LeaseRevoke { id });
+    // Computed at an index up to 6 entries back (or ahead): around the grants and clears.
+    let checkpoint = (
+        -2i64..6,
+        prop::collection::vec((LEASE_IDS, 0u64..100_000), 0..4),
+    )
+        .prop_map(|(back, leases)| Step::Checkpoint { back, leases });
+    let clear = LEASE_IDS.prop_map(|id| Step::Write(Request::LeaseCheckpointClear { id }));
     prop_oneof![
         6 => put().prop_map(|put| Step::Write(Request::Put(put))),
         3 => grant.prop_map(Step::Write),
         2 => revoke.prop_map(Step::Write),
+        2 => checkpoint,
+        2 => clear,
         2 => delete().prop_map(|delete| Step::Write(Request::DeleteRange(delete))),
         4 => txn.prop_map(Step::Write),
         1 => (-1i64..6).prop_map(Step::CompactBack),
@@ -612,6 +684,19 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
     for step in steps {
         match step {
             Step::Write(request) => apply_both(&mut store, &mut model, &request)?,
+            Step::Checkpoint { back, leases } => {
+                let request = Request::LeaseCheckpoint {
+                    computed_at_index: (store.next_index as i64 - back).max(0) as u64,
+                    leases: leases
+                        .into_iter()
+                        .map(|(id, remaining_ttl_ms)| CheckpointedLease {
+                            id,
+                            remaining_ttl_ms,
+                        })
+                        .collect(),
+                };
+                apply_both(&mut store, &mut model, &request)?;
+            }
             Step::CompactBack(back) => {
                 let request = Request::Compact {
                     revision: relative(model.current(), back),
@@ -668,8 +753,9 @@ fn apply_both(
     model: &mut Model,
     request: &Request,
 ) -> Result<(), TestCaseError> {
+    let log_index = store.next_index;
     let actual = store.apply(request.clone());
-    let expected = model.apply(request);
+    let expected = model.apply(request, log_index);
     prop_assert_eq!(actual.revision, model.current());
     match (actual.result, expected) {
         (Ok(actual), Ok(expected)) => prop_assert_eq!(actual, expected),

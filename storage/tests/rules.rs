@@ -875,3 +875,132 @@ fn leases_survive_a_reopen_and_a_snapshot_and_are_in_the_hash() {
     assert!(copy.store.import_snapshot(&mut damaged.as_slice()).is_err());
     assert_eq!(copy.store.hash(None).unwrap(), hash);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Lease checkpoints (issue 13): the leader's remaining TTL of each lease, cleared by a keep-alive.
+// ---------------------------------------------------------------------------------------------
+
+fn checkpoint(computed_at_index: u64, leases: &[(i64, u64)]) -> Request {
+    Request::LeaseCheckpoint {
+        computed_at_index,
+        leases: leases
+            .iter()
+            .map(|&(id, remaining_ttl_ms)| revkv_storage::CheckpointedLease {
+                id,
+                remaining_ttl_ms,
+            })
+            .collect(),
+    }
+}
+
+fn checkpointed(store: &TestStore, id: i64) -> Option<u64> {
+    let lease = store.store.lease(id).unwrap().expect("a granted lease");
+    lease.checkpointed_remaining_ms
+}
+
+#[test]
+fn a_checkpoint_never_undoes_a_renewal_whatever_the_order_of_the_two_entries() {
+    let mut store = TestStore::new();
+    store.put("a", "1");
+    store.apply(grant(7, 60)); // index 2
+    store.apply(grant(8, 60)); // index 3
+    let hash = store.store.hash(None).unwrap();
+
+    // Computed after both grants were applied: recorded, no revision, and not in the hash.
+    let recorded = store.apply(checkpoint(3, &[(7, 50_000), (8, 40_000), (99, 1)]));
+    assert_eq!(recorded.revision, 2, "a checkpoint takes no revision");
+    assert_eq!(
+        recorded.result.unwrap(),
+        Response::LeaseCheckpoint {
+            recorded: vec![7, 8]
+        },
+        "an unknown lease is skipped"
+    );
+    assert_eq!(
+        (checkpointed(&store, 7), checkpointed(&store, 8)),
+        (Some(50_000), Some(40_000))
+    );
+    assert_eq!(store.store.hash(None).unwrap(), hash);
+
+    // A keep-alive of lease 7 clears its checkpoint through raft at index 5.
+    let clear_index = store.next_index;
+    let cleared = store.apply(Request::LeaseCheckpointClear { id: 7 });
+    assert_eq!(cleared.result.unwrap(), Response::LeaseCheckpointClear);
+    assert_eq!(checkpointed(&store, 7), None);
+    assert_eq!(store.revision(), 2);
+
+    // A checkpoint the leader computed before that renewal reaches the log after the clear: it
+    // must not bring an older remaining TTL back for lease 7, but still applies to lease 8.
+    let late = store.apply(checkpoint(clear_index - 1, &[(7, 10_000), (8, 30_000)]));
+    assert_eq!(
+        late.result.unwrap(),
+        Response::LeaseCheckpoint { recorded: vec![8] }
+    );
+    assert_eq!(
+        (checkpointed(&store, 7), checkpointed(&store, 8)),
+        (None, Some(30_000))
+    );
+    // One computed after the clear was applied reflects the renewal, and is recorded.
+    store.apply(checkpoint(clear_index, &[(7, 55_000)]));
+    assert_eq!(checkpointed(&store, 7), Some(55_000));
+
+    // A lease id granted again is a new lease: a checkpoint computed before its grant (of the
+    // previous lease of that id) is refused.
+    store.apply(revoke(8));
+    let regrant_index = store.next_index;
+    store.apply(grant(8, 60));
+    let stale = store.apply(checkpoint(regrant_index - 1, &[(8, 1_000)]));
+    assert_eq!(
+        stale.result.unwrap(),
+        Response::LeaseCheckpoint { recorded: vec![] }
+    );
+    assert_eq!(checkpointed(&store, 8), None);
+
+    // A clear of a lease that is not granted is not_found; bad checkpoints are refused whole.
+    assert!(matches!(
+        store.apply(Request::LeaseCheckpointClear { id: 99 }).result,
+        Err(Error::LeaseNotFound { id: 99 })
+    ));
+    for bad in [
+        checkpoint(1, &[(0, 5)]),
+        checkpoint(1, &[(7, 9_000_000_000_001)]),
+        Request::LeaseCheckpointClear { id: -1 },
+    ] {
+        assert!(matches!(store.apply(bad).result, Err(Error::Invalid(_))));
+    }
+    assert_eq!(checkpointed(&store, 7), Some(55_000));
+}
+
+#[test]
+fn checkpoints_and_renewal_indexes_survive_a_reopen_and_a_snapshot() {
+    let mut store = TestStore::new();
+    store.apply(grant(7, 60)); // index 1
+    store.apply(checkpoint(1, &[(7, 42_000)]));
+    store.apply(grant(8, 60)); // index 3
+    let renewal_index = store.next_index;
+    store.apply(Request::LeaseCheckpointClear { id: 8 });
+    store.reopen(StoreOptions::default());
+    assert_eq!(checkpointed(&store, 7), Some(42_000));
+
+    let mut stream = Vec::new();
+    store.store.export_snapshot(&mut stream).unwrap();
+    let mut copy = TestStore::new();
+    copy.store.import_snapshot(&mut stream.as_slice()).unwrap();
+    copy.next_index = store.next_index;
+    assert_eq!(copy.store.leases().unwrap(), store.store.leases().unwrap());
+    assert_eq!(
+        copy.store.hash(None).unwrap(),
+        store.store.hash(None).unwrap()
+    );
+    // The copy knows lease 8 was renewed at `renewal_index`: an older checkpoint is refused
+    // there exactly as on the original.
+    let older = checkpoint(renewal_index - 1, &[(8, 1_000)]);
+    for target in [&mut store, &mut copy] {
+        let answer = target.apply(older.clone());
+        assert_eq!(
+            answer.result.unwrap(),
+            Response::LeaseCheckpoint { recorded: vec![] }
+        );
+        assert_eq!(checkpointed(target, 8), None);
+    }
+}

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use revkv_metrics::PrefixLabelConfig;
-use revkv_raft::{MemberConfig, MemberNode, PeerLimits, RaftTiming, TailLimits};
+use revkv_raft::{LeaseSettings, MemberConfig, MemberNode, PeerLimits, RaftTiming, TailLimits};
 use revkv_storage::{Limits, LogOptions, StoreOptions};
 use revkv_tls::{PeerTls, ServerTls, TlsFiles};
 use serde::Deserialize;
@@ -112,6 +112,30 @@ pub struct ServeArgs {
     /// Most ops per txn branch (default 128).
     #[arg(long, env = "REVKV_MAX_TXN_OPS")]
     pub max_txn_ops: Option<usize>,
+    /// Most leases granted at once; a grant beyond it is refused (default 100000). The leader
+    /// keeps every lease's deadline in memory.
+    #[arg(long, env = "REVKV_MAX_LEASES")]
+    pub max_leases: Option<u64>,
+    /// Most keys attached to one lease (default 10000); a revoke deletes them in one revision.
+    #[arg(long, env = "REVKV_MAX_KEYS_PER_LEASE")]
+    pub max_keys_per_lease: Option<u64>,
+    /// Longest lease TTL a grant may ask for, in seconds (default 9000000000, etcd's). The
+    /// shortest is 1.5 x the longest election timeout, rounded up to whole seconds.
+    #[arg(long, env = "REVKV_MAX_LEASE_TTL_SECONDS")]
+    pub max_lease_ttl_seconds: Option<i64>,
+    /// How often the leader looks for expired leases, in milliseconds (default 250): part of how
+    /// late an expiry can be.
+    #[arg(long, env = "REVKV_LEASE_EXPIRY_CHECK_INTERVAL_MS")]
+    pub lease_expiry_check_interval_ms: Option<u64>,
+    /// How long after a lease's grant or last keep-alive the leader checkpoints its remaining TTL
+    /// through raft, in milliseconds (default 5000; 0 turns checkpoints off, as in etcd 3.4). With
+    /// checkpoints a leader change delays an expiry by at most about this much.
+    #[arg(long, env = "REVKV_LEASE_CHECKPOINT_INTERVAL_MS")]
+    pub lease_checkpoint_interval_ms: Option<u64>,
+    /// Most leases in one checkpoint entry (default 1000, etcd's); at most one checkpoint is
+    /// proposed per expiry check.
+    #[arg(long, env = "REVKV_MAX_LEASES_PER_CHECKPOINT")]
+    pub max_leases_per_checkpoint: Option<usize>,
     /// Log line format.
     #[arg(long, env = "REVKV_LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
@@ -203,7 +227,8 @@ impl ServeArgs {
             election_timeout_ms, snapshot_entries, snapshot_keep_entries, durable_commit_interval_ms,
             state_cache_bytes, log_segment_bytes, log_tail_entries, log_tail_bytes,
             request_timeout_ms, max_body_bytes, max_key_bytes, max_value_bytes, max_txn_ops,
-            log_format, auto_compaction_mode, auto_compaction_retention,
+            max_leases, max_keys_per_lease, max_lease_ttl_seconds, lease_expiry_check_interval_ms,
+            lease_checkpoint_interval_ms, max_leases_per_checkpoint, log_format, auto_compaction_mode, auto_compaction_retention,
             auto_compaction_interval_ms, watch_progress_notify_interval_ms, max_watches,
             watch_buffer_messages, metrics_prefix_depth, metrics_max_prefixes, cert_file, key_file,
             trusted_ca_file, client_cert_auth, peer_cert_file, peer_key_file, peer_trusted_ca_file,
@@ -218,6 +243,21 @@ impl ServeArgs {
         let id = self.id.unwrap_or(1);
         let metric_prefix_labels = self.metric_prefix_labels()?;
         let (log, log_tail) = self.log_options()?;
+        let election_min = Duration::from_millis(self.election_timeout_ms.unwrap_or(1000));
+        let defaults = RaftTiming::default();
+        let timing = RaftTiming {
+            heartbeat_interval: Duration::from_millis(self.heartbeat_ms.unwrap_or(100)),
+            election_timeout_min: election_min,
+            election_timeout_max: election_min * 2,
+            snapshot_after_entries: self
+                .snapshot_entries
+                .unwrap_or(defaults.snapshot_after_entries),
+            log_entries_kept_after_snapshot: self
+                .snapshot_keep_entries
+                .unwrap_or(defaults.log_entries_kept_after_snapshot),
+        };
+        let lease_limits = self.lease_limits(&timing)?;
+        let lease = self.lease_settings(lease_limits.max_leases)?;
         let listen_client = self.listen_client.unwrap_or(([127, 0, 0, 1], 7001).into());
         let listen_peer = self.listen_peer.unwrap_or(([127, 0, 0, 1], 7101).into());
         let (client_tls, peer_tls) = (self.client_tls()?, self.peer_tls()?);
@@ -238,19 +278,6 @@ impl ServeArgs {
             (Some(text), false) => parse_initial_cluster(text, id, &advertise, peer_scheme)?,
             (None, false) => BTreeMap::from([(id, advertise.clone())]),
         };
-        let election_min = Duration::from_millis(self.election_timeout_ms.unwrap_or(1000));
-        let defaults = RaftTiming::default();
-        let timing = RaftTiming {
-            heartbeat_interval: Duration::from_millis(self.heartbeat_ms.unwrap_or(100)),
-            election_timeout_min: election_min,
-            election_timeout_max: election_min * 2,
-            snapshot_after_entries: self
-                .snapshot_entries
-                .unwrap_or(defaults.snapshot_after_entries),
-            log_entries_kept_after_snapshot: self
-                .snapshot_keep_entries
-                .unwrap_or(defaults.log_entries_kept_after_snapshot),
-        };
         let default_limits = Limits::default();
         let limits = Limits {
             max_key_bytes: self.max_key_bytes.unwrap_or(default_limits.max_key_bytes),
@@ -258,7 +285,7 @@ impl ServeArgs {
                 .max_value_bytes
                 .unwrap_or(default_limits.max_value_bytes),
             max_txn_ops: self.max_txn_ops.unwrap_or(default_limits.max_txn_ops),
-            ..default_limits
+            ..lease_limits
         };
         let store = StoreOptions {
             limits,
@@ -289,7 +316,8 @@ impl ServeArgs {
             timings: Default::default(),
             peer_source_address: self.peer_source_address,
             peer_tls,
-            lease: Default::default(),
+            lease,
+            lease_events: Default::default(),
         };
         let http = HttpLimits {
             max_body_bytes: self
@@ -396,6 +424,80 @@ impl ServeArgs {
         Ok(PrefixLabelConfig {
             depth,
             max_prefixes: self.metrics_max_prefixes.unwrap_or(defaults.max_prefixes),
+        })
+    }
+}
+
+/// The longest TTL etcd allows, and revkv's ceiling for `--max-lease-ttl-seconds`.
+const LONGEST_LEASE_TTL_SECONDS: i64 = 9_000_000_000;
+
+impl ServeArgs {
+    /// The lease limits (the other limits at their defaults), each checked against its floor.
+    fn lease_limits(&self, timing: &RaftTiming) -> Result<Limits, String> {
+        let defaults = Limits::default();
+        let limits = Limits {
+            max_leases: self.max_leases.unwrap_or(defaults.max_leases),
+            max_keys_per_lease: self
+                .max_keys_per_lease
+                .unwrap_or(defaults.max_keys_per_lease),
+            max_lease_ttl_seconds: self
+                .max_lease_ttl_seconds
+                .unwrap_or(defaults.max_lease_ttl_seconds),
+            ..defaults
+        };
+        if limits.max_leases == 0 {
+            return Err("--max-leases must be at least 1".into());
+        }
+        if limits.max_keys_per_lease == 0 {
+            return Err("--max-keys-per-lease must be at least 1".into());
+        }
+        let shortest = timing.min_lease_ttl_seconds();
+        if !(shortest..=LONGEST_LEASE_TTL_SECONDS).contains(&limits.max_lease_ttl_seconds) {
+            return Err(format!(
+                "--max-lease-ttl-seconds must be between {shortest} (the minimum TTL, 1.5 x the \
+                 longest election timeout) and {LONGEST_LEASE_TTL_SECONDS}, not {}",
+                limits.max_lease_ttl_seconds
+            ));
+        }
+        Ok(limits)
+    }
+
+    /// How the leader expires and checkpoints leases.
+    fn lease_settings(&self, max_leases: u64) -> Result<LeaseSettings, String> {
+        let defaults = LeaseSettings::default();
+        let expiry_check_interval = self
+            .lease_expiry_check_interval_ms
+            .map_or(defaults.expiry_check_interval, Duration::from_millis);
+        if !(Duration::from_millis(10)..=Duration::from_secs(60)).contains(&expiry_check_interval) {
+            return Err(
+                "--lease-expiry-check-interval-ms must be between 10 and 60000 (ms)".into(),
+            );
+        }
+        let checkpoint_interval = match self.lease_checkpoint_interval_ms {
+            None => defaults.checkpoint_interval,
+            Some(0) => None,
+            Some(millis) if millis < 100 => {
+                return Err(
+                    "--lease-checkpoint-interval-ms must be at least 100 (ms), or 0 to turn \
+                     checkpoints off"
+                        .into(),
+                )
+            }
+            Some(millis) => Some(Duration::from_millis(millis)),
+        };
+        let max_leases_per_checkpoint = self
+            .max_leases_per_checkpoint
+            .unwrap_or(defaults.max_leases_per_checkpoint);
+        if max_leases_per_checkpoint == 0 || max_leases_per_checkpoint as u64 > max_leases {
+            return Err(format!(
+                "--max-leases-per-checkpoint must be between 1 and --max-leases ({max_leases})"
+            ));
+        }
+        Ok(LeaseSettings {
+            expiry_check_interval,
+            checkpoint_interval,
+            max_leases_per_checkpoint,
+            ..defaults
         })
     }
 }
@@ -671,6 +773,90 @@ mod tests {
             ..ServeArgs::default()
         };
         assert!(tiny_buffer.into_node_config().is_err());
+    }
+
+    #[test]
+    fn lease_settings_are_taken_and_checked_with_clear_errors() {
+        let args = ServeArgs {
+            max_leases: Some(50),
+            max_keys_per_lease: Some(7),
+            max_lease_ttl_seconds: Some(3600),
+            lease_expiry_check_interval_ms: Some(100),
+            lease_checkpoint_interval_ms: Some(2000),
+            max_leases_per_checkpoint: Some(20),
+            ..ServeArgs::default()
+        };
+        let config = args.clone().into_node_config().unwrap();
+        let limits = &config.member.store.limits;
+        assert_eq!(
+            (
+                limits.max_leases,
+                limits.max_keys_per_lease,
+                limits.max_lease_ttl_seconds
+            ),
+            (50, 7, 3600)
+        );
+        assert_eq!(limits.max_key_bytes, Limits::default().max_key_bytes);
+        let lease = &config.member.lease;
+        assert_eq!(lease.expiry_check_interval, Duration::from_millis(100));
+        assert_eq!(lease.checkpoint_interval, Some(Duration::from_secs(2)));
+        assert_eq!(lease.max_leases_per_checkpoint, 20);
+        let off = ServeArgs {
+            lease_checkpoint_interval_ms: Some(0),
+            ..args.clone()
+        };
+        assert_eq!(
+            off.into_node_config()
+                .unwrap()
+                .member
+                .lease
+                .checkpoint_interval,
+            None
+        );
+
+        let fails_with = |args: ServeArgs, expected: &str| {
+            let error = args.into_node_config().unwrap_err();
+            assert!(
+                error.contains(expected),
+                "{error:?} should say {expected:?}"
+            );
+        };
+        let no_leases = ServeArgs {
+            max_leases: Some(0),
+            ..args.clone()
+        };
+        fails_with(no_leases, "--max-leases must be at least 1");
+        let no_keys = ServeArgs {
+            max_keys_per_lease: Some(0),
+            ..args.clone()
+        };
+        fails_with(no_keys, "--max-keys-per-lease");
+        // The default election timeout (1-2 s) makes the minimum TTL 3 s.
+        let below_minimum = ServeArgs {
+            max_lease_ttl_seconds: Some(2),
+            ..args.clone()
+        };
+        fails_with(below_minimum, "between 3 (the minimum TTL");
+        let beyond_etcd = ServeArgs {
+            max_lease_ttl_seconds: Some(LONGEST_LEASE_TTL_SECONDS + 1),
+            ..args.clone()
+        };
+        fails_with(beyond_etcd, "--max-lease-ttl-seconds");
+        let busy_check = ServeArgs {
+            lease_expiry_check_interval_ms: Some(1),
+            ..args.clone()
+        };
+        fails_with(busy_check, "--lease-expiry-check-interval-ms");
+        let busy_checkpoints = ServeArgs {
+            lease_checkpoint_interval_ms: Some(10),
+            ..args.clone()
+        };
+        fails_with(busy_checkpoints, "or 0 to turn checkpoints off");
+        let huge_batch = ServeArgs {
+            max_leases_per_checkpoint: Some(51),
+            ..args
+        };
+        fails_with(huge_batch, "between 1 and --max-leases (50)");
     }
 
     #[test]

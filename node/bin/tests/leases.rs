@@ -1,8 +1,11 @@
 //! Leases on a real three-member cluster of `revkv serve` processes (issue 13): a lease's keys
 //! disappear after its TTL and not before; a keep-alive sent through a follower holds them past
 //! the TTL; a revoke deletes every attached key in one revision, which a watcher receives as one
-//! message; and across a leader transfer and a leader kill a lease still expires no earlier than
-//! its TTL and no later than the new leader's takeover + TTL + the documented slack.
+//! message; and across a leader transfer, a leader kill and a storm of leader transfers (one every
+//! fraction of a TTL) a lease still expires no earlier than its TTL and no later than its TTL +
+//! the checkpoint interval + the documented slack, because the leader checkpoints its remaining
+//! TTL through raft (without checkpoints, every new leader would restart the full TTL and the
+//! storm would keep the lease alive for as long as it lasts).
 //!
 //! Every bound is checked from this process's own clock, conservatively: a key seen gone in an
 //! answer received at time t means the revoke happened before t, so t must be past the earliest
@@ -13,7 +16,7 @@ mod process_cluster;
 
 use std::time::Duration;
 
-use process_cluster::{cluster_options, wait_until, MemberClient, ProcessCluster};
+use process_cluster::{cluster_options, wait_until, ClusterOptions, MemberClient, ProcessCluster};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use tokio::time::Instant;
@@ -25,6 +28,20 @@ const EXPIRY_SLACK: Duration = Duration::from_secs(3);
 
 /// How often a test looks at a key while waiting for it to expire.
 const POLL_INTERVAL: Duration = Duration::from_millis(50);
+
+/// The lease checkpoint interval of the leader-change tests (`--lease-checkpoint-interval-ms`):
+/// short, so a lease is checkpointed early in its TTL.
+const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(500);
+
+/// A cluster whose leaders checkpoint leases every `CHECKPOINT_INTERVAL`.
+fn checkpointing_cluster_options() -> ClusterOptions {
+    let mut options = cluster_options();
+    options.extra_flags.push(format!(
+        "--lease-checkpoint-interval-ms={}",
+        CHECKPOINT_INTERVAL.as_millis()
+    ));
+    options
+}
 
 /// Grants a lease through `client` and answers its id; the TTL must be at least the minimum (1 s
 /// with the harness's 300 ms election timeout), so it is granted as asked.
@@ -50,34 +67,69 @@ async fn put_with_lease(client: &MemberClient, key: &str, lease: i64) -> u64 {
 /// gone no earlier than `not_before`, present no later than `not_after`. Answers when it saw the
 /// key gone. Errors while the cluster elects a leader are skipped, until `not_after` passes.
 async fn observe_expiry(client: &MemberClient, key: &str, not_before: Instant, not_after: Instant) {
+    while !observe_once(client, key, not_before, not_after).await {
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+}
+
+/// Reads `key` once through `client`, checking the observation against the bounds as
+/// `observe_expiry` does; answers true when the key is gone.
+async fn observe_once(
+    client: &MemberClient,
+    key: &str,
+    not_before: Instant,
+    not_after: Instant,
+) -> bool {
     let path = format!("/v1/kv/{key}");
-    loop {
-        let sent = Instant::now();
-        let answer = client.try_send(Method::GET, &path, None, &[]).await;
-        let received = Instant::now();
-        match answer {
-            Ok(answer) if answer.status == StatusCode::NOT_FOUND => {
-                assert!(
-                    received >= not_before,
-                    "{key} was gone {:?} before its lease could expire",
-                    not_before - received
-                );
-                return;
-            }
-            Ok(answer) if answer.status == StatusCode::OK => assert!(
+    let sent = Instant::now();
+    let answer = client.try_send(Method::GET, &path, None, &[]).await;
+    let received = Instant::now();
+    match answer {
+        Ok(answer) if answer.status == StatusCode::NOT_FOUND => {
+            assert!(
+                received >= not_before,
+                "{key} was gone {:?} before its lease could expire",
+                not_before - received
+            );
+            true
+        }
+        Ok(answer) if answer.status == StatusCode::OK => {
+            assert!(
                 sent <= not_after,
                 "{key} was still there {:?} after its TTL plus the slack",
                 sent - not_after
-            ),
-            // Unavailable while a new leader is elected, or no answer from a member on its way
-            // down: nothing learned about the key, but the latest expiry still holds.
-            _ => assert!(
+            );
+            false
+        }
+        // Unavailable while a new leader is elected, or no answer from a member on its way
+        // down: nothing learned about the key, but the latest expiry still holds.
+        _ => {
+            assert!(
                 sent <= not_after,
                 "no answer about {key} by the latest expiry"
-            ),
+            );
+            false
         }
-        tokio::time::sleep(POLL_INTERVAL).await;
     }
+}
+
+/// Waits until the leader reports at most `seconds` left on lease `id` (its time-to-live answer
+/// rounds up to whole seconds), late enough in the TTL that a leader restarting the full TTL
+/// would keep the lease past the checkpointed bound.
+async fn wait_for_remaining_ttl(client: &MemberClient, id: i64, seconds: i64) {
+    let path = format!("/v1/leases/{id}");
+    let what = format!("lease {id} to have at most {seconds} s left");
+    wait_until(what, Duration::from_secs(30), async || {
+        let answer = client.try_send(Method::GET, &path, None, &[]).await.ok()?;
+        assert_eq!(answer.status, StatusCode::OK, "lease {id} is still granted");
+        let remaining = answer.json["ttl"].as_i64()?;
+        if remaining > seconds {
+            tokio::time::sleep(POLL_INTERVAL).await;
+            return None;
+        }
+        Some(())
+    })
+    .await;
 }
 
 /// The running members of `cluster` other than `leader`.
@@ -245,53 +297,126 @@ async fn a_revoke_deletes_its_keys_in_one_revision_that_a_watcher_receives_as_on
     assert_eq!(kept.status, StatusCode::OK);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lease_outlives_a_leader_transfer_and_a_leader_kill_by_at_most_its_ttl_plus_slack() {
-    let mut cluster = ProcessCluster::start(3, cluster_options()).await;
-    let ttl_seconds = 4;
-    let ttl = Duration::from_secs(ttl_seconds as u64);
+/// Waits until the leader `client` reaches has taken lease `id` over (it answers its time-to-live
+/// once it has applied an entry of its term and reset its deadlines), or the lease is gone.
+async fn wait_for_takeover(client: &MemberClient, id: i64) {
+    let path = format!("/v1/leases/{id}");
+    let what = format!("the new leader to take lease {id} over");
+    wait_until(what, Duration::from_secs(20), async || {
+        let answer = client.try_send(Method::GET, &path, None, &[]).await.ok()?;
+        let settled = [StatusCode::OK, StatusCode::NOT_FOUND].contains(&answer.status);
+        settled.then_some(())
+    })
+    .await;
+}
 
-    // A transfer: the new leader restarts the TTL when it takes over, not earlier.
-    let leader = cluster.leader().await;
-    let grant_sent = Instant::now();
-    let lease = grant(&cluster.client(leader), ttl_seconds).await;
-    put_with_lease(&cluster.client(leader), "transfer/a", lease).await;
-    let target = followers(&cluster, leader).await[0];
+/// Moves the leadership from `leader` to `target` and answers when every running member agrees.
+async fn transfer_leadership(cluster: &ProcessCluster, leader: u64, target: u64) -> Instant {
     cluster
         .client(leader)
         .post("/v1/leader/transfer", json!({ "to": target }))
         .await
         .expect_ok("transfer the leadership");
-    let moved = wait_until(
+    wait_until(
         "the leadership to move",
         Duration::from_secs(20),
         async || (cluster.leader().await == target).then(Instant::now),
     )
-    .await;
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_outlives_a_late_leader_transfer_and_kill_by_at_most_the_checkpoint_bound() {
+    let mut cluster = ProcessCluster::start(3, checkpointing_cluster_options()).await;
+    let ttl_seconds = 8;
+    let ttl = Duration::from_secs(ttl_seconds as u64);
+    // docs/ARCHITECTURE.md, "Leases": no later than r + T + checkpoint interval + slack. A new
+    // leader that restarted the full TTL 6 s into it would keep the key until 6 s + T: past it.
+    let latest_after = ttl + CHECKPOINT_INTERVAL + EXPIRY_SLACK;
+
+    // A transfer two seconds before the lease's end: the new leader restarts it from its
+    // checkpoint, not from its full TTL.
+    let leader = cluster.leader().await;
+    let grant_sent = Instant::now();
+    let lease = grant(&cluster.client(leader), ttl_seconds).await;
+    let grant_answered = Instant::now();
+    put_with_lease(&cluster.client(leader), "transfer/a", lease).await;
+    wait_for_remaining_ttl(&cluster.client(leader), lease, 2).await;
+    let target = followers(&cluster, leader).await[0];
+    transfer_leadership(&cluster, leader, target).await;
     observe_expiry(
         &cluster.client(target),
         "transfer/a",
         grant_sent + ttl,
-        moved + ttl + EXPIRY_SLACK,
+        grant_answered + latest_after,
     )
     .await;
 
-    // A kill: the survivors' new leader restarts the TTL when it is elected.
+    // A kill two seconds before the lease's end: the survivors' new leader does the same.
     let leader = cluster.leader().await;
     let grant_sent = Instant::now();
     let lease = grant(&cluster.client(leader), ttl_seconds).await;
+    let grant_answered = Instant::now();
     put_with_lease(&cluster.client(leader), "kill/a", lease).await;
+    wait_for_remaining_ttl(&cluster.client(leader), lease, 2).await;
     cluster.kill(leader);
     let survivors = cluster.running_ids();
     cluster.wait_for_leader(&survivors).await;
-    let elected = Instant::now();
     observe_expiry(
         &cluster.client(survivors[0]),
         "kill/a",
         grant_sent + ttl,
-        elected + ttl + EXPIRY_SLACK,
+        grant_answered + latest_after,
     )
     .await;
     let last = cluster.wait_for_same_revision(&survivors, 1).await;
     cluster.assert_same_hash(&survivors, last).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_transfers_faster_than_the_ttl_do_not_keep_a_lease_alive() {
+    let cluster = ProcessCluster::start(3, checkpointing_cluster_options()).await;
+    let ttl_seconds = 4;
+    let ttl = Duration::from_secs(ttl_seconds as u64);
+    let leader = cluster.leader().await;
+    let grant_sent = Instant::now();
+    let lease = grant(&cluster.client(leader), ttl_seconds).await;
+    let grant_answered = Instant::now();
+    put_with_lease(&cluster.client(leader), "storm/a", lease).await;
+    let (not_before, not_after) = (
+        grant_sent + ttl,
+        grant_answered + ttl + CHECKPOINT_INTERVAL + EXPIRY_SLACK,
+    );
+
+    // Move the leadership round the members, each move as soon as the new leader has taken the
+    // lease over (it answers the lease's time-to-live), until the key is gone; every read of it is
+    // checked against the bounds.
+    let mut leader = leader;
+    let mut transfers = 0;
+    let mut moved_at = Vec::new();
+    loop {
+        let reader = cluster.client(leader);
+        if observe_once(&reader, "storm/a", not_before, not_after).await {
+            break;
+        }
+        let target = followers(&cluster, leader).await[transfers % 2];
+        moved_at.push(transfer_leadership(&cluster, leader, target).await);
+        leader = target;
+        transfers += 1;
+        wait_for_takeover(&cluster.client(leader), lease).await;
+    }
+    let longest_gap = moved_at
+        .windows(2)
+        .map(|pair| pair[1] - pair[0])
+        .max()
+        .unwrap_or_default();
+    eprintln!("{transfers} leader transfers, at most {longest_gap:?} apart");
+    assert!(
+        transfers >= 3 && longest_gap < ttl,
+        "the leadership moved {transfers} times, at most {longest_gap:?} apart: not a storm \
+         of transfers faster than the TTL"
+    );
+    let ids = cluster.ids();
+    let last = cluster.wait_for_same_revision(&ids, 1).await;
+    cluster.assert_same_hash(&ids, last).await;
 }

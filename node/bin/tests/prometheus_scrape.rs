@@ -1,7 +1,8 @@
 //! End to end with a real Prometheus (Debian's `prometheus` package): a three-member cluster of
 //! `revkv serve` processes, Prometheus scraping every member's `GET /metrics`, a workload of
 //! concurrent PATCHes on one hot key and txns whose compares fail, and then Prometheus' own query
-//! API must show exactly the conflicts and update attempts the test caused, with every member `up`.
+//! API must show exactly the conflicts and update attempts the test caused, with every member `up`;
+//! likewise a lease workload (grants, keep-alives, a revoke, an expiry) and the lease metrics.
 //! A second test checks that `GET /metrics` passes `promtool check metrics`.
 //!
 //! Without `prometheus` or `promtool` on the PATH these tests pass with a note, except under
@@ -188,6 +189,10 @@ struct Caused {
     patch_attempts: u64,
     exhausted_patches: u64,
     failed_txns: u64,
+    lease_grants: u64,
+    lease_keepalives: u64,
+    lease_revokes: u64,
+    lease_expiries: u64,
 }
 
 impl Caused {
@@ -232,6 +237,45 @@ async fn futures_join_all<T>(handles: Vec<tokio::task::JoinHandle<T>>) -> Vec<Re
         results.push(handle.await.map_err(|error| error.to_string()));
     }
     results
+}
+
+/// Grants spread over the members, one lease renewed twice and then revoked, one lease left to
+/// expire (a TTL of 1 s, the harness's minimum) and one left alive; waits until the expired one is
+/// gone, so the expiry is counted by the time Prometheus is asked.
+async fn run_lease_workload(clients: &[MemberClient], caused: &mut Caused) {
+    let mut grant = async |client: &MemberClient, ttl: i64| {
+        let granted = client
+            .post("/v1/leases", json!({ "ttl": ttl }))
+            .await
+            .expect_ok("grant a lease");
+        caused.lease_grants += 1;
+        granted.json["id"].as_i64().expect("a lease id")
+    };
+    let renewed = grant(&clients[0], 60).await;
+    let expiring = grant(&clients[1], 1).await;
+    grant(&clients[2], 600).await;
+    for client in &clients[1..] {
+        client
+            .post(&format!("/v1/leases/{renewed}/keepalive"), json!({}))
+            .await
+            .expect_ok("keep a lease alive");
+        caused.lease_keepalives += 1;
+    }
+    clients[2]
+        .delete(&format!("/v1/leases/{renewed}"))
+        .await
+        .expect_ok("revoke a lease");
+    caused.lease_revokes += 1;
+    let expiring_path = format!("/v1/leases/{expiring}");
+    wait_until("the 1 s lease to expire", PROMETHEUS_TIMEOUT, async || {
+        let answer = clients[0]
+            .try_send(Method::GET, &expiring_path, None, &[])
+            .await
+            .ok()?;
+        (answer.status == StatusCode::NOT_FOUND).then_some(())
+    })
+    .await;
+    caused.lease_expiries += 1;
 }
 
 /// Txns on the hot key whose compare fails, spread over the members, each marked as a client's
@@ -319,6 +363,7 @@ async fn a_real_prometheus_sees_exactly_the_conflicts_and_attempts_the_test_caus
     let mut caused = Caused::default();
     run_concurrent_patches(&clients, &mut caused).await;
     run_failing_txns(&clients, &mut caused).await;
+    run_lease_workload(&clients, &mut caused).await;
     eprintln!("the workload caused {caused:?}");
 
     let conflicts = format!("sum(revkv_conflicts_total{{prefix=\"{HOT_PREFIX}\"}})");
@@ -340,6 +385,28 @@ async fn a_real_prometheus_sees_exactly_the_conflicts_and_attempts_the_test_caus
             "sum(revkv_client_retry_attempt_sum{op=\"txn\"})".to_string(),
             2.0 * caused.failed_txns as f64,
         ),
+        (
+            "sum(revkv_lease_granted_total)".to_string(),
+            caused.lease_grants as f64,
+        ),
+        (
+            "sum(revkv_lease_keepalives_total)".to_string(),
+            caused.lease_keepalives as f64,
+        ),
+        (
+            "sum(revkv_lease_revoked_total)".to_string(),
+            caused.lease_revokes as f64,
+        ),
+        (
+            "sum(revkv_lease_expired_total)".to_string(),
+            caused.lease_expiries as f64,
+        ),
+        (
+            "sum(revkv_lease_expiry_lag_seconds_count)".to_string(),
+            caused.lease_expiries as f64,
+        ),
+        // One lease is left alive, and every member's store holds it.
+        ("sum(revkv_leases_active)".to_string(), 3.0),
     ];
     wait_for_values(&prometheus, &expected).await;
     wait_for_every_member_up(&prometheus, &targets).await;

@@ -31,7 +31,7 @@ pub(crate) fn apply_request<'f, 't>(
     tables: &mut WriteTables<'f, 't>,
     leases: &mut WriteLeaseTables<'f, 't>,
     state: &mut StoreState,
-    request: &Request,
+    (request, log_index): (&Request, u64),
     limits: &Limits,
 ) -> Result<ApplyOutcome> {
     if let Err(rejection) = validate_request(request, limits) {
@@ -40,7 +40,23 @@ pub(crate) fn apply_request<'f, 't>(
     match request {
         Request::Compact { revision } => return compact_request(tables, state, *revision),
         Request::LeaseGrant { id, ttl_seconds } => {
-            return grant_lease(leases, state, *id, *ttl_seconds, limits)
+            let grant = (*id, *ttl_seconds, log_index);
+            return grant_lease(leases, state, grant, limits);
+        }
+        Request::LeaseCheckpoint {
+            computed_at_index,
+            leases: checkpointed,
+        } => {
+            let recorded = leases.checkpoint(*computed_at_index, checkpointed)?;
+            let response = Response::LeaseCheckpoint { recorded };
+            return Ok(unchanged(state, Ok(response)));
+        }
+        Request::LeaseCheckpointClear { id } => {
+            let answer = match leases.clear_checkpoint(*id, log_index)? {
+                true => Ok(Response::LeaseCheckpointClear),
+                false => Err(Error::LeaseNotFound { id: *id }),
+            };
+            return Ok(unchanged(state, answer));
         }
         _ => {}
     }
@@ -57,7 +73,10 @@ pub(crate) fn apply_request<'f, 't>(
         Request::DeleteRange(delete) => Ok(Response::DeleteRange(change.delete_range(delete)?)),
         Request::Txn(txn) => change.txn(txn)?.map(Response::Txn),
         Request::LeaseRevoke { id } => change.revoke(*id)?.map(Response::LeaseRevoke),
-        Request::Compact { .. } | Request::LeaseGrant { .. } => {
+        Request::Compact { .. }
+        | Request::LeaseGrant { .. }
+        | Request::LeaseCheckpoint { .. }
+        | Request::LeaseCheckpointClear { .. } => {
             unreachable!("handled above: they write no history")
         }
     };
@@ -77,6 +96,14 @@ pub(crate) fn apply_request<'f, 't>(
         revision: state.current_revision,
         result: Ok(response),
     })
+}
+
+/// The outcome of a request that takes no revision.
+fn unchanged(state: &StoreState, result: Answer<Response>) -> ApplyOutcome {
+    ApplyOutcome {
+        revision: state.current_revision,
+        result,
+    }
 }
 
 fn rejected(state: &StoreState, rejection: Error) -> ApplyOutcome {
@@ -114,12 +141,12 @@ fn compact_request(
     })
 }
 
-/// Grants a lease: writes its record, and nothing else (a grant takes no revision).
+/// Grants a lease: writes its record, and nothing else (a grant takes no revision). The grant's
+/// log index refuses any checkpoint computed before it (one of an earlier lease of the same id).
 fn grant_lease(
     leases: &mut WriteLeaseTables<'_, '_>,
     state: &StoreState,
-    id: i64,
-    ttl_seconds: i64,
+    (id, ttl_seconds, log_index): (i64, i64, u64),
     limits: &Limits,
 ) -> Result<ApplyOutcome> {
     if leases.record(id)?.is_some() {
@@ -135,6 +162,8 @@ fn grant_lease(
     let record = LeaseRecord {
         ttl_seconds,
         attached_keys: 0,
+        checkpointed_remaining_ms: None,
+        renewed_at_index: log_index,
     };
     leases.save(id, &record)?;
     Ok(ApplyOutcome {

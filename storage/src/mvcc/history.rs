@@ -78,7 +78,10 @@ impl MvccStore {
     ///
     /// Leases are not revisioned (a grant takes no revision), so the lease part is the table as of
     /// this read, whatever `revision` says: members compare equal once they have applied the same
-    /// log entries, not merely the same revisions.
+    /// log entries, not merely the same revisions. A lease's checkpoint is left out, like its
+    /// deadline: it is the lease's clock, which the leader checkpoints in the background without
+    /// a revision, so including it would make members that applied the same revisions hash
+    /// differently for a moment. Snapshots carry it.
     pub fn hash(&self, revision: Option<u64>) -> Result<StateHash> {
         let (tables, leases, state) = self.read_tables_with_leases()?;
         let revision = revision.unwrap_or(state.current_revision);

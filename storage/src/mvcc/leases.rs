@@ -2,9 +2,11 @@
 //! the store's lease reads.
 //!
 //! A lease is a granted TTL and the set of keys attached to it. Leases are not revisioned (as in
-//! etcd): the tables hold what is granted now. Deadlines are not replicated at all; the leader keeps
+//! etcd): the tables hold what is granted now. Deadlines are not replicated; the leader keeps
 //! them in memory and proposes a revoke when one passes (the raft crate's lessor), so every member
-//! deletes the same keys at the same log position.
+//! deletes the same keys at the same log position. What is replicated of a lease's clock is its
+//! last checkpoint (the leader's remaining TTL, etcd's lease checkpoint), which a keep-alive clears,
+//! and the log index of that clear (or of the grant), which refuses checkpoints older than it.
 //!
 //! Invariants, kept by the write path (`apply.rs`) and checked there:
 //! - `(lease, key)` is in `lease_keys` exactly when `key` is live and its current version carries
@@ -21,7 +23,7 @@ use crate::codec::{self, LeaseRecord};
 use crate::error::{corrupt, db_error, Error, Result};
 use crate::mvcc::tables::{LEASES, LEASE_KEYS};
 use crate::mvcc::MvccStore;
-use crate::types::LeaseInfo;
+use crate::types::{CheckpointedLease, LeaseInfo};
 
 /// The lease tables opened in one transaction, plus the file name for error messages.
 pub(crate) struct LeaseTables<'f, L, K> {
@@ -62,7 +64,7 @@ where
     pub fn record(&self, id: i64) -> Result<Option<LeaseRecord>> {
         let stored = self.leases.get(id).map_err(db_error(self.file))?;
         stored
-            .map(|bytes| codec::decode(bytes.value()).map_err(corrupt(self.file)))
+            .map(|bytes| codec::decode_lease_record(bytes.value()).map_err(corrupt(self.file)))
             .transpose()
     }
 
@@ -101,14 +103,23 @@ where
 
     /// Every granted lease in id order, at most `limit` of them.
     pub fn all(&self, limit: u64) -> Result<Vec<LeaseInfo>> {
+        let records = self.all_records(limit)?;
+        Ok(records
+            .iter()
+            .map(|(id, record)| lease_info(*id, record))
+            .collect())
+    }
+
+    /// Every granted lease's record in id order, at most `limit` of them.
+    pub fn all_records(&self, limit: u64) -> Result<Vec<(i64, LeaseRecord)>> {
         let mut leases = Vec::new();
         for entry in self.leases.iter().map_err(db_error(self.file))? {
             if leases.len() as u64 >= limit {
                 break;
             }
             let (id, bytes) = entry.map_err(db_error(self.file))?;
-            let record: LeaseRecord = codec::decode(bytes.value()).map_err(corrupt(self.file))?;
-            leases.push(lease_info(id.value(), &record));
+            let record = codec::decode_lease_record(bytes.value()).map_err(corrupt(self.file))?;
+            leases.push((id.value(), record));
         }
         Ok(leases)
     }
@@ -117,7 +128,7 @@ where
 impl WriteLeaseTables<'_, '_> {
     /// Writes the record of lease `id`.
     pub fn save(&mut self, id: i64, record: &LeaseRecord) -> Result<()> {
-        let bytes = codec::encode(record).map_err(corrupt(self.file))?;
+        let bytes = codec::encode_lease_record(record).map_err(corrupt(self.file))?;
         self.leases
             .insert(id, bytes.as_slice())
             .map_err(db_error(self.file))?;
@@ -154,6 +165,41 @@ impl WriteLeaseTables<'_, '_> {
         Ok(())
     }
 
+    /// Records a checkpoint's remaining TTLs (see `Request::LeaseCheckpoint`): a lease renewed at
+    /// a log index above `computed_at_index`, or no longer granted, is skipped. Answers the ids
+    /// recorded.
+    pub fn checkpoint(
+        &mut self,
+        computed_at_index: u64,
+        checkpointed: &[CheckpointedLease],
+    ) -> Result<Vec<i64>> {
+        let mut recorded = Vec::new();
+        for lease in checkpointed {
+            let Some(mut record) = self.record(lease.id)? else {
+                continue;
+            };
+            if record.renewed_at_index > computed_at_index {
+                continue;
+            }
+            record.checkpointed_remaining_ms = Some(lease.remaining_ttl_ms);
+            self.save(lease.id, &record)?;
+            recorded.push(lease.id);
+        }
+        Ok(recorded)
+    }
+
+    /// Forgets lease `id`'s checkpoint after a renewal applied at `log_index`; false when the
+    /// lease is not granted.
+    pub fn clear_checkpoint(&mut self, id: i64, log_index: u64) -> Result<bool> {
+        let Some(mut record) = self.record(id)? else {
+            return Ok(false);
+        };
+        record.checkpointed_remaining_ms = None;
+        record.renewed_at_index = record.renewed_at_index.max(log_index);
+        self.save(id, &record)?;
+        Ok(true)
+    }
+
     /// Detaches `key` from lease `id`. A key written with a lease before layout 3 was never
     /// attached, so a missing row is not an error.
     pub fn detach(&mut self, id: i64, key: &[u8]) -> Result<()> {
@@ -180,6 +226,7 @@ pub(crate) fn lease_info(id: i64, record: &LeaseRecord) -> LeaseInfo {
         id,
         granted_ttl_seconds: record.ttl_seconds,
         attached_keys: record.attached_keys,
+        checkpointed_remaining_ms: record.checkpointed_remaining_ms,
     }
 }
 

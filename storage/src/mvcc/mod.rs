@@ -12,6 +12,8 @@
 mod apply;
 mod compact;
 mod history;
+#[cfg(test)]
+mod lease_format_tests;
 mod leases;
 mod migrate;
 mod read;
@@ -160,6 +162,7 @@ impl MvccStore {
     ) -> Result<ApplyOutcome> {
         match &entry.payload {
             EntryPayload::Request(request) => {
+                let request = (request, entry.log_id.index);
                 apply::apply_request(tables, leases, state, request, &self.options.limits)
             }
             EntryPayload::Blank => Ok(empty_outcome(state)),
@@ -209,7 +212,7 @@ impl MvccStore {
 
     /// Key and history counts (O(1) each in redb) and the file size.
     pub fn stats(&self) -> Result<StoreStats> {
-        let (tables, state) = self.read_tables()?;
+        let (tables, leases, state) = self.read_tables_with_leases()?;
         let file = tables.file;
         let file_bytes = std::fs::metadata(file)
             .map_err(|error| Error::Database {
@@ -223,6 +226,7 @@ impl MvccStore {
             live_keys: state.live_keys,
             history_entries: tables.history.len().map_err(db_error(file))?,
             file_bytes,
+            leases: leases.count()?,
         })
     }
 

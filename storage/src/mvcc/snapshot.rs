@@ -61,10 +61,12 @@ impl MvccStore {
             write_frame(&mut writer, &frame)?;
             records += 1;
         }
-        for lease in leases.all(u64::MAX)? {
-            let frame = SnapshotFrame::Lease {
-                id: lease.id,
-                ttl_seconds: lease.granted_ttl_seconds,
+        for (id, lease) in leases.all_records(u64::MAX)? {
+            let frame = SnapshotFrame::LeaseState {
+                id,
+                ttl_seconds: lease.ttl_seconds,
+                checkpointed_remaining_ms: lease.checkpointed_remaining_ms,
+                renewed_at_index: lease.renewed_at_index,
             };
             write_frame(&mut writer, &frame)?;
             records += 1;
@@ -203,15 +205,20 @@ fn load_frames<R: Read>(
                 records += 1;
             }
             Some(SnapshotFrame::Lease { id, ttl_seconds }) => {
-                if id <= 0 || ttl_seconds < 1 || last_lease.is_some_and(|last| id <= last) {
-                    return Err(bad(format!("lease {id} is out of order or malformed")));
-                }
-                last_lease = Some(id);
-                let record = LeaseRecord {
-                    ttl_seconds,
-                    attached_keys: 0,
-                };
-                leases.save(id, &record)?;
+                // A stream written before checkpoints: the lease has none.
+                let record = imported_lease(ttl_seconds, None, 0);
+                load_lease(leases, &mut last_lease, id, record)?;
+                records += 1;
+            }
+            Some(SnapshotFrame::LeaseState {
+                id,
+                ttl_seconds,
+                checkpointed_remaining_ms,
+                renewed_at_index,
+            }) => {
+                let record =
+                    imported_lease(ttl_seconds, checkpointed_remaining_ms, renewed_at_index);
+                load_lease(leases, &mut last_lease, id, record)?;
                 records += 1;
             }
             Some(SnapshotFrame::Trailer {
@@ -278,4 +285,32 @@ impl<R: Read> Read for HashingReader<'_, R> {
         self.hasher.update(&buf[..read]);
         Ok(read)
     }
+}
+
+/// A lease as a snapshot carries it; its keys are counted when `lease_keys` is rebuilt.
+fn imported_lease(
+    ttl_seconds: i64,
+    checkpointed_remaining_ms: Option<u64>,
+    renewed_at_index: u64,
+) -> LeaseRecord {
+    LeaseRecord {
+        ttl_seconds,
+        attached_keys: 0,
+        checkpointed_remaining_ms,
+        renewed_at_index,
+    }
+}
+
+/// Writes one imported lease, after checking it comes after the previous one in id order.
+fn load_lease(
+    leases: &mut WriteLeaseTables<'_, '_>,
+    last_lease: &mut Option<i64>,
+    id: i64,
+    record: LeaseRecord,
+) -> Result<()> {
+    if id <= 0 || record.ttl_seconds < 1 || last_lease.is_some_and(|last| id <= last) {
+        return Err(bad(format!("lease {id} is out of order or malformed")));
+    }
+    *last_lease = Some(id);
+    leases.save(id, &record)
 }

@@ -7,7 +7,8 @@
 use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::types::{
-    DeleteRangeRequest, KeyRange, PutRequest, RangeEnd, RangeRequest, Request, TxnOp, TxnRequest,
+    CheckpointedLease, DeleteRangeRequest, KeyRange, PutRequest, RangeEnd, RangeRequest, Request,
+    TxnOp, TxnRequest,
 };
 
 /// Checks a replicated request against the limits and the txn rules.
@@ -24,8 +25,36 @@ pub fn validate_request(request: &Request, limits: &Limits) -> Result<()> {
             limits.check_lease_id(*id)?;
             limits.check_lease_ttl(*ttl_seconds)
         }
-        Request::LeaseRevoke { id } => limits.check_lease_id(*id),
+        Request::LeaseRevoke { id } | Request::LeaseCheckpointClear { id } => {
+            limits.check_lease_id(*id)
+        }
+        Request::LeaseCheckpoint { leases, .. } => validate_checkpoint(leases, limits),
     }
+}
+
+/// A checkpoint names at most `max_leases` leases, each with a valid id and a remaining TTL no
+/// longer than the longest TTL.
+fn validate_checkpoint(leases: &[CheckpointedLease], limits: &Limits) -> Result<()> {
+    if leases.len() as u64 > limits.max_leases {
+        return Err(Error::Invalid(format!(
+            "a checkpoint of {} leases is over the limit of {}",
+            leases.len(),
+            limits.max_leases
+        )));
+    }
+    let longest_ms = u64::try_from(limits.max_lease_ttl_seconds)
+        .unwrap_or(0)
+        .saturating_mul(1000);
+    for lease in leases {
+        limits.check_lease_id(lease.id)?;
+        if lease.remaining_ttl_ms > longest_ms {
+            return Err(Error::Invalid(format!(
+                "lease {} is checkpointed with {} ms left, more than the longest TTL",
+                lease.id, lease.remaining_ttl_ms
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Checks a top-level range read.
