@@ -1,7 +1,8 @@
 //! The short fault-injection run of every CI build: `revkv chaos` (the harness in
 //! `revkv_tools::chaos`) against three `revkv serve` processes of this build, with kills, pauses,
-//! partitions, slow and lossy links, leader transfers and compaction, then every checker over the
-//! recorded history. The run must be clean.
+//! partitions, slow and lossy links, leader transfers and compaction, with key-value and lease
+//! workloads, then every checker (the lease checker too) over the recorded history. The run must
+//! be clean.
 //!
 //! The seed comes from `REVKV_CHAOS_SEED` or the clock, and is printed, so a failure can be
 //! replayed with `scripts/chaos.sh --seed N`. `REVKV_CHAOS_DURATION` (e.g. `90s`) sets the length.
@@ -31,6 +32,7 @@ async fn a_short_chaos_run_is_clean() {
         duration,
         seed,
         workers: 6,
+        lease_workers: 2,
         keys: 8,
         binary: env!("CARGO_BIN_EXE_revkv").into(),
         dir: None,

@@ -49,6 +49,8 @@ pub struct Report {
     pub watches: Vec<(String, usize, usize)>,
     pub final_revision: u64,
     pub compact_revision: u64,
+    /// New raft terms with a leader that the harness saw (the lease bounds allow a TTL for each).
+    pub leader_changes_seen: usize,
     pub violations: Vec<Violation>,
     /// A failure of the harness or the cluster that ended the run before it could be checked.
     pub aborted: Option<String>,
@@ -111,6 +113,7 @@ impl fmt::Display for Report {
             *fault_counts.entry(fault.name).or_default() += 1;
         }
         writeln!(out, "faults ({}): {fault_counts:?}", self.faults.len())?;
+        writeln!(out, "leader changes seen: {}", self.leader_changes_seen)?;
         for fault in &self.faults {
             writeln!(
                 out,
