@@ -48,6 +48,20 @@ async fn a_short_chaos_run_is_clean() {
     let operations: usize = report.operations.values().sum();
     assert!(operations > 1_000, "only {operations} operations ran");
     assert!(!report.faults.is_empty(), "no fault was injected");
+    // The lease checker needs leases that lived, were renewed and ended.
+    let count = |name, outcome| {
+        report
+            .operations
+            .get(&(name, outcome))
+            .copied()
+            .unwrap_or(0)
+    };
+    assert!(
+        count("lease-grant", "ok") > 10 && count("lease-put", "ok") > 100,
+        "too little lease traffic: {} grants and {} leased puts acknowledged",
+        count("lease-grant", "ok"),
+        count("lease-put", "ok")
+    );
     assert!(
         report.final_revision > 100,
         "the store reached only revision {}",

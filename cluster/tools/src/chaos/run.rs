@@ -187,7 +187,6 @@ async fn drive(
     let operations = context.take_operations();
     report.count_operations(&operations);
     let leaderships = std::mem::take(&mut *leaderships.lock().expect("leaderships lock"));
-    report.leader_changes_seen = leaderships.len();
     let recorded = Recorded {
         watchers: &watchers,
         operations: &operations,
@@ -196,6 +195,7 @@ async fn drive(
         final_revision,
     };
     check_everything(nemesis.members, &recorded, report).await;
+    report.leaderships = leaderships;
     Ok(())
 }
 

@@ -397,18 +397,26 @@ fn check_not_late(
     let bound = late_bound(leases, record, operations, observed.leaderships, bounds);
     let put = &operations[attachment.put];
     let describe_span = || match attachment.until {
-        Some(until) => format!("revisions {}..{until}", attachment.from),
+        Some(until) => {
+            let seen = clock.happened_by(until).map_or(String::new(), |(at, _)| {
+                format!(", seen by {:.3}s", at.as_secs_f64())
+            });
+            format!(
+                "revisions {}..{until} (ended at {until}{seen})",
+                attachment.from
+            )
+        }
         None => format!("revision {} to the end of the history", attachment.from),
     };
     if put.invoked > bound {
         violations.push(Violation::new(
             "lease-outlived",
             format!(
-                "{:?} was attached to lease {} at revision {} by a put sent at {:.3}s, after \
-                 the lease's latest expiry {:.3}s",
+                "{:?} was attached to lease {} over {} by a put sent at {:.3}s, after the \
+                 lease's latest expiry {:.3}s",
                 attachment.key,
                 attachment.lease,
-                attachment.from,
+                describe_span(),
                 put.invoked.as_secs_f64(),
                 bound.as_secs_f64()
             ),
