@@ -21,6 +21,9 @@ pub const LEASE_TTL_SECONDS: i64 = 1;
 const MAX_HELD_LEASES: usize = 3;
 /// How often a kept lease is renewed: a third of its TTL, as etcd's clients do.
 const KEEP_ALIVE_INTERVAL: Duration = Duration::from_millis(330);
+/// How soon a keep-alive that got no renewal is tried again (a member that fails fast would
+/// otherwise take every request of the worker).
+const KEEP_ALIVE_RETRY: Duration = Duration::from_millis(100);
 /// How long a worker keeps using a lease it no longer renews (or revoked) before forgetting it:
 /// long enough for puts that probe an expired lease.
 const FORGET_AFTER: Duration = Duration::from_secs(3);
@@ -44,6 +47,8 @@ struct HeldLease {
     fate: Fate,
     /// When the last renewal (or the grant) was sent.
     renewed: Instant,
+    /// When the last keep-alive was sent, renewed or not.
+    tried: Instant,
     /// When the worker stops using it.
     forget_at: Instant,
 }
@@ -102,6 +107,7 @@ fn next_request(
     let due_keep_alive = held.iter().find(|lease| {
         matches!(lease.fate, Fate::KeepAliveUntil(until) if now < until)
             && now.duration_since(lease.renewed) >= KEEP_ALIVE_INTERVAL
+            && now.duration_since(lease.tried) >= KEEP_ALIVE_RETRY
     });
     if let Some(lease) = due_keep_alive {
         return Request::LeaseKeepAlive { lease: lease.id };
@@ -159,12 +165,19 @@ fn after_answer(
                 id: *lease,
                 fate,
                 renewed: sent,
+                tried: sent,
                 forget_at: last_use + FORGET_AFTER,
             });
         }
         (Request::LeaseKeepAlive { lease }, Outcome::Ok { .. }) => {
             if let Some(held) = held.iter_mut().find(|held| held.id == *lease) {
                 held.renewed = sent;
+                held.tried = sent;
+            }
+        }
+        (Request::LeaseKeepAlive { lease }, Outcome::Failed { .. } | Outcome::Unknown { .. }) => {
+            if let Some(held) = held.iter_mut().find(|held| held.id == *lease) {
+                held.tried = sent;
             }
         }
         // The lease is gone (a keep-alive too late), or the worker tried to revoke it: stop
