@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::members::SharedEndpoints;
 
-/// How often the members are asked. A leader that expires a lease has led for at least one TTL
-/// (it restarted every deadline when it took over), so it is seen within one round.
+/// How often the members are asked.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// How long one status request may take (a paused or partitioned member does not answer).
 const STATUS_TIMEOUT: Duration = Duration::from_millis(300);
@@ -24,8 +23,8 @@ const MAX_RECORDED: usize = 100_000;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LeadershipSeen {
     pub term: u64,
-    /// The start of the last poll round that saw only lower terms: the leadership is assumed to
-    /// have begun after it (see [`POLL_INTERVAL`] for why that holds for the leaders that matter).
+    /// The start of the last poll round before it in which every member answered: all of them,
+    /// the new leader too, then had lower terms, so the leadership began after it.
     pub after: Duration,
     /// When an answer naming it arrived: it had begun by then.
     pub by: Duration,
@@ -43,7 +42,7 @@ pub async fn observe_leaderships(
         .build()
         .expect("a plain HTTP client always builds");
     let mut highest_term = 0;
-    let mut previous_round = started.elapsed();
+    let mut last_full_round = started.elapsed();
     while !*stop.borrow() {
         let round_started = started.elapsed();
         let urls: Vec<String> = endpoints
@@ -52,26 +51,33 @@ pub async fn observe_leaderships(
             .iter()
             .map(|(_, url)| format!("{url}/v1/status"))
             .collect();
+        let asked = urls.len();
         let mut asks = tokio::task::JoinSet::new();
         for url in urls {
             let http = http.clone();
-            asks.spawn(async move { leadership_term(&http, &url).await });
+            asks.spawn(async move { member_term(&http, &url).await });
         }
+        let mut answered = 0;
         while let Some(answer) = asks.join_next().await {
-            let Ok(Some(term)) = answer else { continue };
-            if term > highest_term {
+            let Ok(Some((term, has_leader))) = answer else {
+                continue;
+            };
+            answered += 1;
+            if has_leader && term > highest_term {
                 highest_term = term;
                 let mut seen = seen.lock().expect("leaderships lock");
                 if seen.len() < MAX_RECORDED {
                     seen.push(LeadershipSeen {
                         term,
-                        after: previous_round,
+                        after: last_full_round,
                         by: started.elapsed(),
                     });
                 }
             }
         }
-        previous_round = round_started;
+        if answered == asked {
+            last_full_round = round_started;
+        }
         tokio::select! {
             _ = tokio::time::sleep(POLL_INTERVAL) => {}
             _ = stop.changed() => {}
@@ -79,9 +85,9 @@ pub async fn observe_leaderships(
     }
 }
 
-/// The raft term of a member's status, if the member names a leader in it.
-async fn leadership_term(http: &reqwest::Client, url: &str) -> Option<u64> {
+/// A member's raft term, and whether it names a leader of it.
+async fn member_term(http: &reqwest::Client, url: &str) -> Option<(u64, bool)> {
     let status: serde_json::Value = http.get(url).send().await.ok()?.json().await.ok()?;
-    status["leader_id"].as_u64()?;
-    status["raft_term"].as_u64()
+    let term = status["raft_term"].as_u64()?;
+    Some((term, status["leader_id"].as_u64().is_some()))
 }
