@@ -49,6 +49,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::revision_clock::{RevisionClock, Witness};
 use super::states::{Change, History, Kind};
 use super::Violation;
 use crate::chaos::history::{Answer, Operation, Outcome, Request};
@@ -238,107 +239,6 @@ impl LeaseFacts {
 
 fn seconds(ttl: i64) -> Duration {
     Duration::from_secs(ttl.max(0) as u64)
-}
-
-/// Bounds on when revisions happened, from linearizable operations and watch arrivals.
-struct RevisionClock<'a> {
-    operations: &'a [Operation],
-    /// Linearizable key-value operations answered with a revision, by invocation time, with the
-    /// lowest revision answered by any operation from there on (and which one answered it).
-    by_invocation: Vec<(Duration, u64, usize)>,
-    lowest_from: Vec<(u64, usize)>,
-    /// Revisions seen (by an operation's completion or a watch event's arrival), in revision
-    /// order, with the earliest time any revision from there on was seen (and by what).
-    by_revision: Vec<(u64, Duration, Witness)>,
-    earliest_from: Vec<(Duration, Witness)>,
-}
-
-/// What showed that a revision had happened by some time.
-#[derive(Clone, Copy, Debug)]
-enum Witness {
-    Operation(usize),
-    WatchEvent(u64),
-}
-
-impl<'a> RevisionClock<'a> {
-    fn new(operations: &'a [Operation], first_seen: &BTreeMap<u64, Duration>) -> Self {
-        let answered: Vec<&Operation> = operations
-            .iter()
-            .filter(|operation| {
-                operation.request.is_linearizable() && !operation.request.is_lease_operation()
-            })
-            .filter(|operation| operation.revision().is_some())
-            .collect();
-        let mut by_invocation: Vec<(Duration, u64, usize)> = answered
-            .iter()
-            .map(|operation| {
-                (
-                    operation.invoked,
-                    operation.revision().unwrap_or(0),
-                    operation.id,
-                )
-            })
-            .collect();
-        by_invocation.sort();
-        let mut lowest_from = vec![(u64::MAX, usize::MAX); by_invocation.len()];
-        let mut lowest = (u64::MAX, usize::MAX);
-        for (index, (_, revision, id)) in by_invocation.iter().enumerate().rev() {
-            if *revision < lowest.0 {
-                lowest = (*revision, *id);
-            }
-            lowest_from[index] = lowest;
-        }
-        let mut by_revision: Vec<(u64, Duration, Witness)> = answered
-            .iter()
-            .map(|operation| {
-                let revision = operation.revision().unwrap_or(0);
-                (
-                    revision,
-                    operation.completed,
-                    Witness::Operation(operation.id),
-                )
-            })
-            .chain(
-                first_seen
-                    .iter()
-                    .map(|(revision, at)| (*revision, *at, Witness::WatchEvent(*revision))),
-            )
-            .collect();
-        by_revision.sort_by_key(|(revision, at, _)| (*revision, *at));
-        let mut earliest_from = vec![(Duration::MAX, Witness::WatchEvent(0)); by_revision.len()];
-        let mut earliest = (Duration::MAX, Witness::WatchEvent(0));
-        for (index, (_, at, witness)) in by_revision.iter().enumerate().rev() {
-            if *at < earliest.0 {
-                earliest = (*at, *witness);
-            }
-            earliest_from[index] = earliest;
-        }
-        RevisionClock {
-            operations,
-            by_invocation,
-            lowest_from,
-            by_revision,
-            earliest_from,
-        }
-    }
-
-    /// Of the linearizable operations invoked after `time`, the one answered at the lowest
-    /// revision: the store was at that revision at some moment after `time`.
-    fn lowest_revision_after(&self, time: Duration) -> Option<(u64, &'a Operation)> {
-        let index = self
-            .by_invocation
-            .partition_point(|(invoked, _, _)| *invoked <= time);
-        let (revision, id) = *self.lowest_from.get(index)?;
-        Some((revision, &self.operations[id]))
-    }
-
-    /// The earliest time revision `revision` is known to have happened by, and what showed it.
-    fn happened_by(&self, revision: u64) -> Option<(Duration, Witness)> {
-        let index = self
-            .by_revision
-            .partition_point(|(seen, _, _)| *seen < revision);
-        self.earliest_from.get(index).copied()
-    }
 }
 
 /// The latest moment lease `lease`'s keys may legally still exist (rule 1's bound).

@@ -4,7 +4,8 @@
 //!   recording watch and checked against the data model as it is built.
 //! - [`kv`]: linearizability of the key-value operations, no lost and no phantom writes.
 //! - [`leases`]: every leased key deleted when its lease ended (within the documented bounds),
-//!   never before, and a lease's keys deleted together.
+//!   never before, and a lease's keys deleted together; [`revision_clock`] bounds when revisions
+//!   happened, for it.
 //! - [`watch`]: the six watch properties, per stream, across resumes.
 //! - [`recording`]: how the recording watch's segments become the history, refusing a recording
 //!   whose overlapping segments disagree.
@@ -14,6 +15,7 @@
 pub mod kv;
 pub mod leases;
 pub mod recording;
+pub mod revision_clock;
 pub mod states;
 pub mod watch;
 
