@@ -1,8 +1,8 @@
 //! Tests of the lease checker: a small correct history passes (and passes the key-value checker,
 //! which leaves lease deletes to it), each kind of planted violation (a key outliving its lease,
-//! a key of a live lease deleted, a lease's keys deleted apart, a delete no lease explains) is
-//! reported, and the ambiguities the bounds allow for (a leader change, a keep-alive whose answer
-//! was lost, a revoke that may have happened) are not.
+//! a key of a live lease deleted, a lease's keys deleted apart, a delete of two leases' keys or
+//! of a key no lease explains) is reported, and the ambiguities the bounds allow for (a leader
+//! change, a keep-alive whose answer was lost, a revoke that may have happened) are not.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -355,4 +355,24 @@ fn a_delete_of_keys_of_two_leases_at_once_is_reported() {
         ["lease-phantom-delete"],
         "{violations:#?}"
     );
+}
+
+#[test]
+fn a_delete_of_a_leased_key_no_lease_explains_is_reported() {
+    // Key 1's value is written by a put without a lease, yet revision 4 deletes it with key 0:
+    // no revoke or expiry deletes a key that is not attached to the lease.
+    let mut operations = correct_operations();
+    operations[2].request = Request::Put {
+        key: KEY_1.into(),
+        if_mod_revision: None,
+    };
+    let violations = check(&history(), &operations, &seen_at(1_450), &[]);
+    assert_eq!(
+        kinds(&violations),
+        ["lease-phantom-delete"],
+        "{violations:#?}"
+    );
+    assert!(violations[0]
+        .detail
+        .contains("only 1 held a put of lease 1"));
 }
