@@ -1,7 +1,8 @@
 //! The short fault-injection run of every CI build: `revkv chaos` (the harness in
 //! `revkv_tools::chaos`) against three `revkv serve` processes of this build, with kills, pauses,
-//! partitions, slow and lossy links, leader transfers and compaction, then every checker over the
-//! recorded history. The run must be clean.
+//! partitions, slow and lossy links, leader transfers and compaction, with key-value and lease
+//! workloads, then every checker (the lease checker too) over the recorded history. The run must
+//! be clean.
 //!
 //! The seed comes from `REVKV_CHAOS_SEED` or the clock, and is printed, so a failure can be
 //! replayed with `scripts/chaos.sh --seed N`. `REVKV_CHAOS_DURATION` (e.g. `90s`) sets the length.
@@ -31,6 +32,7 @@ async fn a_short_chaos_run_is_clean() {
         duration,
         seed,
         workers: 6,
+        lease_workers: 2,
         keys: 8,
         binary: env!("CARGO_BIN_EXE_revkv").into(),
         dir: None,
@@ -46,6 +48,20 @@ async fn a_short_chaos_run_is_clean() {
     let operations: usize = report.operations.values().sum();
     assert!(operations > 1_000, "only {operations} operations ran");
     assert!(!report.faults.is_empty(), "no fault was injected");
+    // The lease checker needs leases that lived, were renewed and ended.
+    let count = |name, outcome| {
+        report
+            .operations
+            .get(&(name, outcome))
+            .copied()
+            .unwrap_or(0)
+    };
+    assert!(
+        count("lease-grant", "ok") > 10 && count("lease-put", "ok") > 100,
+        "too little lease traffic: {} grants and {} leased puts acknowledged",
+        count("lease-grant", "ok"),
+        count("lease-put", "ok")
+    );
     assert!(
         report.final_revision > 100,
         "the store reached only revision {}",

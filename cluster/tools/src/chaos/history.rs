@@ -74,12 +74,53 @@ pub enum Request {
     Txn { keys: Vec<String> },
     /// `PATCH` (server-side guaranteed update, `create=true`) setting the tag.
     Patch { key: String },
+    /// `PUT` with `"lease": lease`, attaching the key to the lease (no precondition).
+    LeasedPut { key: String, lease: i64 },
+    /// `POST /v1/leases` with the harness's own id, so that even a grant whose answer was lost
+    /// names the lease it may have made.
+    LeaseGrant { lease: i64, ttl_seconds: i64 },
+    /// `POST /v1/leases/{lease}/keepalive`.
+    LeaseKeepAlive { lease: i64 },
+    /// `DELETE /v1/leases/{lease}`: deletes the attached keys at one revision.
+    LeaseRevoke { lease: i64 },
 }
 
 impl Request {
-    /// Whether the operation may change the store.
+    /// Whether the operation may change the store (a keep-alive changes only a deadline).
     pub fn is_write(&self) -> bool {
-        !matches!(self, Request::Get { .. } | Request::Range { .. })
+        !matches!(
+            self,
+            Request::Get { .. } | Request::Range { .. } | Request::LeaseKeepAlive { .. }
+        )
+    }
+
+    /// Whether a lost answer leaves the operation's effect unknown: every write, and a
+    /// keep-alive (it may have renewed the lease).
+    pub fn may_change_state(&self) -> bool {
+        self.is_write() || matches!(self, Request::LeaseKeepAlive { .. })
+    }
+
+    /// A grant, keep-alive or revoke: the lease checker judges these; the key-value checker
+    /// leaves them out (their answers carry no key-value, and a revoke's deletes are attributed
+    /// by the lease checker).
+    pub fn is_lease_operation(&self) -> bool {
+        matches!(
+            self,
+            Request::LeaseGrant { .. }
+                | Request::LeaseKeepAlive { .. }
+                | Request::LeaseRevoke { .. }
+        )
+    }
+
+    /// The lease a grant, keep-alive, revoke or leased put names.
+    pub fn lease(&self) -> Option<i64> {
+        match self {
+            Request::LeasedPut { lease, .. }
+            | Request::LeaseGrant { lease, .. }
+            | Request::LeaseKeepAlive { lease }
+            | Request::LeaseRevoke { lease } => Some(*lease),
+            _ => None,
+        }
     }
 
     /// Whether the operation is ordered in real time with every other linearizable one.
@@ -112,6 +153,10 @@ impl Request {
             Request::Range { .. } => "range-serializable",
             Request::Txn { .. } => "txn",
             Request::Patch { .. } => "patch",
+            Request::LeasedPut { .. } => "lease-put",
+            Request::LeaseGrant { .. } => "lease-grant",
+            Request::LeaseKeepAlive { .. } => "lease-keepalive",
+            Request::LeaseRevoke { .. } => "lease-revoke",
         }
     }
 }
@@ -123,7 +168,8 @@ pub enum Outcome {
     Ok { revision: u64, answer: Answer },
     /// 409: a precondition failed; `current` is the key-value the member reported (None: absent).
     Conflict { current: Option<Kv> },
-    /// 404 on a single-key read: the key was absent.
+    /// 404 on a single-key read (the key was absent), or on a keep-alive or revoke (the lease
+    /// was gone: expired, revoked or never granted).
     NotFound,
     /// An answer that says nothing happened (503, 400, 410, a refused connection).
     Failed { reason: String },
@@ -145,6 +191,10 @@ pub enum Answer {
     Range(Vec<(String, Kv)>),
     /// A patch: the key-value after it.
     Patched(Kv),
+    /// A lease grant or keep-alive: the TTL granted, in seconds.
+    Lease { ttl_seconds: i64 },
+    /// A lease revoke (its header revision is the deletes', or the current one without keys).
+    Revoked,
 }
 
 /// One operation of the history.

@@ -4,18 +4,22 @@
 //! moves leadership and compacts, and then checks everything it recorded:
 //!
 //! - linearizability of the key-value operations, no lost and no phantom writes ([`check::kv`]);
+//! - leases: every leased key deleted when its lease ended, never before ([`check::leases`]);
 //! - the watch properties on every stream across resumes ([`check::watch`]);
 //! - serializable reads never going backwards on a member;
 //! - at the end, equal `/v1/hash` on every member, every member's range equal to the history, and
 //!   historical reads at sampled revisions equal to the history.
 //!
 //! Modules: [`members`] (processes), [`proxy`] (links), [`schedule`] and [`nemesis`] (faults),
-//! [`workload`] and [`watchers`] (traffic and its record), [`history`], [`check`] (over the
+//! [`workload`], [`lease_workload`] and [`watchers`] (traffic and its record), [`leaderships`]
+//! (leader changes as seen, for the lease bounds), [`history`], [`check`] (over the
 //! record), [`store_check`] (the healed store against the history), [`report`], and [`run`] (one
 //! run, start to verdict).
 
 pub mod check;
 pub mod history;
+pub mod leaderships;
+pub mod lease_workload;
 pub mod members;
 pub mod nemesis;
 pub mod proxy;
@@ -44,6 +48,9 @@ pub struct ChaosArgs {
     /// Concurrent workload workers.
     #[arg(long, default_value_t = 6)]
     pub workers: usize,
+    /// Concurrent lease workers (grants, keep-alives, revokes, leased puts and reads; 0: none).
+    #[arg(long, default_value_t = 2)]
+    pub lease_workers: usize,
     /// How many keys the workload spreads over (few keys: many conflicts).
     #[arg(long, default_value_t = 8)]
     pub keys: usize,
@@ -69,6 +76,9 @@ impl ChaosArgs {
         if self.workers == 0 || self.workers > MAX_WORKERS {
             return Err(format!("--workers must be 1..={MAX_WORKERS}"));
         }
+        if self.lease_workers > MAX_WORKERS {
+            return Err(format!("--lease-workers must be 0..={MAX_WORKERS}"));
+        }
         if self.keys < 3 || self.keys > MAX_KEYS {
             return Err(format!("--keys must be 3..={MAX_KEYS}"));
         }
@@ -90,6 +100,7 @@ impl ChaosArgs {
             duration: self.duration,
             seed,
             workers: self.workers,
+            lease_workers: self.lease_workers,
             keys: self.keys,
             binary,
             dir: self.dir.clone(),
@@ -103,6 +114,7 @@ pub struct ChaosSettings {
     pub duration: Duration,
     pub seed: u64,
     pub workers: usize,
+    pub lease_workers: usize,
     pub keys: usize,
     pub binary: PathBuf,
     pub dir: Option<PathBuf>,
@@ -118,8 +130,8 @@ pub async fn run(args: ChaosArgs) -> std::process::ExitCode {
         }
     };
     eprintln!(
-        "revkv chaos: seed {} for {:?} ({} workers, {} keys)",
-        settings.seed, settings.duration, settings.workers, settings.keys
+        "revkv chaos: seed {} for {:?} ({} workers, {} lease workers, {} keys)",
+        settings.seed, settings.duration, settings.workers, settings.lease_workers, settings.keys
     );
     let report = run_chaos(&settings).await;
     println!("{report}");

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::check::Violation;
 use super::history::{Operation, Outcome};
+use super::leaderships::LeadershipSeen;
 use super::nemesis::InjectedFault;
 use super::proxy::ProxyCounts;
 
@@ -49,6 +50,8 @@ pub struct Report {
     pub watches: Vec<(String, usize, usize)>,
     pub final_revision: u64,
     pub compact_revision: u64,
+    /// New raft terms with a leader that the harness saw (the lease bounds allow a TTL for each).
+    pub leaderships: Vec<LeadershipSeen>,
     pub violations: Vec<Violation>,
     /// A failure of the harness or the cluster that ended the run before it could be checked.
     pub aborted: Option<String>,
@@ -111,6 +114,17 @@ impl fmt::Display for Report {
             *fault_counts.entry(fault.name).or_default() += 1;
         }
         writeln!(out, "faults ({}): {fault_counts:?}", self.faults.len())?;
+        let leaderships: Vec<String> = self
+            .leaderships
+            .iter()
+            .map(|seen| format!("term {} by {:.3}s", seen.term, seen.by.as_secs_f64()))
+            .collect();
+        writeln!(
+            out,
+            "leaderships seen ({}): {}",
+            leaderships.len(),
+            leaderships.join(", ")
+        )?;
         for fault in &self.faults {
             writeln!(
                 out,

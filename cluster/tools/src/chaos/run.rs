@@ -1,15 +1,20 @@
 //! One harness run, start to verdict: start the cluster and the watches, run the workload while
 //! the nemesis plays the schedule, heal, let everything settle, then check what was recorded.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::check::kv::check_operations;
+use super::check::leases::{check_leases, LeaseBounds, LeaseObservations};
 use super::check::recording::recording_of;
 use super::check::states::{History, State};
 use super::check::watch::{check_watch, WatchSpec};
 use super::check::Violation;
+use super::history::Operation;
+use super::leaderships::{observe_leaderships, LeadershipSeen};
+use super::lease_workload::run_lease_worker;
 use super::members::Members;
 use super::nemesis::Nemesis;
 use super::schedule::schedule;
@@ -138,6 +143,18 @@ async fn drive(
         let seed = settings.seed.wrapping_add(1_000 + worker as u64);
         workers.spawn(run_worker(context.clone(), worker, seed));
     }
+    for lease_worker in 0..settings.lease_workers {
+        let seed = settings.seed.wrapping_add(2_000 + lease_worker as u64);
+        let worker = settings.workers + lease_worker;
+        workers.spawn(run_lease_worker(context.clone(), worker, seed));
+    }
+    let leaderships: Arc<Mutex<Vec<LeadershipSeen>>> = Arc::default();
+    let observer = tokio::spawn(observe_leaderships(
+        context.endpoints.clone(),
+        started,
+        leaderships.clone(),
+        stop.clone(),
+    ));
     let records: Vec<Arc<Mutex<WatchRecord>>> = watchers
         .iter()
         .map(|watcher| watcher.record.clone())
@@ -166,16 +183,19 @@ async fn drive(
     let final_revision = settle(nemesis.members, &watchers, report).await?;
     let _ = stop_watchers.send(true);
     while watch_tasks.join_next().await.is_some() {}
+    let _ = observer.await;
     let operations = context.take_operations();
     report.count_operations(&operations);
-    check_everything(
-        nemesis.members,
-        &watchers,
-        &operations,
+    let leaderships = std::mem::take(&mut *leaderships.lock().expect("leaderships lock"));
+    let recorded = Recorded {
+        watchers: &watchers,
+        operations: &operations,
+        leaderships: &leaderships,
+        started,
         final_revision,
-        report,
-    )
-    .await;
+    };
+    check_everything(nemesis.members, &recorded, report).await;
+    report.leaderships = leaderships;
     Ok(())
 }
 
@@ -219,14 +239,39 @@ async fn settle(
     Ok(final_revision)
 }
 
-/// Builds the history from the recording and runs every checker.
-async fn check_everything(
-    members: &Members,
-    watchers: &[Watcher],
-    operations: &[super::history::Operation],
+/// Everything a run recorded, for the checkers.
+struct Recorded<'a> {
+    watchers: &'a [Watcher],
+    operations: &'a [Operation],
+    leaderships: &'a [LeadershipSeen],
+    /// When the workload started: the zero of the operations' and leaderships' times.
+    started: Instant,
     final_revision: u64,
-    report: &mut Report,
-) {
+}
+
+impl Recorded<'_> {
+    /// When the first event of each revision reached any watch, since the workload started.
+    fn first_seen(&self) -> BTreeMap<u64, Duration> {
+        let mut first_seen: BTreeMap<u64, Duration> = BTreeMap::new();
+        for watcher in self.watchers {
+            let record = watcher.record.lock().expect("watch record lock");
+            for (revision, at) in &record.first_seen {
+                let at = at.saturating_duration_since(self.started);
+                let earliest = first_seen.entry(*revision).or_insert(at);
+                *earliest = (*earliest).min(at);
+            }
+        }
+        first_seen
+    }
+}
+
+/// Builds the history from the recording and runs every checker.
+async fn check_everything(members: &Members, recorded: &Recorded<'_>, report: &mut Report) {
+    let (watchers, operations, final_revision) = (
+        recorded.watchers,
+        recorded.operations,
+        recorded.final_revision,
+    );
     let mut violations = Vec::new();
     for watcher in watchers {
         let record = watcher.record.lock().expect("watch record lock");
@@ -251,6 +296,14 @@ async fn check_everything(
         }
     };
     violations.extend(check_operations(&history, operations));
+    let first_seen = recorded.first_seen();
+    let lease_observations = LeaseObservations {
+        history: &history,
+        operations,
+        first_seen: &first_seen,
+        leaderships: recorded.leaderships,
+    };
+    violations.extend(check_leases(&lease_observations, &LeaseBounds::default()));
     for watcher in &watchers[1..] {
         let record = watcher.record.lock().expect("watch record lock");
         if let Err(error) = check_watch(&history, &watcher.spec, &record.segments, final_revision) {

@@ -4,6 +4,7 @@
 //! the contract says a client should. The segments go to the watch checker; the recording
 //! watcher's segments also become the history every checker compares against.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,6 +27,9 @@ pub struct WatchRecord {
     pub segments: Vec<Segment>,
     /// A violation noticed while reading (a malformed message, a compaction cancel).
     pub problems: Vec<String>,
+    /// When the first event of each revision arrived (the lease checker's upper bound on when
+    /// that revision happened).
+    pub first_seen: BTreeMap<u64, Instant>,
 }
 
 impl WatchRecord {
@@ -191,9 +195,14 @@ fn take_line(line: &[u8], url: &str, index: usize, record: &Arc<Mutex<WatchRecor
         }
         _ => StreamOver::No,
     };
-    record.lock().expect("watch record lock").segments[index]
-        .messages
-        .push(message);
+    let mut shared = record.lock().expect("watch record lock");
+    if let Message::Events { revision, .. } = &message {
+        shared
+            .first_seen
+            .entry(*revision)
+            .or_insert_with(Instant::now);
+    }
+    shared.segments[index].messages.push(message);
     over
 }
 

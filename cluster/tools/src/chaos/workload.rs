@@ -7,7 +7,7 @@
 //! through [`Client`](revkv_client::Client), so nothing retries or fails over behind the history's back:
 //! each recorded operation is exactly one request to one member.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,6 +19,8 @@ use super::members::SharedEndpoints;
 
 /// Every key the workload touches lives under this prefix.
 pub const KEY_PREFIX: &str = "chaos/";
+/// The keys the lease workload attaches to leases (and no other operation writes or deletes).
+pub const LEASE_KEY_PREFIX: &str = "chaos/lease/";
 
 /// The most operations one run records: the workload stops there rather than let the history
 /// outgrow the machine. An hour (the longest run) records about 4.5 million.
@@ -36,6 +38,9 @@ pub struct WorkloadContext {
     pub deadline: Instant,
     pub keys: usize,
     next_id: Arc<AtomicUsize>,
+    /// The next lease id the lease workload grants (the harness picks ids, so that a grant whose
+    /// answer was lost still names its lease).
+    next_lease_id: Arc<AtomicI64>,
     recorded: Arc<Mutex<Vec<Operation>>>,
     http: reqwest::Client,
 }
@@ -53,6 +58,7 @@ impl WorkloadContext {
             deadline,
             keys,
             next_id: Arc::new(AtomicUsize::new(0)),
+            next_lease_id: Arc::new(AtomicI64::new(1)),
             recorded: Arc::new(Mutex::new(Vec::new())),
             http: reqwest::Client::builder()
                 .timeout(CALL_TIMEOUT)
@@ -60,6 +66,22 @@ impl WorkloadContext {
                 .build()
                 .expect("a plain HTTP client always builds"),
         }
+    }
+
+    /// A lease id never granted before in this run.
+    pub fn new_lease_id(&self) -> i64 {
+        self.next_lease_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Whether the workload should go on: before the deadline and with room in the history.
+    pub fn goes_on(&self) -> bool {
+        Instant::now() < self.deadline && self.next_id.load(Ordering::Relaxed) < MAX_OPERATIONS
+    }
+
+    /// A random member: its id and client URL.
+    pub fn random_member(&self, random: &mut fastrand::Rng) -> (u64, String) {
+        let endpoints = self.endpoints.read().expect("endpoints lock");
+        endpoints[random.usize(..endpoints.len())].clone()
     }
 
     /// Every operation recorded, indexed by id (taken out: call it once, after the workers end).
@@ -73,13 +95,8 @@ impl WorkloadContext {
 /// One worker: sends operations until the deadline (or until the history is full).
 pub async fn run_worker(context: WorkloadContext, worker: usize, seed: u64) {
     let mut random = fastrand::Rng::with_seed(seed);
-    while Instant::now() < context.deadline
-        && context.next_id.load(Ordering::Relaxed) < MAX_OPERATIONS
-    {
-        let (member, url) = {
-            let endpoints = context.endpoints.read().expect("endpoints lock");
-            endpoints[random.usize(..endpoints.len())].clone()
-        };
+    while context.goes_on() {
+        let (member, url) = context.random_member(&mut random);
         let key = format!("{KEY_PREFIX}k{}", random.usize(..context.keys));
         let request = match random.u32(..100) {
             0..=19 => Request::Put {
@@ -160,7 +177,7 @@ fn distinct_keys(random: &mut fastrand::Rng, keys: usize) -> Vec<String> {
 }
 
 /// Sends one operation, records it, and returns its outcome.
-async fn record(
+pub(super) async fn record(
     context: &WorkloadContext,
     worker: usize,
     member: u64,
@@ -229,6 +246,16 @@ async fn send(http: &reqwest::Client, url: &str, id: usize, request: &Request) -
             .request(Method::PATCH, format!("{url}/v1/kv/{key}?create=true"))
             .header("content-type", "application/merge-patch+json")
             .body(json!({ "tag": format!("o{id}") }).to_string()),
+        Request::LeasedPut { key, lease } => http
+            .put(format!("{url}/v1/kv/{key}"))
+            .json(&json!({ "value": value, "lease": lease })),
+        Request::LeaseGrant { lease, ttl_seconds } => http
+            .post(format!("{url}/v1/leases"))
+            .json(&json!({ "ttl": ttl_seconds, "id": lease })),
+        Request::LeaseKeepAlive { lease } => {
+            http.post(format!("{url}/v1/leases/{lease}/keepalive"))
+        }
+        Request::LeaseRevoke { lease } => http.delete(format!("{url}/v1/leases/{lease}")),
     };
     let answer = match builder.send().await {
         Ok(answer) => answer,
@@ -249,11 +276,11 @@ fn consistency_name(consistency: Consistency) -> &'static str {
     }
 }
 
-/// A request that got no answer: a write that may have been sent has an unknown outcome; a
-/// refused connection, or any read, did nothing.
+/// A request that got no answer: a write (or keep-alive) that may have been sent has an unknown
+/// outcome; a refused connection, or any read, did nothing.
 fn transport_outcome(request: &Request, error: &reqwest::Error) -> Outcome {
     let reason = transport_reason(error);
-    if request.is_write() && !error.is_connect() {
+    if request.may_change_state() && !error.is_connect() {
         Outcome::Unknown { reason }
     } else {
         Outcome::Failed { reason }
@@ -285,14 +312,21 @@ fn outcome_of_answer(request: &Request, status: StatusCode, body: &Value) -> Out
                 reason: format!("unreadable answer {body}"),
             },
         },
-        (404, _) if matches!(request, Request::Get { .. }) => Outcome::NotFound,
+        (404, _)
+            if matches!(
+                request,
+                Request::Get { .. } | Request::LeaseKeepAlive { .. } | Request::LeaseRevoke { .. }
+            ) =>
+        {
+            Outcome::NotFound
+        }
         (409, _) => Outcome::Conflict {
             current: body
                 .get("current")
                 .filter(|kv| !kv.is_null())
                 .map(Kv::from_json),
         },
-        (504, _) if request.is_write() => Outcome::Unknown {
+        (504, _) if request.may_change_state() => Outcome::Unknown {
             reason: format!("504 {body}"),
         },
         (status, _) => Outcome::Failed {
@@ -303,7 +337,11 @@ fn outcome_of_answer(request: &Request, status: StatusCode, body: &Value) -> Out
 
 fn answer_of(request: &Request, body: &Value) -> Option<Answer> {
     Some(match request {
-        Request::Put { .. } | Request::Txn { .. } => Answer::Written,
+        Request::Put { .. } | Request::Txn { .. } | Request::LeasedPut { .. } => Answer::Written,
+        Request::LeaseGrant { .. } | Request::LeaseKeepAlive { .. } => Answer::Lease {
+            ttl_seconds: body["ttl"].as_i64()?,
+        },
+        Request::LeaseRevoke { .. } => Answer::Revoked,
         Request::Delete { .. } => Answer::Deleted {
             deleted: body["deleted"].as_u64()?,
         },

@@ -19,9 +19,15 @@
 //! 3. **Real time.** Linearizable operations take effect in their real-time order: an operation
 //!    invoked after another completed has a revision at least as high (strictly higher if it
 //!    wrote). Serializable reads may lag, but never go backwards on one member.
+//!
+//! Lease grants, keep-alives and revokes are left to the lease checker ([`super::leases`]), and so
+//! are the revisions that only delete leased keys (a revoke's or an expiry's): no key-value
+//! operation of the workload deletes a key under the lease prefix. Puts that attach a key to a
+//! lease are ordinary writes here.
 
 use std::collections::BTreeMap;
 
+use super::leases::only_deletes_leased_keys;
 use super::states::{History, Kind};
 use super::Violation;
 use crate::chaos::history::{Answer, Operation, Outcome, Request};
@@ -42,7 +48,9 @@ pub fn check_operations(history: &History, operations: &[Operation]) -> Vec<Viol
     let positions = positions(operations, &attribution);
     let order = RealTimeOrder::new(operations, &positions);
     for operation in operations {
-        check_answer(history, operation, &attribution, &order, &mut violations);
+        if !operation.request.is_lease_operation() {
+            check_answer(history, operation, &attribution, &order, &mut violations);
+        }
     }
     order.check(operations, &positions, &attribution, &mut violations);
     check_serializable_reads(operations, &mut violations);
@@ -123,6 +131,7 @@ fn claimed_revisions(
 /// The revision an acknowledged write says it created (a delete of nothing creates none).
 fn created_revision(operation: &Operation) -> Option<u64> {
     match (&operation.request, &operation.outcome) {
+        (request, _) if request.is_lease_operation() => None,
         (Request::Delete { .. }, Outcome::Ok { answer, revision }) => {
             matches!(answer, Answer::Deleted { deleted } if *deleted > 0).then_some(*revision)
         }
@@ -156,6 +165,9 @@ fn writer_of(
         [] => {
             if let Some(id) = claimed.get(&revision) {
                 return Some(*id);
+            }
+            if only_deletes_leased_keys(changes) {
+                return None;
             }
             let key = changes.first()?.key.as_str();
             let candidates = unknown_deletes.get_mut(key).filter(|ids| !ids.is_empty());
@@ -204,14 +216,20 @@ fn check_effect(
         .map(|change| (change.kind, change.key.as_str()))
         .collect();
     let expected: Vec<(Kind, &str)> = match &operation.request {
-        Request::Put { key, .. } | Request::Patch { key } => vec![(Kind::Put, key)],
+        Request::Put { key, .. } | Request::Patch { key } | Request::LeasedPut { key, .. } => {
+            vec![(Kind::Put, key)]
+        }
         Request::Delete { key } => vec![(Kind::Delete, key)],
         Request::Txn { keys } => {
             let mut keys: Vec<&str> = keys.iter().map(String::as_str).collect();
             keys.sort();
             keys.into_iter().map(|key| (Kind::Put, key)).collect()
         }
-        Request::Get { .. } | Request::Range { .. } => Vec::new(),
+        Request::Get { .. }
+        | Request::Range { .. }
+        | Request::LeaseGrant { .. }
+        | Request::LeaseKeepAlive { .. }
+        | Request::LeaseRevoke { .. } => Vec::new(),
     };
     if found != expected {
         fail(
@@ -245,6 +263,9 @@ fn positions(operations: &[Operation], attribution: &Attribution) -> Vec<Option<
     operations
         .iter()
         .map(|operation| {
+            if operation.request.is_lease_operation() {
+                return None;
+            }
             if let Some(revision) = attribution.applied_at.get(&operation.id) {
                 return Some(*revision);
             }
@@ -499,8 +520,9 @@ fn check_answer_without_revision(
 fn check_serializable_reads(operations: &[Operation], violations: &mut Vec<Violation>) {
     let mut by_member: BTreeMap<u64, Vec<&Operation>> = BTreeMap::new();
     for operation in operations {
-        let serializable_read =
-            !operation.request.is_write() && !operation.request.is_linearizable();
+        let serializable_read = !operation.request.is_write()
+            && !operation.request.is_linearizable()
+            && !operation.request.is_lease_operation();
         if serializable_read && operation.revision().is_some() {
             by_member
                 .entry(operation.member)

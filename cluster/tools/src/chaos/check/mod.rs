@@ -3,6 +3,9 @@
 //! - [`states`]: the store's history (changes per revision, values at any revision), built from a
 //!   recording watch and checked against the data model as it is built.
 //! - [`kv`]: linearizability of the key-value operations, no lost and no phantom writes.
+//! - [`leases`]: every leased key deleted when its lease ended (within the documented bounds),
+//!   never before, and a lease's keys deleted together; [`revision_clock`] bounds when revisions
+//!   happened, for it.
 //! - [`watch`]: the six watch properties, per stream, across resumes.
 //! - [`recording`]: how the recording watch's segments become the history, refusing a recording
 //!   whose overlapping segments disagree.
@@ -10,12 +13,16 @@
 //! Every checker has tests that plant a violation in a correct history and require it reported.
 
 pub mod kv;
+pub mod leases;
 pub mod recording;
+pub mod revision_clock;
 pub mod states;
 pub mod watch;
 
 #[cfg(test)]
 mod planted;
+#[cfg(test)]
+mod planted_leases;
 
 use crate::chaos::history::{Operation, Outcome};
 

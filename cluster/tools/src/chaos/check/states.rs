@@ -198,6 +198,18 @@ impl History {
             .collect()
     }
 
+    /// Every key under `prefix` with its versions: from each revision that changed it on, its
+    /// value (`None`: absent), in revision order.
+    pub fn versions_under<'a>(
+        &'a self,
+        prefix: &'a str,
+    ) -> impl Iterator<Item = (&'a str, &'a [(u64, Option<Kv>)])> + 'a {
+        self.versions
+            .range(prefix.to_string()..)
+            .take_while(move |(key, _)| key.starts_with(prefix))
+            .map(|(key, versions)| (key.as_str(), versions.as_slice()))
+    }
+
     /// The revisions, within `from ..= to`, at which `key` held exactly `expected`.
     pub fn held_between(&self, key: &str, expected: Option<&Kv>, from: u64, to: u64) -> bool {
         let from = from.max(self.first);

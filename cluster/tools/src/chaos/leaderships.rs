@@ -1,0 +1,93 @@
+//! Leader changes as the harness sees them, for the lease checker: every member's `/v1/status` is
+//! polled a few times a second, and each time a higher raft term with a leader shows up, it is
+//! recorded with the interval in which it was first seen.
+//!
+//! The lease checker needs them because a new leader restarts every lease's full TTL when it
+//! takes over (docs/ARCHITECTURE.md, "Leases"), so each leader change may delay an expiry by up to
+//! one TTL. Polling the members (rather than counting the nemesis's faults) also catches the
+//! elections nobody asked for: a slow link or a loaded machine can move leadership too.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::members::SharedEndpoints;
+
+/// How often the members are asked.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(100);
+/// How long one status request may take (a paused or partitioned member does not answer).
+const STATUS_TIMEOUT: Duration = Duration::from_millis(300);
+/// At most this many leader changes are recorded (a 45-second run sees a few dozen).
+const MAX_RECORDED: usize = 100_000;
+
+/// One leadership (a term with a leader), first seen by the harness.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeadershipSeen {
+    pub term: u64,
+    /// The start of the last poll round before it in which every member answered: all of them,
+    /// the new leader too, then had lower terms, so the leadership began after it.
+    pub after: Duration,
+    /// When an answer naming it arrived: it had begun by then.
+    pub by: Duration,
+}
+
+/// Polls every member's status until `stop` turns true, recording each new term with a leader.
+pub async fn observe_leaderships(
+    endpoints: SharedEndpoints,
+    started: Instant,
+    seen: Arc<Mutex<Vec<LeadershipSeen>>>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let http = reqwest::Client::builder()
+        .timeout(STATUS_TIMEOUT)
+        .build()
+        .expect("a plain HTTP client always builds");
+    let mut highest_term = 0;
+    let mut last_full_round = started.elapsed();
+    while !*stop.borrow() {
+        let round_started = started.elapsed();
+        let urls: Vec<String> = endpoints
+            .read()
+            .expect("endpoints lock")
+            .iter()
+            .map(|(_, url)| format!("{url}/v1/status"))
+            .collect();
+        let asked = urls.len();
+        let mut asks = tokio::task::JoinSet::new();
+        for url in urls {
+            let http = http.clone();
+            asks.spawn(async move { member_term(&http, &url).await });
+        }
+        let mut answered = 0;
+        while let Some(answer) = asks.join_next().await {
+            let Ok(Some((term, has_leader))) = answer else {
+                continue;
+            };
+            answered += 1;
+            if has_leader && term > highest_term {
+                highest_term = term;
+                let mut seen = seen.lock().expect("leaderships lock");
+                if seen.len() < MAX_RECORDED {
+                    seen.push(LeadershipSeen {
+                        term,
+                        after: last_full_round,
+                        by: started.elapsed(),
+                    });
+                }
+            }
+        }
+        if answered == asked {
+            last_full_round = round_started;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(POLL_INTERVAL) => {}
+            _ = stop.changed() => {}
+        }
+    }
+}
+
+/// A member's raft term, and whether it names a leader of it.
+async fn member_term(http: &reqwest::Client, url: &str) -> Option<(u64, bool)> {
+    let status: serde_json::Value = http.get(url).send().await.ok()?.json().await.ok()?;
+    let term = status["raft_term"].as_u64()?;
+    Some((term, status["leader_id"].as_u64().is_some()))
+}
