@@ -3,9 +3,10 @@
 //! past its deadline through raft, and at most one checkpoint of the leases due for one
 //! (`lease_checkpoint.rs`), so every member deletes the same keys at the same log
 //! position. A follower's task does nothing but follow the role. At most
-//! `max_revokes_in_flight` revokes are proposed per check; a revoke that fails (leadership moved,
-//! no quorum) is proposed again after `revoke_retry_after` if this member still leads, and a
-//! revoke of a lease that is already gone is simply refused by the store.
+//! `max_revokes_in_flight` revokes are proposed per check; a revoke whose proposal fails
+//! (leadership moved for a moment, no quorum, a timeout) is proposed again at the next check if
+//! this member still leads, one still on its way after `revoke_retry_after`, and a revoke of a
+//! lease that is already gone is simply refused by the store.
 
 use std::sync::Arc;
 
@@ -73,6 +74,7 @@ async fn revoke_expired(inner: &MemberInner) {
             Ok(_) => {}
             Err(error) => {
                 tracing::debug!(lease = id, %error, "revoking an expired lease failed; will retry");
+                inner.lessor.revoke_failed(id);
             }
         }
     });

@@ -338,6 +338,16 @@ impl Lessor {
         expired
     }
 
+    /// A revoke proposal of lease `id` came back with an error (this member stopped leading for a
+    /// moment, no quorum, a timeout): the next check proposes it again, instead of waiting out
+    /// `retry_after`, which is for revokes still on their way. Proposing again is safe even if
+    /// the failed one commits after all: the store refuses the revoke of a lease already gone.
+    pub fn revoke_failed(&self, id: i64) {
+        if let Some(clock) = self.state().leases.get_mut(&id) {
+            clock.revoke_proposed_at = None;
+        }
+    }
+
     /// Up to `max` live leases due for a checkpoint, with their remaining TTL now, marked as on
     /// their way. Empty unless this member leads. The caller must have read its applied index
     /// before calling, and propose it as the checkpoint's `computed_at_index`.

@@ -92,6 +92,7 @@ impl RaftMember {
         );
         let network = PeerNetworkFactory {
             client: peers.clone(),
+            minimum_call_timeout: config.timing.election_timeout_min,
         };
         let log_storage = LogStorage::new(
             log.clone(),

@@ -120,6 +120,8 @@ fn rpc_error(error: CallError) -> RPCError<TypeConfig> {
 #[derive(Clone, Debug)]
 pub struct PeerNetworkFactory {
     pub client: PeerClient,
+    /// The shortest time an append or a vote request may take (see `PeerConnection::timeout`).
+    pub minimum_call_timeout: Duration,
 }
 
 impl RaftNetworkFactory<TypeConfig> for PeerNetworkFactory {
@@ -129,6 +131,7 @@ impl RaftNetworkFactory<TypeConfig> for PeerNetworkFactory {
         PeerConnection {
             client: self.client.clone(),
             peer_url: node.peer_url.clone(),
+            minimum_call_timeout: self.minimum_call_timeout,
         }
     }
 }
@@ -137,6 +140,19 @@ impl RaftNetworkFactory<TypeConfig> for PeerNetworkFactory {
 pub struct PeerConnection {
     client: PeerClient,
     peer_url: String,
+    minimum_call_timeout: Duration,
+}
+
+impl PeerConnection {
+    /// How long an append or vote request may take. openraft suggests 3/4 of the heartbeat
+    /// interval, which a link slower than that (a round trip over 37.5 ms with the test harness's
+    /// 50 ms heartbeat, 75 ms with the defaults) never meets: every append timed out, nothing
+    /// committed, and the followers, which still received the heartbeats, never elected anyone
+    /// else (the chaos harness's slow-links fault; docs/RELIABILITY.md). So the wait is at least
+    /// the minimum election timeout: an answer slower than that is no use to an election anyway.
+    fn timeout(&self, option: &RPCOption) -> Duration {
+        option.soft_ttl().max(self.minimum_call_timeout)
+    }
 }
 
 impl RaftNetworkV2<TypeConfig> for PeerConnection {
@@ -147,7 +163,7 @@ impl RaftNetworkV2<TypeConfig> for PeerConnection {
         request: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
-        let timeout = option.soft_ttl();
+        let timeout = self.timeout(&option);
         let call = self
             .client
             .call(&self.peer_url, paths::APPEND, &request, timeout);
@@ -159,9 +175,10 @@ impl RaftNetworkV2<TypeConfig> for PeerConnection {
         request: VoteRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
+        let timeout = self.timeout(&option);
         let call = self
             .client
-            .call(&self.peer_url, paths::VOTE, &request, option.soft_ttl());
+            .call(&self.peer_url, paths::VOTE, &request, timeout);
         call.await.map_err(rpc_error)
     }
 
