@@ -3,8 +3,10 @@
 //! do not import each other.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use revkv_metrics::Metrics;
+use tokio::sync::Semaphore;
 
 /// Default request body limit: the contract's 1.5 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1536 * 1024;
@@ -14,12 +16,44 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 1536 * 1024;
 pub struct HttpLimits {
     /// Largest request body accepted; a larger one is answered `413 too_large`.
     pub max_body_bytes: usize,
+    /// Bounds on the streaming keep-alive (`POST /v1/leases/keepalive`).
+    pub lease_stream: LeaseStreamLimits,
 }
 
 impl Default for HttpLimits {
     fn default() -> Self {
         HttpLimits {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            lease_stream: LeaseStreamLimits::default(),
+        }
+    }
+}
+
+/// Bounds on one member's streaming keep-alives: what one stream may hold, and how many streams
+/// may be open at once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseStreamLimits {
+    /// Longest request line (`{"id": N}` needs about 30 bytes); a longer one ends the stream
+    /// with an `invalid` line.
+    pub max_line_bytes: usize,
+    /// Renewals of one stream running at once; the member reads no further request line until
+    /// one finishes, so a client that sends faster than the leader renews is slowed, not queued.
+    pub max_renewals_in_flight: usize,
+    /// A stream with no request line for this long ends with a `timeout` line, so an abandoned
+    /// connection does not hold a stream forever. A client with long TTLs opens a new stream when
+    /// it next has a renewal to send.
+    pub idle_timeout: Duration,
+    /// Streams open on this member at once; one more is answered `503 unavailable`.
+    pub max_streams: usize,
+}
+
+impl Default for LeaseStreamLimits {
+    fn default() -> Self {
+        LeaseStreamLimits {
+            max_line_bytes: 1024,
+            max_renewals_in_flight: 64,
+            idle_timeout: Duration::from_secs(60),
+            max_streams: 10_000,
         }
     }
 }
@@ -29,6 +63,8 @@ pub(crate) struct ApiState<B> {
     pub backend: Arc<B>,
     pub limits: HttpLimits,
     pub metrics: Arc<Metrics>,
+    /// One permit per open streaming keep-alive (`LeaseStreamLimits::max_streams`).
+    pub lease_streams: Arc<Semaphore>,
 }
 
 // A derived `Clone` would demand `B: Clone`; only the `Arc` is cloned.
@@ -38,6 +74,7 @@ impl<B> Clone for ApiState<B> {
             backend: Arc::clone(&self.backend),
             limits: self.limits.clone(),
             metrics: Arc::clone(&self.metrics),
+            lease_streams: Arc::clone(&self.lease_streams),
         }
     }
 }

@@ -97,6 +97,20 @@ impl Api {
         }
     }
 
+    /// Sends one request and hands back the answer with its body unread (streams).
+    pub async fn open(&self, method: Method, uri: &str, body: Body) -> axum::response::Response {
+        let request = HttpRequest::builder()
+            .method(method)
+            .uri(uri)
+            .body(body)
+            .expect("a valid request");
+        self.router
+            .clone()
+            .oneshot(request)
+            .await
+            .expect("infallible")
+    }
+
     pub async fn get(&self, uri: &str) -> Answer {
         self.send(Method::GET, uri, &[], Body::empty()).await
     }
