@@ -170,6 +170,11 @@ impl LeaseKeeper {
         }
     }
 
+    /// The client the keeper renews through.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// Grants a lease of at least `ttl_seconds` and keeps it alive.
     pub async fn grant(&self, ttl_seconds: i64) -> Result<KeptLease, ClientError> {
         let sent_at = Instant::now();

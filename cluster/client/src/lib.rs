@@ -29,9 +29,11 @@
 //! - [`leases`]: grant, revoke, time-to-live, list, one keep-alive; [`lease_keeper`]: a task that
 //!   keeps many leases alive over one streaming keep-alive ([`keepalive_stream`]) and reports
 //!   their loss.
+//! - [`concurrency`]: etcd's recipes on leases: `Session`, `Mutex`, `Election`.
 
 pub mod admin;
 pub mod backoff;
+pub mod concurrency;
 pub mod error;
 pub mod informer;
 pub mod keepalive_stream;

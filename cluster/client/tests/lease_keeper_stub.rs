@@ -1,7 +1,7 @@
 //! The [`LeaseKeeper`] against stub members on loopback that speak the streaming keep-alive
 //! (`POST /v1/leases/keepalive`): renewals at a third of the TTL over one long request, loss on
 //! `not_found` and on a deadline passed without answers, and reopening on another member when
-//! a member refuses or ends the stream. Waits poll a condition with a deadline.
+//! a member refuses or ends the stream; a `Session` that revokes on close and reports its loss. Waits poll a condition with a deadline.
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -10,12 +10,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{delete, post};
 use axum::{Json, Router};
 use futures_util::StreamExt;
+use revkv_client::concurrency::Session;
 use revkv_client::{Client, LeaseKeeper, LeaseLoss, LeaseState};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
@@ -67,6 +68,17 @@ async fn grant(State(stub): State<Stub>, Json(body): Json<Value>) -> Response {
     stub.alive.lock().unwrap().insert(id);
     let header = json!({ "revision": 1, "member_id": 1, "raft_term": 1 });
     Json(json!({ "header": header, "id": id, "ttl": body["ttl"] })).into_response()
+}
+
+async fn revoke(State(stub): State<Stub>, Path(id): Path<i64>) -> Response {
+    match stub.alive.lock().unwrap().remove(&id) {
+        true => Json(json!({ "header": { "revision": 2, "member_id": 1, "raft_term": 1 } }))
+            .into_response(),
+        false => {
+            let error = json!({ "error": { "code": "not_found", "message": "gone" } });
+            (StatusCode::NOT_FOUND, Json(error)).into_response()
+        }
+    }
 }
 
 async fn keep_alive_stream(State(stub): State<Stub>, body: Body) -> Response {
@@ -124,6 +136,7 @@ async fn start(stub: Stub) -> String {
     let router = Router::new()
         .route("/v1/leases", post(grant))
         .route("/v1/leases/keepalive", post(keep_alive_stream))
+        .route("/v1/leases/{id}", delete(revoke))
         .with_state(stub);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -245,4 +258,33 @@ async fn dropping_the_keeper_reports_its_leases_lost() {
         .await
         .expect("the loss is reported");
     assert_eq!(loss, LeaseLoss::KeeperStopped);
+}
+
+#[tokio::test]
+async fn a_session_revokes_on_close_and_reports_a_lost_lease() {
+    let alive = Arc::new(Mutex::new(HashSet::new()));
+    let stub = Stub::new(Mode::Serve, &alive);
+    let client = Client::new([start(stub).await]).unwrap();
+    let keeper = LeaseKeeper::start(&client);
+    let closing = Session::with_keeper(&keeper, 1).await.unwrap();
+    let closed_id = closing.lease_id();
+    assert!(alive.lock().unwrap().contains(&closed_id));
+    closing.close().await.unwrap();
+    assert!(
+        !alive.lock().unwrap().contains(&closed_id),
+        "close revoked the lease"
+    );
+
+    let session = Session::with_keeper(&keeper, 1).await.unwrap();
+    assert!(!session.is_done());
+    alive.lock().unwrap().remove(&session.lease_id());
+    let loss = tokio::time::timeout(Duration::from_secs(5), session.done())
+        .await
+        .expect("the loss is reported");
+    assert_eq!(loss, LeaseLoss::NotFound);
+    assert!(session.is_done());
+    session
+        .close()
+        .await
+        .expect("closing a lost session is fine");
 }
