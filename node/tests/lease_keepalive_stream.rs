@@ -10,7 +10,7 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::http::{Method, StatusCode};
 use http_body_util::BodyExt;
-use revkv_node::http::{HttpLimits, LeaseStreamLimits};
+use revkv_node::http::LeaseStreamLimits;
 use serde_json::{json, Value};
 use support::Api;
 use tokio::sync::mpsc;
@@ -144,23 +144,13 @@ async fn answers_flow_while_the_request_is_still_open_and_a_revoked_lease_is_not
     );
 }
 
-fn limits(stream: LeaseStreamLimits) -> HttpLimits {
-    HttpLimits {
-        lease_stream: stream,
-        ..HttpLimits::default()
-    }
-}
-
 #[tokio::test]
 async fn an_over_long_line_and_an_idle_stream_end_with_an_error_line() {
-    let api = Api::with(
-        Duration::from_secs(5),
-        limits(LeaseStreamLimits {
-            max_line_bytes: 32,
-            idle_timeout: Duration::from_millis(300),
-            ..LeaseStreamLimits::default()
-        }),
-    );
+    let api = Api::with_lease_stream(LeaseStreamLimits {
+        max_line_bytes: 32,
+        idle_timeout: Duration::from_millis(300),
+        ..LeaseStreamLimits::default()
+    });
     let long_line = format!("{{\"id\": {}}}\n", "1".repeat(40));
     let mut answers = open_stream(&api, Body::from(long_line)).await;
     assert_error_line(&answers.next().await.unwrap(), None, "invalid");
@@ -175,13 +165,10 @@ async fn an_over_long_line_and_an_idle_stream_end_with_an_error_line() {
 
 #[tokio::test]
 async fn streams_beyond_the_limit_are_unavailable_until_one_ends() {
-    let api = Api::with(
-        Duration::from_secs(5),
-        limits(LeaseStreamLimits {
-            max_streams: 1,
-            ..LeaseStreamLimits::default()
-        }),
-    );
+    let api = Api::with_lease_stream(LeaseStreamLimits {
+        max_streams: 1,
+        ..LeaseStreamLimits::default()
+    });
     api.post("/v1/leases", json!({ "ttl": 20, "id": 4 })).await;
     let (sender, body) = fed_body();
     let mut first = open_stream(&api, body).await;

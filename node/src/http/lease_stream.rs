@@ -89,11 +89,11 @@ pub(super) async fn keep_alive_stream<B: KvBackend>(
         .map_err(|_| NodeError::Unavailable {
             reason: format!(
                 "this member already serves {} keep-alive streams; try another member",
-                state.limits.lease_stream.max_streams
+                state.lease_stream.max_streams
             ),
             retry_after: STREAMS_FULL_RETRY_AFTER,
         })?;
-    let limits = state.limits.lease_stream.clone();
+    let limits = state.lease_stream.clone();
     let max_in_flight = limits.max_renewals_in_flight.max(1);
     let lines = RequestLines {
         body: body.into_data_stream(),

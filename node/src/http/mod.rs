@@ -67,6 +67,18 @@ pub fn client_router<B: KvBackend>(backend: Arc<B>, limits: HttpLimits) -> Route
     client_router_with_metrics(backend, limits, Arc::new(metrics))
 }
 
+/// Builds the client API router over `backend` with bounds of its own on the streaming
+/// keep-alive (tests and embedders), and metrics of its own.
+pub fn client_router_with_lease_stream<B: KvBackend>(
+    backend: Arc<B>,
+    limits: HttpLimits,
+    lease_stream: LeaseStreamLimits,
+) -> Router {
+    let metrics = Metrics::new(PrefixLabelConfig::default())
+        .expect("a fresh registry accepts every metric once");
+    build_router(backend, limits, lease_stream, Arc::new(metrics))
+}
+
 /// Builds the client API router over `backend`, recording into `metrics` and serving them on
 /// `GET /metrics`.
 pub fn client_router_with_metrics<B: KvBackend>(
@@ -74,11 +86,21 @@ pub fn client_router_with_metrics<B: KvBackend>(
     limits: HttpLimits,
     metrics: Arc<Metrics>,
 ) -> Router {
+    build_router(backend, limits, LeaseStreamLimits::default(), metrics)
+}
+
+fn build_router<B: KvBackend>(
+    backend: Arc<B>,
+    limits: HttpLimits,
+    lease_stream: LeaseStreamLimits,
+    metrics: Arc<Metrics>,
+) -> Router {
     let http_metrics_layer = metrics.http.layer();
-    let lease_streams = Arc::new(Semaphore::new(limits.lease_stream.max_streams));
+    let lease_streams = Arc::new(Semaphore::new(lease_stream.max_streams));
     let state = ApiState {
         backend,
         limits,
+        lease_stream,
         metrics,
         lease_streams,
     };

@@ -16,21 +16,19 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 1536 * 1024;
 pub struct HttpLimits {
     /// Largest request body accepted; a larger one is answered `413 too_large`.
     pub max_body_bytes: usize,
-    /// Bounds on the streaming keep-alive (`POST /v1/leases/keepalive`).
-    pub lease_stream: LeaseStreamLimits,
 }
 
 impl Default for HttpLimits {
     fn default() -> Self {
         HttpLimits {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
-            lease_stream: LeaseStreamLimits::default(),
         }
     }
 }
 
 /// Bounds on one member's streaming keep-alives: what one stream may hold, and how many streams
-/// may be open at once.
+/// may be open at once. Apart from `HttpLimits` so that adding it changed no configuration that
+/// `revkv serve` builds field by field; `client_router_with_lease_stream` takes them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LeaseStreamLimits {
     /// Longest request line (`{"id": N}` needs about 30 bytes); a longer one ends the stream
@@ -62,6 +60,7 @@ impl Default for LeaseStreamLimits {
 pub(crate) struct ApiState<B> {
     pub backend: Arc<B>,
     pub limits: HttpLimits,
+    pub lease_stream: LeaseStreamLimits,
     pub metrics: Arc<Metrics>,
     /// One permit per open streaming keep-alive (`LeaseStreamLimits::max_streams`).
     pub lease_streams: Arc<Semaphore>,
@@ -73,6 +72,7 @@ impl<B> Clone for ApiState<B> {
         ApiState {
             backend: Arc::clone(&self.backend),
             limits: self.limits.clone(),
+            lease_stream: self.lease_stream.clone(),
             metrics: Arc::clone(&self.metrics),
             lease_streams: Arc::clone(&self.lease_streams),
         }

@@ -15,7 +15,9 @@ use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request as HttpRequest, StatusCode};
 use axum::Router;
 use http_body_util::BodyExt;
-use revkv_node::http::{client_router, HttpLimits};
+use revkv_node::http::{
+    client_router, client_router_with_lease_stream, HttpLimits, LeaseStreamLimits,
+};
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -55,6 +57,17 @@ pub struct Api {
 impl Api {
     pub fn new() -> Self {
         Self::with(Duration::from_secs(5), HttpLimits::default())
+    }
+
+    /// A router with its own bounds on the streaming keep-alive.
+    pub fn with_lease_stream(lease_stream: LeaseStreamLimits) -> Self {
+        let backend = Arc::new(StoreBackend::new(Duration::from_secs(5)));
+        let router = client_router_with_lease_stream(
+            Arc::clone(&backend),
+            HttpLimits::default(),
+            lease_stream,
+        );
+        Api { backend, router }
     }
 
     pub fn with(request_timeout: Duration, limits: HttpLimits) -> Self {
