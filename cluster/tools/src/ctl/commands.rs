@@ -6,6 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::lease::lease;
 use super::output;
 use super::{
     CtlArgs, CtlCommand, LeaderCommand, MemberCommand, SnapshotCommand, DEFAULT_ENDPOINTS,
@@ -42,8 +43,10 @@ pub async fn execute(args: CtlArgs) -> Result<(), ClientError> {
             if_mod_revision,
             if_absent,
             prev_kv,
+            lease,
         } => {
-            let request = put_request(key, value, if_mod_revision, if_absent, prev_kv);
+            let request = put_request(key, value, if_mod_revision, if_absent, prev_kv)
+                .with_lease(lease.unwrap_or(0));
             put(&client, format, &request).await
         }
         CtlCommand::Del {
@@ -110,6 +113,7 @@ pub async fn execute(args: CtlArgs) -> Result<(), ClientError> {
         CtlCommand::Snapshot(SnapshotCommand::Save { path }) => {
             snapshot_save(&client, format, &path).await
         }
+        CtlCommand::Lease(command) => lease(&client, format, command).await,
     }
 }
 
@@ -166,7 +170,7 @@ fn delete_request(
 }
 
 /// Prints `answer` as JSON, or the sentence `human` makes.
-fn print_either<T: serde::Serialize>(
+pub(super) fn print_either<T: serde::Serialize>(
     format: OutputFormat,
     answer: &T,
     human: impl FnOnce() -> String,

@@ -5,6 +5,7 @@
 //!   get KEY | put KEY VALUE | del KEY | list [PREFIX] | txn [-f FILE] | patch KEY JSON
 //!   watch KEY | compact REVISION | status | member list|add|promote|remove
 //!   leader transfer ID | hash | snapshot save FILE
+//!   lease grant TTL | lease revoke ID | lease keep-alive ID | lease ttl ID | lease list
 //! ```
 //!
 //! Endpoints come from `--endpoints`, else `REVKV_ENDPOINTS`, else the local three-member cluster
@@ -13,10 +14,11 @@
 //! [`EXIT_NOT_FOUND`], [`EXIT_CONFLICT`], [`EXIT_OUTCOME_UNKNOWN`], [`EXIT_ERROR`] for any other
 //! error, and 2 for a command line clap rejects.
 //!
-//! Parts: this file has the command line and the exit codes, [`commands`] runs each command, and
-//! [`output`] formats the answers.
+//! Parts: this file has the command line and the exit codes, [`commands`] runs each command
+//! ([`lease`] the lease commands), and [`output`] formats the answers.
 
 pub mod commands;
+pub mod lease;
 pub mod output;
 
 use std::path::PathBuf;
@@ -90,6 +92,9 @@ pub enum CtlCommand {
         /// Also show the key-value before the write.
         #[arg(long)]
         prev_kv: bool,
+        /// Attach the key to this lease (it is deleted when the lease ends).
+        #[arg(long)]
+        lease: Option<i64>,
     },
     /// Delete a key, or every key under a prefix.
     Del {
@@ -169,6 +174,42 @@ pub enum CtlCommand {
     /// Backups.
     #[command(subcommand)]
     Snapshot(SnapshotCommand),
+    /// Leases: keys that live as long as a lease is kept alive.
+    #[command(subcommand)]
+    Lease(LeaseCommand),
+}
+
+/// `revkv ctl lease ...`.
+#[derive(Subcommand, Debug, Clone)]
+pub enum LeaseCommand {
+    /// Grant a lease of TTL seconds (raised to the cluster's minimum).
+    Grant {
+        ttl: i64,
+        /// The id to grant (default: one the cluster picks).
+        #[arg(long)]
+        id: Option<i64>,
+    },
+    /// Revoke a lease, deleting its keys (exit 3 if it is gone).
+    Revoke { id: i64 },
+    /// Keep a lease alive, printing each renewal, until interrupted or the lease is lost (exit 3).
+    KeepAlive {
+        id: i64,
+        /// Renew once and exit.
+        #[arg(long)]
+        once: bool,
+        /// Stop after this many renewals.
+        #[arg(long)]
+        count: Option<u64>,
+    },
+    /// The granted and remaining TTL of a lease (exit 3 if it is gone).
+    Ttl {
+        id: i64,
+        /// Also list the keys attached to it.
+        #[arg(long)]
+        keys: bool,
+    },
+    /// Every lease's id.
+    List,
 }
 
 /// `revkv ctl member ...`.
