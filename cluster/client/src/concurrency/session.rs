@@ -9,8 +9,10 @@ use crate::Client;
 /// etcd's default session TTL, in seconds.
 pub const DEFAULT_SESSION_TTL_SECONDS: i64 = 60;
 
-/// A lease and the keeper that renews it. Dropping it stops the renewals (the lease expires
-/// after its TTL); [`Session::close`] revokes it at once, deleting the keys attached to it.
+/// A lease and the keeper that renews it. Clones share the lease. Dropping every clone stops the
+/// renewals (the lease expires after its TTL); [`Session::close`] revokes it at once, deleting
+/// the keys attached to it.
+#[derive(Clone)]
 pub struct Session {
     keeper: LeaseKeeper,
     lease: KeptLease,

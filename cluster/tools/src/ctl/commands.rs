@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::lease::lease;
 use super::output;
+use super::recipes;
 use super::{
     CtlArgs, CtlCommand, LeaderCommand, MemberCommand, SnapshotCommand, DEFAULT_ENDPOINTS,
 };
@@ -114,6 +115,24 @@ pub async fn execute(args: CtlArgs) -> Result<(), ClientError> {
             snapshot_save(&client, format, &path).await
         }
         CtlCommand::Lease(command) => lease(&client, format, command).await,
+        CtlCommand::Lock { name, ttl, command } => {
+            recipes::lock(&client, format, &name, ttl, &command).await
+        }
+        CtlCommand::Elect {
+            name,
+            listen: true,
+            count,
+            ..
+        } => recipes::listen(&client, format, &name, count).await,
+        CtlCommand::Elect {
+            name,
+            proposal,
+            ttl,
+            ..
+        } => {
+            let proposal = proposal.unwrap_or_default();
+            recipes::elect(&client, format, &name, &proposal, ttl).await
+        }
     }
 }
 

@@ -6,6 +6,7 @@
 //!   watch KEY | compact REVISION | status | member list|add|promote|remove
 //!   leader transfer ID | hash | snapshot save FILE
 //!   lease grant TTL | lease revoke ID | lease keep-alive ID | lease ttl ID | lease list
+//!   lock NAME [-- COMMAND...] | elect NAME PROPOSAL | elect NAME --listen
 //! ```
 //!
 //! Endpoints come from `--endpoints`, else `REVKV_ENDPOINTS`, else the local three-member cluster
@@ -15,11 +16,13 @@
 //! error, and 2 for a command line clap rejects.
 //!
 //! Parts: this file has the command line and the exit codes, [`commands`] runs each command
-//! ([`lease`] the lease commands), and [`output`] formats the answers.
+//! ([`lease`] the lease commands, [`recipes`] `lock` and `elect`), and [`output`] formats the
+//! answers.
 
 pub mod commands;
 pub mod lease;
 pub mod output;
+pub mod recipes;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -177,6 +180,32 @@ pub enum CtlCommand {
     /// Leases: keys that live as long as a lease is kept alive.
     #[command(subcommand)]
     Lease(LeaseCommand),
+    /// Take a distributed lock; hold it until interrupted, or while COMMAND runs.
+    Lock {
+        name: String,
+        /// The session's TTL in seconds: how long the lock outlives a holder that dies.
+        #[arg(long, default_value_t = 10)]
+        ttl: i64,
+        /// The command to run while holding the lock (after `--`).
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
+    /// Campaign in an election with PROPOSAL and lead until interrupted, or `--listen`.
+    Elect {
+        name: String,
+        /// The value to lead with (not with `--listen`).
+        #[arg(required_unless_present = "listen", conflicts_with = "listen")]
+        proposal: Option<String>,
+        /// Print every leader as it changes.
+        #[arg(short = 'l', long)]
+        listen: bool,
+        /// The session's TTL in seconds: how long leadership outlives a leader that dies.
+        #[arg(long, default_value_t = 10)]
+        ttl: i64,
+        /// With `--listen`, stop after this many leaders.
+        #[arg(long, requires = "listen")]
+        count: Option<u64>,
+    },
 }
 
 /// `revkv ctl lease ...`.
@@ -320,6 +349,26 @@ mod tests {
             CtlCommand::Leader(LeaderCommand::Transfer { to: 2 })
         ));
         assert!(parse(&["put", "k", "v", "--if-mod-revision", "3", "--if-absent"]).is_err());
+    }
+
+    #[test]
+    fn lock_takes_a_command_after_the_separator_and_elect_a_proposal_or_listen() {
+        let lock = parse(&["lock", "jobs", "--ttl", "3", "--", "sh", "-c", "true"]).unwrap();
+        let CtlCommand::Lock { name, ttl, command } = lock.command else {
+            panic!("not a lock");
+        };
+        assert_eq!((name.as_str(), ttl), ("jobs", 3));
+        assert_eq!(command, ["sh", "-c", "true"]);
+        assert!(matches!(
+            parse(&["elect", "e", "--listen"]).unwrap().command,
+            CtlCommand::Elect { listen: true, .. }
+        ));
+        assert!(parse(&["elect", "e"]).is_err(), "a candidate needs a proposal");
+        assert!(parse(&["elect", "e", "p", "--listen"]).is_err());
+        assert!(matches!(
+            parse(&["put", "k", "v", "--lease", "7"]).unwrap().command,
+            CtlCommand::Put { lease: Some(7), .. }
+        ));
     }
 
     #[test]
