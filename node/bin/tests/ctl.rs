@@ -4,7 +4,7 @@
 //! to the increments it reports). One cluster serves the whole scenario, in order.
 //!
 //! Leases: `lease grant|revoke|keep-alive|ttl|list` and `put --lease`, and a `lease keep-alive`
-//! left running that exits 3 once its lease is revoked.
+//! left running that exits 3 once its lease is revoked; `lock NAME -- COMMAND`.
 //!
 //! Not covered here: `patch`, `watch` and `snapshot save`, whose server side is built on other
 //! branches (the client side is tested against stub members in `cluster/tests/client_stub.rs`).
@@ -96,6 +96,7 @@ async fn ctl_reads_writes_and_administers_a_cluster_with_distinct_exit_codes() {
     failover_and_usage(endpoints, &urls).await;
     lease_commands(endpoints).await;
     keep_alive_until_the_lease_is_revoked(endpoints).await;
+    lock_runs_a_command_while_holding_the_lock(endpoints).await;
     bench_cas_counts_every_increment(endpoints).await;
 }
 
@@ -434,6 +435,42 @@ async fn keep_alive_until_the_lease_is_revoked(endpoints: &str) {
     .await
     .unwrap();
     assert_eq!(status.code(), Some(3), "a lost lease exits 3");
+}
+
+/// `lock NAME -- COMMAND` runs the command with the lock's key in its environment while the
+/// key exists, and releases it (deletes the key) when the command ends.
+async fn lock_runs_a_command_while_holding_the_lock(endpoints: &str) {
+    let script = format!(
+        "{REVKV_BINARY} ctl -o json get \"$REVKV_LOCK_KEY\" && echo \"held $REVKV_LOCK_KEY\""
+    );
+    let run = ctl_async(
+        endpoints,
+        &[
+            "lock",
+            "--ttl",
+            "2",
+            "jobs/nightly",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+        None,
+    )
+    .await
+    .expect_success();
+    let held = run.stdout.lines().last().unwrap_or_default().to_string();
+    assert!(held.starts_with("held jobs/nightly/"), "{}", run.stdout);
+    let key = held.trim_start_matches("held ");
+    assert!(
+        run.stdout.contains(&format!("\"key\": \"{key}\"")),
+        "{}",
+        run.stdout
+    );
+    let after = ctl_async(endpoints, &["get", key], None).await;
+    assert_eq!(after.code, 3, "the lock is released when the command ends");
+    let failing = ctl_async(endpoints, &["lock", "jobs/nightly", "--", "false"], None).await;
+    assert_eq!(failing.code, 1, "a failing command fails the lock run");
 }
 
 /// Runs `revkv bench ARGS` and answers its JSON report.

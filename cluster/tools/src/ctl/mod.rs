@@ -363,7 +363,10 @@ mod tests {
             parse(&["elect", "e", "--listen"]).unwrap().command,
             CtlCommand::Elect { listen: true, .. }
         ));
-        assert!(parse(&["elect", "e"]).is_err(), "a candidate needs a proposal");
+        assert!(
+            parse(&["elect", "e"]).is_err(),
+            "a candidate needs a proposal"
+        );
         assert!(parse(&["elect", "e", "p", "--listen"]).is_err());
         assert!(matches!(
             parse(&["put", "k", "v", "--lease", "7"]).unwrap().command,
