@@ -1,4 +1,6 @@
-//! etcd's recipes on a real three-member cluster of `revkv serve` processes (issue 13): a `Mutex`
+//! etcd's recipes on a real three-member cluster of `revkv serve` processes (issue 13), and
+//! the `LeaseKeeper` under them: renewals over the streaming keep-alive through a follower keep a
+//! lease past its TTL, and its revoke is reported as `NotFound`; a `Mutex`
 //! with several contenders grants the lock to one at a time, in the order they queued; a
 //! `revkv ctl lock` holder that is SIGKILLed passes the lock to the next contender once its lease
 //! expires; an `Election` whose leader's session is lost elects the next candidate, proclaims and
@@ -17,7 +19,9 @@ use std::time::Duration;
 
 use process_cluster::{cluster_options, wait_until, ProcessCluster, REVKV_BINARY};
 use revkv_client::concurrency::{Election, LeaderObserver, Mutex, Session};
-use revkv_client::{Client, ClientError, RangeRequest};
+use revkv_client::{
+    Client, ClientError, LeaseKeeper, LeaseLoss, LeaseState, PutRequest, RangeRequest,
+};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -32,6 +36,7 @@ const STEP_LIMIT: Duration = Duration::from_secs(20);
 async fn locks_and_elections_pass_on_in_order_and_survive_a_killed_holder() {
     let cluster = ProcessCluster::start(3, cluster_options()).await;
     let client = Client::new(cluster.client_urls()).unwrap();
+    a_keeper_on_a_follower_keeps_a_lease_past_its_ttl(&client, &cluster).await;
     mutex_contenders_take_turns_in_queue_order(&client).await;
     a_killed_lock_holder_passes_the_lock_after_its_ttl(&client, &cluster.client_urls()).await;
     an_election_follows_lost_sessions_proclaims_and_resignations(&client, &cluster.client_urls())
@@ -51,6 +56,43 @@ async fn wait_for_keys(client: &Client, prefix: &str, count: u64) {
         async || (keys_under(client, prefix).await == count).then_some(()),
     )
     .await;
+}
+
+/// The streaming keep-alive through a follower only: every renewal is forwarded to the leader,
+/// and a 1 s lease (with a key on it) outlives three TTLs.
+async fn a_keeper_on_a_follower_keeps_a_lease_past_its_ttl(
+    client: &Client,
+    cluster: &ProcessCluster,
+) {
+    let leader = cluster.leader().await;
+    let follower = cluster.ids().into_iter().find(|id| *id != leader).unwrap();
+    let follower_client = Client::new([cluster.member(follower).client_url()]).unwrap();
+    let keeper = LeaseKeeper::start(&follower_client);
+    let lease = keeper.grant(1).await.unwrap();
+    let put = PutRequest::new("recipes/kept", "alive").with_lease(lease.id());
+    client.put_with(&put).await.unwrap();
+    let mut states = lease.watch();
+    let mut renewals = 0;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(3) {
+        tokio::time::timeout(STEP_LIMIT, states.changed())
+            .await
+            .expect("a renewal in time")
+            .expect("the keeper runs");
+        let state = *states.borrow_and_update();
+        assert!(matches!(state, LeaseState::Alive { .. }), "{state:?}");
+        renewals += 1;
+    }
+    assert!(renewals >= 6, "renewed every third of the TTL: {renewals}");
+    assert_eq!(
+        client.get("recipes/kept").await.unwrap().kv.lease,
+        lease.id()
+    );
+    client.lease_revoke(lease.id()).await.unwrap();
+    let loss = tokio::time::timeout(STEP_LIMIT, lease.lost())
+        .await
+        .expect("the revoke is reported");
+    assert_eq!(loss, LeaseLoss::NotFound);
 }
 
 async fn mutex_contenders_take_turns_in_queue_order(client: &Client) {
