@@ -64,6 +64,14 @@ pub enum ClientError {
     /// A watch ended by the member for a reason other than compaction (after resume attempts).
     #[error("watch canceled: {reason}")]
     WatchCanceled { reason: String },
+    /// A recipe's session lost its lease (expired, revoked, or not renewed in time), so a lock
+    /// or a leadership held through it is gone.
+    #[error("session lost: lease {lease} is no longer kept alive")]
+    SessionExpired { lease: i64 },
+    /// An election call that needs the leadership (proclaim) made by a candidate that does not
+    /// hold it.
+    #[error("not the leader: {message}")]
+    NotLeader { message: String },
 }
 
 impl ClientError {

@@ -26,12 +26,20 @@
 //! - [`kv`], [`txn`], [`admin`]: the typed calls, one group per file; [`types`] the answers.
 //! - [`watch`]: watches that resume on another member; [`informer`]: a local copy of a prefix kept
 //!   current by list-then-watch.
+//! - [`leases`]: grant, revoke, time-to-live, list, one keep-alive; [`lease_keeper`]: a task that
+//!   keeps many leases alive over one streaming keep-alive ([`keepalive_stream`]) and reports
+//!   their loss.
+//! - [`concurrency`]: etcd's recipes on leases: `Session`, `Mutex`, `Election`.
 
 pub mod admin;
 pub mod backoff;
+pub mod concurrency;
 pub mod error;
 pub mod informer;
+pub mod keepalive_stream;
 pub mod kv;
+pub mod lease_keeper;
+pub mod leases;
 pub mod retry;
 pub mod tls;
 pub mod transport;
@@ -50,6 +58,7 @@ pub use informer::Informer;
 pub use kv::{
     Consistency, DeleteRequest, Precondition, PutRequest, RangePages, RangeRequest, ReadOptions,
 };
+pub use lease_keeper::{KeptLease, LeaseKeeper, LeaseKeeperSettings, LeaseLoss, LeaseState};
 pub use retry::{retry_on_conflict, retry_on_conflict_counted, RetryTally};
 pub use tls::ClientTls;
 pub use transport::RETRY_ATTEMPT_HEADER;

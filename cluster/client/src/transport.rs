@@ -16,11 +16,16 @@
 //! Inside [`retry_on_conflict`](super::retry_on_conflict), every request carries
 //! `X-Retry-Attempt: n` for the n-th retry.
 
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use bytes::Bytes;
+use http_body::Frame;
 use reqwest::header::{HeaderMap, CONTENT_TYPE};
 use reqwest::Method;
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::backoff::{Backoff, Sleeper};
@@ -90,6 +95,33 @@ pub struct Answer {
     pub headers: HeaderMap,
     pub body: Vec<u8>,
     pub endpoint: String,
+}
+
+/// An open two-way stream: the answer (its body unread), the member that answered, and the
+/// sender that feeds the request body (dropping it ends the request).
+pub struct DuplexStream {
+    pub response: reqwest::Response,
+    pub endpoint: String,
+    pub sender: mpsc::Sender<Bytes>,
+}
+
+/// A request body whose chunks come from a bounded channel; it ends when the sender is dropped.
+struct ChannelBody {
+    receiver: mpsc::Receiver<Bytes>,
+}
+
+impl http_body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        self.receiver
+            .poll_recv(context)
+            .map(|chunk| chunk.map(|bytes| Ok(Frame::data(bytes))))
+    }
 }
 
 /// How the cluster is reached: the member list, the HTTP client and the failover policy.
@@ -185,6 +217,54 @@ impl Transport {
         call: &Call,
         deadline: Instant,
     ) -> Result<(reqwest::Response, String), ClientError> {
+        self.failover(call.idempotent, deadline, |endpoint| {
+            self.build_request(call, endpoint)
+        })
+        .await
+    }
+
+    /// Sends `POST path_and_query` with a request body fed through the returned sender, and
+    /// returns once the answer's head says success (the streaming keep-alive). Failover as for a
+    /// read: nothing was sent in the body before the head came, so another member may be asked.
+    /// `timeout` bounds getting the head.
+    pub async fn open_duplex(
+        &self,
+        path_and_query: &str,
+        buffered_chunks: usize,
+        timeout: Duration,
+    ) -> Result<DuplexStream, ClientError> {
+        let deadline = Instant::now() + timeout;
+        let mut feed = None;
+        let build = |endpoint: &str| {
+            let (sender, receiver) = mpsc::channel(buffered_chunks.max(1));
+            feed = Some(sender);
+            self.http
+                .post(format!("{endpoint}{path_and_query}"))
+                .header(CONTENT_TYPE, "application/x-ndjson")
+                .body(reqwest::Body::wrap(ChannelBody { receiver }))
+                .build()
+        };
+        let (response, endpoint) = self.failover(true, deadline, build).await?;
+        let status = response.status().as_u16();
+        if !(200..300).contains(&status) {
+            let body = self.read_body(response, deadline).await.unwrap_or_default();
+            return Err(error_from_answer(status, &body));
+        }
+        Ok(DuplexStream {
+            response,
+            endpoint,
+            sender: feed.expect("an answered attempt built its request"),
+        })
+    }
+
+    /// Up to `max_attempts` attempts before `deadline`, each on the preferred member, with the
+    /// request `build` makes for that member; see the module comment for when it moves on.
+    async fn failover(
+        &self,
+        idempotent: bool,
+        deadline: Instant,
+        mut build: impl FnMut(&str) -> reqwest::Result<reqwest::Request>,
+    ) -> Result<(reqwest::Response, String), ClientError> {
         let mut backoff = self.failover_backoff;
         let mut last_reason = String::from("no attempt was made");
         for attempt in 0..self.max_attempts {
@@ -201,13 +281,13 @@ impl Transport {
             }
             let index = self.next_member();
             let endpoint = &self.endpoints[index];
-            match self.attempt_once(call, endpoint, deadline).await {
+            match self.attempt_once(build(endpoint), deadline).await {
                 Attempt::Answered(response) => {
                     self.preferred.store(index, Ordering::Relaxed);
                     return Ok((response, endpoint.clone()));
                 }
                 Attempt::NotCarriedOut(reason) => last_reason = format!("{endpoint}: {reason}"),
-                Attempt::MaybeCarriedOut(reason) if call.idempotent => {
+                Attempt::MaybeCarriedOut(reason) if idempotent => {
                     last_reason = format!("{endpoint}: {reason}");
                 }
                 Attempt::MaybeCarriedOut(reason) => {
@@ -232,8 +312,12 @@ impl Transport {
         self.preferred.load(Ordering::Relaxed) % self.endpoints.len()
     }
 
-    async fn attempt_once(&self, call: &Call, endpoint: &str, deadline: Instant) -> Attempt {
-        let request = match self.build_request(call, endpoint) {
+    async fn attempt_once(
+        &self,
+        request: reqwest::Result<reqwest::Request>,
+        deadline: Instant,
+    ) -> Attempt {
+        let request = match request {
             Ok(request) => request,
             Err(error) => return Attempt::NotCarriedOut(error.to_string()),
         };

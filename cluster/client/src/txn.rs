@@ -135,6 +135,11 @@ impl TxnOp {
         TxnOp::Put(json!({ "key": key.into(), "value": value.into() }))
     }
 
+    /// A put that attaches the key to `lease` (deleted when the lease ends).
+    pub fn put_with_lease(key: impl Into<String>, value: impl Into<String>, lease: i64) -> TxnOp {
+        TxnOp::Put(json!({ "key": key.into(), "value": value.into(), "lease": lease }))
+    }
+
     /// A put that answers with the key-value before it.
     pub fn put_with_prev_kv(key: impl Into<String>, value: impl Into<String>) -> TxnOp {
         TxnOp::Put(json!({ "key": key.into(), "value": value.into(), "prev_kv": true }))

@@ -160,3 +160,39 @@ pub struct HashResponse {
     pub revision: u64,
     pub compact_revision: u64,
 }
+
+/// `POST /v1/leases` (grant) and `POST /v1/leases/{id}/keepalive`: the lease and its TTL in
+/// seconds (the granted TTL, after the member's minimum was applied).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseResponse {
+    pub header: ResponseHeader,
+    pub id: i64,
+    pub ttl: i64,
+}
+
+/// `GET /v1/leases/{id}`: the remaining TTL (`ttl`), the granted TTL, and the attached keys when
+/// asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseTimeToLiveResponse {
+    pub header: ResponseHeader,
+    pub id: i64,
+    /// Seconds left before the leader expires it.
+    pub ttl: i64,
+    pub granted_ttl: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<Vec<String>>,
+}
+
+/// One lease of `GET /v1/leases`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseId {
+    pub id: i64,
+}
+
+/// `GET /v1/leases`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseListResponse {
+    pub header: ResponseHeader,
+    #[serde(default)]
+    pub leases: Vec<LeaseId>,
+}

@@ -3,6 +3,9 @@
 //! 4 conflict, 1 other errors, 2 usage), and `revkv bench cas` (the counters it increments add up
 //! to the increments it reports). One cluster serves the whole scenario, in order.
 //!
+//! Leases: `lease grant|revoke|keep-alive|ttl|list` and `put --lease`, and a `lease keep-alive`
+//! left running that exits 3 once its lease is revoked; `lock NAME -- COMMAND`.
+//!
 //! Not covered here: `patch`, `watch` and `snapshot save`, whose server side is built on other
 //! branches (the client side is tested against stub members in `cluster/tests/client_stub.rs`).
 
@@ -91,6 +94,9 @@ async fn ctl_reads_writes_and_administers_a_cluster_with_distinct_exit_codes() {
     transactions_from_a_file_and_from_stdin(endpoints).await;
     cluster_commands(endpoints, &cluster).await;
     failover_and_usage(endpoints, &urls).await;
+    lease_commands(endpoints).await;
+    keep_alive_until_the_lease_is_revoked(endpoints).await;
+    lock_runs_a_command_while_holding_the_lock(endpoints).await;
     bench_cas_counts_every_increment(endpoints).await;
 }
 
@@ -294,6 +300,177 @@ async fn failover_and_usage(endpoints: &str, urls: &[String]) {
     );
     let usage = ctl_async(endpoints, &["get"], None).await;
     assert_eq!(usage.code, 2, "{}", usage.stderr);
+}
+
+async fn lease_commands(endpoints: &str) {
+    let granted = ctl_async(endpoints, &["lease", "grant", "30", "--id", "77"], None)
+        .await
+        .expect_success();
+    assert_eq!(granted.stdout.trim(), "lease 77 granted with TTL(30s)");
+    let picked = ctl_async(endpoints, &["-o", "json", "lease", "grant", "2"], None)
+        .await
+        .expect_success()
+        .json();
+    let short_lease = picked["id"].as_i64().expect("a lease id");
+    assert_eq!(picked["ttl"], 2, "{picked}");
+
+    ctl_async(endpoints, &["put", "--lease", "77", "svc/a", "up"], None)
+        .await
+        .expect_success();
+    let read = ctl_async(endpoints, &["-o", "json", "get", "svc/a"], None)
+        .await
+        .expect_success();
+    assert_eq!(read.json()["kv"]["lease"], 77);
+    let unknown = ctl_async(endpoints, &["put", "--lease", "999", "svc/b", "x"], None).await;
+    assert_eq!(
+        unknown.code, 3,
+        "a put on a missing lease: {}",
+        unknown.stderr
+    );
+
+    let ttl = ctl_async(endpoints, &["lease", "ttl", "77", "--keys"], None)
+        .await
+        .expect_success();
+    assert!(
+        ttl.stdout
+            .starts_with("lease 77 granted with TTL(30s), remaining(")
+            && ttl.stdout.contains("attached keys([\"svc/a\"])"),
+        "{}",
+        ttl.stdout
+    );
+    let listed = ctl_async(endpoints, &["lease", "list"], None)
+        .await
+        .expect_success();
+    let lines: Vec<&str> = listed.stdout.lines().collect();
+    assert_eq!(lines[0], "found 2 leases", "{}", listed.stdout);
+    assert!(lines.contains(&"77") && lines.contains(&short_lease.to_string().as_str()));
+
+    // Three renewals of a 2 s lease over the streaming keep-alive take about 1.3 s.
+    let short = short_lease.to_string();
+    let kept = ctl_async(
+        endpoints,
+        &["-o", "json", "lease", "keep-alive", &short, "--count", "3"],
+        None,
+    )
+    .await
+    .expect_success();
+    let renewals: Vec<Value> = kept
+        .stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(renewals.len(), 3, "{}", kept.stdout);
+    assert!(renewals
+        .iter()
+        .all(|line| line["ttl"] == 2 && line["id"] == short_lease));
+    let once = ctl_async(endpoints, &["lease", "keep-alive", "77", "--once"], None)
+        .await
+        .expect_success();
+    assert_eq!(once.stdout.trim(), "lease 77 keepalived with TTL(30)");
+
+    let revoked = ctl_async(endpoints, &["lease", "revoke", "77"], None)
+        .await
+        .expect_success();
+    assert_eq!(revoked.stdout.trim(), "lease 77 revoked");
+    assert_eq!(ctl_async(endpoints, &["get", "svc/a"], None).await.code, 3);
+    for gone in [
+        &["lease", "ttl", "77"][..],
+        &["lease", "revoke", "77"],
+        &["lease", "keep-alive", "77"],
+    ] {
+        let run = ctl_async(endpoints, gone, None).await;
+        assert_eq!(run.code, 3, "{gone:?}: {}", run.stderr);
+    }
+}
+
+/// `lease keep-alive` left running reports the revoke of its lease and exits 3.
+async fn keep_alive_until_the_lease_is_revoked(endpoints: &str) {
+    ctl_async(endpoints, &["lease", "grant", "2", "--id", "78"], None)
+        .await
+        .expect_success();
+    let mut keeper = Command::new(REVKV_BINARY)
+        .args(["ctl", "lease", "keep-alive", "78"])
+        .env("REVKV_ENDPOINTS", endpoints)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start revkv ctl lease keep-alive");
+    let mut stdout = std::io::BufReader::new(keeper.stdout.take().unwrap());
+    let renewals_seen = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        let mut lines = Vec::new();
+        for _ in 0..2 {
+            let mut line = String::new();
+            stdout.read_line(&mut line).unwrap();
+            lines.push(line);
+        }
+        (lines, stdout)
+    })
+    .await
+    .unwrap();
+    assert!(
+        renewals_seen
+            .0
+            .iter()
+            .all(|line| line.trim() == "lease 78 keepalived with TTL(2)"),
+        "{:?}",
+        renewals_seen.0
+    );
+    ctl_async(endpoints, &["lease", "revoke", "78"], None)
+        .await
+        .expect_success();
+    let status = tokio::task::spawn_blocking(move || {
+        let deadline = std::time::Instant::now() + CONVERGENCE_TIMEOUT;
+        loop {
+            if let Some(status) = keeper.try_wait().unwrap() {
+                return status;
+            }
+            if std::time::Instant::now() > deadline {
+                keeper.kill().unwrap();
+                panic!("lease keep-alive did not end after the revoke");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(status.code(), Some(3), "a lost lease exits 3");
+}
+
+/// `lock NAME -- COMMAND` runs the command with the lock's key in its environment while the
+/// key exists, and releases it (deletes the key) when the command ends.
+async fn lock_runs_a_command_while_holding_the_lock(endpoints: &str) {
+    let script = format!(
+        "{REVKV_BINARY} ctl -o json get \"$REVKV_LOCK_KEY\" && echo \"held $REVKV_LOCK_KEY\""
+    );
+    let run = ctl_async(
+        endpoints,
+        &[
+            "lock",
+            "--ttl",
+            "2",
+            "jobs/nightly",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+        None,
+    )
+    .await
+    .expect_success();
+    let held = run.stdout.lines().last().unwrap_or_default().to_string();
+    assert!(held.starts_with("held jobs/nightly/"), "{}", run.stdout);
+    let key = held.trim_start_matches("held ");
+    assert!(
+        run.stdout.contains(&format!("\"key\": \"{key}\"")),
+        "{}",
+        run.stdout
+    );
+    let after = ctl_async(endpoints, &["get", key], None).await;
+    assert_eq!(after.code, 3, "the lock is released when the command ends");
+    let failing = ctl_async(endpoints, &["lock", "jobs/nightly", "--", "false"], None).await;
+    assert_eq!(failing.code, 1, "a failing command fails the lock run");
 }
 
 /// Runs `revkv bench ARGS` and answers its JSON report.

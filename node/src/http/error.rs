@@ -84,6 +84,16 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// The machine-readable code of an error, for answers that cannot carry a status of their own
+/// (a line of a stream whose status was already sent). Faults are logged as for a whole answer.
+pub(crate) fn error_code(error: &NodeError) -> &'static str {
+    let (status, code) = status_and_code(error);
+    if status == StatusCode::INTERNAL_SERVER_ERROR {
+        tracing::error!(%error, "internal error serving a line of a client stream");
+    }
+    code
+}
+
 /// The status and the machine-readable code of an error.
 fn status_and_code(error: &NodeError) -> (StatusCode, &'static str) {
     match error {

@@ -1,8 +1,9 @@
 //! Leases (contract sections 4 and 7): `POST /v1/leases` grants `{ttl, id?}`, `GET /v1/leases`
 //! lists the ids, `GET /v1/leases/{id}?keys=true` answers the time-to-live (remaining and granted)
 //! and the attached keys, `DELETE /v1/leases/{id}` revokes (deleting the attached keys in one
-//! revision), and `POST /v1/leases/{id}/keepalive` renews. Lease ids are JSON numbers; an unknown
-//! lease is `404 not_found`.
+//! revision), and `POST /v1/leases/{id}/keepalive` renews. `POST /v1/leases/keepalive` is the
+//! streaming keep-alive (`lease_stream`). Lease ids are JSON numbers; an unknown lease is
+//! `404 not_found`.
 
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
@@ -15,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::body::read_json;
 use super::error::ApiError;
 use super::keys::TextEncoding;
+use super::lease_stream::keep_alive_stream;
 use super::query::QueryParams;
 use super::state::ApiState;
 use super::wire::{unexpected_response, HeaderAnswer};
@@ -29,6 +31,7 @@ pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
             get(time_to_live::<B>).delete(revoke::<B>),
         )
         .route("/v1/leases/{id}/keepalive", post(keep_alive::<B>))
+        .route("/v1/leases/keepalive", post(keep_alive_stream::<B>))
 }
 
 /// The body of a grant. `id` 0 or absent lets the cluster pick one, as in etcd.

@@ -5,7 +5,8 @@
 //! Layout: `kv_read` and `kv_write` (with `precondition`) serve `/v1/kv`, `txn` (with
 //! `txn_request`) serves `/v1/txn`, `cluster` and
 //! `members` serve the status, maintenance, membership and health routes, and `watch` serves the
-//! watch streams, and `leases` serves `/v1/leases`. `opening` is the one opening every write handler shares (query, key,
+//! watch streams, and `leases` serves `/v1/leases` (with `lease_stream`, the streaming
+//! keep-alive). `opening` is the one opening every write handler shares (query, key,
 //! precondition), after which the wire-free `crate::writes` does the write; `state` holds what
 //! every handler receives (`ApiState`, `HttpLimits`). Every handler turns its
 //! failures into a [`NodeError`](crate::NodeError); `error` is the one place that picks HTTP status
@@ -31,6 +32,7 @@ mod keys;
 mod kv_patch;
 mod kv_read;
 mod kv_write;
+mod lease_stream;
 mod leases;
 mod members;
 mod metrics_route;
@@ -49,12 +51,13 @@ use axum::http::{Method, Uri};
 use axum::middleware::from_fn_with_state;
 use axum::Router;
 use revkv_metrics::{Metrics, PrefixLabelConfig};
+use tokio::sync::Semaphore;
 
 use crate::backend::KvBackend;
 use crate::error::NodeError;
 pub use error::ApiError;
 use state::ApiState;
-pub use state::{HttpLimits, DEFAULT_MAX_BODY_BYTES};
+pub use state::{HttpLimits, LeaseStreamLimits, DEFAULT_MAX_BODY_BYTES};
 
 /// Builds the client API router over `backend`, with metrics of its own (for tests and embedders
 /// that do not scrape them).
@@ -64,6 +67,18 @@ pub fn client_router<B: KvBackend>(backend: Arc<B>, limits: HttpLimits) -> Route
     client_router_with_metrics(backend, limits, Arc::new(metrics))
 }
 
+/// Builds the client API router over `backend` with bounds of its own on the streaming
+/// keep-alive (tests and embedders), and metrics of its own.
+pub fn client_router_with_lease_stream<B: KvBackend>(
+    backend: Arc<B>,
+    limits: HttpLimits,
+    lease_stream: LeaseStreamLimits,
+) -> Router {
+    let metrics = Metrics::new(PrefixLabelConfig::default())
+        .expect("a fresh registry accepts every metric once");
+    build_router(backend, limits, lease_stream, Arc::new(metrics))
+}
+
 /// Builds the client API router over `backend`, recording into `metrics` and serving them on
 /// `GET /metrics`.
 pub fn client_router_with_metrics<B: KvBackend>(
@@ -71,11 +86,23 @@ pub fn client_router_with_metrics<B: KvBackend>(
     limits: HttpLimits,
     metrics: Arc<Metrics>,
 ) -> Router {
+    build_router(backend, limits, LeaseStreamLimits::default(), metrics)
+}
+
+fn build_router<B: KvBackend>(
+    backend: Arc<B>,
+    limits: HttpLimits,
+    lease_stream: LeaseStreamLimits,
+    metrics: Arc<Metrics>,
+) -> Router {
     let http_metrics_layer = metrics.http.layer();
+    let lease_streams = Arc::new(Semaphore::new(lease_stream.max_streams));
     let state = ApiState {
         backend,
         limits,
+        lease_stream,
         metrics,
+        lease_streams,
     };
     let retries_layer =
         from_fn_with_state(state.clone(), client_retries::record_client_retries::<B>);

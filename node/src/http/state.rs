@@ -3,8 +3,10 @@
 //! do not import each other.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use revkv_metrics::Metrics;
+use tokio::sync::Semaphore;
 
 /// Default request body limit: the contract's 1.5 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1536 * 1024;
@@ -24,11 +26,44 @@ impl Default for HttpLimits {
     }
 }
 
+/// Bounds on one member's streaming keep-alives: what one stream may hold, and how many streams
+/// may be open at once. Apart from `HttpLimits` so that adding it changed no configuration that
+/// `revkv serve` builds field by field; `client_router_with_lease_stream` takes them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseStreamLimits {
+    /// Longest request line (`{"id": N}` needs about 30 bytes); a longer one ends the stream
+    /// with an `invalid` line.
+    pub max_line_bytes: usize,
+    /// Renewals of one stream running at once; the member reads no further request line until
+    /// one finishes, so a client that sends faster than the leader renews is slowed, not queued.
+    pub max_renewals_in_flight: usize,
+    /// A stream with no request line for this long ends with a `timeout` line, so an abandoned
+    /// connection does not hold a stream forever. A client with long TTLs opens a new stream when
+    /// it next has a renewal to send.
+    pub idle_timeout: Duration,
+    /// Streams open on this member at once; one more is answered `503 unavailable`.
+    pub max_streams: usize,
+}
+
+impl Default for LeaseStreamLimits {
+    fn default() -> Self {
+        LeaseStreamLimits {
+            max_line_bytes: 1024,
+            max_renewals_in_flight: 64,
+            idle_timeout: Duration::from_secs(60),
+            max_streams: 10_000,
+        }
+    }
+}
+
 /// What every handler receives: the backend, the limits and the member's metrics.
 pub(crate) struct ApiState<B> {
     pub backend: Arc<B>,
     pub limits: HttpLimits,
+    pub lease_stream: LeaseStreamLimits,
     pub metrics: Arc<Metrics>,
+    /// One permit per open streaming keep-alive (`LeaseStreamLimits::max_streams`).
+    pub lease_streams: Arc<Semaphore>,
 }
 
 // A derived `Clone` would demand `B: Clone`; only the `Arc` is cloned.
@@ -37,7 +72,9 @@ impl<B> Clone for ApiState<B> {
         ApiState {
             backend: Arc::clone(&self.backend),
             limits: self.limits.clone(),
+            lease_stream: self.lease_stream.clone(),
             metrics: Arc::clone(&self.metrics),
+            lease_streams: Arc::clone(&self.lease_streams),
         }
     }
 }

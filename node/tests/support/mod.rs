@@ -15,7 +15,9 @@ use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request as HttpRequest, StatusCode};
 use axum::Router;
 use http_body_util::BodyExt;
-use revkv_node::http::{client_router, HttpLimits};
+use revkv_node::http::{
+    client_router, client_router_with_lease_stream, HttpLimits, LeaseStreamLimits,
+};
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -57,6 +59,17 @@ impl Api {
         Self::with(Duration::from_secs(5), HttpLimits::default())
     }
 
+    /// A router with its own bounds on the streaming keep-alive.
+    pub fn with_lease_stream(lease_stream: LeaseStreamLimits) -> Self {
+        let backend = Arc::new(StoreBackend::new(Duration::from_secs(5)));
+        let router = client_router_with_lease_stream(
+            Arc::clone(&backend),
+            HttpLimits::default(),
+            lease_stream,
+        );
+        Api { backend, router }
+    }
+
     pub fn with(request_timeout: Duration, limits: HttpLimits) -> Self {
         let backend = Arc::new(StoreBackend::new(request_timeout));
         let router = client_router(Arc::clone(&backend), limits);
@@ -95,6 +108,20 @@ impl Api {
             headers,
             json,
         }
+    }
+
+    /// Sends one request and hands back the answer with its body unread (streams).
+    pub async fn open(&self, method: Method, uri: &str, body: Body) -> axum::response::Response {
+        let request = HttpRequest::builder()
+            .method(method)
+            .uri(uri)
+            .body(body)
+            .expect("a valid request");
+        self.router
+            .clone()
+            .oneshot(request)
+            .await
+            .expect("infallible")
     }
 
     pub async fn get(&self, uri: &str) -> Answer {

@@ -6,7 +6,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::lease::lease;
 use super::output;
+use super::recipes;
 use super::{
     CtlArgs, CtlCommand, LeaderCommand, MemberCommand, SnapshotCommand, DEFAULT_ENDPOINTS,
 };
@@ -42,8 +44,10 @@ pub async fn execute(args: CtlArgs) -> Result<(), ClientError> {
             if_mod_revision,
             if_absent,
             prev_kv,
+            lease,
         } => {
-            let request = put_request(key, value, if_mod_revision, if_absent, prev_kv);
+            let request = put_request(key, value, if_mod_revision, if_absent, prev_kv)
+                .with_lease(lease.unwrap_or(0));
             put(&client, format, &request).await
         }
         CtlCommand::Del {
@@ -110,6 +114,25 @@ pub async fn execute(args: CtlArgs) -> Result<(), ClientError> {
         CtlCommand::Snapshot(SnapshotCommand::Save { path }) => {
             snapshot_save(&client, format, &path).await
         }
+        CtlCommand::Lease(command) => lease(&client, format, command).await,
+        CtlCommand::Lock { name, ttl, command } => {
+            recipes::lock(&client, format, &name, ttl, &command).await
+        }
+        CtlCommand::Elect {
+            name,
+            listen: true,
+            count,
+            ..
+        } => recipes::listen(&client, format, &name, count).await,
+        CtlCommand::Elect {
+            name,
+            proposal,
+            ttl,
+            ..
+        } => {
+            let proposal = proposal.unwrap_or_default();
+            recipes::elect(&client, format, &name, &proposal, ttl).await
+        }
     }
 }
 
@@ -166,7 +189,7 @@ fn delete_request(
 }
 
 /// Prints `answer` as JSON, or the sentence `human` makes.
-fn print_either<T: serde::Serialize>(
+pub(super) fn print_either<T: serde::Serialize>(
     format: OutputFormat,
     answer: &T,
     human: impl FnOnce() -> String,

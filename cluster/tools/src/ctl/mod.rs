@@ -5,6 +5,8 @@
 //!   get KEY | put KEY VALUE | del KEY | list [PREFIX] | txn [-f FILE] | patch KEY JSON
 //!   watch KEY | compact REVISION | status | member list|add|promote|remove
 //!   leader transfer ID | hash | snapshot save FILE
+//!   lease grant TTL | lease revoke ID | lease keep-alive ID | lease ttl ID | lease list
+//!   lock NAME [-- COMMAND...] | elect NAME PROPOSAL | elect NAME --listen
 //! ```
 //!
 //! Endpoints come from `--endpoints`, else `REVKV_ENDPOINTS`, else the local three-member cluster
@@ -13,11 +15,14 @@
 //! [`EXIT_NOT_FOUND`], [`EXIT_CONFLICT`], [`EXIT_OUTCOME_UNKNOWN`], [`EXIT_ERROR`] for any other
 //! error, and 2 for a command line clap rejects.
 //!
-//! Parts: this file has the command line and the exit codes, [`commands`] runs each command, and
-//! [`output`] formats the answers.
+//! Parts: this file has the command line and the exit codes, [`commands`] runs each command
+//! ([`lease`] the lease commands, [`recipes`] `lock` and `elect`), and [`output`] formats the
+//! answers.
 
 pub mod commands;
+pub mod lease;
 pub mod output;
+pub mod recipes;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -90,6 +95,9 @@ pub enum CtlCommand {
         /// Also show the key-value before the write.
         #[arg(long)]
         prev_kv: bool,
+        /// Attach the key to this lease (it is deleted when the lease ends).
+        #[arg(long)]
+        lease: Option<i64>,
     },
     /// Delete a key, or every key under a prefix.
     Del {
@@ -169,6 +177,68 @@ pub enum CtlCommand {
     /// Backups.
     #[command(subcommand)]
     Snapshot(SnapshotCommand),
+    /// Leases: keys that live as long as a lease is kept alive.
+    #[command(subcommand)]
+    Lease(LeaseCommand),
+    /// Take a distributed lock; hold it until interrupted, or while COMMAND runs.
+    Lock {
+        name: String,
+        /// The session's TTL in seconds: how long the lock outlives a holder that dies.
+        #[arg(long, default_value_t = 10)]
+        ttl: i64,
+        /// The command to run while holding the lock (after `--`).
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
+    /// Campaign in an election with PROPOSAL and lead until interrupted, or `--listen`.
+    Elect {
+        name: String,
+        /// The value to lead with (not with `--listen`).
+        #[arg(required_unless_present = "listen", conflicts_with = "listen")]
+        proposal: Option<String>,
+        /// Print every leader as it changes.
+        #[arg(short = 'l', long)]
+        listen: bool,
+        /// The session's TTL in seconds: how long leadership outlives a leader that dies.
+        #[arg(long, default_value_t = 10)]
+        ttl: i64,
+        /// With `--listen`, stop after this many leaders.
+        #[arg(long, requires = "listen")]
+        count: Option<u64>,
+    },
+}
+
+/// `revkv ctl lease ...`.
+#[derive(Subcommand, Debug, Clone)]
+pub enum LeaseCommand {
+    /// Grant a lease of TTL seconds (raised to the cluster's minimum).
+    Grant {
+        ttl: i64,
+        /// The id to grant (default: one the cluster picks).
+        #[arg(long)]
+        id: Option<i64>,
+    },
+    /// Revoke a lease, deleting its keys (exit 3 if it is gone).
+    Revoke { id: i64 },
+    /// Keep a lease alive, printing each renewal, until interrupted or the lease is lost (exit 3).
+    KeepAlive {
+        id: i64,
+        /// Renew once and exit.
+        #[arg(long)]
+        once: bool,
+        /// Stop after this many renewals.
+        #[arg(long)]
+        count: Option<u64>,
+    },
+    /// The granted and remaining TTL of a lease (exit 3 if it is gone).
+    Ttl {
+        id: i64,
+        /// Also list the keys attached to it.
+        #[arg(long)]
+        keys: bool,
+    },
+    /// Every lease's id.
+    List,
 }
 
 /// `revkv ctl member ...`.
@@ -279,6 +349,29 @@ mod tests {
             CtlCommand::Leader(LeaderCommand::Transfer { to: 2 })
         ));
         assert!(parse(&["put", "k", "v", "--if-mod-revision", "3", "--if-absent"]).is_err());
+    }
+
+    #[test]
+    fn lock_takes_a_command_after_the_separator_and_elect_a_proposal_or_listen() {
+        let lock = parse(&["lock", "jobs", "--ttl", "3", "--", "sh", "-c", "true"]).unwrap();
+        let CtlCommand::Lock { name, ttl, command } = lock.command else {
+            panic!("not a lock");
+        };
+        assert_eq!((name.as_str(), ttl), ("jobs", 3));
+        assert_eq!(command, ["sh", "-c", "true"]);
+        assert!(matches!(
+            parse(&["elect", "e", "--listen"]).unwrap().command,
+            CtlCommand::Elect { listen: true, .. }
+        ));
+        assert!(
+            parse(&["elect", "e"]).is_err(),
+            "a candidate needs a proposal"
+        );
+        assert!(parse(&["elect", "e", "p", "--listen"]).is_err());
+        assert!(matches!(
+            parse(&["put", "k", "v", "--lease", "7"]).unwrap().command,
+            CtlCommand::Put { lease: Some(7), .. }
+        ));
     }
 
     #[test]
