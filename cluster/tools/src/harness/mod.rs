@@ -6,6 +6,7 @@
 //! - [`cluster`]: [`ProcessCluster`], a cluster for end-to-end tests (`node/bin/tests`). It fails
 //!   the test (panics) when the cluster misbehaves, and prints the members' logs when dropped
 //!   during a failing test.
+//! - [`etcd`]: [`etcd::EtcdServer`], a single-member etcd 3.4 for tests that compare with it.
 //! - [`member_client`]: [`MemberClient`], raw HTTP against one member, for tests that check the
 //!   API's exact answers rather than go through the typed client.
 //! - The chaos harness (`chaos::members`) builds its proxied members from [`MemberProcess`] and
@@ -14,6 +15,7 @@
 //! Nothing waits by sleeping a fixed time: [`wait_until`] polls a condition until a deadline.
 
 pub mod cluster;
+pub mod etcd;
 pub mod member;
 pub mod member_client;
 
