@@ -94,6 +94,7 @@ async fn a_body_over_the_limit_is_too_large_as_json() {
         Duration::from_secs(5),
         HttpLimits {
             max_body_bytes: 1024,
+            ..HttpLimits::default()
         },
     );
     let value = "x".repeat(2048);

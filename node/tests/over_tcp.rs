@@ -63,7 +63,11 @@ async fn requests_over_a_socket_reach_the_handlers_intact() {
 
 #[tokio::test]
 async fn an_oversized_body_over_a_socket_is_too_large_as_json() {
-    let address = serve(HttpLimits { max_body_bytes: 64 }).await;
+    let address = serve(HttpLimits {
+        max_body_bytes: 64,
+        ..HttpLimits::default()
+    })
+    .await;
     let body = format!(r#"{{"value":"{}"}}"#, "x".repeat(100));
     let (status, answer) = exchange(address, "PUT", "/v1/kv/k", &body).await;
     assert_eq!(status, 413);

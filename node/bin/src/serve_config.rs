@@ -17,7 +17,7 @@ use revkv_tls::{PeerTls, ServerTls, TlsFiles};
 use serde::Deserialize;
 
 use revkv_node::compaction::AutoCompaction;
-use revkv_node::http::HttpLimits;
+use revkv_node::http::{HttpLimits, LeaseStreamLimits};
 use revkv_node::watch::WatchLimits;
 use revkv_node::NodeConfig;
 
@@ -132,6 +132,14 @@ pub struct ServeArgs {
     /// checkpoints a leader change delays an expiry by at most about this much.
     #[arg(long, env = "REVKV_LEASE_CHECKPOINT_INTERVAL_MS")]
     pub lease_checkpoint_interval_ms: Option<u64>,
+    /// Streaming keep-alives (`POST /v1/leases/keepalive`) open on this member at once (default
+    /// 10000); one more is answered 503.
+    #[arg(long, env = "REVKV_MAX_LEASE_KEEPALIVE_STREAMS")]
+    pub max_lease_keepalive_streams: Option<usize>,
+    /// A streaming keep-alive that sends no line for this long is ended, in milliseconds
+    /// (default 60000).
+    #[arg(long, env = "REVKV_LEASE_KEEPALIVE_IDLE_TIMEOUT_MS")]
+    pub lease_keepalive_idle_timeout_ms: Option<u64>,
     /// Most leases in one checkpoint entry (default 1000, etcd's); at most one checkpoint is
     /// proposed per expiry check.
     #[arg(long, env = "REVKV_MAX_LEASES_PER_CHECKPOINT")]
@@ -228,7 +236,8 @@ impl ServeArgs {
             state_cache_bytes, log_segment_bytes, log_tail_entries, log_tail_bytes,
             request_timeout_ms, max_body_bytes, max_key_bytes, max_value_bytes, max_txn_ops,
             max_leases, max_keys_per_lease, max_lease_ttl_seconds, lease_expiry_check_interval_ms,
-            lease_checkpoint_interval_ms, max_leases_per_checkpoint, log_format, auto_compaction_mode, auto_compaction_retention,
+            lease_checkpoint_interval_ms, max_leases_per_checkpoint, max_lease_keepalive_streams,
+            lease_keepalive_idle_timeout_ms, log_format, auto_compaction_mode, auto_compaction_retention,
             auto_compaction_interval_ms, watch_progress_notify_interval_ms, max_watches,
             watch_buffer_messages, metrics_prefix_depth, metrics_max_prefixes, cert_file, key_file,
             trusted_ca_file, client_cert_auth, peer_cert_file, peer_key_file, peer_trusted_ca_file,
@@ -239,6 +248,7 @@ impl ServeArgs {
     /// Fills defaults and checks the settings fit together.
     pub fn into_node_config(self) -> Result<NodeConfig, String> {
         let watch = self.watch_limits()?;
+        let lease_stream = self.lease_stream_limits()?;
         let auto_compaction = self.auto_compaction()?;
         let id = self.id.unwrap_or(1);
         let metric_prefix_labels = self.metric_prefix_labels()?;
@@ -323,6 +333,7 @@ impl ServeArgs {
             max_body_bytes: self
                 .max_body_bytes
                 .unwrap_or(HttpLimits::default().max_body_bytes),
+            lease_stream,
         };
         Ok(NodeConfig {
             member,
@@ -460,6 +471,30 @@ impl ServeArgs {
             ));
         }
         Ok(limits)
+    }
+
+    /// Bounds on streaming keep-alives.
+    fn lease_stream_limits(&self) -> Result<LeaseStreamLimits, String> {
+        let defaults = LeaseStreamLimits::default();
+        let max_streams = self
+            .max_lease_keepalive_streams
+            .unwrap_or(defaults.max_streams);
+        if !(1..=1_000_000).contains(&max_streams) {
+            return Err("--max-lease-keepalive-streams must be between 1 and 1000000".into());
+        }
+        let idle_timeout = self
+            .lease_keepalive_idle_timeout_ms
+            .map_or(defaults.idle_timeout, Duration::from_millis);
+        if !(Duration::from_secs(1)..=Duration::from_secs(3600)).contains(&idle_timeout) {
+            return Err(
+                "--lease-keepalive-idle-timeout-ms must be between 1000 and 3600000 (ms)".into(),
+            );
+        }
+        Ok(LeaseStreamLimits {
+            max_streams,
+            idle_timeout,
+            ..defaults
+        })
     }
 
     /// How the leader expires and checkpoints leases.
@@ -773,6 +808,33 @@ mod tests {
             ..ServeArgs::default()
         };
         assert!(tiny_buffer.into_node_config().is_err());
+    }
+
+    #[test]
+    fn keepalive_stream_limits_are_taken_and_checked() {
+        let args = ServeArgs {
+            max_lease_keepalive_streams: Some(12),
+            lease_keepalive_idle_timeout_ms: Some(5000),
+            ..ServeArgs::default()
+        };
+        let limits = args.into_node_config().unwrap().http.lease_stream;
+        assert_eq!(
+            (limits.max_streams, limits.idle_timeout),
+            (12, Duration::from_secs(5))
+        );
+        for bad in [
+            ServeArgs {
+                max_lease_keepalive_streams: Some(0),
+                ..ServeArgs::default()
+            },
+            ServeArgs {
+                lease_keepalive_idle_timeout_ms: Some(10),
+                ..ServeArgs::default()
+            },
+        ] {
+            let error = bad.into_node_config().unwrap_err();
+            assert!(error.contains("keepalive"), "{error}");
+        }
     }
 
     #[test]

@@ -74,9 +74,13 @@ pub fn client_router_with_lease_stream<B: KvBackend>(
     limits: HttpLimits,
     lease_stream: LeaseStreamLimits,
 ) -> Router {
-    let metrics = Metrics::new(PrefixLabelConfig::default())
-        .expect("a fresh registry accepts every metric once");
-    build_router(backend, limits, lease_stream, Arc::new(metrics))
+    client_router(
+        backend,
+        HttpLimits {
+            lease_stream,
+            ..limits
+        },
+    )
 }
 
 /// Builds the client API router over `backend`, recording into `metrics` and serving them on
@@ -86,16 +90,16 @@ pub fn client_router_with_metrics<B: KvBackend>(
     limits: HttpLimits,
     metrics: Arc<Metrics>,
 ) -> Router {
-    build_router(backend, limits, LeaseStreamLimits::default(), metrics)
+    build_router(backend, limits, metrics)
 }
 
 fn build_router<B: KvBackend>(
     backend: Arc<B>,
     limits: HttpLimits,
-    lease_stream: LeaseStreamLimits,
     metrics: Arc<Metrics>,
 ) -> Router {
     let http_metrics_layer = metrics.http.layer();
+    let lease_stream = limits.lease_stream.clone();
     let lease_streams = Arc::new(Semaphore::new(lease_stream.max_streams));
     let state = ApiState {
         backend,

@@ -16,19 +16,22 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 1536 * 1024;
 pub struct HttpLimits {
     /// Largest request body accepted; a larger one is answered `413 too_large`.
     pub max_body_bytes: usize,
+    /// Bounds on streaming keep-alives (`revkv serve --max-lease-keepalive-streams`,
+    /// `--lease-keepalive-idle-timeout-ms`).
+    pub lease_stream: LeaseStreamLimits,
 }
 
 impl Default for HttpLimits {
     fn default() -> Self {
         HttpLimits {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            lease_stream: LeaseStreamLimits::default(),
         }
     }
 }
 
 /// Bounds on one member's streaming keep-alives: what one stream may hold, and how many streams
-/// may be open at once. Apart from `HttpLimits` so that adding it changed no configuration that
-/// `revkv serve` builds field by field; `client_router_with_lease_stream` takes them.
+/// may be open at once. Part of `HttpLimits`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LeaseStreamLimits {
     /// Longest request line (`{"id": N}` needs about 30 bytes); a longer one ends the stream
