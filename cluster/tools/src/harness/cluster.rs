@@ -249,7 +249,9 @@ impl ProcessCluster {
     /// exits or the deadline passes.
     async fn wait_until_all_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + STARTUP_TIMEOUT;
-        let ids = self.running_ids();
+        // Every founder, not only the running ones: a member that lost a port race may already
+        // have exited, and it must be seen (and the start retried) rather than waited for.
+        let ids = self.ids();
         loop {
             for id in &ids {
                 let member = self.members.get_mut(id).expect("a member");
