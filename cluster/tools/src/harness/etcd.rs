@@ -5,7 +5,6 @@
 //! Without `/usr/bin/etcd` [`required_etcd`] lets a test pass with a note, except under `CI=true`,
 //! where a missing etcd fails it (`scripts/test.sh` installs Debian's `etcd-server`).
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -50,8 +49,10 @@ impl EtcdServer {
     /// Starts `binary` with its data in a fresh temporary directory and waits until it answers.
     pub async fn start(binary: &Path) -> EtcdServer {
         let directory = tempfile::tempdir().expect("a temporary directory");
-        let client_url = format!("http://127.0.0.1:{}", free_port());
-        let peer_url = format!("http://127.0.0.1:{}", free_port());
+        // Two distinct free ports at once (two separate probes could hand out the same one).
+        let addresses = super::free_addresses(2).expect("free loopback ports");
+        let client_url = format!("http://{}", addresses[0]);
+        let peer_url = format!("http://{}", addresses[1]);
         let log_path = directory.path().join("etcd.log");
         let log = std::fs::File::create(&log_path).expect("create the log");
         let child = Command::new(binary)
@@ -121,9 +122,4 @@ impl Drop for EtcdServer {
             );
         }
     }
-}
-
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free loopback port");
-    listener.local_addr().expect("a bound address").port()
 }

@@ -9,7 +9,7 @@ use super::kv::check_operations;
 use super::states::{Change, History, Kind, Kv, State};
 use crate::chaos::history::{value_of_operation, Answer, Consistency, Operation, Outcome, Request};
 
-fn kv(writer: usize, create: u64, modified: u64, version: u64) -> Kv {
+pub(super) fn kv(writer: usize, create: u64, modified: u64, version: u64) -> Kv {
     Kv {
         value: value_of_operation(writer),
         create_revision: create,
@@ -18,7 +18,12 @@ fn kv(writer: usize, create: u64, modified: u64, version: u64) -> Kv {
     }
 }
 
-fn operation(id: usize, request: Request, times_ms: (u64, u64), outcome: Outcome) -> Operation {
+pub(super) fn operation(
+    id: usize,
+    request: Request,
+    times_ms: (u64, u64),
+    outcome: Outcome,
+) -> Operation {
     Operation {
         id,
         worker: 0,
@@ -30,7 +35,7 @@ fn operation(id: usize, request: Request, times_ms: (u64, u64), outcome: Outcome
     }
 }
 
-fn ok(revision: u64, answer: Answer) -> Outcome {
+pub(super) fn ok(revision: u64, answer: Answer) -> Outcome {
     Outcome::Ok { revision, answer }
 }
 

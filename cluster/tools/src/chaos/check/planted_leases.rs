@@ -9,38 +9,14 @@ use std::time::Duration;
 
 use super::kv::check_operations;
 use super::leases::{check_leases, LeaseBounds, LeaseObservations};
-use super::states::{History, Kv, State};
+use super::planted::{kv, ok, operation};
+use super::states::{History, State};
 use super::Violation;
-use crate::chaos::history::{value_of_operation, Answer, Consistency, Operation, Outcome, Request};
+use crate::chaos::history::{Answer, Consistency, Operation, Outcome, Request};
 use crate::chaos::leaderships::LeadershipSeen;
 
 const KEY_0: &str = "chaos/lease/0";
 const KEY_1: &str = "chaos/lease/1";
-
-fn kv(writer: usize, create: u64, modified: u64, version: u64) -> Kv {
-    Kv {
-        value: value_of_operation(writer),
-        create_revision: create,
-        mod_revision: modified,
-        version,
-    }
-}
-
-fn operation(id: usize, request: Request, times_ms: (u64, u64), outcome: Outcome) -> Operation {
-    Operation {
-        id,
-        worker: 0,
-        member: 1,
-        request,
-        invoked: Duration::from_millis(times_ms.0),
-        completed: Duration::from_millis(times_ms.1),
-        outcome,
-    }
-}
-
-fn ok(revision: u64, answer: Answer) -> Outcome {
-    Outcome::Ok { revision, answer }
-}
 
 fn leased_put(key: &str, lease: i64) -> Request {
     Request::LeasedPut {
