@@ -11,6 +11,8 @@
 #   protobuf-compiler, which --no-install-recommends leaves out.
 # - etcd-server (etcd 3.4 at /usr/bin/etcd): cluster/tools/tests/bench_etcd_grpc.rs runs the bench
 #   against it and fails under CI=true without it.
+# - e2fsprogs (mkfs.ext4): node/bin/tests/disk_full.rs gives a member a small loop-mounted ext4
+#   filesystem of its own and fills it (it needs root, or sudo, to mount).
 # - rustfmt and clippy: scripts/test.sh checks formatting and lints.
 #
 # The packages may start services (prometheus on 9090, etcd on 2379); the tests start their own
@@ -30,6 +32,9 @@ fi
 # The test runs /usr/bin/etcd itself: another etcd earlier on the PATH (say, a 3.5) does not count.
 if [[ ! -x /usr/bin/etcd ]]; then
   missing_packages+=(etcd-server)
+fi
+if ! command -v mkfs.ext4 >/dev/null 2>&1; then
+  missing_packages+=(e2fsprogs)
 fi
 
 installed=()

@@ -220,6 +220,13 @@ impl Node {
         &self.backend
     }
 
+    /// Waits until the member stops on its own because a write or fsync of its data failed, and
+    /// says why (see `RaftMember::stopped_by_fault`). Whoever runs the member should then end it
+    /// without a graceful shutdown: its files can no longer be trusted. `revkv serve` exits.
+    pub async fn stopped_by_fault(&self) -> String {
+        self.backend.member.stopped_by_fault().await
+    }
+
     /// The address the client listener is bound to.
     pub fn client_address(&self) -> SocketAddr {
         self.client_address

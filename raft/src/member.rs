@@ -250,6 +250,26 @@ impl RaftMember {
         RaftStatusFeed::new(self.inner.raft.metrics())
     }
 
+    /// Waits until raft stops on its own, because a storage operation failed (a write or fsync of
+    /// the log or the state file) or raft panicked, and says why. The member then acknowledges
+    /// nothing more, and whoever runs it should stop it: after a failed fsync nobody knows what
+    /// the file holds (fail-stop). It never resolves for a member stopped by `shutdown`.
+    pub async fn stopped_by_fault(&self) -> String {
+        let mut metrics = self.inner.raft.metrics();
+        loop {
+            if let Some(reason) = fault_of(&metrics.borrow_watched().running_state) {
+                return reason;
+            }
+            if metrics.changed().await.is_err() {
+                // Raft is gone; its last word was read above or is read now.
+                if let Some(reason) = fault_of(&metrics.borrow_watched().running_state) {
+                    return reason;
+                }
+                return std::future::pending().await;
+            }
+        }
+    }
+
     /// True when this member leads the cluster, as far as it knows.
     pub fn is_leader(&self) -> bool {
         self.status().leader == Some(self.inner.id)
@@ -623,4 +643,14 @@ fn openraft_config(config: &MemberConfig) -> Result<Arc<openraft::Config>, openr
         ..openraft::Config::default()
     };
     Ok(Arc::new(raft_config.validate()?))
+}
+
+/// Why raft stopped, when it stopped on its own (not by `shutdown`).
+fn fault_of(
+    running_state: &Result<(), openraft::errors::Fatal<crate::TypeConfig>>,
+) -> Option<String> {
+    match running_state {
+        Ok(()) | Err(openraft::errors::Fatal::Stopped) => None,
+        Err(fault) => Some(fault.to_string()),
+    }
 }

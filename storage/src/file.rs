@@ -6,9 +6,11 @@
 
 use std::path::Path;
 
+use redb::backends::FileBackend;
 use redb::{Database, Durability, ReadableDatabase, TableDefinition, TableHandle};
 
 use crate::codec::{self, FileMarker};
+use crate::disk_faults::{DiskFaults, FaultableFile};
 use crate::error::{corrupt, db_error, Error, Result};
 
 /// The metadata table every revkv file has: short names to versioned records.
@@ -19,16 +21,26 @@ pub(crate) const FILE_KIND_KEY: &str = "file_kind";
 /// Opens (or creates) the file at `path` as a revkv file of `kind`.
 ///
 /// `cache_bytes` sizes redb's page cache. `initialise` runs inside the first write transaction of a
-/// new file, to create the tables and initial records the kind needs.
+/// new file, to create the tables and initial records the kind needs. Every read, write and fsync
+/// of the file passes `faults` (disarmed unless a test arms it).
 pub(crate) fn open_revkv_file(
     path: &Path,
     kind: &'static str,
     cache_bytes: usize,
+    faults: &DiskFaults,
     initialise: impl FnOnce(&redb::WriteTransaction) -> Result<()>,
 ) -> Result<Database> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(crate::error::io_error(path))?;
+    let backend = FileBackend::new(file).map_err(|error| classify_open_error(path, kind, error))?;
     let database = Database::builder()
         .set_cache_size(cache_bytes)
-        .create(path)
+        .create_with_backend(FaultableFile::new(backend, faults.clone()))
         .map_err(|error| classify_open_error(path, kind, error))?;
     match read_marker(&database, path, kind)? {
         Some(marker) if marker.kind == kind => Ok(database),

@@ -7,8 +7,10 @@
 //! - [`RaftLogStore`]: entries in checksummed segment files, and the vote, committed and purged
 //!   ids in a two-slot metadata file; group-committed appends, one write and one fsync each.
 //! - [`codec`]: every persisted or transmitted byte encoding, each record with a format-version byte.
+//! - [`DiskFaults`]: fault switches on every file, disarmed unless a test arms them.
 
 pub mod codec;
+mod disk_faults;
 mod error;
 mod file;
 mod limits;
@@ -16,6 +18,7 @@ mod log_store;
 mod mvcc;
 mod types;
 
+pub use disk_faults::{DiskFaults, DiskOperation};
 pub use error::{Error, Result};
 pub use limits::Limits;
 pub use log_store::{LogOptions, RaftLogStore};

@@ -70,12 +70,32 @@ async fn serve(args: ServeArgs) -> ExitCode {
         Ok(node) => node,
         Err(error) => return fail(&error.to_string()),
     };
-    wait_for_stop_signal().await;
+    tokio::select! {
+        () = wait_for_stop_signal() => {}
+        reason = node.stopped_by_fault() => fail_stop(&reason),
+    }
     tracing::info!("stopping");
     match node.shutdown().await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => fail(&error.to_string()),
     }
+}
+
+/// The exit status of a member that stopped because its disk failed (sysexits' EX_IOERR).
+const EXIT_DISK_FAULT: i32 = 74;
+
+/// Ends the process at once after a failed write or fsync of the member's data: no graceful
+/// shutdown, which would write more to files nobody can trust now, and no further answer to anyone.
+fn fail_stop(reason: &str) -> ! {
+    tracing::error!(
+        %reason,
+        "the member stopped because a write or fsync of its data failed; it acknowledged nothing \
+         after the failure and exits now. Fix the cause (free disk space, replace the disk) and \
+         start it again: it recovers from its raft log and the other members. If its files do \
+         not open, restore it from a snapshot, or remove it from the cluster and add it again"
+    );
+    eprintln!("revkv: the member stopped because its disk failed: {reason}");
+    std::process::exit(EXIT_DISK_FAULT);
 }
 
 fn fail(message: &str) -> ExitCode {

@@ -13,6 +13,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::codec::{self, LogMeta};
+use crate::disk_faults::{DiskFaults, DiskOperation};
 use crate::error::{io_error, Error, Result};
 
 /// Bytes per slot: far more than a vote and two log ids need.
@@ -47,7 +48,7 @@ impl MetaFile {
             sequence: 0,
             durable_slot: 1,
         };
-        meta.write(LogMeta::default(), true)?;
+        meta.write(LogMeta::default(), true, &DiskFaults::default())?;
         Ok(meta)
     }
 
@@ -101,7 +102,12 @@ impl MetaFile {
     }
 
     /// Replaces the state; with `durable`, returns only after it is on stable storage.
-    pub(super) fn write(&mut self, meta: LogMeta, durable: bool) -> Result<()> {
+    pub(super) fn write(
+        &mut self,
+        meta: LogMeta,
+        durable: bool,
+        faults: &DiskFaults,
+    ) -> Result<()> {
         let sequence = self.sequence + 1;
         let slot_bytes = codec::encode_log_meta_slot(sequence, &meta)
             .map_err(|error| Error::Invariant(format!("log metadata does not encode: {error}")))?;
@@ -111,10 +117,16 @@ impl MetaFile {
             slot_bytes.len()
         );
         let slot = 1 - self.durable_slot;
+        faults
+            .check(DiskOperation::Write)
+            .map_err(io_error(&self.path))?;
         self.file
             .write_all_at(&slot_bytes, slot * SLOT_BYTES)
             .map_err(io_error(&self.path))?;
         if durable {
+            faults
+                .check(DiskOperation::Sync)
+                .map_err(io_error(&self.path))?;
             self.file.sync_data().map_err(io_error(&self.path))?;
             self.durable_slot = slot;
         }

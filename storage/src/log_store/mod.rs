@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::codec::{self, LogMeta};
+use crate::disk_faults::DiskFaults;
 use crate::error::{io_error, Error, Result};
 use crate::types::LogId;
 use meta::MetaFile;
@@ -50,6 +51,9 @@ pub struct RaftLogStore {
     files: Mutex<LogFiles>,
     /// What the open cut from the end of the newest segment (a write torn by a crash), if anything.
     repaired_tail: Option<String>,
+    /// Fault switches for every write and fsync of a change to the log (disarmed unless a test
+    /// arms them).
+    disk_faults: DiskFaults,
 }
 
 /// Everything that changes, under one lock.
@@ -92,7 +96,13 @@ impl RaftLogStore {
                 failed: None,
             }),
             repaired_tail,
+            disk_faults: DiskFaults::default(),
         })
+    }
+
+    /// The log's fault switches, for tests of what a failing disk does (see `disk_faults`).
+    pub fn disk_faults(&self) -> &DiskFaults {
+        &self.disk_faults
     }
 
     /// What opening the log cut from the end of its newest segment, if anything: a write torn by
@@ -156,13 +166,15 @@ impl RaftLogStore {
             .last()
             .is_none_or(|active| active.byte_len() >= self.options.segment_bytes);
         if rotate {
-            files
-                .segments
-                .push(Segment::create(&self.directory, first_index)?);
+            files.segments.push(Segment::create(
+                &self.directory,
+                first_index,
+                &self.disk_faults,
+            )?);
             sync_directory(&self.directory)?;
         }
         let active = files.segments.last_mut().expect("a segment to append to");
-        active.append_durably(records, record_lengths)
+        active.append_durably(records, record_lengths, &self.disk_faults)
     }
 
     /// Entries with index in `range`, in order (purged entries are not returned).
@@ -216,7 +228,7 @@ impl RaftLogStore {
         while let Some(last) = files.segments.last_mut() {
             match index {
                 Some(index) if last.first_index <= index => {
-                    last.truncate_after(index)?;
+                    last.truncate_after(index, &self.disk_faults)?;
                     break;
                 }
                 _ => {
@@ -254,7 +266,7 @@ impl RaftLogStore {
             last_purged: Some(upto),
             ..files.meta.current().clone()
         };
-        files.meta.write(meta, true)?;
+        files.meta.write(meta, true, &self.disk_faults)?;
         // A segment goes once every entry in it is purged; entries purged from the segment that
         // stays are skipped by reads (`first_readable_index`).
         let mut removed_any = false;
@@ -286,7 +298,7 @@ impl RaftLogStore {
             vote: Some(vote.to_vec()),
             ..files.meta.current().clone()
         };
-        let result = files.meta.write(meta, true);
+        let result = files.meta.write(meta, true, &self.disk_faults);
         files.stop_on_failure(result)
     }
 
@@ -303,7 +315,7 @@ impl RaftLogStore {
             committed,
             ..files.meta.current().clone()
         };
-        let result = files.meta.write(meta, false);
+        let result = files.meta.write(meta, false, &self.disk_faults);
         files.stop_on_failure(result)
     }
 

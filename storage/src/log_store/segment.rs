@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::codec::{self, LOG_RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES};
+use crate::disk_faults::{DiskFaults, DiskOperation};
 use crate::error::{io_error, Error, Result};
 
 /// One segment. Entry `first_index + i` starts at `offsets[i]`; `end` is where the next goes.
@@ -52,8 +53,11 @@ impl Segment {
     }
 
     /// Creates a new, empty segment durably (the caller syncs the directory).
-    pub(super) fn create(directory: &Path, first_index: u64) -> Result<Self> {
+    pub(super) fn create(directory: &Path, first_index: u64, faults: &DiskFaults) -> Result<Self> {
         let path = directory.join(Self::file_name(first_index));
+        faults
+            .check(DiskOperation::Write)
+            .map_err(io_error(&path))?;
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -62,6 +66,7 @@ impl Segment {
             .map_err(io_error(&path))?;
         file.write_all_at(&codec::encode_segment_header(first_index), 0)
             .map_err(io_error(&path))?;
+        faults.check(DiskOperation::Sync).map_err(io_error(&path))?;
         file.sync_data().map_err(io_error(&path))?;
         Ok(Segment {
             first_index,
@@ -184,9 +189,16 @@ impl Segment {
         &mut self,
         records: &[u8],
         record_lengths: &[usize],
+        faults: &DiskFaults,
     ) -> Result<()> {
+        faults
+            .check(DiskOperation::Write)
+            .map_err(io_error(&self.path))?;
         self.file
             .write_all_at(records, self.end)
+            .map_err(io_error(&self.path))?;
+        faults
+            .check(DiskOperation::Sync)
             .map_err(io_error(&self.path))?;
         self.file.sync_data().map_err(io_error(&self.path))?;
         let mut offset = self.end;
@@ -241,14 +253,20 @@ impl Segment {
 
     /// Keeps the entries through `index` and cuts the rest from the file, durably. The caller
     /// removes a segment that would be left empty instead.
-    pub(super) fn truncate_after(&mut self, index: u64) -> Result<()> {
+    pub(super) fn truncate_after(&mut self, index: u64, faults: &DiskFaults) -> Result<()> {
         assert!(index >= self.first_index, "truncating a segment to nothing");
         let keep = (index + 1 - self.first_index) as usize;
         if keep >= self.offsets.len() {
             return Ok(());
         }
         let new_end = self.offsets[keep];
+        faults
+            .check(DiskOperation::Write)
+            .map_err(io_error(&self.path))?;
         self.file.set_len(new_end).map_err(io_error(&self.path))?;
+        faults
+            .check(DiskOperation::Sync)
+            .map_err(io_error(&self.path))?;
         self.file.sync_data().map_err(io_error(&self.path))?;
         self.offsets.truncate(keep);
         self.end = new_end;

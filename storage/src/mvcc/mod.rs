@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use redb::{Database, Durability, ReadableDatabase, ReadableTableMetadata};
 
 use crate::codec::{self, PageToken};
+use crate::disk_faults::DiskFaults;
 use crate::error::{corrupt, db_error, Error, Result};
 use crate::file::{open_revkv_file, META};
 use crate::limits::Limits;
@@ -82,6 +83,7 @@ struct DurabilityTracker {
 pub struct MvccStore {
     database: Database,
     file: PathBuf,
+    disk_faults: DiskFaults,
     options: StoreOptions,
     durability: Mutex<DurabilityTracker>,
 }
@@ -90,13 +92,19 @@ impl MvccStore {
     /// Opens the state file at `path`, creating it when it does not exist.
     pub fn open(path: impl AsRef<Path>, options: StoreOptions) -> Result<Self> {
         let file = path.as_ref().to_path_buf();
-        let database = open_revkv_file(&file, STATE_FILE_KIND, options.cache_bytes, |write| {
-            initialise_tables(write, path.as_ref())
-        })?;
+        let disk_faults = DiskFaults::default();
+        let database = open_revkv_file(
+            &file,
+            STATE_FILE_KIND,
+            options.cache_bytes,
+            &disk_faults,
+            |write| initialise_tables(write, path.as_ref()),
+        )?;
         migrate::upgrade_if_needed(&database, &file)?;
         let store = MvccStore {
             database,
             file,
+            disk_faults,
             options,
             durability: Mutex::new(DurabilityTracker {
                 last_durable_commit: Instant::now(),
@@ -115,6 +123,11 @@ impl MvccStore {
     /// The path of the state file.
     pub fn path(&self) -> &Path {
         &self.file
+    }
+
+    /// The state file's fault switches, for tests of what a failing disk does (see `disk_faults`).
+    pub fn disk_faults(&self) -> &DiskFaults {
+        &self.disk_faults
     }
 
     /// The limits every request is checked against.

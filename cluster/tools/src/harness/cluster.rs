@@ -41,6 +41,9 @@ pub struct ClusterOptions {
     pub environment: Vec<(String, String)>,
     /// TLS on every member's client and peer listeners (`None`: plain HTTP).
     pub tls: Option<ClusterTls>,
+    /// Data directories of members that do not keep theirs in the cluster's temporary directory
+    /// (a test that puts one member on a small filesystem of its own).
+    pub data_dirs: BTreeMap<u64, PathBuf>,
 }
 
 /// TLS for a cluster's members: each serves clients and peers with the same certificate (it names
@@ -103,7 +106,14 @@ impl ClusterOptions {
             extra_flags: Vec::new(),
             environment: Vec::new(),
             tls: None,
+            data_dirs: BTreeMap::new(),
         }
+    }
+
+    /// Member `id` keeps its data in `data_dir` instead of the cluster's temporary directory.
+    pub fn with_data_dir(mut self, id: u64, data_dir: impl Into<PathBuf>) -> Self {
+        self.data_dirs.insert(id, data_dir.into());
+        self
     }
 
     /// Members with TLS on both listeners.
@@ -209,7 +219,10 @@ impl ProcessCluster {
         own_flags: &[String],
         own_tls: Option<ClusterTls>,
     ) {
-        let data_dir = self.directory.path().join(format!("member-{id}"));
+        let data_dir = match self.options.data_dirs.get(&id) {
+            Some(data_dir) => data_dir.clone(),
+            None => self.directory.path().join(format!("member-{id}")),
+        };
         let log_path = self.directory.path().join(format!("member-{id}.log"));
         let mut arguments = fast_serve_flags(
             id,
@@ -374,6 +387,11 @@ impl ProcessCluster {
     /// Lets a paused member run again (SIGCONT).
     pub fn resume(&mut self, id: u64) {
         self.member_mut(id).resume().expect("resume a member");
+    }
+
+    /// The exit status of member `id` if it has ended by itself (it then counts as not running).
+    pub fn exited(&mut self, id: u64) -> Option<std::process::ExitStatus> {
+        self.member_mut(id).exited()
     }
 
     fn member_mut(&mut self, id: u64) -> &mut MemberProcess {
