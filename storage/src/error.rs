@@ -53,8 +53,13 @@ pub enum Error {
         expected: &'static str,
         detail: String,
     },
-    /// A record in the file could not be decoded.
-    #[error("corrupt record in {file}: {detail}")]
+    /// The file is damaged: a record does not decode, or a checksum does not match. The message
+    /// names the next step, because the member cannot go on with this file.
+    #[error(
+        "{file} is damaged: {detail}. Restore this member's data from a backup (revkv snapshot \
+         restore), or remove the member from the cluster and add it again with an empty data \
+         directory"
+    )]
     Corrupt { file: PathBuf, detail: String },
     /// A snapshot stream was malformed, truncated, or failed its checksum.
     #[error("bad snapshot stream: {0}")]

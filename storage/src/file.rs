@@ -38,10 +38,11 @@ pub(crate) fn open_revkv_file(
         .open(path)
         .map_err(crate::error::io_error(path))?;
     let backend = FileBackend::new(file).map_err(|error| classify_open_error(path, kind, error))?;
-    let database = Database::builder()
+    let mut database = Database::builder()
         .set_cache_size(cache_bytes)
         .create_with_backend(FaultableFile::new(backend, faults.clone()))
         .map_err(|error| classify_open_error(path, kind, error))?;
+    verify_integrity(&mut database, path, kind)?;
     match read_marker(&database, path, kind)? {
         Some(marker) if marker.kind == kind => Ok(database),
         Some(marker) => Err(Error::ForeignFile {
@@ -54,6 +55,23 @@ pub(crate) fn open_revkv_file(
             Ok(database)
         }
     }
+}
+
+/// Reads every page of the file and checks its checksum, so a damaged file is refused here, naming
+/// the file, rather than found by a read later (where redb may panic on a damaged page). redb's own
+/// open only checks a file that was not closed cleanly.
+fn verify_integrity(database: &mut Database, path: &Path, kind: &'static str) -> Result<()> {
+    let started = std::time::Instant::now();
+    match database.check_integrity() {
+        Ok(true) => {}
+        Ok(false) => tracing::warn!(
+            file = %path.display(),
+            "the file failed redb's integrity check and redb repaired it to its last intact commit"
+        ),
+        Err(error) => return Err(classify_open_error(path, kind, error)),
+    }
+    tracing::debug!(file = %path.display(), elapsed = ?started.elapsed(), "integrity checked");
+    Ok(())
 }
 
 /// Reads the marker; `None` means the file holds no tables at all (a new file).

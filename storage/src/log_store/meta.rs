@@ -75,9 +75,7 @@ impl MetaFile {
         }
         let (sequence, slot, current) = best.ok_or_else(|| Error::Corrupt {
             file: path.to_path_buf(),
-            detail: "neither metadata slot is intact; restore the member from a snapshot or \
-                     remove it from the cluster and add it again"
-                .into(),
+            detail: "neither metadata slot is intact".into(),
         })?;
         // The newest intact slot may hold a state written without an fsync (still only in the
         // page cache after a clean stop). Sync it before calling it durable, because the next
