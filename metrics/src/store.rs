@@ -1,5 +1,5 @@
-//! Store metrics: the current and compact revisions, the number of live keys, and the size of each
-//! database file. The node refreshes them from cheap reads just before a scrape is answered (see
+//! Store metrics: the current and compact revisions, the number of live keys, the size of each
+//! database file, and the alarms raised. The node refreshes them from cheap reads just before a scrape is answered (see
 //! [`Metrics::set_before_scrape`](crate::Metrics::set_before_scrape)), so they cost nothing between
 //! scrapes.
 
@@ -18,6 +18,8 @@ pub struct StoreObservation {
     pub state_file_bytes: u64,
     /// Size of the raft log file.
     pub log_file_bytes: u64,
+    /// NOSPACE alarms raised in the cluster (one per member past its quota).
+    pub no_space_alarms: u64,
 }
 
 /// The store metrics of one member.
@@ -27,6 +29,7 @@ pub struct StoreMetrics {
     compact_revision: IntGauge,
     keys: IntGauge,
     db_size_bytes: IntGaugeVec,
+    alarms: IntGaugeVec,
 }
 
 impl StoreMetrics {
@@ -54,6 +57,13 @@ impl StoreMetrics {
                  file=\"log\" (raft log).",
                 &["file"],
             )?,
+            alarms: gauge_vec(
+                registry,
+                "revkv_alarms",
+                "Alarms raised in the cluster, by kind (NOSPACE: a member's state file passed \
+                 --quota-backend-bytes, and writes that grow the store are refused).",
+                &["kind"],
+            )?,
         })
     }
 
@@ -68,5 +78,8 @@ impl StoreMetrics {
         self.db_size_bytes
             .with_label_values(&["log"])
             .set(saturating_i64(observation.log_file_bytes));
+        self.alarms
+            .with_label_values(&["NOSPACE"])
+            .set(saturating_i64(observation.no_space_alarms));
     }
 }

@@ -55,6 +55,7 @@ fn every_contract_metric_is_exposed_with_help_text() {
         "revkv_store_compact_revision",
         "revkv_store_keys",
         "revkv_store_db_size_bytes",
+        "revkv_alarms",
         "revkv_watch_watchers",
         "revkv_watch_events_sent_total",
         "revkv_watch_bookmarks_sent_total",
@@ -131,12 +132,14 @@ fn the_before_scrape_callback_refreshes_gauges() {
         store.observe(&StoreObservation {
             revision: 42,
             state_file_bytes: 4096,
+            no_space_alarms: 2,
             ..StoreObservation::default()
         })
     });
     let text = metrics.render().unwrap();
     assert!(text.contains("revkv_store_revision 42"));
     assert!(text.contains("revkv_store_db_size_bytes{file=\"state\"} 4096"));
+    assert!(text.contains("revkv_alarms{kind=\"NOSPACE\"} 2"));
 }
 
 #[test]

@@ -8,7 +8,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use revkv_storage::{RangeRequest, RangeResponse, Request, Response, StateHash};
+use revkv_storage::{
+    Alarm, Defragmented, RangeRequest, RangeResponse, Request, Response, StateHash,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::error::NodeError;
@@ -178,4 +180,11 @@ pub trait KvBackend: Send + Sync + 'static {
 
     /// The member's watch hub, which serves `GET /v1/watch`.
     fn watch_hub(&self) -> &Arc<WatchHub>;
+
+    /// The alarms raised, as this member has applied them (raised and cleared through `write`).
+    fn alarms(&self) -> Result<Vec<Alarm>, NodeError>;
+
+    /// Gives the space compaction freed in this member's state file back to the filesystem.
+    /// Writes wait meanwhile (on this member only).
+    fn defragment(&self) -> impl Future<Output = Result<Defragmented, NodeError>> + Send;
 }

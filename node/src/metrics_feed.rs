@@ -104,12 +104,18 @@ fn store_observation(
 ) -> revkv_storage::Result<(StoreObservation, u64)> {
     let stats = store.stats()?;
     let log_file_bytes = log.size_bytes();
+    let no_space_alarms = store
+        .alarms()?
+        .iter()
+        .filter(|alarm| alarm.kind == revkv_storage::AlarmKind::NoSpace)
+        .count() as u64;
     let observation = StoreObservation {
         revision: stats.current_revision,
         compact_revision: stats.compact_revision,
         keys: stats.live_keys,
         state_file_bytes: stats.file_bytes,
         log_file_bytes,
+        no_space_alarms,
     };
     Ok((observation, stats.leases))
 }

@@ -9,14 +9,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::space_quota::{self, SpaceQuota};
 use revkv_metrics::{Metrics, PrefixLabelConfig};
 use revkv_raft::{
     AdminRequest, LeaseEvents, MemberConfig, MemberError, MemberNode, PeerLimits, RaftMember,
     RaftTiming, StorageTimings,
 };
 use revkv_storage::{
-    validate_range, validate_request, DeleteRangeRequest, KeyRange, KeyValue, PutRequest, RangeEnd,
-    RangeRequest, Request, Response, StateHash, StoreOptions,
+    validate_range, validate_request, Alarm, Defragmented, DeleteRangeRequest, KeyRange, KeyValue,
+    PutRequest, RangeEnd, RangeRequest, Request, Response, StateHash, StoreOptions,
 };
 use tokio::sync::{oneshot, watch};
 
@@ -50,6 +51,8 @@ pub struct NodeConfig {
     pub metric_prefix_labels: PrefixLabelConfig,
     /// TLS on the client listener (`None`: plain HTTP). Peer TLS is `member.peer_tls`.
     pub client_tls: Option<revkv_tls::ServerTls>,
+    /// Past this size of its state file the member raises the NOSPACE alarm (`space_quota`).
+    pub space_quota: SpaceQuota,
 }
 
 impl NodeConfig {
@@ -102,6 +105,7 @@ impl NodeConfig {
             recovery_timeout: Duration::from_secs(60),
             metric_prefix_labels: PrefixLabelConfig::default(),
             client_tls: None,
+            space_quota: SpaceQuota::default(),
         }
     }
 }
@@ -190,6 +194,11 @@ impl Node {
         compaction::spawn(
             backend.clone(),
             config.auto_compaction,
+            stop_background.subscribe(),
+        );
+        space_quota::spawn(
+            backend.clone(),
+            config.space_quota,
             stop_background.subscribe(),
         );
         let router = client_router_with_metrics(backend.clone(), config.http.clone(), metrics);
@@ -540,6 +549,14 @@ impl KvBackend for MemberBackend {
 
     fn watch_hub(&self) -> &Arc<WatchHub> {
         &self.watch_hub
+    }
+
+    fn alarms(&self) -> Result<Vec<Alarm>, NodeError> {
+        Ok(self.member.store().alarms()?)
+    }
+
+    async fn defragment(&self) -> Result<Defragmented, NodeError> {
+        crate::space_quota::defragment_store(self.member.store().clone()).await
     }
 }
 

@@ -473,4 +473,12 @@ impl KvBackend for RacingBackend {
     fn watch_hub(&self) -> &std::sync::Arc<revkv_node::watch::WatchHub> {
         self.inner.watch_hub()
     }
+
+    fn alarms(&self) -> Result<Vec<revkv_storage::Alarm>, NodeError> {
+        self.inner.alarms()
+    }
+
+    async fn defragment(&self) -> Result<revkv_storage::Defragmented, NodeError> {
+        self.inner.defragment().await
+    }
 }

@@ -40,6 +40,12 @@ impl fmt::Display for ClientRequest {
             Request::LeaseCheckpointClear { id } => {
                 write!(formatter, "lease checkpoint clear {id}")
             }
+            Request::Alarm { action, alarm } => write!(
+                formatter,
+                "alarm {action:?} {} of member {}",
+                alarm.kind.name(),
+                alarm.member_id
+            ),
         }
     }
 }
@@ -63,6 +69,7 @@ pub enum Rejection {
     LeaseExists {
         id: i64,
     },
+    NoSpace,
 }
 
 impl Rejection {
@@ -85,6 +92,7 @@ impl Rejection {
             },
             Error::LeaseNotFound { id } => Rejection::LeaseNotFound { id: *id },
             Error::LeaseExists { id } => Rejection::LeaseExists { id: *id },
+            Error::NoSpace => Rejection::NoSpace,
             _ => return None,
         })
     }
@@ -107,6 +115,7 @@ impl Rejection {
             },
             Rejection::LeaseNotFound { id } => Error::LeaseNotFound { id },
             Rejection::LeaseExists { id } => Error::LeaseExists { id },
+            Rejection::NoSpace => Error::NoSpace,
         }
     }
 }

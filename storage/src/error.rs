@@ -64,6 +64,16 @@ pub enum Error {
     /// A snapshot stream was malformed, truncated, or failed its checksum.
     #[error("bad snapshot stream: {0}")]
     BadSnapshot(String),
+    /// A NOSPACE alarm is raised, and the request would grow the store.
+    #[error(
+        "the NOSPACE alarm is raised (a member's state file passed its quota): writes that grow \
+         the store are refused until it is cleared; compact, defragment, then disarm it"
+    )]
+    NoSpace,
+    /// The operation needs the store to itself for a moment, and other work kept it busy past the
+    /// bounded wait (a defragmentation under long reads). Try again later.
+    #[error("busy: {0}")]
+    Busy(String),
     /// Reading or writing a snapshot stream failed.
     #[error("snapshot stream i/o: {0}")]
     SnapshotIo(#[from] std::io::Error),
@@ -84,6 +94,7 @@ impl Error {
                 | Error::Compacted { .. }
                 | Error::LeaseNotFound { .. }
                 | Error::LeaseExists { .. }
+                | Error::NoSpace
         )
     }
 }

@@ -22,5 +22,7 @@ pub use disk_faults::{DiskFaults, DiskOperation};
 pub use error::{Error, Result};
 pub use limits::Limits;
 pub use log_store::{LogOptions, RaftLogStore};
-pub use mvcc::{validate_range, validate_request, MvccStore, SnapshotSummary, StoreOptions};
+pub use mvcc::{
+    validate_range, validate_request, Defragmented, MvccStore, SnapshotSummary, StoreOptions,
+};
 pub use types::*;

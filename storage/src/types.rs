@@ -251,6 +251,44 @@ pub enum Request {
     LeaseCheckpointClear {
         id: i64,
     },
+    // Alarms come after the checkpoints, for the same reason.
+    /// Raises or clears an alarm (etcd's Alarm request). Takes no revision. While a `NoSpace`
+    /// alarm is raised, a request that would grow the store (a put, a txn with a put in either
+    /// branch, a lease grant) is rejected with `NoSpace` on every member.
+    Alarm {
+        action: AlarmAction,
+        alarm: Alarm,
+    },
+}
+
+/// What an `Alarm` request does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AlarmAction {
+    Activate,
+    Deactivate,
+}
+
+/// An alarm one member raised (etcd's `AlarmMember`); it stays raised until it is cleared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Alarm {
+    pub member_id: u64,
+    pub kind: AlarmKind,
+}
+
+/// The kinds of alarm (etcd's `AlarmType`, without `NONE` and `CORRUPT` for now).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum AlarmKind {
+    /// The member's state file passed `--quota-backend-bytes`.
+    NoSpace,
+}
+
+impl AlarmKind {
+    /// etcd's name of the kind, as `etcdctl alarm list` prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            AlarmKind::NoSpace => "NOSPACE",
+        }
+    }
 }
 
 /// One lease's remaining TTL in a checkpoint.
@@ -318,6 +356,8 @@ pub enum Response {
         recorded: Vec<i64>,
     },
     LeaseCheckpointClear,
+    /// Every alarm raised after an `Alarm` request, in order.
+    Alarms(Vec<Alarm>),
 }
 
 /// The answer to a lease grant: the lease as granted.

@@ -40,6 +40,7 @@ pub mod keepalive_stream;
 pub mod kv;
 pub mod lease_keeper;
 pub mod leases;
+pub mod maintenance;
 pub mod retry;
 pub mod tls;
 pub mod transport;
@@ -59,6 +60,7 @@ pub use kv::{
     Consistency, DeleteRequest, Precondition, PutRequest, RangePages, RangeRequest, ReadOptions,
 };
 pub use lease_keeper::{KeptLease, LeaseKeeper, LeaseKeeperSettings, LeaseLoss, LeaseState};
+pub use maintenance::{AlarmMember, AlarmsResponse, DefragmentResponse, DisarmResponse};
 pub use retry::{retry_on_conflict, retry_on_conflict_counted, RetryTally};
 pub use tls::ClientTls;
 pub use transport::RETRY_ATTEMPT_HEADER;

@@ -18,6 +18,7 @@ use serde::Deserialize;
 
 use revkv_node::compaction::AutoCompaction;
 use revkv_node::http::{HttpLimits, LeaseStreamLimits};
+use revkv_node::space_quota::{SpaceQuota, DEFAULT_QUOTA_BACKEND_BYTES};
 use revkv_node::watch::WatchLimits;
 use revkv_node::NodeConfig;
 
@@ -157,6 +158,11 @@ pub struct ServeArgs {
     /// How often `revision` mode checks, in milliseconds (default 300000, etcd's five minutes).
     #[arg(long, env = "REVKV_AUTO_COMPACTION_INTERVAL_MS")]
     pub auto_compaction_interval_ms: Option<u64>,
+    /// Size of the state file past which this member raises the NOSPACE alarm, in bytes (default
+    /// 2 GiB, etcd's; 0 means the default, as in etcd). While the alarm is raised, writes that would
+    /// grow the store are refused (507 `no_space`) on every member.
+    #[arg(long, env = "REVKV_QUOTA_BACKEND_BYTES")]
+    pub quota_backend_bytes: Option<u64>,
     /// Periodic bookmark interval of a watch that names none, in milliseconds; 0 turns them off
     /// (default 600000, etcd's ten minutes).
     #[arg(long, env = "REVKV_WATCH_PROGRESS_NOTIFY_INTERVAL_MS")]
@@ -238,6 +244,7 @@ impl ServeArgs {
             max_leases, max_keys_per_lease, max_lease_ttl_seconds, lease_expiry_check_interval_ms,
             lease_checkpoint_interval_ms, max_leases_per_checkpoint, max_lease_keepalive_streams,
             lease_keepalive_idle_timeout_ms, log_format, auto_compaction_mode, auto_compaction_retention,
+            quota_backend_bytes,
             auto_compaction_interval_ms, watch_progress_notify_interval_ms, max_watches,
             watch_buffer_messages, metrics_prefix_depth, metrics_max_prefixes, cert_file, key_file,
             trusted_ca_file, client_cert_auth, peer_cert_file, peer_key_file, peer_trusted_ca_file,
@@ -250,6 +257,7 @@ impl ServeArgs {
         let watch = self.watch_limits()?;
         let lease_stream = self.lease_stream_limits()?;
         let auto_compaction = self.auto_compaction()?;
+        let space_quota = self.space_quota();
         let id = self.id.unwrap_or(1);
         let metric_prefix_labels = self.metric_prefix_labels()?;
         let (log, log_tail) = self.log_options()?;
@@ -345,7 +353,20 @@ impl ServeArgs {
             recovery_timeout: Duration::from_secs(60),
             metric_prefix_labels,
             client_tls,
+            space_quota,
         })
+    }
+
+    /// The quota of `--quota-backend-bytes`; 0 (or none) is etcd's default of 2 GiB.
+    fn space_quota(&self) -> SpaceQuota {
+        let quota_bytes = match self.quota_backend_bytes {
+            None | Some(0) => DEFAULT_QUOTA_BACKEND_BYTES,
+            Some(bytes) => bytes,
+        };
+        SpaceQuota {
+            quota_bytes,
+            ..SpaceQuota::default()
+        }
     }
 }
 

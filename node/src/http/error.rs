@@ -10,7 +10,9 @@
 //! | `Conflict` | 409 | `conflict` | `current`: the kv now, or null |
 //! | storage `Compacted` | 410 | `compacted` | `compact_revision` |
 //! | `TooLarge`, storage `TooLarge` | 413 | `too_large` | |
+//! | storage `NoSpace` | 507 | `no_space` | |
 //! | `Unavailable` | 503 | `unavailable` | `Retry-After` header, whole seconds, at least 1 |
+//! | storage `Busy` | 503 | `unavailable` | |
 //! | `Timeout` | 504 | `timeout` | |
 //! | `Internal`, storage faults | 500 | `internal` | |
 //!
@@ -119,6 +121,8 @@ fn storage_status_and_code(error: &StorageError) -> (StatusCode, &'static str) {
         // etcd answers a duplicate lease id with gRPC FailedPrecondition, which its HTTP gateway
         // turns into 400; the contract's 409 `conflict` is reserved for revision preconditions.
         StorageError::LeaseExists { .. } => (StatusCode::BAD_REQUEST, "invalid"),
+        StorageError::NoSpace => (StatusCode::INSUFFICIENT_STORAGE, "no_space"),
+        StorageError::Busy(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
         StorageError::Database { .. }
         | StorageError::FileIo { .. }
         | StorageError::ForeignFile { .. }

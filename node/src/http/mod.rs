@@ -22,6 +22,7 @@
 //! preconditions are all answered `400 invalid` with a message naming the culprit, because a typo
 //! such as `prefx=a` silently ignored would turn a listing into a single-key read.
 
+mod alarms;
 mod body;
 mod client_retries;
 mod cluster;
@@ -117,6 +118,7 @@ fn build_router<B: KvBackend>(
         .merge(txn::routes::<B>())
         .merge(leases::routes::<B>())
         .merge(cluster::routes::<B>())
+        .merge(alarms::routes::<B>())
         .merge(members::routes::<B>())
         .merge(watch::routes::<B>())
         .merge(metrics_route::routes::<B>())

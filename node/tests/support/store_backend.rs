@@ -316,4 +316,12 @@ impl KvBackend for StoreBackend {
     fn watch_hub(&self) -> &Arc<WatchHub> {
         &self.watch_hub
     }
+
+    fn alarms(&self) -> Result<Vec<revkv_storage::Alarm>, NodeError> {
+        Ok(self.store.alarms()?)
+    }
+
+    async fn defragment(&self) -> Result<revkv_storage::Defragmented, NodeError> {
+        revkv_node::space_quota::defragment_store(self.store.clone()).await
+    }
 }

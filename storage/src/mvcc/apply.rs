@@ -79,6 +79,7 @@ pub(crate) fn apply_request<'f, 't>(
         | Request::LeaseCheckpointClear { .. } => {
             unreachable!("handled above: they write no history")
         }
+        Request::Alarm { .. } => unreachable!("alarms are applied by the batch (`alarms.rs`)"),
     };
     let response = match answer {
         Ok(response) => response,

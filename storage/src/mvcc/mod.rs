@@ -9,8 +9,10 @@
 //! raft log (a separate, always-durable file) replays. `durable_applied()` tells the raft layer how far
 //! the log may be purged. The argument is spelled out in docs/ARCHITECTURE.md.
 
+mod alarms;
 mod apply;
 mod compact;
+mod defragment;
 mod history;
 #[cfg(test)]
 mod lease_format_tests;
@@ -21,11 +23,12 @@ mod snapshot;
 mod tables;
 mod validate;
 
+pub use defragment::Defragmented;
 pub use snapshot::SnapshotSummary;
 pub use validate::{validate_range, validate_request};
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
 use redb::{Database, Durability, ReadableDatabase, ReadableTableMetadata};
@@ -36,8 +39,8 @@ use crate::error::{corrupt, db_error, Error, Result};
 use crate::file::{open_revkv_file, META};
 use crate::limits::Limits;
 use crate::types::{
-    AppliedState, ApplyEntry, ApplyOutcome, EntryPayload, KeyRange, LogId, RangeRequest,
-    ReadResult, Response, StoreStats,
+    Alarm, AppliedState, ApplyEntry, ApplyOutcome, EntryPayload, KeyRange, LogId, RangeRequest,
+    ReadResult, Request, Response, StoreStats,
 };
 use leases::{open_write_lease_tables, LeaseTables, ReadLeaseTables, WriteLeaseTables};
 use read::ResolvedRange;
@@ -79,9 +82,20 @@ struct DurabilityTracker {
     applied: Option<LogId>,
 }
 
+/// What one entry of a batch may change besides the state record: the data tables, the lease
+/// tables, and the alarms raised.
+type BatchTables<'b, 'f, 't> = (
+    &'b mut WriteTables<'f, 't>,
+    &'b mut WriteLeaseTables<'f, 't>,
+    &'b mut Vec<Alarm>,
+);
+
 /// The MVCC store. See the module documentation.
 pub struct MvccStore {
-    database: Database,
+    /// Every transaction begins under the read side (the guard is dropped at once: transactions
+    /// do not borrow the database); defragmentation takes the write side, so no transaction
+    /// begins while it runs.
+    database: RwLock<Database>,
     file: PathBuf,
     disk_faults: DiskFaults,
     options: StoreOptions,
@@ -102,7 +116,7 @@ impl MvccStore {
         )?;
         migrate::upgrade_if_needed(&database, &file)?;
         let store = MvccStore {
-            database,
+            database: RwLock::new(database),
             file,
             disk_faults,
             options,
@@ -118,6 +132,15 @@ impl MvccStore {
         tracker.applied = applied;
         drop(tracker);
         Ok(store)
+    }
+
+    /// The database, to begin a transaction on.
+    fn database(&self) -> RwLockReadGuard<'_, Database> {
+        // A poisoned lock means a thread panicked while defragmenting; the database itself is
+        // then whatever redb left, which its own checks guard.
+        self.database
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The path of the state file.
@@ -145,20 +168,26 @@ impl MvccStore {
         }
         let file = self.file.as_path();
         let durability = self.durability_for_next_commit();
-        let mut write = self.database.begin_write().map_err(db_error(file))?;
+        let mut write = self.database().begin_write().map_err(db_error(file))?;
         write.set_durability(durability).map_err(db_error(file))?;
         let (outcomes, state) = {
             let mut meta = write.open_table(META).map_err(db_error(file))?;
             let mut state = load_state(&meta, file)?;
+            let mut raised = alarms::load_alarms(&meta, file)?;
+            let raised_before = raised.clone();
             let mut tables = open_write_tables(&write, file)?;
             let mut leases = open_write_lease_tables(&write, file)?;
             let mut outcomes = Vec::with_capacity(entries.len());
             for entry in entries {
                 check_applies_next(state.applied.last_applied, entry.log_id)?;
-                outcomes.push(self.apply_entry(&mut tables, &mut leases, &mut state, entry)?);
+                let batch = (&mut tables, &mut leases, &mut raised);
+                outcomes.push(self.apply_entry(batch, &mut state, entry)?);
                 state.applied.last_applied = Some(entry.log_id);
             }
             save_state(&mut meta, file, &state)?;
+            if raised != raised_before {
+                alarms::save_alarms(&mut meta, file, &raised)?;
+            }
             (outcomes, state)
         };
         write.commit().map_err(db_error(file))?;
@@ -168,12 +197,27 @@ impl MvccStore {
 
     fn apply_entry<'f, 't>(
         &self,
-        tables: &mut WriteTables<'f, 't>,
-        leases: &mut WriteLeaseTables<'f, 't>,
+        (tables, leases, raised): BatchTables<'_, 'f, 't>,
         state: &mut StoreState,
         entry: &ApplyEntry,
     ) -> Result<ApplyOutcome> {
         match &entry.payload {
+            EntryPayload::Request(request @ Request::Alarm { action, alarm }) => {
+                let result = validate_request(request, &self.options.limits).map(|()| {
+                    alarms::change_alarm(raised, *action, *alarm);
+                    Response::Alarms(raised.clone())
+                });
+                Ok(ApplyOutcome {
+                    revision: state.current_revision,
+                    result,
+                })
+            }
+            EntryPayload::Request(request) if alarms::refused_by_alarms(raised, request) => {
+                Ok(ApplyOutcome {
+                    revision: state.current_revision,
+                    result: Err(Error::NoSpace),
+                })
+            }
             EntryPayload::Request(request) => {
                 let request = (request, entry.log_id.index);
                 apply::apply_request(tables, leases, state, request, &self.options.limits)
@@ -186,10 +230,18 @@ impl MvccStore {
         }
     }
 
+    /// The alarms raised, in order (see `Request::Alarm`).
+    pub fn alarms(&self) -> Result<Vec<Alarm>> {
+        let file = self.file.as_path();
+        let read = self.database().begin_read().map_err(db_error(file))?;
+        let meta = read.open_table(META).map_err(db_error(file))?;
+        alarms::load_alarms(&meta, file)
+    }
+
     /// Makes every applied batch durable now.
     pub fn flush(&self) -> Result<()> {
         let file = self.file.as_path();
-        let mut write = self.database.begin_write().map_err(db_error(file))?;
+        let mut write = self.database().begin_write().map_err(db_error(file))?;
         write
             .set_durability(Durability::Immediate)
             .map_err(db_error(file))?;
@@ -317,7 +369,7 @@ impl MvccStore {
     /// Opens the data tables and reads the state in one read transaction (a consistent snapshot).
     pub(crate) fn read_tables(&self) -> Result<(ReadTables<'_>, StoreState)> {
         let file = self.file.as_path();
-        let read = self.database.begin_read().map_err(db_error(file))?;
+        let read = self.database().begin_read().map_err(db_error(file))?;
         read_tables_of(&read, file)
     }
 
@@ -326,7 +378,7 @@ impl MvccStore {
         &self,
     ) -> Result<(ReadTables<'_>, ReadLeaseTables<'_>, StoreState)> {
         let file = self.file.as_path();
-        let read = self.database.begin_read().map_err(db_error(file))?;
+        let read = self.database().begin_read().map_err(db_error(file))?;
         let (tables, state) = read_tables_of(&read, file)?;
         Ok((tables, read_lease_tables_of(&read, file)?, state))
     }
@@ -334,13 +386,13 @@ impl MvccStore {
     /// Opens the lease tables in a read transaction of their own.
     pub(crate) fn read_lease_tables(&self) -> Result<ReadLeaseTables<'_>> {
         let file = self.file.as_path();
-        let read = self.database.begin_read().map_err(db_error(file))?;
+        let read = self.database().begin_read().map_err(db_error(file))?;
         read_lease_tables_of(&read, file)
     }
 
     fn read_state(&self) -> Result<StoreState> {
         let file = self.file.as_path();
-        let read = self.database.begin_read().map_err(db_error(file))?;
+        let read = self.database().begin_read().map_err(db_error(file))?;
         let meta = read.open_table(META).map_err(db_error(file))?;
         load_state(&meta, file)
     }

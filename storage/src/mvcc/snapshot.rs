@@ -91,7 +91,7 @@ impl MvccStore {
     /// a malformed, truncated or corrupt stream changes nothing.
     pub fn import_snapshot<R: Read>(&self, reader: &mut R) -> Result<SnapshotSummary> {
         let file = self.path().to_path_buf();
-        let mut write = self.database.begin_write().map_err(db_error(&file))?;
+        let mut write = self.database().begin_write().map_err(db_error(&file))?;
         write
             .set_durability(Durability::Immediate)
             .map_err(db_error(&file))?;

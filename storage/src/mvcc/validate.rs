@@ -29,6 +29,10 @@ pub fn validate_request(request: &Request, limits: &Limits) -> Result<()> {
             limits.check_lease_id(*id)
         }
         Request::LeaseCheckpoint { leases, .. } => validate_checkpoint(leases, limits),
+        Request::Alarm { alarm, .. } if alarm.member_id == 0 => {
+            Err(Error::Invalid("an alarm names a member id, never 0".into()))
+        }
+        Request::Alarm { .. } => Ok(()),
     }
 }
 

@@ -7,6 +7,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::lease::lease;
+use super::maintenance;
 use super::output;
 use super::recipes;
 use super::{
@@ -115,6 +116,8 @@ pub async fn execute(args: CtlArgs) -> Result<(), ClientError> {
             snapshot_save(&client, format, &path).await
         }
         CtlCommand::Lease(command) => lease(&client, format, command).await,
+        CtlCommand::Alarm(command) => maintenance::alarm(&client, format, command).await,
+        CtlCommand::Defrag => maintenance::defrag(&client, format).await,
         CtlCommand::Lock { name, ttl, command } => {
             recipes::lock(&client, format, &name, ttl, &command).await
         }

@@ -21,6 +21,7 @@
 
 pub mod commands;
 pub mod lease;
+pub mod maintenance;
 pub mod output;
 pub mod recipes;
 
@@ -177,6 +178,11 @@ pub enum CtlCommand {
     /// Backups.
     #[command(subcommand)]
     Snapshot(SnapshotCommand),
+    /// Alarms (NOSPACE when a member's state file passed its quota).
+    #[command(subcommand)]
+    Alarm(AlarmCommand),
+    /// Give the space compaction freed back to the filesystem, on every endpoint in turn.
+    Defrag,
     /// Leases: keys that live as long as a lease is kept alive.
     #[command(subcommand)]
     Lease(LeaseCommand),
@@ -265,6 +271,19 @@ pub enum MemberCommand {
 pub enum LeaderCommand {
     /// Hand leadership to another member.
     Transfer { to: u64 },
+}
+
+/// `revkv ctl alarm ...`.
+#[derive(Subcommand, Debug, Clone)]
+pub enum AlarmCommand {
+    /// The alarms raised.
+    List,
+    /// Clear the raised alarms (once there is room again).
+    Disarm {
+        /// Only this member's alarms.
+        #[arg(long)]
+        member_id: Option<u64>,
+    },
 }
 
 /// `revkv ctl snapshot ...`.

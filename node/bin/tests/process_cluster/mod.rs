@@ -3,6 +3,9 @@
 // Each test binary uses a different part of the harness.
 #![allow(dead_code, unused_imports)]
 
+mod ctl_run;
+
+pub use ctl_run::{ctl, ctl_async, CtlRun};
 pub use revkv_tools::harness::{
     wait_until, Answer, ClusterOptions, ClusterTls, MemberClient, ProcessCluster,
     CONVERGENCE_TIMEOUT, STARTUP_TIMEOUT,

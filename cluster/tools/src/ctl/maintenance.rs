@@ -1,0 +1,65 @@
+//! `revkv ctl alarm list|disarm` and `revkv ctl defrag`, printed as etcdctl prints them, or as the
+//! API's answers with `-o json`.
+
+use revkv_client::{AlarmMember, Client, ClientError};
+
+use super::commands::print_either;
+use super::{output, AlarmCommand};
+use crate::cli::OutputFormat;
+
+/// Runs one `alarm` command.
+pub async fn alarm(
+    client: &Client,
+    format: OutputFormat,
+    command: AlarmCommand,
+) -> Result<(), ClientError> {
+    match command {
+        AlarmCommand::List => {
+            let answer = client.alarms().await?;
+            print_either(format, &answer, || alarm_lines(&answer.alarms));
+        }
+        AlarmCommand::Disarm { member_id } => {
+            let answer = client.disarm_alarms(member_id).await?;
+            print_either(format, &answer, || alarm_lines(&answer.disarmed));
+        }
+    }
+    Ok(())
+}
+
+/// etcdctl's lines: `memberID:N alarm:NOSPACE`, one per alarm (nothing when none).
+fn alarm_lines(alarms: &[AlarmMember]) -> String {
+    alarms
+        .iter()
+        .map(|alarm| format!("memberID:{} alarm:{}", alarm.member_id, alarm.alarm))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Defragments every endpoint in turn (one member at a time, as etcd's documentation advises: a
+/// member defragmenting answers nothing meanwhile).
+pub async fn defrag(client: &Client, format: OutputFormat) -> Result<(), ClientError> {
+    let mut rows = Vec::new();
+    let mut answers = Vec::new();
+    let mut last_error = None;
+    for endpoint in client.endpoints() {
+        match client.for_member(endpoint)?.defragment().await {
+            Ok(answer) => {
+                rows.push(vec![
+                    endpoint.clone(),
+                    answer.header.member_id.to_string(),
+                    answer.file_bytes_before.to_string(),
+                    answer.file_bytes_after.to_string(),
+                    answer.elapsed_ms.to_string(),
+                ]);
+                answers.push(serde_json::json!({ "endpoint": endpoint, "defragment": answer }));
+            }
+            Err(error) => {
+                eprintln!("revkv ctl: {endpoint}: {error}");
+                last_error = Some(error);
+            }
+        }
+    }
+    let headers = ["ENDPOINT", "ID", "BYTES BEFORE", "BYTES AFTER", "MS"];
+    print_either(format, &answers, || output::table(&headers, &rows));
+    last_error.map_or(Ok(()), Err)
+}

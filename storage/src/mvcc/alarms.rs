@@ -1,0 +1,158 @@
+//! Alarms: raised and cleared through raft, kept in the state file's meta table, and the one rule
+//! they impose on the write path (while a NOSPACE alarm is raised, nothing that grows the store is
+//! applied).
+//!
+//! The alarms are one record in the meta table (absent: none), so a file written before alarms
+//! existed needs no upgrade. Every member applies the same alarm requests, so every member refuses
+//! the same writes: the rule is deterministic, never a member's own view of its disk.
+
+use std::path::Path;
+
+use redb::ReadableTable;
+
+use crate::codec;
+use crate::error::{corrupt, db_error, Result};
+use crate::types::{Alarm, AlarmAction, AlarmKind, Request, TxnOp, TxnRequest};
+
+/// The meta table's key of the alarm record.
+const ALARMS_KEY: &str = "alarms";
+
+/// The alarms raised, in order. More than one per member and kind never exists.
+pub(crate) fn load_alarms(
+    meta: &impl ReadableTable<&'static str, &'static [u8]>,
+    file: &Path,
+) -> Result<Vec<Alarm>> {
+    match meta.get(ALARMS_KEY).map_err(db_error(file))? {
+        Some(bytes) => codec::decode(bytes.value()).map_err(corrupt(file)),
+        None => Ok(Vec::new()),
+    }
+}
+
+pub(crate) fn save_alarms(
+    meta: &mut redb::Table<'_, &'static str, &'static [u8]>,
+    file: &Path,
+    alarms: &[Alarm],
+) -> Result<()> {
+    if alarms.is_empty() {
+        meta.remove(ALARMS_KEY).map_err(db_error(file))?;
+        return Ok(());
+    }
+    let bytes = codec::encode(&alarms.to_vec()).map_err(corrupt(file))?;
+    meta.insert(ALARMS_KEY, bytes.as_slice())
+        .map_err(db_error(file))?;
+    Ok(())
+}
+
+/// Raises or clears one alarm; raising one already raised, or clearing one that is not, changes
+/// nothing (as in etcd).
+pub(crate) fn change_alarm(alarms: &mut Vec<Alarm>, action: AlarmAction, alarm: Alarm) {
+    match action {
+        AlarmAction::Activate => {
+            if let Err(position) = alarms.binary_search(&alarm) {
+                alarms.insert(position, alarm);
+            }
+        }
+        AlarmAction::Deactivate => alarms.retain(|raised| *raised != alarm),
+    }
+    debug_assert!(alarms.windows(2).all(|pair| pair[0] < pair[1]));
+}
+
+/// True when `request` must be refused because of the alarms raised.
+pub(crate) fn refused_by_alarms(alarms: &[Alarm], request: &Request) -> bool {
+    let no_space = alarms.iter().any(|alarm| alarm.kind == AlarmKind::NoSpace);
+    no_space && grows_store(request)
+}
+
+/// Whether a request may add data: etcd's quota rule counts every put of a txn, in either branch,
+/// whichever runs, so the answer does not depend on the compares.
+fn grows_store(request: &Request) -> bool {
+    match request {
+        Request::Put(_) | Request::LeaseGrant { .. } => true,
+        Request::Txn(txn) => txn_has_put(txn),
+        Request::DeleteRange(_)
+        | Request::Compact { .. }
+        | Request::LeaseRevoke { .. }
+        | Request::LeaseCheckpoint { .. }
+        | Request::LeaseCheckpointClear { .. }
+        | Request::Alarm { .. } => false,
+    }
+}
+
+fn txn_has_put(txn: &TxnRequest) -> bool {
+    txn.success
+        .iter()
+        .chain(txn.failure.iter())
+        .any(|op| matches!(op, TxnOp::Put(_)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{DeleteRangeRequest, KeyRange, PutRequest};
+
+    fn no_space(member_id: u64) -> Alarm {
+        Alarm {
+            member_id,
+            kind: AlarmKind::NoSpace,
+        }
+    }
+
+    fn put() -> PutRequest {
+        PutRequest {
+            key: b"k".to_vec(),
+            value: b"v".to_vec(),
+            lease: 0,
+            prev_kv: false,
+        }
+    }
+
+    #[test]
+    fn raising_twice_keeps_one_and_clearing_removes_only_that_member() {
+        let mut alarms = Vec::new();
+        change_alarm(&mut alarms, AlarmAction::Activate, no_space(2));
+        change_alarm(&mut alarms, AlarmAction::Activate, no_space(1));
+        change_alarm(&mut alarms, AlarmAction::Activate, no_space(2));
+        assert_eq!(alarms, vec![no_space(1), no_space(2)]);
+        change_alarm(&mut alarms, AlarmAction::Deactivate, no_space(2));
+        change_alarm(&mut alarms, AlarmAction::Deactivate, no_space(3));
+        assert_eq!(alarms, vec![no_space(1)]);
+    }
+
+    #[test]
+    fn a_no_space_alarm_refuses_what_grows_the_store_and_nothing_else() {
+        let alarms = vec![no_space(1)];
+        let delete = DeleteRangeRequest {
+            range: KeyRange::single("k"),
+            prev_kv: false,
+        };
+        let txn_with_put_in_failure = TxnRequest {
+            compare: Vec::new(),
+            success: vec![TxnOp::DeleteRange(delete.clone())],
+            failure: vec![TxnOp::Put(put())],
+        };
+        let txn_without_put = TxnRequest {
+            compare: Vec::new(),
+            success: vec![TxnOp::DeleteRange(delete.clone())],
+            failure: Vec::new(),
+        };
+        assert!(refused_by_alarms(&alarms, &Request::Put(put())));
+        assert!(refused_by_alarms(
+            &alarms,
+            &Request::LeaseGrant {
+                id: 1,
+                ttl_seconds: 10
+            }
+        ));
+        assert!(refused_by_alarms(
+            &alarms,
+            &Request::Txn(txn_with_put_in_failure)
+        ));
+        assert!(!refused_by_alarms(&alarms, &Request::Txn(txn_without_put)));
+        assert!(!refused_by_alarms(&alarms, &Request::DeleteRange(delete)));
+        assert!(!refused_by_alarms(
+            &alarms,
+            &Request::Compact { revision: 1 }
+        ));
+        assert!(!refused_by_alarms(&[], &Request::Put(put())));
+    }
+}

@@ -1,0 +1,104 @@
+//! The NOSPACE alarm through the apply path (raised and cleared by requests, kept across a reopen,
+//! refusing exactly the writes that grow the store, at no revision), and defragmentation giving
+//! compacted space back to the filesystem without changing what the store holds.
+
+mod support;
+
+use revkv_storage::{
+    Alarm, AlarmAction, AlarmKind, Error, KeyRange, Request, Response, StoreOptions,
+};
+use support::{ok, put_request, TestStore};
+
+fn alarm(action: AlarmAction, member_id: u64) -> Request {
+    Request::Alarm {
+        action,
+        alarm: Alarm {
+            member_id,
+            kind: AlarmKind::NoSpace,
+        },
+    }
+}
+
+#[test]
+fn a_raised_no_space_alarm_refuses_growth_until_it_is_cleared_and_survives_a_reopen() {
+    let mut test = TestStore::new();
+    test.put("kept", "1");
+    let revision = test.revision();
+    let raised = ok(test.apply(alarm(AlarmAction::Activate, 2)));
+    let expected = vec![Alarm {
+        member_id: 2,
+        kind: AlarmKind::NoSpace,
+    }];
+    assert_eq!(raised, Response::Alarms(expected.clone()));
+    assert_eq!(test.revision(), revision, "an alarm takes no revision");
+    test.reopen(StoreOptions::default());
+    assert_eq!(test.store.alarms().unwrap(), expected);
+
+    let refused = test.put("new", "2");
+    assert!(matches!(refused.result, Err(Error::NoSpace)), "{refused:?}");
+    let grant = test.apply(Request::LeaseGrant {
+        id: 7,
+        ttl_seconds: 60,
+    });
+    assert!(matches!(grant.result, Err(Error::NoSpace)), "{grant:?}");
+    assert_eq!(test.revision(), revision, "refused writes take no revision");
+    assert!(test.get("new").is_none());
+
+    // Deletes and compaction still work: they are how an operator makes room.
+    ok(test.delete(KeyRange::single("kept")));
+    ok(test.apply(Request::Compact {
+        revision: test.revision(),
+    }));
+
+    // Clearing another member's alarm leaves this one; clearing it lets writes in again.
+    ok(test.apply(alarm(AlarmAction::Deactivate, 3)));
+    assert!(matches!(test.put("new", "2").result, Err(Error::NoSpace)));
+    assert_eq!(
+        ok(test.apply(alarm(AlarmAction::Deactivate, 2))),
+        Response::Alarms(Vec::new())
+    );
+    ok(test.apply(put_request("new", "2")));
+    assert_eq!(test.get("new").unwrap().value, b"2".to_vec());
+}
+
+#[test]
+fn an_alarm_of_member_zero_is_refused() {
+    let mut test = TestStore::new();
+    let outcome = test.apply(alarm(AlarmAction::Activate, 0));
+    assert!(
+        matches!(outcome.result, Err(Error::Invalid(_))),
+        "{outcome:?}"
+    );
+    assert!(test.store.alarms().unwrap().is_empty());
+}
+
+#[test]
+fn defragmenting_after_a_compaction_shrinks_the_file_and_keeps_the_data() {
+    let mut test = TestStore::new();
+    let value = "v".repeat(2_000);
+    for index in 0..3_000 {
+        test.put(&format!("bulk/{index:05}"), &value);
+    }
+    test.put("kept", "still here");
+    ok(test.delete(KeyRange::prefix(b"bulk/".to_vec())));
+    ok(test.apply(Request::Compact {
+        revision: test.revision(),
+    }));
+    let hash_before = test.store.hash(None).unwrap();
+
+    let defragmented = test.store.defragment().unwrap();
+    assert!(
+        defragmented.file_bytes_after * 2 < defragmented.file_bytes_before,
+        "the file shrank to less than half: {defragmented:?}"
+    );
+    assert_eq!(
+        test.store.file_bytes().unwrap(),
+        defragmented.file_bytes_after
+    );
+    assert_eq!(test.get("kept").unwrap().value, b"still here".to_vec());
+    assert_eq!(test.store.hash(None).unwrap(), hash_before);
+    test.put("after", "1");
+    test.reopen(StoreOptions::default());
+    assert_eq!(test.get("after").unwrap().value, b"1".to_vec());
+    assert_eq!(test.get("kept").unwrap().value, b"still here".to_vec());
+}
