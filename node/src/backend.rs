@@ -178,4 +178,15 @@ pub trait KvBackend: Send + Sync + 'static {
 
     /// The member's watch hub, which serves `GET /v1/watch`.
     fn watch_hub(&self) -> &Arc<WatchHub>;
+
+    /// What a backup (`GET /v1/snapshot`) is read from: this member's own store (a serializable
+    /// view: whatever this member has applied) and its id, which the stream's header names.
+    fn backup_source(&self) -> BackupSource;
+}
+
+/// The store a backup streams from, and the member that holds it.
+#[derive(Clone)]
+pub struct BackupSource {
+    pub store: Arc<revkv_storage::MvccStore>,
+    pub member_id: u64,
 }

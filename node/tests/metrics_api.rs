@@ -473,4 +473,8 @@ impl KvBackend for RacingBackend {
     fn watch_hub(&self) -> &std::sync::Arc<revkv_node::watch::WatchHub> {
         self.inner.watch_hub()
     }
+
+    fn backup_source(&self) -> revkv_node::BackupSource {
+        self.inner.backup_source()
+    }
 }

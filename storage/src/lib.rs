@@ -19,5 +19,8 @@ mod types;
 pub use error::{Error, Result};
 pub use limits::Limits;
 pub use log_store::{LogOptions, RaftLogStore};
-pub use mvcc::{validate_range, validate_request, MvccStore, SnapshotSummary, StoreOptions};
+pub use mvcc::{
+    inspect_snapshot, validate_range, validate_request, MvccStore, RestoreTarget, SnapshotSummary,
+    StoreOptions,
+};
 pub use types::*;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use revkv_node::watch::{WatchHub, WatchLimits};
 use revkv_node::{
-    GrantedLease, KvBackend, LeaseTimeToLive, MemberInfo, MemberStatus, NodeError, ReadAnswer,
+    BackupSource, GrantedLease, KvBackend, LeaseTimeToLive, MemberInfo, MemberStatus, NodeError, ReadAnswer,
     ReadConsistency, ResponseHeader, Written,
 };
 use revkv_storage::{
@@ -315,5 +315,12 @@ impl KvBackend for StoreBackend {
 
     fn watch_hub(&self) -> &Arc<WatchHub> {
         &self.watch_hub
+    }
+
+    fn backup_source(&self) -> BackupSource {
+        BackupSource {
+            store: self.store.clone(),
+            member_id: MEMBER_ID,
+        }
     }
 }

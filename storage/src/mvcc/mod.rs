@@ -18,10 +18,12 @@ mod leases;
 mod migrate;
 mod read;
 mod snapshot;
+mod snapshot_frames;
 mod tables;
 mod validate;
 
-pub use snapshot::SnapshotSummary;
+pub use snapshot::{RestoreTarget, SnapshotSummary};
+pub use snapshot_frames::inspect_snapshot;
 pub use validate::{validate_range, validate_request};
 
 use std::path::{Path, PathBuf};
@@ -144,6 +146,7 @@ impl MvccStore {
                 check_applies_next(state.applied.last_applied, entry.log_id)?;
                 outcomes.push(self.apply_entry(&mut tables, &mut leases, &mut state, entry)?);
                 state.applied.last_applied = Some(entry.log_id);
+                record_founding_cluster_id(&mut meta, file, entry)?;
             }
             save_state(&mut meta, file, &state)?;
             (outcomes, state)
@@ -198,6 +201,15 @@ impl MvccStore {
     /// The last applied log id and membership, as committed (durable or not).
     pub fn applied_state(&self) -> Result<AppliedState> {
         Ok(self.read_state()?.applied)
+    }
+
+    /// The id of the cluster this store belongs to (None for a store that predates cluster ids and
+    /// has not yet been given one).
+    pub fn cluster_id(&self) -> Result<Option<u64>> {
+        let file = self.file.as_path();
+        let read = self.database.begin_read().map_err(db_error(file))?;
+        let meta = read.open_table(META).map_err(db_error(file))?;
+        tables::load_cluster_id(&meta, file)
     }
 
     /// The current store revision.
@@ -316,6 +328,22 @@ impl MvccStore {
         let read = self.database.begin_read().map_err(db_error(file))?;
         let (tables, state) = read_tables_of(&read, file)?;
         Ok((tables, read_lease_tables_of(&read, file)?, state))
+    }
+
+    /// The data tables, the lease tables, the state and the cluster id, all from one read
+    /// transaction: what a snapshot stream is written from.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn read_for_export(
+        &self,
+    ) -> Result<(ReadTables<'_>, ReadLeaseTables<'_>, StoreState, Option<u64>)> {
+        let file = self.file.as_path();
+        let read = self.database.begin_read().map_err(db_error(file))?;
+        let (tables, state) = read_tables_of(&read, file)?;
+        let cluster_id = {
+            let meta = read.open_table(META).map_err(db_error(file))?;
+            tables::load_cluster_id(&meta, file)?
+        };
+        Ok((tables, read_lease_tables_of(&read, file)?, state, cluster_id))
     }
 
     /// Opens the lease tables in a read transaction of their own.
@@ -440,6 +468,25 @@ fn read_tables_of<'f>(
         index: read.open_table(KEY_INDEX).map_err(db_error(file))?,
     };
     Ok((tables, state))
+}
+
+/// Names the cluster after its founding membership: the membership entry at log index 0, which
+/// every founding member applies identically (raft commits one entry there), so every member
+/// derives the same id without talking about it. A restored store already has its new cluster's
+/// id, and a store that joined through a snapshot got it from the snapshot, so an existing id is
+/// kept.
+fn record_founding_cluster_id(
+    meta: &mut redb::Table<'_, &'static str, &'static [u8]>,
+    file: &Path,
+    entry: &ApplyEntry,
+) -> Result<()> {
+    let EntryPayload::Membership(membership) = &entry.payload else {
+        return Ok(());
+    };
+    if entry.log_id.index != 0 || tables::load_cluster_id(meta, file)?.is_some() {
+        return Ok(());
+    }
+    tables::save_cluster_id(meta, file, xxhash_rust::xxh3::xxh3_64(membership))
 }
 
 /// Opens the lease tables in an existing read transaction (for reads that must see the leases and
