@@ -23,6 +23,7 @@ pub mod commands;
 pub mod lease;
 pub mod output;
 pub mod recipes;
+pub mod snapshot;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
