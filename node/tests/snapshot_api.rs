@@ -24,7 +24,10 @@ async fn fill(api: &Api, prefix: &str, keys: usize) -> u64 {
             .map(|index| json!({ "put": { "key": format!("{prefix}{index:05}"), "value": value } }))
             .collect();
         let answer = api
-            .post("/v1/txn", json!({ "compare": [], "success": success, "failure": [] }))
+            .post(
+                "/v1/txn",
+                json!({ "compare": [], "success": success, "failure": [] }),
+            )
             .await;
         assert_eq!(answer.status, StatusCode::OK, "{}", answer.json);
         revision = answer.revision();
@@ -33,7 +36,11 @@ async fn fill(api: &Api, prefix: &str, keys: usize) -> u64 {
 }
 
 async fn read_all(body: Body) -> Vec<u8> {
-    body.collect().await.expect("the stream completes").to_bytes().to_vec()
+    body.collect()
+        .await
+        .expect("the stream completes")
+        .to_bytes()
+        .to_vec()
 }
 
 #[tokio::test]
@@ -50,7 +57,11 @@ async fn the_backup_is_one_revision_taken_at_its_start_while_writes_go_on() {
     let mut body = response.into_body();
     // Take the first chunk only: the export is now parked on its bounded channel, holding its
     // read transaction, and about 3 MiB are still to come.
-    let first = body.frame().await.expect("a first chunk").expect("no error");
+    let first = body
+        .frame()
+        .await
+        .expect("a first chunk")
+        .expect("no error");
     let mut stream = first.into_data().expect("data").to_vec();
     let during = tokio::time::timeout(Duration::from_secs(30), fill(&api, "during/", 300))
         .await
@@ -77,7 +88,12 @@ async fn backups_past_the_limit_are_unavailable_until_one_ends() {
     let first = api.open(Method::GET, "/v1/snapshot", Body::empty()).await;
     assert_eq!(first.status(), StatusCode::OK);
     let refused = api.get("/v1/snapshot").await;
-    assert_error(&refused, StatusCode::SERVICE_UNAVAILABLE, "unavailable", &[]);
+    assert_error(
+        &refused,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "unavailable",
+        &[],
+    );
     assert!(refused.header("retry-after").is_some());
     drop(first);
     let again = api.open(Method::GET, "/v1/snapshot", Body::empty()).await;

@@ -6,8 +6,8 @@
 //! membership at a synthetic log id (term 0, the smallest member id, index 0: what `initialize`
 //! on that member would write), and the raft log is empty with that log id purged. openraft reads
 //! the membership from the state machine, sees a log that ends at the applied id, and counts the
-//! member as initialised, so `revkv serve` skips its bootstrap; the first leader appends at index
-//! 1. Every member restored from one file with one `--initial-cluster` gets the same store, log
+//! member as initialised, so `revkv serve` skips its bootstrap; the first leader appends at
+//! index one. Every member restored from one file with one `--initial-cluster` gets the same store, log
 //! position, membership and cluster id, so they agree from the first election.
 //!
 //! Nothing is written for a bad backup: the whole file is read and checked before anything is
@@ -136,8 +136,7 @@ fn staging_directory(data_dir: &Path) -> Result<PathBuf, RestoreError> {
             RestoreError::Refused(format!("{}: not a directory name", data_dir.display()))
         })?
         .to_string_lossy();
-    let staging =
-        parent_of(data_dir).join(format!(".{name}.restoring-{}", std::process::id()));
+    let staging = parent_of(data_dir).join(format!(".{name}.restoring-{}", std::process::id()));
     std::fs::create_dir_all(parent_of(data_dir)).map_err(io_error(parent_of(data_dir)))?;
     std::fs::create_dir(&staging).map_err(io_error(&staging))?;
     Ok(staging)

@@ -136,7 +136,10 @@ fn a_restored_member_starts_a_new_cluster_at_index_zero_with_its_membership() {
     assert_ne!(seen[0].1, source.cluster_id);
     assert!(seen[0].1.is_some());
     // Only the backup and the three data directories: no staging directory is left.
-    assert_eq!(std::fs::read_dir(directory.path()).unwrap().count(), 1 + 1 + 3);
+    assert_eq!(
+        std::fs::read_dir(directory.path()).unwrap().count(),
+        1 + 1 + 3
+    );
 }
 
 /// Asserts that restoring `backup` into a new directory fails with an error naming `named`, and
@@ -200,7 +203,10 @@ fn a_data_directory_that_is_not_empty_is_refused() {
     std::fs::create_dir(&data_dir).unwrap();
     std::fs::write(data_dir.join("state.redb"), b"someone's data").unwrap();
     assert_refused_and_nothing_written(&backup, &data_dir, &data_dir);
-    assert_eq!(std::fs::read(data_dir.join("state.redb")).unwrap(), b"someone's data");
+    assert_eq!(
+        std::fs::read(data_dir.join("state.redb")).unwrap(),
+        b"someone's data"
+    );
 
     // An empty directory is taken.
     let empty = directory.path().join("empty");

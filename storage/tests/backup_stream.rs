@@ -6,8 +6,8 @@
 mod support;
 
 use revkv_storage::{
-    inspect_snapshot, ApplyEntry, EntryPayload, KeyRange, LogId, Request,
-    RestoreTarget, SnapshotSummary,
+    inspect_snapshot, ApplyEntry, EntryPayload, KeyRange, LogId, Request, RestoreTarget,
+    SnapshotSummary,
 };
 use support::TestStore;
 
@@ -34,7 +34,10 @@ fn store_with_history() -> TestStore {
 
 fn export(store: &TestStore, member: u64) -> (Vec<u8>, SnapshotSummary) {
     let mut stream = Vec::new();
-    let summary = store.store.export_stream(Some(member), &mut stream).unwrap();
+    let summary = store
+        .store
+        .export_stream(Some(member), &mut stream)
+        .unwrap();
     (stream, summary)
 }
 
@@ -48,7 +51,10 @@ fn the_header_names_the_member_the_cluster_and_the_live_keys() {
     assert_eq!(inspected.live_keys, Some(2));
     assert_eq!(inspected.current_revision, store.revision());
     assert_eq!(inspected.compact_revision, 3);
-    assert_eq!(inspected.stream_version, revkv_storage::codec::STREAM_VERSION);
+    assert_eq!(
+        inspected.stream_version,
+        revkv_storage::codec::STREAM_VERSION
+    );
     let founded = xxhash_rust::xxh3::xxh3_64(b"founding membership");
     assert_eq!(inspected.cluster_id, Some(founded));
     assert_eq!(store.store.cluster_id().unwrap(), Some(founded));
@@ -117,7 +123,10 @@ fn a_restore_keeps_the_history_under_a_new_raft_position_and_cluster_id() {
         source.store.hash(Some(revision)).unwrap()
     );
     assert_eq!(restored.store.applied_state().unwrap(), target.applied);
-    assert_eq!(restored.store.cluster_id().unwrap(), Some(target.cluster_id));
+    assert_eq!(
+        restored.store.cluster_id().unwrap(),
+        Some(target.cluster_id)
+    );
     assert_eq!(restored.get_at("a", 4).unwrap().unwrap().value, b"2");
     assert!(restored.get_at("a", 2).is_err(), "below the compaction");
 
@@ -129,18 +138,25 @@ fn a_restore_keeps_the_history_under_a_new_raft_position_and_cluster_id() {
         .import_for_restore(&mut stream.as_slice(), &same_target)
         .unwrap();
     assert_eq!(same_target, target);
-    assert_eq!(again.store.hash(None).unwrap(), restored.store.hash(None).unwrap());
+    assert_eq!(
+        again.store.hash(None).unwrap(),
+        restored.store.hash(None).unwrap()
+    );
 }
 
 #[test]
 fn a_restore_from_a_bad_stream_changes_nothing() {
     let source = store_with_history();
     let (stream, exported) = export(&source, 2);
-    let target = RestoreTarget::new(&exported, b"m".to_vec(), LogId {
-        term: 0,
-        node_id: 1,
-        index: 0,
-    });
+    let target = RestoreTarget::new(
+        &exported,
+        b"m".to_vec(),
+        LogId {
+            term: 0,
+            node_id: 1,
+            index: 0,
+        },
+    );
     let mut existing = TestStore::new();
     existing.put("kept", "yes");
     let before = (
@@ -151,7 +167,10 @@ fn a_restore_from_a_bad_stream_changes_nothing() {
     let mut flipped = stream.clone();
     flipped[stream.len() / 2] ^= 0x10;
     for bad in [&flipped[..], &stream[..stream.len() - 1]] {
-        assert!(existing.store.import_for_restore(&mut &bad[..], &target).is_err());
+        assert!(existing
+            .store
+            .import_for_restore(&mut &bad[..], &target)
+            .is_err());
         let after = (
             existing.store.hash(None).unwrap(),
             existing.store.applied_state().unwrap(),

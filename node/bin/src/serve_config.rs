@@ -858,7 +858,11 @@ mod tests {
             ..ServeArgs::default()
         };
         assert_eq!(
-            snapshots.into_node_config().unwrap().http.max_snapshot_streams,
+            snapshots
+                .into_node_config()
+                .unwrap()
+                .http
+                .max_snapshot_streams,
             3
         );
         let no_snapshots = ServeArgs {

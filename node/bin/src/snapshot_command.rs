@@ -109,11 +109,24 @@ fn status_table(summary: &SnapshotSummary, size: u64) -> String {
     let rows = [
         ("revision", summary.current_revision.to_string()),
         ("compact revision", summary.compact_revision.to_string()),
-        ("keys", summary.live_keys.map_or_else(unknown, |keys| keys.to_string())),
+        (
+            "keys",
+            summary
+                .live_keys
+                .map_or_else(unknown, |keys| keys.to_string()),
+        ),
         ("records", summary.records.to_string()),
         ("size", format!("{size} bytes")),
-        ("member", summary.member_id.map_or_else(unknown, |id| id.to_string())),
-        ("cluster id", summary.cluster_id.map_or_else(unknown, |id| format!("{id:016x}"))),
+        (
+            "member",
+            summary.member_id.map_or_else(unknown, |id| id.to_string()),
+        ),
+        (
+            "cluster id",
+            summary
+                .cluster_id
+                .map_or_else(unknown, |id| format!("{id:016x}")),
+        ),
         ("stream version", summary.stream_version.to_string()),
         ("checksum", format!("{:016x} (ok)", summary.checksum)),
     ];
@@ -123,7 +136,8 @@ fn status_table(summary: &SnapshotSummary, size: u64) -> String {
 }
 
 fn restore(file: PathBuf, data_dir: PathBuf, id: u64, initial_cluster: &str) -> Result<(), String> {
-    let members = parse_member_list(initial_cluster).map_err(|error| format!("--initial-cluster: {error}"))?;
+    let members = parse_member_list(initial_cluster)
+        .map_err(|error| format!("--initial-cluster: {error}"))?;
     let plan = RestorePlan {
         backup: file,
         data_dir,

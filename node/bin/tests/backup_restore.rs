@@ -87,7 +87,9 @@ fn keep_writing(client: MemberClient, stop: Arc<AtomicBool>) -> tokio::task::Joi
     tokio::spawn(async move {
         let mut written = 0u64;
         while !stop.load(Ordering::Relaxed) {
-            client.put_ok(&format!("b/live{}", written % 50), "busy").await;
+            client
+                .put_ok(&format!("b/live{}", written % 50), "busy")
+                .await;
             written += 1;
         }
         written
@@ -100,7 +102,12 @@ fn restore(backup: &Path, id: u64, data_dir: &Path, initial_cluster: &str) {
         .arg(backup)
         .arg("--data-dir")
         .arg(data_dir)
-        .args(["--id", &id.to_string(), "--initial-cluster", initial_cluster])
+        .args([
+            "--id",
+            &id.to_string(),
+            "--initial-cluster",
+            initial_cluster,
+        ])
         .output()
         .expect("run revkv snapshot restore");
     assert!(
@@ -123,7 +130,14 @@ async fn a_backup_taken_under_writes_restores_into_a_new_cluster_with_its_histor
     let backup_arg = backup.to_str().expect("a UTF-8 path");
     let member_2 = source.member(2).client_url();
     let saved = run_json(&[
-        "ctl", "--endpoints", &member_2, "-o", "json", "snapshot", "save", backup_arg,
+        "ctl",
+        "--endpoints",
+        &member_2,
+        "-o",
+        "json",
+        "snapshot",
+        "save",
+        backup_arg,
     ]);
     stop.store(true, Ordering::Relaxed);
     let concurrent_writes = writes.await.expect("the writer did not panic");
@@ -131,7 +145,10 @@ async fn a_backup_taken_under_writes_restores_into_a_new_cluster_with_its_histor
     let revision = saved["revision"].as_u64().expect("a revision");
     assert_eq!(saved["member_id"], 2);
     assert!(revision > between, "{saved}");
-    assert!(std::fs::read_dir(directory.path()).unwrap().count() == 1, "a temporary file is left");
+    assert!(
+        std::fs::read_dir(directory.path()).unwrap().count() == 1,
+        "a temporary file is left"
+    );
 
     let status = run_json(&["snapshot", "status", backup_arg, "-w", "json"]);
     assert_eq!(status["revision"], revision);
@@ -144,9 +161,15 @@ async fn a_backup_taken_under_writes_restores_into_a_new_cluster_with_its_histor
     let source_member = source.client(2);
     let source_listing = listing(&source_member, revision).await;
     let source_hash = source_member.hash_at(revision).await;
-    assert_eq!(source_listing.as_array().unwrap().len() as u64, status["keys"].as_u64().unwrap());
+    assert_eq!(
+        source_listing.as_array().unwrap().len() as u64,
+        status["keys"].as_u64().unwrap()
+    );
     let historical = source_member
-        .get_key("b/k01", &format!("revision={between}&consistency=serializable"))
+        .get_key(
+            "b/k01",
+            &format!("revision={between}&consistency=serializable"),
+        )
         .await
         .expect_ok("historical read on the source");
 
@@ -158,12 +181,22 @@ async fn a_backup_taken_under_writes_restores_into_a_new_cluster_with_its_histor
     restored.wait_for_leader(&ids).await;
     restored.wait_for_same_revision(&ids, revision).await;
     let restored_hash = restored.assert_same_hash(&ids, revision).await;
-    assert_eq!(restored_hash, source_hash.0, "the restored store differs from the source");
+    assert_eq!(
+        restored_hash, source_hash.0,
+        "the restored store differs from the source"
+    );
     for id in &ids {
         let client = restored.client(*id);
-        assert_eq!(listing(&client, revision).await, source_listing, "member {id}");
+        assert_eq!(
+            listing(&client, revision).await,
+            source_listing,
+            "member {id}"
+        );
         let old = client
-            .get_key("b/k01", &format!("revision={between}&consistency=serializable"))
+            .get_key(
+                "b/k01",
+                &format!("revision={between}&consistency=serializable"),
+            )
             .await
             .expect_ok("historical read on the restored cluster");
         assert_eq!(old.json["kv"], historical.json["kv"]);
@@ -180,7 +213,11 @@ async fn a_backup_taken_under_writes_restores_into_a_new_cluster_with_its_histor
         .expect_ok("the restored lease");
     assert_eq!(lease.json["keys"], json!(["b/leased"]));
     let next = restored_client.put_ok("b/after-restore", "new").await;
-    assert_eq!(next, revision + 1, "writes continue above the backup's revision");
+    assert_eq!(
+        next,
+        revision + 1,
+        "writes continue above the backup's revision"
+    );
 
     let again = directory.path().join("restored.revkv");
     let second = run_json(&[
@@ -193,6 +230,9 @@ async fn a_backup_taken_under_writes_restores_into_a_new_cluster_with_its_histor
         "save",
         again.to_str().unwrap(),
     ]);
-    assert_ne!(second["cluster_id"], saved["cluster_id"], "a restored cluster is a new cluster");
+    assert_ne!(
+        second["cluster_id"], saved["cluster_id"],
+        "a restored cluster is a new cluster"
+    );
     assert!(second["cluster_id"].is_string() && saved["cluster_id"].is_string());
 }

@@ -57,11 +57,7 @@ async fn get_snapshot<B: KvBackend>(
             retry_after: STREAMS_FULL_RETRY_AFTER,
         })?;
     let source = state.backend.backup_source();
-    let export = ChunkedExport::start(
-        source.store,
-        Some(source.member_id),
-        ChunkLimits::default(),
-    );
+    let export = ChunkedExport::start(source.store, Some(source.member_id), ChunkLimits::default());
     // The permit lives as long as the body: it is released when the stream ends or the client
     // goes away.
     let chunks = export.into_stream().map(move |chunk| {

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use revkv_node::watch::{WatchHub, WatchLimits};
 use revkv_node::{
-    BackupSource, GrantedLease, KvBackend, LeaseTimeToLive, MemberInfo, MemberStatus, NodeError, ReadAnswer,
-    ReadConsistency, ResponseHeader, Written,
+    BackupSource, GrantedLease, KvBackend, LeaseTimeToLive, MemberInfo, MemberStatus, NodeError,
+    ReadAnswer, ReadConsistency, ResponseHeader, Written,
 };
 use revkv_storage::{
     ApplyEntry, EntryPayload, LogId, MvccStore, RangeRequest, Request, Response, StateHash,

@@ -343,7 +343,12 @@ impl MvccStore {
             let meta = read.open_table(META).map_err(db_error(file))?;
             tables::load_cluster_id(&meta, file)?
         };
-        Ok((tables, read_lease_tables_of(&read, file)?, state, cluster_id))
+        Ok((
+            tables,
+            read_lease_tables_of(&read, file)?,
+            state,
+            cluster_id,
+        ))
     }
 
     /// Opens the lease tables in a read transaction of their own.

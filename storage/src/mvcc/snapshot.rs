@@ -17,8 +17,7 @@ use redb::{Durability, ReadableTable};
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::codec::{
-    self, LeaseRecord, SnapshotFrame, StreamHeader, VersionRecord, SNAPSHOT_MAGIC,
-    STREAM_VERSION,
+    self, LeaseRecord, SnapshotFrame, StreamHeader, VersionRecord, SNAPSHOT_MAGIC, STREAM_VERSION,
 };
 use crate::error::{corrupt, db_error, Result};
 use crate::file::META;
@@ -198,7 +197,10 @@ impl MvccStore {
             };
             let mut summary = read_stream(reader, &mut sink)?;
             let live_keys = attach_live_keys(&tables, &mut leases, summary.current_revision)?;
-            if summary.live_keys.is_some_and(|announced| announced != live_keys) {
+            if summary
+                .live_keys
+                .is_some_and(|announced| announced != live_keys)
+            {
                 return Err(bad(format!(
                     "the header announces {} live keys, the history holds {live_keys}",
                     summary.live_keys.unwrap_or_default()

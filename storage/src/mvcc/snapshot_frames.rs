@@ -70,7 +70,9 @@ fn read_header<R: Read>(reader: &mut R) -> Result<StreamHeader> {
         None => return Err(bad("empty stream")),
     };
     if header.magic != SNAPSHOT_MAGIC {
-        return Err(bad("the stream does not start with a revkv snapshot header"));
+        return Err(bad(
+            "the stream does not start with a revkv snapshot header",
+        ));
     }
     if header.stream_version == 0 || header.stream_version > STREAM_VERSION {
         return Err(bad(format!(

@@ -438,7 +438,9 @@ pub(crate) fn load_cluster_id(
     file: &Path,
 ) -> Result<Option<u64>> {
     match meta.get(CLUSTER_ID_KEY).map_err(db_error(file))? {
-        Some(bytes) => codec::decode(bytes.value()).map(Some).map_err(corrupt(file)),
+        Some(bytes) => codec::decode(bytes.value())
+            .map(Some)
+            .map_err(corrupt(file)),
         None => Ok(None),
     }
 }

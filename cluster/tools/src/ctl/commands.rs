@@ -459,4 +459,3 @@ async fn member(
     });
     Ok(())
 }
-

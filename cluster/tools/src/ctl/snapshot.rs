@@ -84,7 +84,9 @@ async fn save_into(
     file.sync_all().await.map_err(local(partial))?;
     drop(file);
     let summary = check(partial, path).await?;
-    tokio::fs::rename(partial, path).await.map_err(local(path))?;
+    tokio::fs::rename(partial, path)
+        .await
+        .map_err(local(path))?;
     let directory = directory_of(path).to_path_buf();
     tokio::task::spawn_blocking(move || std::fs::File::open(&directory)?.sync_all())
         .await
