@@ -45,7 +45,12 @@ pub(crate) fn bad(detail: impl Into<String>) -> Error {
 }
 
 fn read_frame<R: Read>(reader: &mut R) -> Result<Option<SnapshotFrame>> {
-    codec::read_frame(reader).map_err(|error| bad(error.to_string()))
+    codec::read_frame(reader).map_err(|error| match error {
+        codec::CodecError::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            bad("the stream ends in the middle of a frame (truncated)")
+        }
+        other => bad(other.to_string()),
+    })
 }
 
 /// The header of either stream version, as one shape.
