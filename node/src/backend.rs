@@ -187,4 +187,15 @@ pub trait KvBackend: Send + Sync + 'static {
     /// Gives the space compaction freed in this member's state file back to the filesystem.
     /// Writes wait meanwhile (on this member only).
     fn defragment(&self) -> impl Future<Output = Result<Defragmented, NodeError>> + Send;
+
+    /// What a backup (`GET /v1/snapshot`) is read from: this member's own store (a serializable
+    /// view: whatever this member has applied) and its id, which the stream's header names.
+    fn backup_source(&self) -> BackupSource;
+}
+
+/// The store a backup streams from, and the member that holds it.
+#[derive(Clone)]
+pub struct BackupSource {
+    pub store: Arc<revkv_storage::MvccStore>,
+    pub member_id: u64,
 }

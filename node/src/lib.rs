@@ -13,7 +13,7 @@ pub mod watch;
 pub mod writes;
 
 pub use backend::{
-    GrantedLease, KvBackend, LeaseTimeToLive, MemberInfo, MemberStatus, ReadAnswer,
+    BackupSource, GrantedLease, KvBackend, LeaseTimeToLive, MemberInfo, MemberStatus, ReadAnswer,
     ReadConsistency, ResponseHeader, Written,
 };
 pub use error::NodeError;

@@ -22,7 +22,7 @@ use revkv_storage::{
 use tokio::sync::{oneshot, watch};
 
 use crate::backend::{
-    GrantedLease, KvBackend, LeaseTimeToLive, MemberInfo, MemberStatus, ReadAnswer,
+    BackupSource, GrantedLease, KvBackend, LeaseTimeToLive, MemberInfo, MemberStatus, ReadAnswer,
     ReadConsistency, ResponseHeader, Written,
 };
 use crate::compaction::{self, AutoCompaction};
@@ -359,6 +359,13 @@ impl MemberBackend {
 impl KvBackend for MemberBackend {
     fn member_id(&self) -> u64 {
         self.member.id()
+    }
+
+    fn backup_source(&self) -> BackupSource {
+        BackupSource {
+            store: self.member.store().clone(),
+            member_id: self.member.id(),
+        }
     }
 
     fn header(&self) -> Result<ResponseHeader, NodeError> {

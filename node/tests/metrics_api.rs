@@ -481,4 +481,8 @@ impl KvBackend for RacingBackend {
     async fn defragment(&self) -> Result<revkv_storage::Defragmented, NodeError> {
         self.inner.defragment().await
     }
+
+    fn backup_source(&self) -> revkv_node::BackupSource {
+        self.inner.backup_source()
+    }
 }

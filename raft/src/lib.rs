@@ -14,6 +14,8 @@
 //!   tells an observer the embedder supplies of grants, revokes, expiries and renewals.
 //! - [`member`]: a running member: writes forwarded to the leader, ReadIndex barriers for
 //!   linearizable reads on any member, membership and leadership changes.
+//! - [`snapshot_stream`]: a snapshot stream (backups today) produced in bounded chunks over one
+//!   read transaction; [`restore`]: a backup made into a new cluster's member.
 //!
 //! Only this crate knows openraft. It knows the peer protocol but not the client HTTP API.
 
@@ -32,6 +34,8 @@ mod log_writer;
 pub mod member;
 mod member_inner;
 pub mod peer;
+pub mod restore;
+pub mod snapshot_stream;
 pub mod state_machine;
 pub mod status;
 pub mod timings;
@@ -44,6 +48,8 @@ pub use log_storage::LogStorage;
 pub use log_tail::TailLimits;
 pub use member::{Membership, RaftMember};
 pub use peer::{AdminRequest, LeaseTimeToLive};
+pub use restore::{restore_member, RestoreError, RestorePlan};
+pub use snapshot_stream::{ChunkLimits, ChunkedExport};
 pub use state_machine::{AppliedPosition, StateMachine};
 pub use status::{MemberRole, RaftStatus, RaftStatusFeed};
 pub use timings::{StorageTimingObserver, StorageTimings};

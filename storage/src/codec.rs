@@ -244,6 +244,37 @@ pub enum SnapshotFrame {
         checkpointed_remaining_ms: Option<u64>,
         renewed_at_index: u64,
     },
+    /// The header of streams written since backups (`STREAM_VERSION` 2), in place of `Header`,
+    /// which older streams open with and which still imports. Appended last so the older variants
+    /// keep their encodings.
+    StreamHeader(StreamHeader),
+    /// The alarms raised (after every lease, before the trailer; written only when there are
+    /// some, so a stream without alarms reads as before). A raft snapshot carries them to a
+    /// follower; a restore into a new cluster drops them (they name the old cluster's members).
+    Alarms(Vec<crate::types::Alarm>),
+}
+
+/// The version of the snapshot stream layout a `StreamHeader` announces. Version 1 is the stream
+/// that opens with `SnapshotFrame::Header`; version 2 adds who wrote the stream and the cluster.
+pub const STREAM_VERSION: u32 = 2;
+
+/// The header of a snapshot stream (a raft snapshot or a backup): what the stream restores besides
+/// its records, and where it comes from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamHeader {
+    /// Always `SNAPSHOT_MAGIC`.
+    pub magic: String,
+    /// `STREAM_VERSION` when written; a reader refuses a version it does not know.
+    pub stream_version: u32,
+    pub current_revision: u64,
+    pub compact_revision: u64,
+    pub applied: AppliedState,
+    /// Keys live at `current_revision` (what `revkv snapshot status` reports without a scan).
+    pub live_keys: u64,
+    /// The member whose store was read (None when the writer is not a member, as in tests).
+    pub member_id: Option<u64>,
+    /// The cluster the store belongs to (None for a store that predates cluster ids).
+    pub cluster_id: Option<u64>,
 }
 
 /// The state a snapshot restores besides the history records.

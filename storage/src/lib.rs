@@ -23,6 +23,7 @@ pub use error::{Error, Result};
 pub use limits::Limits;
 pub use log_store::{LogOptions, RaftLogStore};
 pub use mvcc::{
-    validate_range, validate_request, Defragmented, MvccStore, SnapshotSummary, StoreOptions,
+    inspect_snapshot, validate_range, validate_request, Defragmented, MvccStore, RestoreTarget,
+    SnapshotSummary, StoreOptions,
 };
 pub use types::*;

@@ -102,3 +102,53 @@ fn defragmenting_after_a_compaction_shrinks_the_file_and_keeps_the_data() {
     assert_eq!(test.get("after").unwrap().value, b"1".to_vec());
     assert_eq!(test.get("kept").unwrap().value, b"still here".to_vec());
 }
+
+#[test]
+fn a_raft_snapshot_carries_the_alarms_and_a_restore_drops_them() {
+    let mut leader = TestStore::new();
+    leader.put("k", "v");
+    ok(leader.apply(alarm(AlarmAction::Activate, 1)));
+    let mut stream = Vec::new();
+    leader.store.export_snapshot(&mut stream).unwrap();
+
+    // A follower that installs the snapshot refuses the same writes as the leader.
+    let follower = TestStore::new();
+    follower
+        .store
+        .import_snapshot(&mut stream.as_slice())
+        .unwrap();
+    assert_eq!(
+        follower.store.alarms().unwrap(),
+        leader.store.alarms().unwrap()
+    );
+    assert_eq!(
+        follower.store.hash(None).unwrap(),
+        leader.store.hash(None).unwrap()
+    );
+
+    // A snapshot without alarms clears those the installing store had.
+    let quiet = TestStore::new();
+    let mut quiet_stream = Vec::new();
+    quiet.store.export_snapshot(&mut quiet_stream).unwrap();
+    follower
+        .store
+        .import_snapshot(&mut quiet_stream.as_slice())
+        .unwrap();
+    assert!(follower.store.alarms().unwrap().is_empty());
+
+    // A restore starts a new cluster: the old members' alarms do not come along.
+    let restored = TestStore::new();
+    let target = revkv_storage::RestoreTarget {
+        applied: Default::default(),
+        cluster_id: 99,
+    };
+    restored
+        .store
+        .import_for_restore(&mut stream.as_slice(), &target)
+        .unwrap();
+    assert!(restored.store.alarms().unwrap().is_empty());
+    assert_eq!(
+        restored.store.hash(None).unwrap().hash,
+        leader.store.hash(None).unwrap().hash
+    );
+}

@@ -1,8 +1,10 @@
 //! The `revkv` binary: `revkv serve` runs a member (the `revkv-node` library); `revkv ctl` talks
 //! to a running cluster; `revkv bench` drives load at a cluster; `revkv chaos` runs a cluster under
-//! injected faults (those three are `revkv-tools`). This file only wires them together.
+//! injected faults (those three are `revkv-tools`); `revkv snapshot` inspects and restores backups.
+//! This file only wires them together.
 
 mod serve_config;
+mod snapshot_command;
 
 use std::process::ExitCode;
 
@@ -35,6 +37,8 @@ enum Command {
     Ctl(revkv_tools::ctl::CtlArgs),
     /// Measure a running revkv or etcd cluster with a workload (put, get, cas).
     Bench(revkv_tools::bench::BenchArgs),
+    /// Inspect a backup file, or restore a new cluster's member from one (`revkv snapshot --help`).
+    Snapshot(snapshot_command::SnapshotArgs),
     /// Run a three-member cluster under injected faults and check what it did (`scripts/chaos.sh`).
     Chaos(revkv_tools::chaos::ChaosArgs),
 }
@@ -53,6 +57,7 @@ fn main() -> ExitCode {
         Command::Ctl(args) => runtime.block_on(revkv_tools::ctl::run(args)),
         Command::Bench(args) => runtime.block_on(revkv_tools::bench::run(args)),
         Command::Chaos(args) => runtime.block_on(revkv_tools::chaos::run(args)),
+        Command::Snapshot(args) => snapshot_command::run(args),
     }
 }
 

@@ -17,7 +17,7 @@ use revkv_tls::{PeerTls, ServerTls, TlsFiles};
 use serde::Deserialize;
 
 use revkv_node::compaction::AutoCompaction;
-use revkv_node::http::{HttpLimits, LeaseStreamLimits};
+use revkv_node::http::{HttpLimits, LeaseStreamLimits, DEFAULT_MAX_SNAPSHOT_STREAMS};
 use revkv_node::space_quota::{SpaceQuota, DEFAULT_QUOTA_BACKEND_BYTES};
 use revkv_node::watch::WatchLimits;
 use revkv_node::NodeConfig;
@@ -141,6 +141,10 @@ pub struct ServeArgs {
     /// (default 60000).
     #[arg(long, env = "REVKV_LEASE_KEEPALIVE_IDLE_TIMEOUT_MS")]
     pub lease_keepalive_idle_timeout_ms: Option<u64>,
+    /// Backups (`GET /v1/snapshot`) streaming from this member at once (default 2); one more is
+    /// answered 503.
+    #[arg(long, env = "REVKV_MAX_SNAPSHOT_STREAMS")]
+    pub max_snapshot_streams: Option<usize>,
     /// Most leases in one checkpoint entry (default 1000, etcd's); at most one checkpoint is
     /// proposed per expiry check.
     #[arg(long, env = "REVKV_MAX_LEASES_PER_CHECKPOINT")]
@@ -243,7 +247,7 @@ impl ServeArgs {
             request_timeout_ms, max_body_bytes, max_key_bytes, max_value_bytes, max_txn_ops,
             max_leases, max_keys_per_lease, max_lease_ttl_seconds, lease_expiry_check_interval_ms,
             lease_checkpoint_interval_ms, max_leases_per_checkpoint, max_lease_keepalive_streams,
-            lease_keepalive_idle_timeout_ms, log_format, auto_compaction_mode, auto_compaction_retention,
+            lease_keepalive_idle_timeout_ms, max_snapshot_streams, log_format, auto_compaction_mode, auto_compaction_retention,
             quota_backend_bytes,
             auto_compaction_interval_ms, watch_progress_notify_interval_ms, max_watches,
             watch_buffer_messages, metrics_prefix_depth, metrics_max_prefixes, cert_file, key_file,
@@ -256,6 +260,7 @@ impl ServeArgs {
     pub fn into_node_config(self) -> Result<NodeConfig, String> {
         let watch = self.watch_limits()?;
         let lease_stream = self.lease_stream_limits()?;
+        let max_snapshot_streams = self.max_snapshot_streams()?;
         let auto_compaction = self.auto_compaction()?;
         let space_quota = self.space_quota();
         let id = self.id.unwrap_or(1);
@@ -342,6 +347,7 @@ impl ServeArgs {
                 .max_body_bytes
                 .unwrap_or(HttpLimits::default().max_body_bytes),
             lease_stream,
+            max_snapshot_streams,
         };
         Ok(NodeConfig {
             member,
@@ -492,6 +498,17 @@ impl ServeArgs {
             ));
         }
         Ok(limits)
+    }
+
+    /// How many backups may stream from this member at once.
+    fn max_snapshot_streams(&self) -> Result<usize, String> {
+        let streams = self
+            .max_snapshot_streams
+            .unwrap_or(DEFAULT_MAX_SNAPSHOT_STREAMS);
+        if !(1..=64).contains(&streams) {
+            return Err("--max-snapshot-streams must be between 1 and 64".into());
+        }
+        Ok(streams)
     }
 
     /// Bounds on streaming keep-alives.
@@ -679,6 +696,29 @@ fn parse_initial_cluster(
     own: &MemberNode,
     peer_scheme: &str,
 ) -> Result<BTreeMap<u64, MemberNode>, String> {
+    let members = parse_member_list(text)?;
+    for (id, node) in &members {
+        check_scheme(&node.peer_url, peer_scheme, "--initial-cluster")?;
+        if *id == own_id && node.peer_url != own.peer_url {
+            return Err(format!(
+                "initial cluster says member {id} is at {}, but it advertises {}",
+                node.peer_url, own.peer_url
+            ));
+        }
+    }
+    if !members.contains_key(&own_id) {
+        return Err(format!(
+            "initial cluster does not include this member ({own_id})"
+        ));
+    }
+    Ok(members)
+}
+
+/// Parses an initial cluster, `1=http://host:port,2=...`, into members with peer URLs only:
+/// every founding member must bootstrap with the same membership, and only peer URLs are known to
+/// all of them (each member publishes its client URL after the bootstrap). Shared by `revkv serve`
+/// and `revkv snapshot restore`, so a restored cluster names its members exactly as serve does.
+pub(crate) fn parse_member_list(text: &str) -> Result<BTreeMap<u64, MemberNode>, String> {
     let mut members = BTreeMap::new();
     for entry in text
         .split(',')
@@ -693,27 +733,18 @@ fn parse_initial_cluster(
             .parse()
             .map_err(|_| format!("initial cluster entry {entry:?}: {id:?} is not a member id"))?;
         let peer_url = peer_url.trim().trim_end_matches('/').to_string();
-        check_scheme(&peer_url, peer_scheme, "--initial-cluster")?;
-        // Every founding member must bootstrap with the same membership, and only peer URLs are
-        // known to all of them; each member publishes its client URL after the bootstrap.
-        let node = MemberNode {
-            peer_url: peer_url.clone(),
-            client_url: String::new(),
-        };
-        if id == own_id && peer_url != own.peer_url {
+        if !peer_url.starts_with("http://") && !peer_url.starts_with("https://") {
             return Err(format!(
-                "initial cluster says member {id} is at {peer_url}, but it advertises {}",
-                own.peer_url
+                "initial cluster entry {entry:?}: {peer_url} is not an http:// or https:// URL"
             ));
         }
+        let node = MemberNode {
+            peer_url,
+            client_url: String::new(),
+        };
         if members.insert(id, node).is_some() {
             return Err(format!("initial cluster names member {id} twice"));
         }
-    }
-    if !members.contains_key(&own_id) {
-        return Err(format!(
-            "initial cluster does not include this member ({own_id})"
-        ));
     }
     Ok(members)
 }
@@ -843,6 +874,24 @@ mod tests {
             (limits.max_streams, limits.idle_timeout),
             (12, Duration::from_secs(5))
         );
+        let snapshots = ServeArgs {
+            max_snapshot_streams: Some(3),
+            ..ServeArgs::default()
+        };
+        assert_eq!(
+            snapshots
+                .into_node_config()
+                .unwrap()
+                .http
+                .max_snapshot_streams,
+            3
+        );
+        let no_snapshots = ServeArgs {
+            max_snapshot_streams: Some(0),
+            ..ServeArgs::default()
+        };
+        let error = no_snapshots.into_node_config().unwrap_err();
+        assert!(error.contains("--max-snapshot-streams"), "{error}");
         for bad in [
             ServeArgs {
                 max_lease_keepalive_streams: Some(0),

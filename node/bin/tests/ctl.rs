@@ -6,8 +6,9 @@
 //! Leases: `lease grant|revoke|keep-alive|ttl|list` and `put --lease`, and a `lease keep-alive`
 //! left running that exits 3 once its lease is revoked; `lock NAME -- COMMAND`.
 //!
-//! Not covered here: `patch`, `watch` and `snapshot save`, whose server side is built on other
-//! branches (the client side is tested against stub members in `cluster/tests/client_stub.rs`).
+//! Not covered here: `patch` and `watch`, whose server side is built on other branches (the client
+//! side is tested against stub members in `cluster/tests/client_stub.rs`), and `snapshot save`,
+//! which `backup_restore.rs` runs against a cluster under writes.
 
 mod process_cluster;
 

@@ -40,6 +40,7 @@ mod metrics_route;
 mod opening;
 mod precondition;
 mod query;
+mod snapshot;
 mod state;
 mod txn;
 mod txn_request;
@@ -58,7 +59,9 @@ use crate::backend::KvBackend;
 use crate::error::NodeError;
 pub use error::ApiError;
 use state::ApiState;
-pub use state::{HttpLimits, LeaseStreamLimits, DEFAULT_MAX_BODY_BYTES};
+pub use state::{
+    HttpLimits, LeaseStreamLimits, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SNAPSHOT_STREAMS,
+};
 
 /// Builds the client API router over `backend`, with metrics of its own (for tests and embedders
 /// that do not scrape them).
@@ -102,12 +105,14 @@ fn build_router<B: KvBackend>(
     let http_metrics_layer = metrics.http.layer();
     let lease_stream = limits.lease_stream.clone();
     let lease_streams = Arc::new(Semaphore::new(lease_stream.max_streams));
+    let snapshot_streams = Arc::new(Semaphore::new(limits.max_snapshot_streams));
     let state = ApiState {
         backend,
         limits,
         lease_stream,
         metrics,
         lease_streams,
+        snapshot_streams,
     };
     let retries_layer =
         from_fn_with_state(state.clone(), client_retries::record_client_retries::<B>);
@@ -121,6 +126,7 @@ fn build_router<B: KvBackend>(
         .merge(alarms::routes::<B>())
         .merge(members::routes::<B>())
         .merge(watch::routes::<B>())
+        .merge(snapshot::routes::<B>())
         .merge(metrics_route::routes::<B>())
         .fallback(unknown_route)
         .method_not_allowed_fallback(unsupported_method)

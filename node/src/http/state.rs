@@ -19,13 +19,22 @@ pub struct HttpLimits {
     /// Bounds on streaming keep-alives (`revkv serve --max-lease-keepalive-streams`,
     /// `--lease-keepalive-idle-timeout-ms`).
     pub lease_stream: LeaseStreamLimits,
+    /// Backups (`GET /v1/snapshot`) streaming from this member at once; one more is answered
+    /// `503 unavailable` (`revkv serve --max-snapshot-streams`). Each holds a read transaction
+    /// (which keeps the pages of its revision from being reused) and a blocking thread.
+    pub max_snapshot_streams: usize,
 }
+
+/// Default `HttpLimits::max_snapshot_streams`: backups are rare, and each pins its revision's
+/// pages in the state file for as long as it runs.
+pub const DEFAULT_MAX_SNAPSHOT_STREAMS: usize = 2;
 
 impl Default for HttpLimits {
     fn default() -> Self {
         HttpLimits {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             lease_stream: LeaseStreamLimits::default(),
+            max_snapshot_streams: DEFAULT_MAX_SNAPSHOT_STREAMS,
         }
     }
 }
@@ -67,6 +76,8 @@ pub(crate) struct ApiState<B> {
     pub metrics: Arc<Metrics>,
     /// One permit per open streaming keep-alive (`LeaseStreamLimits::max_streams`).
     pub lease_streams: Arc<Semaphore>,
+    /// One permit per backup streaming now (`HttpLimits::max_snapshot_streams`).
+    pub snapshot_streams: Arc<Semaphore>,
 }
 
 // A derived `Clone` would demand `B: Clone`; only the `Arc` is cloned.
@@ -78,6 +89,7 @@ impl<B> Clone for ApiState<B> {
             lease_stream: self.lease_stream.clone(),
             metrics: Arc::clone(&self.metrics),
             lease_streams: Arc::clone(&self.lease_streams),
+            snapshot_streams: Arc::clone(&self.snapshot_streams),
         }
     }
 }

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use revkv_node::watch::{WatchHub, WatchLimits};
 use revkv_node::{
-    GrantedLease, KvBackend, LeaseTimeToLive, MemberInfo, MemberStatus, NodeError, ReadAnswer,
-    ReadConsistency, ResponseHeader, Written,
+    BackupSource, GrantedLease, KvBackend, LeaseTimeToLive, MemberInfo, MemberStatus, NodeError,
+    ReadAnswer, ReadConsistency, ResponseHeader, Written,
 };
 use revkv_storage::{
     ApplyEntry, EntryPayload, LogId, MvccStore, RangeRequest, Request, Response, StateHash,
@@ -323,5 +323,12 @@ impl KvBackend for StoreBackend {
 
     async fn defragment(&self) -> Result<revkv_storage::Defragmented, NodeError> {
         revkv_node::space_quota::defragment_store(self.store.clone()).await
+    }
+
+    fn backup_source(&self) -> BackupSource {
+        BackupSource {
+            store: self.store.clone(),
+            member_id: MEMBER_ID,
+        }
     }
 }

@@ -20,11 +20,13 @@ mod leases;
 mod migrate;
 mod read;
 mod snapshot;
+mod snapshot_frames;
 mod tables;
 mod validate;
 
 pub use defragment::Defragmented;
-pub use snapshot::SnapshotSummary;
+pub use snapshot::{RestoreTarget, SnapshotSummary};
+pub use snapshot_frames::inspect_snapshot;
 pub use validate::{validate_range, validate_request};
 
 use std::path::{Path, PathBuf};
@@ -89,6 +91,12 @@ type BatchTables<'b, 'f, 't> = (
     &'b mut WriteLeaseTables<'f, 't>,
     &'b mut Vec<Alarm>,
 );
+
+/// What an export reads from the meta table besides the state record, in the same transaction.
+pub(crate) struct ExportMeta {
+    pub cluster_id: Option<u64>,
+    pub alarms: Vec<Alarm>,
+}
 
 /// The MVCC store. See the module documentation.
 pub struct MvccStore {
@@ -183,6 +191,7 @@ impl MvccStore {
                 let batch = (&mut tables, &mut leases, &mut raised);
                 outcomes.push(self.apply_entry(batch, &mut state, entry)?);
                 state.applied.last_applied = Some(entry.log_id);
+                record_founding_cluster_id(&mut meta, file, entry)?;
             }
             save_state(&mut meta, file, &state)?;
             if raised != raised_before {
@@ -263,6 +272,15 @@ impl MvccStore {
     /// The last applied log id and membership, as committed (durable or not).
     pub fn applied_state(&self) -> Result<AppliedState> {
         Ok(self.read_state()?.applied)
+    }
+
+    /// The id of the cluster this store belongs to (None for a store that predates cluster ids and
+    /// has not yet been given one).
+    pub fn cluster_id(&self) -> Result<Option<u64>> {
+        let file = self.file.as_path();
+        let read = self.database().begin_read().map_err(db_error(file))?;
+        let meta = read.open_table(META).map_err(db_error(file))?;
+        tables::load_cluster_id(&meta, file)
     }
 
     /// The current store revision.
@@ -381,6 +399,30 @@ impl MvccStore {
         let read = self.database().begin_read().map_err(db_error(file))?;
         let (tables, state) = read_tables_of(&read, file)?;
         Ok((tables, read_lease_tables_of(&read, file)?, state))
+    }
+
+    /// The data tables, the lease tables, the state and the cluster id, all from one read
+    /// transaction: what a snapshot stream is written from.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn read_for_export(
+        &self,
+    ) -> Result<(ReadTables<'_>, ReadLeaseTables<'_>, StoreState, ExportMeta)> {
+        let file = self.file.as_path();
+        let read = self.database().begin_read().map_err(db_error(file))?;
+        let (tables, state) = read_tables_of(&read, file)?;
+        let export_meta = {
+            let meta = read.open_table(META).map_err(db_error(file))?;
+            ExportMeta {
+                cluster_id: tables::load_cluster_id(&meta, file)?,
+                alarms: alarms::load_alarms(&meta, file)?,
+            }
+        };
+        Ok((
+            tables,
+            read_lease_tables_of(&read, file)?,
+            state,
+            export_meta,
+        ))
     }
 
     /// Opens the lease tables in a read transaction of their own.
@@ -505,6 +547,25 @@ fn read_tables_of<'f>(
         index: read.open_table(KEY_INDEX).map_err(db_error(file))?,
     };
     Ok((tables, state))
+}
+
+/// Names the cluster after its founding membership: the membership entry at log index 0, which
+/// every founding member applies identically (raft commits one entry there), so every member
+/// derives the same id without talking about it. A restored store already has its new cluster's
+/// id, and a store that joined through a snapshot got it from the snapshot, so an existing id is
+/// kept.
+fn record_founding_cluster_id(
+    meta: &mut redb::Table<'_, &'static str, &'static [u8]>,
+    file: &Path,
+    entry: &ApplyEntry,
+) -> Result<()> {
+    let EntryPayload::Membership(membership) = &entry.payload else {
+        return Ok(());
+    };
+    if entry.log_id.index != 0 || tables::load_cluster_id(meta, file)?.is_some() {
+        return Ok(());
+    }
+    tables::save_cluster_id(meta, file, xxhash_rust::xxh3::xxh3_64(membership))
 }
 
 /// Opens the lease tables in an existing read transaction (for reads that must see the leases and

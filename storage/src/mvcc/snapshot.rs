@@ -1,10 +1,15 @@
 //! Consistent snapshots: export the whole state as a frame stream, and import one atomically.
 //!
-//! The stream is a header (revisions, applied log id, membership), every history entry not yet
-//! compacted in (revision, position) order, every granted lease in id order, and a trailer with the
-//! count of records and leases and an xxh3 checksum of every byte before it. The key index is
-//! rebuilt from the history on import (compaction never removes a live key's current version, so
-//! the history holds all of them), and the lease attachments from the live keys' `lease` fields.
+//! The stream is a header (stream version, revisions, applied log id, membership, live-key count,
+//! the member that wrote it and its cluster id), every history entry not yet compacted in
+//! (revision, position) order, every granted lease in id order, and a trailer with the count of
+//! records and leases and an xxh3 checksum of every byte before it. The same stream serves raft
+//! snapshots and backups (`GET /v1/snapshot`). Export reads one redb read transaction, so it is
+//! one consistent revision and never blocks writers, and it writes frame by frame into any
+//! `Write`, so the caller decides where the bytes go (a bounded channel, a file) and nothing holds
+//! the whole stream. The key index is rebuilt from the history on import (compaction never removes
+//! a live key's current version, so the history holds all of them), and the lease attachments
+//! from the live keys' `lease` fields. Reading and checking the frames is `snapshot_frames.rs`.
 
 use std::io::{Read, Write};
 
@@ -12,40 +17,102 @@ use redb::{Durability, ReadableTable};
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::codec::{
-    self, LeaseRecord, SnapshotFrame, SnapshotHeader, VersionRecord, SNAPSHOT_MAGIC,
+    self, LeaseRecord, SnapshotFrame, StreamHeader, VersionRecord, SNAPSHOT_MAGIC, STREAM_VERSION,
 };
-use crate::error::{corrupt, db_error, Error, Result};
+use crate::error::{corrupt, db_error, Result};
 use crate::file::META;
+use crate::mvcc::alarms::save_alarms;
 use crate::mvcc::leases::{open_write_lease_tables, WriteLeaseTables};
+use crate::mvcc::snapshot_frames::{bad, read_stream, FrameSink};
 use crate::mvcc::tables::{
-    save_state, StoreState, WriteTables, HISTORY, KEY_INDEX, LEASES, LEASE_KEYS,
+    save_cluster_id, save_state, StoreState, WriteTables, HISTORY, KEY_INDEX, LEASES, LEASE_KEYS,
 };
-use crate::mvcc::{open_write_tables, MvccStore};
-use crate::types::AppliedState;
+use crate::mvcc::{open_write_tables, ExportMeta, MvccStore};
+use crate::types::{Alarm, AppliedState};
 
-/// What a snapshot holds, as reported after export or import.
+/// What a snapshot holds, as reported after export, import or inspection.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SnapshotSummary {
+    /// 1 for streams that open with the older header, `codec::STREAM_VERSION` since.
+    pub stream_version: u32,
     pub current_revision: u64,
     pub compact_revision: u64,
     pub applied: AppliedState,
+    /// History records plus leases.
     pub records: u64,
+    /// Keys live at `current_revision` (None when a version-1 stream was only inspected).
+    pub live_keys: Option<u64>,
+    pub member_id: Option<u64>,
+    pub cluster_id: Option<u64>,
+    /// The trailer's xxh3 checksum of every byte before it.
+    pub checksum: u64,
+}
+
+/// What a restore puts in place of the stream's own raft position: the new cluster's membership
+/// at a log id of its own, and the new cluster's id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestoreTarget {
+    pub applied: AppliedState,
+    pub cluster_id: u64,
+}
+
+impl RestoreTarget {
+    /// The target for restoring `backup` into a new cluster whose membership (as the raft layer
+    /// encoded it) is applied at `membership_log_id`. The new cluster id is derived from the
+    /// backup's cluster id and checksum and the new membership: every member restored from one
+    /// file with one membership gets the same id without talking to the others, and it differs
+    /// from the source cluster's, as etcd's restore gives a new cluster id.
+    pub fn new(
+        backup: &SnapshotSummary,
+        membership: Vec<u8>,
+        membership_log_id: crate::types::LogId,
+    ) -> Self {
+        let mut hasher = Xxh3::new();
+        hasher.update(b"revkv-restored-cluster");
+        hasher.update(&backup.cluster_id.unwrap_or_default().to_le_bytes());
+        hasher.update(&backup.checksum.to_le_bytes());
+        hasher.update(&membership);
+        RestoreTarget {
+            applied: AppliedState {
+                last_applied: Some(membership_log_id),
+                membership: Some(membership),
+            },
+            cluster_id: hasher.digest(),
+        }
+    }
 }
 
 impl MvccStore {
-    /// Writes a consistent snapshot of the whole store (one read transaction) to `writer`.
+    /// Writes a consistent snapshot of the whole store (one read transaction) to `writer`, as a
+    /// stream no member wrote (tests and the raft layer's older callers).
     pub fn export_snapshot<W: Write>(&self, writer: &mut W) -> Result<SnapshotSummary> {
-        let (tables, leases, state) = self.read_tables_with_leases()?;
+        self.export_stream(None, writer)
+    }
+
+    /// Writes a consistent snapshot of the whole store (one read transaction) to `writer`, frame
+    /// by frame, naming `member_id` as its writer. Writers are never blocked: redb readers see the
+    /// state of their transaction's start while later commits go on.
+    pub fn export_stream<W: Write>(
+        &self,
+        member_id: Option<u64>,
+        writer: &mut W,
+    ) -> Result<SnapshotSummary> {
+        let (tables, leases, state, export_meta) = self.read_for_export()?;
+        let ExportMeta { cluster_id, alarms } = export_meta;
         let file = tables.file;
         let mut writer = HashingWriter {
             inner: writer,
             hasher: Xxh3::new(),
         };
-        let header = SnapshotFrame::Header(SnapshotHeader {
+        let header = SnapshotFrame::StreamHeader(StreamHeader {
             magic: SNAPSHOT_MAGIC.into(),
+            stream_version: STREAM_VERSION,
             current_revision: state.current_revision,
             compact_revision: state.compact_revision,
             applied: state.applied.clone(),
+            live_keys: state.live_keys,
+            member_id,
+            cluster_id,
         });
         write_frame(&mut writer, &header)?;
         let mut records = 0u64;
@@ -71,25 +138,53 @@ impl MvccStore {
             write_frame(&mut writer, &frame)?;
             records += 1;
         }
+        if !alarms.is_empty() {
+            write_frame(&mut writer, &SnapshotFrame::Alarms(alarms))?;
+            records += 1;
+        }
         let checksum = writer.hasher.digest();
-        write_frame(
-            writer.inner,
-            &SnapshotFrame::Trailer {
-                record_count: records,
-                checksum,
-            },
-        )?;
+        let trailer = SnapshotFrame::Trailer {
+            record_count: records,
+            checksum,
+        };
+        write_frame(writer.inner, &trailer)?;
+        writer.inner.flush()?;
         Ok(SnapshotSummary {
+            stream_version: STREAM_VERSION,
             current_revision: state.current_revision,
             compact_revision: state.compact_revision,
             applied: state.applied,
             records,
+            live_keys: Some(state.live_keys),
+            member_id,
+            cluster_id,
+            checksum,
         })
     }
 
     /// Replaces the whole state with the snapshot read from `reader`, in one durable transaction:
-    /// a malformed, truncated or corrupt stream changes nothing.
+    /// a malformed, truncated or corrupt stream changes nothing. The applied log id, membership
+    /// and cluster id are the stream's (a raft snapshot from this cluster's leader).
     pub fn import_snapshot<R: Read>(&self, reader: &mut R) -> Result<SnapshotSummary> {
+        self.import_with(reader, None)
+    }
+
+    /// Replaces the whole state with a backup read from `reader` for a new cluster: the history
+    /// and leases are the backup's, the applied log id, membership and cluster id are `target`'s.
+    /// One durable transaction, so a bad stream changes nothing.
+    pub fn import_for_restore<R: Read>(
+        &self,
+        reader: &mut R,
+        target: &RestoreTarget,
+    ) -> Result<SnapshotSummary> {
+        self.import_with(reader, Some(target))
+    }
+
+    fn import_with<R: Read>(
+        &self,
+        reader: &mut R,
+        target: Option<&RestoreTarget>,
+    ) -> Result<SnapshotSummary> {
         let file = self.path().to_path_buf();
         let mut write = self.database().begin_write().map_err(db_error(&file))?;
         write
@@ -102,12 +197,32 @@ impl MvccStore {
         let summary = {
             let mut tables = open_write_tables(&write, &file)?;
             let mut leases = open_write_lease_tables(&write, &file)?;
-            let mut reader = HashingReader {
-                inner: reader,
-                hasher: Xxh3::new(),
+            let mut sink = TableSink {
+                tables: &mut tables,
+                leases: &mut leases,
+                alarms: Vec::new(),
             };
-            let summary = load_frames(&mut tables, &mut leases, &mut reader)?;
+            let mut summary = read_stream(reader, &mut sink)?;
+            // A restore starts a new cluster, whose members the old alarms do not name.
+            let alarms = match target {
+                Some(_) => Vec::new(),
+                None => std::mem::take(&mut sink.alarms),
+            };
             let live_keys = attach_live_keys(&tables, &mut leases, summary.current_revision)?;
+            if summary
+                .live_keys
+                .is_some_and(|announced| announced != live_keys)
+            {
+                return Err(bad(format!(
+                    "the header announces {} live keys, the history holds {live_keys}",
+                    summary.live_keys.unwrap_or_default()
+                )));
+            }
+            summary.live_keys = Some(live_keys);
+            if let Some(target) = target {
+                summary.applied = target.applied.clone();
+                summary.cluster_id = Some(target.cluster_id);
+            }
             let mut meta = write.open_table(META).map_err(db_error(&file))?;
             let state = StoreState {
                 current_revision: summary.current_revision,
@@ -116,6 +231,10 @@ impl MvccStore {
                 live_keys,
             };
             save_state(&mut meta, &file, &state)?;
+            save_alarms(&mut meta, &file, &alarms)?;
+            if let Some(cluster_id) = summary.cluster_id {
+                save_cluster_id(&mut meta, &file, cluster_id)?;
+            }
             summary
         };
         write.commit().map_err(db_error(&file))?;
@@ -124,19 +243,34 @@ impl MvccStore {
     }
 }
 
-fn bad(detail: impl Into<String>) -> Error {
-    Error::BadSnapshot(detail.into())
+/// Import's sink: every record and lease goes into the (emptied) tables of the write transaction.
+struct TableSink<'s, 'f, 't> {
+    tables: &'s mut WriteTables<'f, 't>,
+    leases: &'s mut WriteLeaseTables<'f, 't>,
+    /// Kept until the stream has been read whole; the caller decides whether they are saved.
+    alarms: Vec<Alarm>,
+}
+
+impl FrameSink for TableSink<'_, '_, '_> {
+    fn record(&mut self, revision: u64, position: u32, record: VersionRecord) -> Result<()> {
+        self.tables.insert_version(revision, position, &record)
+    }
+
+    fn lease(&mut self, id: i64, record: LeaseRecord) -> Result<()> {
+        self.leases.save(id, &record)
+    }
+
+    fn alarms(&mut self, alarms: Vec<Alarm>) -> Result<()> {
+        self.alarms = alarms;
+        Ok(())
+    }
 }
 
 fn write_frame<W: Write>(writer: &mut W, frame: &SnapshotFrame) -> Result<()> {
     codec::write_frame(writer, frame).map_err(|error| match error {
-        codec::CodecError::Io(io) => Error::SnapshotIo(io),
+        codec::CodecError::Io(io) => crate::error::Error::SnapshotIo(io),
         other => bad(other.to_string()),
     })
-}
-
-fn read_frame<R: Read>(reader: &mut R) -> Result<Option<SnapshotFrame>> {
-    codec::read_frame(reader).map_err(|error| bad(error.to_string()))
 }
 
 /// Counts the live keys at `revision` and attaches each one that carries a granted lease to it.
@@ -164,97 +298,6 @@ fn attach_live_keys(
     Ok(live_keys)
 }
 
-/// Reads the header, every record, every lease and the trailer, writing them into the (empty)
-/// tables.
-fn load_frames<R: Read>(
-    tables: &mut WriteTables<'_, '_>,
-    leases: &mut WriteLeaseTables<'_, '_>,
-    reader: &mut HashingReader<R>,
-) -> Result<SnapshotSummary> {
-    let header = match read_frame(reader)? {
-        Some(SnapshotFrame::Header(header)) if header.magic == SNAPSHOT_MAGIC => header,
-        Some(_) => {
-            return Err(bad(
-                "the stream does not start with a revkv snapshot header",
-            ))
-        }
-        None => return Err(bad("empty stream")),
-    };
-    let mut records = 0u64;
-    let mut last_position: Option<(u64, u32)> = None;
-    let mut last_lease: Option<i64> = None;
-    loop {
-        let checksum_so_far = reader.hasher.digest();
-        match read_frame(reader)? {
-            None => return Err(bad("the stream ended before its trailer")),
-            Some(SnapshotFrame::Header(_)) => return Err(bad("a second header")),
-            Some(SnapshotFrame::Record {
-                revision,
-                position,
-                record,
-            }) => {
-                let at = (revision, position);
-                if last_lease.is_some()
-                    || last_position.is_some_and(|last| at <= last)
-                    || revision > header.current_revision
-                {
-                    return Err(bad(format!("record {revision}/{position} is out of order")));
-                }
-                last_position = Some(at);
-                insert_record(tables, revision, position, record)?;
-                records += 1;
-            }
-            Some(SnapshotFrame::Lease { id, ttl_seconds }) => {
-                // A stream written before checkpoints: the lease has none.
-                let record = imported_lease(ttl_seconds, None, 0);
-                load_lease(leases, &mut last_lease, id, record)?;
-                records += 1;
-            }
-            Some(SnapshotFrame::LeaseState {
-                id,
-                ttl_seconds,
-                checkpointed_remaining_ms,
-                renewed_at_index,
-            }) => {
-                let record =
-                    imported_lease(ttl_seconds, checkpointed_remaining_ms, renewed_at_index);
-                load_lease(leases, &mut last_lease, id, record)?;
-                records += 1;
-            }
-            Some(SnapshotFrame::Trailer {
-                record_count,
-                checksum,
-            }) => {
-                if record_count != records || checksum != checksum_so_far {
-                    return Err(bad("the trailer's count or checksum does not match"));
-                }
-                break;
-            }
-        }
-    }
-    if read_frame(reader)?.is_some() {
-        return Err(bad("data after the trailer"));
-    }
-    Ok(SnapshotSummary {
-        current_revision: header.current_revision,
-        compact_revision: header.compact_revision,
-        applied: header.applied,
-        records,
-    })
-}
-
-fn insert_record(
-    tables: &mut WriteTables<'_, '_>,
-    revision: u64,
-    position: u32,
-    record: VersionRecord,
-) -> Result<()> {
-    if record.key.is_empty() {
-        return Err(bad("a record with an empty key"));
-    }
-    tables.insert_version(revision, position, &record)
-}
-
 /// A writer that hashes every byte it passes on.
 struct HashingWriter<'w, W: Write> {
     inner: &'w mut W,
@@ -271,46 +314,4 @@ impl<W: Write> Write for HashingWriter<'_, W> {
     fn flush(&mut self) -> std::io::Result<()> {
         self.inner.flush()
     }
-}
-
-/// A reader that hashes every byte it hands out.
-struct HashingReader<'r, R: Read> {
-    inner: &'r mut R,
-    hasher: Xxh3,
-}
-
-impl<R: Read> Read for HashingReader<'_, R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let read = self.inner.read(buf)?;
-        self.hasher.update(&buf[..read]);
-        Ok(read)
-    }
-}
-
-/// A lease as a snapshot carries it; its keys are counted when `lease_keys` is rebuilt.
-fn imported_lease(
-    ttl_seconds: i64,
-    checkpointed_remaining_ms: Option<u64>,
-    renewed_at_index: u64,
-) -> LeaseRecord {
-    LeaseRecord {
-        ttl_seconds,
-        attached_keys: 0,
-        checkpointed_remaining_ms,
-        renewed_at_index,
-    }
-}
-
-/// Writes one imported lease, after checking it comes after the previous one in id order.
-fn load_lease(
-    leases: &mut WriteLeaseTables<'_, '_>,
-    last_lease: &mut Option<i64>,
-    id: i64,
-    record: LeaseRecord,
-) -> Result<()> {
-    if id <= 0 || record.ttl_seconds < 1 || last_lease.is_some_and(|last| id <= last) {
-        return Err(bad(format!("lease {id} is out of order or malformed")));
-    }
-    *last_lease = Some(id);
-    leases.save(id, &record)
 }

@@ -427,3 +427,32 @@ pub(crate) fn save_state(
         .map_err(db_error(file))?;
     Ok(())
 }
+
+/// The key of the cluster id in the meta table. Not part of `StoreState`, so files written before
+/// cluster ids existed still decode; such a store has none until a snapshot or restore brings one.
+pub(crate) const CLUSTER_ID_KEY: &str = "cluster_id";
+
+/// Reads the cluster id from the meta table, if the store has one.
+pub(crate) fn load_cluster_id(
+    meta: &impl ReadableTable<&'static str, &'static [u8]>,
+    file: &Path,
+) -> Result<Option<u64>> {
+    match meta.get(CLUSTER_ID_KEY).map_err(db_error(file))? {
+        Some(bytes) => codec::decode(bytes.value())
+            .map(Some)
+            .map_err(corrupt(file)),
+        None => Ok(None),
+    }
+}
+
+/// Writes the cluster id into the meta table.
+pub(crate) fn save_cluster_id(
+    meta: &mut redb::Table<'_, &'static str, &'static [u8]>,
+    file: &Path,
+    cluster_id: u64,
+) -> Result<()> {
+    let bytes = codec::encode(&cluster_id).map_err(corrupt(file))?;
+    meta.insert(CLUSTER_ID_KEY, bytes.as_slice())
+        .map_err(db_error(file))?;
+    Ok(())
+}

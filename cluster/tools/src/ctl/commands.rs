@@ -113,7 +113,7 @@ pub async fn execute(args: CtlArgs) -> Result<(), ClientError> {
         }
         CtlCommand::Hash { revision } => hash(&client, format, revision).await,
         CtlCommand::Snapshot(SnapshotCommand::Save { path }) => {
-            snapshot_save(&client, format, &path).await
+            super::snapshot::save(&client, format, &path).await
         }
         CtlCommand::Lease(command) => lease(&client, format, command).await,
         CtlCommand::Alarm(command) => maintenance::alarm(&client, format, command).await,
@@ -459,32 +459,6 @@ async fn member(
     };
     print_either(format, &answer, || {
         format!("{done}{}", output::member_table(&answer.members))
-    });
-    Ok(())
-}
-
-async fn snapshot_save(
-    client: &Client,
-    format: OutputFormat,
-    path: &Path,
-) -> Result<(), ClientError> {
-    let local = |error: std::io::Error| ClientError::Transport {
-        message: format!("{}: {error}", path.display()),
-    };
-    let partial = path.with_extension("part");
-    let mut file = tokio::fs::File::create(&partial).await.map_err(local)?;
-    let written = match client.snapshot_save(&mut file).await {
-        Ok(written) => written,
-        Err(error) => {
-            let _ = tokio::fs::remove_file(&partial).await;
-            return Err(error);
-        }
-    };
-    file.sync_all().await.map_err(local)?;
-    tokio::fs::rename(&partial, path).await.map_err(local)?;
-    let answer = serde_json::json!({ "path": path, "bytes": written });
-    print_either(format, &answer, || {
-        format!("saved {written} bytes to {}", path.display())
     });
     Ok(())
 }

@@ -24,6 +24,7 @@ pub mod lease;
 pub mod maintenance;
 pub mod output;
 pub mod recipes;
+pub mod snapshot;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -170,6 +170,48 @@ impl ProcessCluster {
         unreachable!("the last attempt returns or panics")
     }
 
+    /// Starts members `1..=size` as one cluster on data directories that `prepare` fills first
+    /// (called once per member with its id, its data directory, which does not exist yet, and the
+    /// cluster's `--initial-cluster`): for members restored from a backup. Waits as `start` does.
+    pub async fn start_prepared(
+        size: u64,
+        options: ClusterOptions,
+        mut prepare: impl FnMut(u64, &std::path::Path, &str),
+    ) -> ProcessCluster {
+        for attempt in 1..=START_ATTEMPTS {
+            let mut cluster = ProcessCluster::register_founders(size, options.clone());
+            let initial_cluster = cluster.initial_cluster_flag();
+            for (id, member) in &cluster.members {
+                prepare(*id, &member.data_dir, &initial_cluster);
+            }
+            for member in cluster.members.values_mut() {
+                member.spawn().expect("start a member process");
+            }
+            match cluster.wait_until_all_ready().await {
+                Ok(()) => return cluster,
+                Err(problem) if attempt < START_ATTEMPTS && problem.contains("cannot listen") => {
+                    eprintln!("cluster start attempt {attempt} lost a port race; retrying");
+                }
+                Err(problem) => panic!("the cluster did not start: {problem}"),
+            }
+        }
+        unreachable!("the last attempt returns or panics")
+    }
+
+    /// The `--initial-cluster` value every founder was given.
+    fn initial_cluster_flag(&self) -> String {
+        let scheme = if self.options.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        self.members
+            .values()
+            .map(|member| format!("{}={scheme}://{}", member.id, member.peer_address))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     /// A cluster with no members yet, for tests that start only `--join` members.
     pub fn without_members(options: ClusterOptions) -> ProcessCluster {
         ProcessCluster {
@@ -181,6 +223,15 @@ impl ProcessCluster {
     }
 
     fn spawn_founders(size: u64, options: ClusterOptions) -> ProcessCluster {
+        let mut cluster = ProcessCluster::register_founders(size, options);
+        for member in cluster.members.values_mut() {
+            member.spawn().expect("start a member process");
+        }
+        cluster
+    }
+
+    /// Registers (without starting) members `1..=size` of one new cluster.
+    fn register_founders(size: u64, options: ClusterOptions) -> ProcessCluster {
         let directory = tempfile::tempdir().expect("a temporary directory");
         let addresses = free_addresses(2 * size as usize).expect("free loopback ports");
         let scheme = if options.tls.is_some() {
@@ -203,9 +254,6 @@ impl ProcessCluster {
             let founding = ["--initial-cluster".to_string(), initial_cluster.clone()];
             let addresses = (addresses[index], addresses[index + 1]);
             cluster.add_member_process(id, addresses, &founding, None);
-        }
-        for member in cluster.members.values_mut() {
-            member.spawn().expect("start a member process");
         }
         cluster
     }

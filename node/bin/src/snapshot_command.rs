@@ -1,0 +1,157 @@
+//! `revkv snapshot status FILE` and `revkv snapshot restore FILE ...`: the offline side of backups
+//! (`revkv ctl snapshot save` takes them from a running cluster), like `etcdutl snapshot`.
+//!
+//! `status` reads the whole file through the snapshot codec (every frame, the count and the
+//! checksum) and prints what the header says. `restore` makes a new cluster's member from the file
+//! (`revkv_raft::restore`): run it once per member with the same file and `--initial-cluster`, then
+//! start each member with `revkv serve` on its data directory with the same `--id` and peer URL.
+
+use std::io::BufReader;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand, ValueEnum};
+use revkv_raft::{restore_member, RestorePlan};
+use revkv_storage::{inspect_snapshot, SnapshotSummary};
+use serde_json::json;
+
+use crate::serve_config::parse_member_list;
+
+/// `revkv snapshot ...`.
+#[derive(Args, Debug)]
+pub struct SnapshotArgs {
+    #[command(subcommand)]
+    command: SnapshotCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum SnapshotCommand {
+    /// Check a backup file whole (frames, count, checksum) and print its revision, keys and size.
+    Status {
+        file: PathBuf,
+        /// `table` or `json` (as `etcdutl snapshot status -w json`).
+        #[arg(short = 'w', long = "write-out", visible_short_alias = 'o', visible_alias = "output", value_enum, default_value_t = WriteOut::Table)]
+        write_out: WriteOut,
+    },
+    /// Create a new cluster's member from a backup file: its history is kept (the new cluster
+    /// starts at the backup's revision) under a new cluster id and the given membership.
+    Restore {
+        file: PathBuf,
+        /// The new member's data directory; it must not exist or be empty.
+        #[arg(long)]
+        data_dir: PathBuf,
+        /// The new member's id (as `revkv serve --id`).
+        #[arg(long)]
+        id: u64,
+        /// Every member of the new cluster: `1=http://host:7101,2=...` (as `revkv serve
+        /// --initial-cluster`; give every restored member the same list).
+        #[arg(long)]
+        initial_cluster: String,
+    },
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum WriteOut {
+    Table,
+    Json,
+}
+
+/// Runs `revkv snapshot ...`; errors go to stderr with the file they concern.
+pub fn run(args: SnapshotArgs) -> ExitCode {
+    let result = match args.command {
+        SnapshotCommand::Status { file, write_out } => status(&file, write_out),
+        SnapshotCommand::Restore {
+            file,
+            data_dir,
+            id,
+            initial_cluster,
+        } => restore(file, data_dir, id, &initial_cluster),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("revkv snapshot: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn status(file: &std::path::Path, write_out: WriteOut) -> Result<(), String> {
+    let named = |error: &dyn std::fmt::Display| format!("{}: {error}", file.display());
+    let size = std::fs::metadata(file).map_err(|e| named(&e))?.len();
+    let reader = std::fs::File::open(file).map_err(|e| named(&e))?;
+    let summary = inspect_snapshot(&mut BufReader::new(reader))
+        .map_err(|error| named(&format!("checksum state: bad ({error})")))?;
+    match write_out {
+        WriteOut::Json => println!("{}", status_json(&summary, size)),
+        WriteOut::Table => print!("{}", status_table(&summary, size)),
+    }
+    Ok(())
+}
+
+fn status_json(summary: &SnapshotSummary, size: u64) -> serde_json::Value {
+    json!({
+        "revision": summary.current_revision,
+        "compact_revision": summary.compact_revision,
+        "keys": summary.live_keys,
+        "records": summary.records,
+        "size": size,
+        "member_id": summary.member_id,
+        "cluster_id": summary.cluster_id.map(|id| format!("{id:016x}")),
+        "stream_version": summary.stream_version,
+        "checksum": format!("{:016x}", summary.checksum),
+        "checksum_ok": true,
+    })
+}
+
+fn status_table(summary: &SnapshotSummary, size: u64) -> String {
+    let unknown = || "unknown".to_string();
+    let rows = [
+        ("revision", summary.current_revision.to_string()),
+        ("compact revision", summary.compact_revision.to_string()),
+        (
+            "keys",
+            summary
+                .live_keys
+                .map_or_else(unknown, |keys| keys.to_string()),
+        ),
+        ("records", summary.records.to_string()),
+        ("size", format!("{size} bytes")),
+        (
+            "member",
+            summary.member_id.map_or_else(unknown, |id| id.to_string()),
+        ),
+        (
+            "cluster id",
+            summary
+                .cluster_id
+                .map_or_else(unknown, |id| format!("{id:016x}")),
+        ),
+        ("stream version", summary.stream_version.to_string()),
+        ("checksum", format!("{:016x} (ok)", summary.checksum)),
+    ];
+    rows.iter()
+        .map(|(name, value)| format!("{name:<17}{value}\n"))
+        .collect()
+}
+
+fn restore(file: PathBuf, data_dir: PathBuf, id: u64, initial_cluster: &str) -> Result<(), String> {
+    let members = parse_member_list(initial_cluster)
+        .map_err(|error| format!("--initial-cluster: {error}"))?;
+    let plan = RestorePlan {
+        backup: file,
+        data_dir,
+        member_id: id,
+        members,
+    };
+    let summary = restore_member(&plan).map_err(|error| error.to_string())?;
+    println!(
+        "restored revision {} ({} keys, compacted at {}) from {} into {} as member {id}",
+        summary.current_revision,
+        summary.live_keys.unwrap_or_default(),
+        summary.compact_revision,
+        plan.backup.display(),
+        plan.data_dir.display(),
+    );
+    Ok(())
+}

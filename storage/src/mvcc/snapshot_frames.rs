@@ -1,0 +1,254 @@
+//! Reading a snapshot stream: the one place that checks a stream's shape (header, records in
+//! order, leases in id order, a trailer whose count and xxh3 checksum match, nothing after it).
+//!
+//! Import writes what it reads into the store's tables; `inspect_snapshot` only checks and
+//! summarises (for `revkv snapshot status` and for verifying a saved backup), so both go through
+//! `read_stream` with a different `FrameSink`.
+
+use std::io::Read;
+
+use xxhash_rust::xxh3::Xxh3;
+
+use crate::codec::{self, LeaseRecord, SnapshotFrame, StreamHeader, VersionRecord};
+use crate::codec::{SNAPSHOT_MAGIC, STREAM_VERSION};
+use crate::error::{Error, Result};
+use crate::mvcc::snapshot::SnapshotSummary;
+use crate::types::Alarm;
+
+/// Where the records and leases of a stream go as they are read and checked.
+pub(crate) trait FrameSink {
+    fn record(&mut self, revision: u64, position: u32, record: VersionRecord) -> Result<()>;
+    fn lease(&mut self, id: i64, record: LeaseRecord) -> Result<()>;
+    fn alarms(&mut self, alarms: Vec<Alarm>) -> Result<()>;
+}
+
+/// A sink that keeps nothing: the stream is only checked.
+struct Discard;
+
+impl FrameSink for Discard {
+    fn record(&mut self, _: u64, _: u32, _: VersionRecord) -> Result<()> {
+        Ok(())
+    }
+
+    fn lease(&mut self, _: i64, _: LeaseRecord) -> Result<()> {
+        Ok(())
+    }
+
+    fn alarms(&mut self, _: Vec<Alarm>) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Reads and checks a whole snapshot stream without a store: the header, every frame's order and
+/// encoding, the trailer's count and checksum, and that nothing follows it. Reads the stream once,
+/// in bounded frames, so a backup of any size is checked in constant memory.
+pub fn inspect_snapshot<R: Read>(reader: &mut R) -> Result<SnapshotSummary> {
+    read_stream(reader, &mut Discard)
+}
+
+pub(crate) fn bad(detail: impl Into<String>) -> Error {
+    Error::BadSnapshot(detail.into())
+}
+
+fn read_frame<R: Read>(reader: &mut R) -> Result<Option<SnapshotFrame>> {
+    codec::read_frame(reader).map_err(|error| match error {
+        codec::CodecError::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            bad("the stream ends in the middle of a frame (truncated)")
+        }
+        other => bad(other.to_string()),
+    })
+}
+
+/// The header of either stream version, as one shape.
+fn read_header<R: Read>(reader: &mut R) -> Result<StreamHeader> {
+    let header = match read_frame(reader)? {
+        Some(SnapshotFrame::StreamHeader(header)) => header,
+        Some(SnapshotFrame::Header(old)) => StreamHeader {
+            magic: old.magic,
+            stream_version: 1,
+            current_revision: old.current_revision,
+            compact_revision: old.compact_revision,
+            applied: old.applied,
+            live_keys: 0,
+            member_id: None,
+            cluster_id: None,
+        },
+        Some(_) => {
+            return Err(bad(
+                "the stream does not start with a revkv snapshot header",
+            ))
+        }
+        None => return Err(bad("empty stream")),
+    };
+    if header.magic != SNAPSHOT_MAGIC {
+        return Err(bad(
+            "the stream does not start with a revkv snapshot header",
+        ));
+    }
+    if header.stream_version == 0 || header.stream_version > STREAM_VERSION {
+        return Err(bad(format!(
+            "stream version {} is not supported (this build reads up to {STREAM_VERSION})",
+            header.stream_version
+        )));
+    }
+    if header.compact_revision > header.current_revision {
+        return Err(bad("the header's compact revision is above its revision"));
+    }
+    Ok(header)
+}
+
+/// Reads the header, every record, every lease and the trailer into `sink`, checking order,
+/// count and checksum.
+pub(crate) fn read_stream<R: Read>(
+    reader: &mut R,
+    sink: &mut impl FrameSink,
+) -> Result<SnapshotSummary> {
+    let mut reader = HashingReader {
+        inner: reader,
+        hasher: Xxh3::new(),
+    };
+    let header = read_header(&mut reader)?;
+    let mut order = FrameOrder::default();
+    let checksum = loop {
+        let checksum_so_far = reader.hasher.digest();
+        match read_frame(&mut reader)? {
+            None => return Err(bad("the stream ended before its trailer")),
+            Some(SnapshotFrame::Header(_) | SnapshotFrame::StreamHeader(_)) => {
+                return Err(bad("a second header"))
+            }
+            Some(SnapshotFrame::Record {
+                revision,
+                position,
+                record,
+            }) => {
+                order.record(revision, position, header.current_revision)?;
+                if record.key.is_empty() {
+                    return Err(bad("a record with an empty key"));
+                }
+                sink.record(revision, position, record)?;
+            }
+            Some(SnapshotFrame::Lease { id, ttl_seconds }) => {
+                // A stream written before checkpoints: the lease has none.
+                let record = imported_lease(ttl_seconds, None, 0);
+                order.lease(id, &record)?;
+                sink.lease(id, record)?;
+            }
+            Some(SnapshotFrame::LeaseState {
+                id,
+                ttl_seconds,
+                checkpointed_remaining_ms,
+                renewed_at_index,
+            }) => {
+                let record =
+                    imported_lease(ttl_seconds, checkpointed_remaining_ms, renewed_at_index);
+                order.lease(id, &record)?;
+                sink.lease(id, record)?;
+            }
+            Some(SnapshotFrame::Alarms(alarms)) => {
+                order.alarms(&alarms)?;
+                sink.alarms(alarms)?;
+            }
+            Some(SnapshotFrame::Trailer {
+                record_count,
+                checksum,
+            }) => {
+                if record_count != order.frames || checksum != checksum_so_far {
+                    return Err(bad("the trailer's count or checksum does not match"));
+                }
+                break checksum;
+            }
+        }
+    };
+    if read_frame(&mut reader)?.is_some() {
+        return Err(bad("data after the trailer"));
+    }
+    Ok(SnapshotSummary {
+        stream_version: header.stream_version,
+        current_revision: header.current_revision,
+        compact_revision: header.compact_revision,
+        applied: header.applied,
+        records: order.frames,
+        live_keys: (header.stream_version >= 2).then_some(header.live_keys),
+        member_id: header.member_id,
+        cluster_id: header.cluster_id,
+        checksum,
+    })
+}
+
+/// What the frames read so far allow next: records in (revision, position) order, then leases
+/// in id order.
+#[derive(Default)]
+struct FrameOrder {
+    frames: u64,
+    last_position: Option<(u64, u32)>,
+    last_lease: Option<i64>,
+    alarms_seen: bool,
+}
+
+impl FrameOrder {
+    fn record(&mut self, revision: u64, position: u32, current_revision: u64) -> Result<()> {
+        let at = (revision, position);
+        if self.last_lease.is_some()
+            || self.alarms_seen
+            || self.last_position.is_some_and(|last| at <= last)
+            || revision > current_revision
+        {
+            return Err(bad(format!("record {revision}/{position} is out of order")));
+        }
+        self.last_position = Some(at);
+        self.frames += 1;
+        Ok(())
+    }
+
+    /// The alarms come once, last, non-empty, sorted and without duplicates (as the store keeps them).
+    fn alarms(&mut self, alarms: &[Alarm]) -> Result<()> {
+        let sorted = alarms.windows(2).all(|pair| pair[0] < pair[1]);
+        if self.alarms_seen || alarms.is_empty() || !sorted {
+            return Err(bad("the alarms frame is repeated, empty or out of order"));
+        }
+        self.alarms_seen = true;
+        self.frames += 1;
+        Ok(())
+    }
+
+    fn lease(&mut self, id: i64, record: &LeaseRecord) -> Result<()> {
+        if id <= 0
+            || record.ttl_seconds < 1
+            || self.alarms_seen
+            || self.last_lease.is_some_and(|last| id <= last)
+        {
+            return Err(bad(format!("lease {id} is out of order or malformed")));
+        }
+        self.last_lease = Some(id);
+        self.frames += 1;
+        Ok(())
+    }
+}
+
+/// A lease as a snapshot carries it; its keys are counted when `lease_keys` is rebuilt.
+fn imported_lease(
+    ttl_seconds: i64,
+    checkpointed_remaining_ms: Option<u64>,
+    renewed_at_index: u64,
+) -> LeaseRecord {
+    LeaseRecord {
+        ttl_seconds,
+        attached_keys: 0,
+        checkpointed_remaining_ms,
+        renewed_at_index,
+    }
+}
+
+/// A reader that hashes every byte it hands out.
+struct HashingReader<'r, R: Read> {
+    inner: &'r mut R,
+    hasher: Xxh3,
+}
+
+impl<R: Read> Read for HashingReader<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let read = self.inner.read(buf)?;
+        self.hasher.update(&buf[..read]);
+        Ok(read)
+    }
+}
