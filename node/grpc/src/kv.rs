@@ -32,8 +32,16 @@ impl<B: KvBackend> pb::kv_server::Kv for KvService<B> {
             ReadConsistency::Linearizable
         };
         let (read, view) = convert::range(request)?;
+        let past = read.revision.is_some();
         let answer = self.backend.read(read, consistency).await.map_err(status)?;
-        let header = convert::header(answer.header, self.cluster_id);
+        let mut header = answer.header;
+        if past {
+            // etcd's header carries the store's current revision even for a read at a past one
+            // (revkv's read answers the revision it read at).
+            let now = self.backend.header().map_err(status)?;
+            header.revision = header.revision.max(now.revision);
+        }
+        let header = convert::header(header, self.cluster_id);
         Ok(GrpcResponse::new(convert::range_response(
             answer.response,
             &view,
@@ -134,11 +142,16 @@ impl<B: KvBackend> pb::kv_server::Kv for KvService<B> {
             failure_views
         };
         let header = convert::header(written.header, self.cluster_id);
+        // etcd's answers inside a txn carry only the revision in their headers.
+        let inner_header = Some(pb::ResponseHeader {
+            revision: to_i64(written.header.revision),
+            ..pb::ResponseHeader::default()
+        });
         let responses = response
             .responses
             .into_iter()
             .zip(views.iter())
-            .map(|(op, view)| convert::txn_op_response(op, view.as_ref(), header))
+            .map(|(op, view)| convert::txn_op_response(op, view.as_ref(), inner_header))
             .collect();
         Ok(GrpcResponse::new(pb::TxnResponse {
             header,

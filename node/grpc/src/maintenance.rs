@@ -97,7 +97,11 @@ impl<B: KvBackend> pb::maintenance_server::Maintenance for MaintenanceService<B>
         Ok(GrpcResponse::new(pb::HashKvResponse {
             header: convert::header(header, self.cluster_id),
             hash: fold_hash(hash.hash),
-            compact_revision: to_i64(hash.compact_revision),
+            // etcd answers -1 when nothing was ever compacted; revkv's compact revision is 0 then.
+            compact_revision: match hash.compact_revision {
+                0 => -1,
+                compacted => to_i64(compacted),
+            },
             hash_revision: to_i64(hash.revision),
         }))
     }
