@@ -160,6 +160,7 @@ up() {
   wait_until_ready
   echo "revkv cluster ready; client endpoints:"
   for id in "${members[@]}"; do echo "  member $id: $(client_url "$id")"; done
+  echo "etcd gRPC endpoints (etcdctl --endpoints): 127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203"
   if uses_tls; then echo "  CA: $tls_dir/ca.pem (curl --cacert, revkv ctl --cacert)"; fi
   if [[ "$with_prometheus" == true ]]; then start_prometheus; fi
 }
