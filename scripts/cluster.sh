@@ -15,7 +15,7 @@
 #   scripts/cluster.sh status   each member's role, term, leader and revision
 #   scripts/cluster.sh logs     the last lines of each member's log (logs -f follows them)
 #
-# Client ports 7001-7003, peer ports 7101-7103, everything under ${REVKV_CLUSTER_DIR:-./.cluster}.
+# Client ports 7001-7003, peer ports 7101-7103, etcd gRPC ports 7201-7203, everything under ${REVKV_CLUSTER_DIR:-./.cluster}.
 # Extra flags for every member can be passed in REVKV_CLUSTER_FLAGS; REVKV_BINARY runs another
 # revkv binary than this checkout's release build (A/B benchmarks), without building.
 set -euo pipefail
@@ -100,6 +100,7 @@ start_member() {
   # shellcheck disable=SC2086,SC2046 # REVKV_CLUSTER_FLAGS and the TLS flags are lists on purpose.
   nohup "$binary" serve --id "$id" --data-dir "$cluster_dir/member-$id" \
     --listen-client "127.0.0.1:700$id" --listen-peer "127.0.0.1:710$id" \
+    --listen-grpc "127.0.0.1:720$id" \
     --initial-cluster "$peers" $(tls_flags "$id") ${REVKV_CLUSTER_FLAGS:-} \
     >"$cluster_dir/member-$id.log" 2>&1 &
   echo $! >"$(pid_file "$id")"
@@ -159,6 +160,7 @@ up() {
   wait_until_ready
   echo "revkv cluster ready; client endpoints:"
   for id in "${members[@]}"; do echo "  member $id: $(client_url "$id")"; done
+  echo "etcd gRPC endpoints (etcdctl --endpoints): 127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203"
   if uses_tls; then echo "  CA: $tls_dir/ca.pem (curl --cacert, revkv ctl --cacert)"; fi
   if [[ "$with_prometheus" == true ]]; then start_prometheus; fi
 }

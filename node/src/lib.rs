@@ -8,6 +8,7 @@ pub mod error;
 pub mod http;
 mod metrics_feed;
 pub mod node;
+pub mod range_view;
 pub mod space_quota;
 pub mod watch;
 pub mod writes;

@@ -9,11 +9,11 @@
 //! error can carry `current` (the key-value now, or none) without a second, racy read.
 
 use revkv_storage::{
-    Compare, CompareOp, CompareTarget, KeyRange, RangeRequest, Request, Response, TxnOp,
-    TxnOpResponse, TxnRequest,
+    Compare, CompareOp, CompareTarget, KeyRange, PutRequest, PutResponse, RangeRequest, Request,
+    Response, TxnOp, TxnOpResponse, TxnRequest,
 };
 
-use crate::backend::{KvBackend, ResponseHeader};
+use crate::backend::{KvBackend, ReadConsistency, ResponseHeader};
 use crate::error::NodeError;
 
 /// What must hold of a key for a conditional write to go ahead.
@@ -124,4 +124,67 @@ pub fn unexpected_response(request_kind: &str) -> NodeError {
     NodeError::Internal(format!(
         "the backend answered a {request_kind} request with a response of another kind"
     ))
+}
+
+/// What a put takes from the key as it is now instead of from the request (etcd's `ignore_value`
+/// and `ignore_lease`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeepCurrent {
+    pub value: bool,
+    pub lease: bool,
+}
+
+/// How often `put_keeping_current` retries when another write changes the key between its read
+/// and its write, before answering `Conflict`.
+pub const MAX_KEEP_CURRENT_ATTEMPTS: usize = 16;
+
+/// Puts `put` with the key's current value and/or lease in place of the request's: a
+/// compare-then-put txn at the key's mod revision, so the put never mixes two versions of the
+/// key. When the key changed in between, the failure branch's read is the new current state and
+/// the put is tried again (bounded). A key that does not exist is `NotFound` ("key ... not found").
+pub async fn put_keeping_current<B: KvBackend>(
+    backend: &B,
+    put: PutRequest,
+    keep: KeepCurrent,
+) -> Result<(ResponseHeader, PutResponse), NodeError> {
+    let read = RangeRequest::of(KeyRange::single(put.key.clone()));
+    let answer = backend.read(read, ReadConsistency::Linearizable).await?;
+    let mut current = answer.response.kvs.into_iter().next();
+    for _ in 0..MAX_KEEP_CURRENT_ATTEMPTS {
+        let Some(now) = current.take() else {
+            return Err(NodeError::NotFound(format!(
+                "key {} not found",
+                describe_key(&put.key)
+            )));
+        };
+        let mut attempt = put.clone();
+        if keep.value {
+            attempt.value = now.value.clone();
+        }
+        if keep.lease {
+            attempt.lease = now.lease;
+        }
+        match write_guarded(
+            backend,
+            &put.key,
+            Precondition::ModRevisionIs(now.mod_revision),
+            TxnOp::Put(attempt),
+        )
+        .await
+        {
+            Ok((header, TxnOpResponse::Put(response))) => return Ok((header, response)),
+            Ok(_) => return Err(unexpected_response("put")),
+            Err(NodeError::Conflict {
+                current: latest, ..
+            }) => current = latest,
+            Err(error) => return Err(error),
+        }
+    }
+    Err(NodeError::Conflict {
+        message: format!(
+            "key {} changed on each of {MAX_KEEP_CURRENT_ATTEMPTS} attempts to keep its current value or lease",
+            describe_key(&put.key)
+        ),
+        current: None,
+    })
 }

@@ -67,19 +67,34 @@ async fn serve(args: ServeArgs) -> ExitCode {
         Err(error) => return fail(&error),
     };
     init_logging(args.log_format.unwrap_or_default());
+    let listen_grpc = args.listen_grpc;
     let config = match args.into_node_config() {
         Ok(config) => config,
         Err(error) => return fail(&error),
     };
+    let client_tls = config.client_tls.clone();
     let node = match Node::start(config).await {
         Ok(node) => node,
         Err(error) => return fail(&error.to_string()),
+    };
+    let grpc = match listen_grpc {
+        Some(address) => match start_grpc(&node, address, client_tls).await {
+            Ok(stop) => Some(stop),
+            Err(error) => {
+                let _ = node.shutdown().await;
+                return fail(&error);
+            }
+        },
+        None => None,
     };
     tokio::select! {
         () = wait_for_stop_signal() => {}
         reason = node.stopped_by_fault() => fail_stop(&reason),
     }
     tracing::info!("stopping");
+    if let Some(stop) = grpc {
+        let _ = stop.send(());
+    }
     match node.shutdown().await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => fail(&error.to_string()),
@@ -101,6 +116,35 @@ fn fail_stop(reason: &str) -> ! {
     );
     eprintln!("revkv: the member stopped because its disk failed: {reason}");
     std::process::exit(EXIT_DISK_FAULT);
+}
+
+/// Starts etcd's gRPC API beside the member on `address`, with the client listener's TLS; the
+/// returned sender stops it.
+async fn start_grpc(
+    node: &Node,
+    address: std::net::SocketAddr,
+    tls: Option<revkv_tls::ServerTls>,
+) -> Result<tokio::sync::oneshot::Sender<()>, String> {
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .map_err(|error| format!("cannot listen for gRPC on {address}: {error}"))?;
+    let server = revkv_grpc::GrpcServer {
+        backend: node.backend().clone(),
+        metrics: Some(node.backend().metrics().clone()),
+        cluster_id: 0,
+        limits: revkv_grpc::GrpcLimits::default(),
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = stopped.await;
+        };
+        if let Err(error) = server.serve(listener, tls.as_ref(), shutdown).await {
+            tracing::error!(%error, "gRPC listener failed");
+        }
+    });
+    tracing::info!(%address, "serving etcd's gRPC API");
+    Ok(stop)
 }
 
 fn fail(message: &str) -> ExitCode {

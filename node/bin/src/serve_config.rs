@@ -49,6 +49,10 @@ pub struct ServeArgs {
     /// Address of the client HTTP API.
     #[arg(long, env = "REVKV_LISTEN_CLIENT")]
     pub listen_client: Option<SocketAddr>,
+    /// Address of etcd's v3 gRPC API (etcdctl, etcd client libraries); none when not given. It
+    /// uses the client listener's TLS settings.
+    #[arg(long, env = "REVKV_LISTEN_GRPC")]
+    pub listen_grpc: Option<SocketAddr>,
     /// Address of the peer listener (raft traffic).
     #[arg(long, env = "REVKV_LISTEN_PEER")]
     pub listen_peer: Option<SocketAddr>,
@@ -240,7 +244,7 @@ impl ServeArgs {
         let file: ServeArgs =
             toml::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?;
         Ok(
-            prefer!(self, file; id, data_dir, listen_client, listen_peer, advertise_client,
+            prefer!(self, file; id, data_dir, listen_client, listen_grpc, listen_peer, advertise_client,
             advertise_peer, peer_source_address, initial_cluster, join, heartbeat_ms,
             election_timeout_ms, snapshot_entries, snapshot_keep_entries, durable_commit_interval_ms,
             state_cache_bytes, log_segment_bytes, log_tail_entries, log_tail_bytes,

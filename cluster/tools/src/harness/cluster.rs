@@ -44,6 +44,8 @@ pub struct ClusterOptions {
     /// Data directories of members that do not keep theirs in the cluster's temporary directory
     /// (a test that puts one member on a small filesystem of its own).
     pub data_dirs: BTreeMap<u64, PathBuf>,
+    /// Give every founding member etcd's gRPC API on a free port of its own (`--listen-grpc`).
+    pub grpc: bool,
 }
 
 /// TLS for a cluster's members: each serves clients and peers with the same certificate (it names
@@ -107,12 +109,19 @@ impl ClusterOptions {
             environment: Vec::new(),
             tls: None,
             data_dirs: BTreeMap::new(),
+            grpc: false,
         }
     }
 
     /// Member `id` keeps its data in `data_dir` instead of the cluster's temporary directory.
     pub fn with_data_dir(mut self, id: u64, data_dir: impl Into<PathBuf>) -> Self {
         self.data_dirs.insert(id, data_dir.into());
+        self
+    }
+
+    /// Founding members also serve etcd's gRPC API (`ProcessCluster::grpc_endpoints`).
+    pub fn with_grpc(mut self) -> Self {
+        self.grpc = true;
         self
     }
 
@@ -147,6 +156,8 @@ pub struct ProcessCluster {
     /// The TLS of members started with other files than the cluster's (see
     /// [`ProcessCluster::start_joining_member_with_tls`]).
     member_tls: BTreeMap<u64, ClusterTls>,
+    /// The gRPC listener of each member that has one.
+    grpc_addresses: BTreeMap<u64, SocketAddr>,
     options: ClusterOptions,
     // Dropped after `members` (fields drop in order), so logs are read before the files go.
     directory: tempfile::TempDir,
@@ -217,6 +228,7 @@ impl ProcessCluster {
         ProcessCluster {
             members: BTreeMap::new(),
             member_tls: BTreeMap::new(),
+            grpc_addresses: BTreeMap::new(),
             options,
             directory: tempfile::tempdir().expect("a temporary directory"),
         }
@@ -233,25 +245,38 @@ impl ProcessCluster {
     /// Registers (without starting) members `1..=size` of one new cluster.
     fn register_founders(size: u64, options: ClusterOptions) -> ProcessCluster {
         let directory = tempfile::tempdir().expect("a temporary directory");
-        let addresses = free_addresses(2 * size as usize).expect("free loopback ports");
+        // Client and peer ports, and a gRPC port when asked for, per member.
+        let per_member = if options.grpc { 3 } else { 2 };
+        let addresses = free_addresses(per_member * size as usize).expect("free loopback ports");
         let scheme = if options.tls.is_some() {
             "https"
         } else {
             "http"
         };
         let initial_cluster = (1..=size)
-            .map(|id| format!("{id}={scheme}://{}", addresses[2 * (id as usize - 1) + 1]))
+            .map(|id| {
+                format!(
+                    "{id}={scheme}://{}",
+                    addresses[per_member * (id as usize - 1) + 1]
+                )
+            })
             .collect::<Vec<_>>()
             .join(",");
         let mut cluster = ProcessCluster {
             members: BTreeMap::new(),
             member_tls: BTreeMap::new(),
+            grpc_addresses: BTreeMap::new(),
             options,
             directory,
         };
         for id in 1..=size {
-            let index = 2 * (id as usize - 1);
-            let founding = ["--initial-cluster".to_string(), initial_cluster.clone()];
+            let index = per_member * (id as usize - 1);
+            let mut founding = vec!["--initial-cluster".to_string(), initial_cluster.clone()];
+            if cluster.options.grpc {
+                let grpc = addresses[index + 2];
+                founding.extend(["--listen-grpc".to_string(), grpc.to_string()]);
+                cluster.grpc_addresses.insert(id, grpc);
+            }
             let addresses = (addresses[index], addresses[index + 1]);
             cluster.add_member_process(id, addresses, &founding, None);
         }
@@ -392,7 +417,15 @@ impl ProcessCluster {
         MemberClient::with_tls(id, self.member(id).client_url(), &tls)
     }
 
-    /// Every member id, running or not.
+    /// Every gRPC endpoint (`127.0.0.1:port`, as etcdctl's `--endpoints` takes it), in id order;
+    /// empty unless the cluster was started `with_grpc`.
+    pub fn grpc_endpoints(&self) -> Vec<String> {
+        self.grpc_addresses
+            .values()
+            .map(|address| address.to_string())
+            .collect()
+    }
+
     /// Every member's client URL, in id order (the endpoints a client is given).
     pub fn client_urls(&self) -> Vec<String> {
         self.ids()
@@ -401,6 +434,7 @@ impl ProcessCluster {
             .collect()
     }
 
+    /// Every member id, running or not.
     pub fn ids(&self) -> Vec<u64> {
         self.members.keys().copied().collect()
     }

@@ -1,0 +1,104 @@
+//! etcd's Cluster service over `KvBackend`'s membership operations, as `/v1/members` uses them.
+//!
+//! revkv adds a member differently from etcd: the new member runs first (`revkv serve --join`
+//! with its own id), then is added as a learner, which waits until it has caught up. etcd's
+//! `MemberAdd` names only peer URLs and gets an id back before the member runs, so it cannot be
+//! mapped; it answers `FailedPrecondition` saying how to add a member. `MemberUpdate` (changing
+//! a member's peer URLs) has no revkv operation yet and answers `Unimplemented`.
+
+use std::sync::Arc;
+
+use revkv_node::{KvBackend, MemberInfo};
+use tonic::{Request as GrpcRequest, Response as GrpcResponse, Status};
+
+use crate::convert;
+use crate::error::status;
+use crate::proto::etcdserverpb as pb;
+
+pub struct ClusterService<B> {
+    pub backend: Arc<B>,
+    pub cluster_id: u64,
+}
+
+type Answer<T> = Result<GrpcResponse<T>, Status>;
+
+/// etcd's member message. revkv members have no names; the name is `member-<id>`.
+pub fn member(info: MemberInfo) -> pb::Member {
+    pb::Member {
+        id: info.id,
+        name: format!("member-{}", info.id),
+        peer_ur_ls: vec![info.peer_url],
+        client_ur_ls: vec![info.client_url],
+        is_learner: info.is_learner,
+    }
+}
+
+impl<B: KvBackend> ClusterService<B> {
+    fn header(&self) -> Result<Option<pb::ResponseHeader>, Status> {
+        Ok(convert::header(
+            self.backend.header().map_err(status)?,
+            self.cluster_id,
+        ))
+    }
+}
+
+fn members(infos: Vec<MemberInfo>) -> Vec<pb::Member> {
+    infos.into_iter().map(member).collect()
+}
+
+#[tonic::async_trait]
+impl<B: KvBackend> pb::cluster_server::Cluster for ClusterService<B> {
+    async fn member_add(
+        &self,
+        _request: GrpcRequest<pb::MemberAddRequest>,
+    ) -> Answer<pb::MemberAddResponse> {
+        Err(Status::failed_precondition(
+            "revkv: start the new member with `revkv serve --join --id N` first, then add it with \
+             `revkv ctl member add` (POST /v1/members); MemberAdd cannot choose its id",
+        ))
+    }
+
+    async fn member_remove(
+        &self,
+        request: GrpcRequest<pb::MemberRemoveRequest>,
+    ) -> Answer<pb::MemberRemoveResponse> {
+        let id = request.into_inner().id;
+        let infos = self.backend.remove_member(id).await.map_err(status)?;
+        Ok(GrpcResponse::new(pb::MemberRemoveResponse {
+            header: self.header()?,
+            members: members(infos),
+        }))
+    }
+
+    async fn member_update(
+        &self,
+        _request: GrpcRequest<pb::MemberUpdateRequest>,
+    ) -> Answer<pb::MemberUpdateResponse> {
+        Err(Status::unimplemented(
+            "revkv: changing a member's peer URLs is not supported yet",
+        ))
+    }
+
+    async fn member_list(
+        &self,
+        _request: GrpcRequest<pb::MemberListRequest>,
+    ) -> Answer<pb::MemberListResponse> {
+        let infos = self.backend.members().await.map_err(status)?;
+        Ok(GrpcResponse::new(pb::MemberListResponse {
+            header: self.header()?,
+            members: members(infos),
+        }))
+    }
+
+    async fn member_promote(
+        &self,
+        request: GrpcRequest<pb::MemberPromoteRequest>,
+    ) -> Answer<pb::MemberPromoteResponse> {
+        let id = request.into_inner().id;
+        let infos = self.backend.promote(id).await.map_err(status)?;
+        Ok(GrpcResponse::new(pb::MemberPromoteResponse {
+            header: self.header()?,
+            members: members(infos),
+        }))
+    }
+}

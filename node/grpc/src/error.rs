@@ -1,0 +1,186 @@
+//! The one place a node-layer error becomes a gRPC status, with etcd's codes and messages (etcd
+//! 3.4's `api/v3rpc/rpctypes/error.go`), because clients match on them: clientv3 and client-go
+//! turn `etcdserver: mvcc: required revision has been compacted` into `ErrCompacted`, retry on
+//! `Unavailable`, and so on. Nothing else in this crate builds a `Status` from a `NodeError`.
+//!
+//! The storage layer's rejections carry their reason as text; the few etcd distinguishes by
+//! message (too many ops, duplicate key, empty key) are recognized here by that text, next to the
+//! storage messages they come from (`storage/src/mvcc/validate.rs`, `limits.rs`).
+
+use revkv_node::NodeError;
+use revkv_storage::Error as StorageError;
+use tonic::Status;
+
+pub const EMPTY_KEY: &str = "etcdserver: key is not provided";
+pub const KEY_NOT_FOUND: &str = "etcdserver: key not found";
+pub const VALUE_PROVIDED: &str = "etcdserver: value is provided";
+pub const LEASE_PROVIDED: &str = "etcdserver: lease is provided";
+pub const TOO_MANY_OPS: &str = "etcdserver: too many operations in txn request";
+pub const DUPLICATE_KEY: &str = "etcdserver: duplicate key given in txn request";
+pub const COMPACTED: &str = "etcdserver: mvcc: required revision has been compacted";
+pub const FUTURE_REVISION: &str = "etcdserver: mvcc: required revision is a future revision";
+pub const LEASE_NOT_FOUND: &str = "etcdserver: requested lease not found";
+pub const LEASE_EXISTS: &str = "etcdserver: lease already exists";
+pub const MEMBER_NOT_FOUND: &str = "etcdserver: member not found";
+pub const REQUEST_TOO_LARGE: &str = "etcdserver: request is too large";
+pub const NO_LEADER: &str = "etcdserver: no leader";
+pub const TIMEOUT: &str = "etcdserver: request timed out";
+pub const TOO_MANY_REQUESTS: &str = "etcdserver: too many requests";
+pub const NO_SPACE: &str = "etcdserver: mvcc: database space exceeded";
+
+/// The status etcd would answer for `error`.
+pub fn status(error: NodeError) -> Status {
+    match error {
+        NodeError::Storage(storage) => storage_status(storage),
+        NodeError::Invalid(message) => invalid_status(&message),
+        NodeError::TooLarge(_) => Status::invalid_argument(REQUEST_TOO_LARGE),
+        NodeError::NotFound(what) => not_found_status(&what),
+        // A failed revision precondition inside a node-side loop (put with ignore_value under
+        // contention): etcd has no such answer; a client may retry.
+        NodeError::Conflict { message, .. } => Status::aborted(message),
+        // No leader, a stopping member, a member not ready: `Unavailable`, which is what makes
+        // clientv3 retry on another endpoint. etcd's own text for the usual cause.
+        NodeError::Unavailable { .. } => Status::unavailable(NO_LEADER),
+        NodeError::Timeout(_) => Status::unavailable(TIMEOUT),
+        NodeError::Internal(message) => Status::internal(message),
+    }
+}
+
+fn storage_status(error: StorageError) -> Status {
+    match error {
+        StorageError::Invalid(message) => invalid_status(&message),
+        StorageError::TooLarge(_) => Status::invalid_argument(REQUEST_TOO_LARGE),
+        StorageError::FutureRevision { .. } => Status::out_of_range(FUTURE_REVISION),
+        StorageError::Compacted { .. } => Status::out_of_range(COMPACTED),
+        StorageError::LeaseNotFound { .. } => Status::not_found(LEASE_NOT_FOUND),
+        StorageError::LeaseExists { .. } => Status::failed_precondition(LEASE_EXISTS),
+        StorageError::NoSpace => Status::resource_exhausted(NO_SPACE),
+        StorageError::Busy(_) => Status::unavailable(TOO_MANY_REQUESTS),
+        fault => Status::internal(fault.to_string()),
+    }
+}
+
+/// Storage and node rejections of a malformed request, with etcd's messages where etcd has one.
+fn invalid_status(message: &str) -> Status {
+    if message.starts_with("txn has ") {
+        Status::invalid_argument(TOO_MANY_OPS)
+    } else if message.starts_with("duplicate key given in txn request") {
+        Status::invalid_argument(DUPLICATE_KEY)
+    } else if message.starts_with("key must not be empty") {
+        Status::invalid_argument(EMPTY_KEY)
+    } else {
+        Status::invalid_argument(format!("etcdserver: {message}"))
+    }
+}
+
+/// `NodeError::NotFound` names what was missing first ("lease ...", "member ...", "key ...").
+fn not_found_status(what: &str) -> Status {
+    if what.starts_with("lease") {
+        Status::not_found(LEASE_NOT_FOUND)
+    } else if what.starts_with("member") {
+        Status::not_found(MEMBER_NOT_FOUND)
+    } else if what.starts_with("key") {
+        Status::invalid_argument(KEY_NOT_FOUND)
+    } else {
+        Status::not_found(format!("etcdserver: {what}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tonic::Code;
+
+    fn code_and_message(error: NodeError) -> (Code, String) {
+        let status = status(error);
+        (status.code(), status.message().to_string())
+    }
+
+    #[test]
+    fn storage_rejections_get_etcds_codes_and_messages() {
+        let compacted = StorageError::Compacted {
+            requested: 1,
+            compact_revision: 5,
+        };
+        assert_eq!(
+            code_and_message(NodeError::Storage(compacted)),
+            (Code::OutOfRange, COMPACTED.to_string())
+        );
+        let future = StorageError::FutureRevision {
+            requested: 9,
+            current: 5,
+        };
+        assert_eq!(
+            code_and_message(NodeError::Storage(future)),
+            (Code::OutOfRange, FUTURE_REVISION.to_string())
+        );
+        let lease = StorageError::LeaseNotFound { id: 7 };
+        assert_eq!(
+            code_and_message(NodeError::Storage(lease)),
+            (Code::NotFound, LEASE_NOT_FOUND.to_string())
+        );
+    }
+
+    /// The storage messages this module recognizes, produced by the real validation code, so a
+    /// reworded storage message fails here rather than silently losing etcd's text.
+    #[test]
+    fn validation_messages_are_recognized_from_the_real_validator() {
+        use revkv_storage::{validate_request, Limits, PutRequest, Request, TxnOp, TxnRequest};
+        let limits = Limits::default();
+        let put = |key: &str| {
+            TxnOp::Put(PutRequest {
+                key: key.into(),
+                value: vec![],
+                lease: 0,
+                prev_kv: false,
+            })
+        };
+        let check = |request: Request| {
+            let error = validate_request(&request, &limits).expect_err("must be refused");
+            status(NodeError::Storage(error)).message().to_string()
+        };
+        let duplicate = TxnRequest {
+            success: vec![put("a"), put("a")],
+            ..TxnRequest::default()
+        };
+        assert_eq!(check(Request::Txn(duplicate)), DUPLICATE_KEY);
+        let too_many = TxnRequest {
+            success: (0..=limits.max_txn_ops)
+                .map(|n| put(&n.to_string()))
+                .collect(),
+            ..TxnRequest::default()
+        };
+        assert_eq!(check(Request::Txn(too_many)), TOO_MANY_OPS);
+        let empty = PutRequest {
+            key: vec![],
+            value: vec![],
+            lease: 0,
+            prev_kv: false,
+        };
+        assert_eq!(check(Request::Put(empty)), EMPTY_KEY);
+    }
+
+    #[test]
+    fn missing_things_and_unavailability_map_like_etcd() {
+        assert_eq!(
+            code_and_message(NodeError::NotFound("lease 5 not found".into())),
+            (Code::NotFound, LEASE_NOT_FOUND.to_string())
+        );
+        assert_eq!(
+            code_and_message(NodeError::NotFound("key \"a\" not found".into())),
+            (Code::InvalidArgument, KEY_NOT_FOUND.to_string())
+        );
+        let no_leader = NodeError::Unavailable {
+            reason: "no leader elected yet".into(),
+            retry_after: std::time::Duration::from_secs(1),
+        };
+        assert_eq!(
+            code_and_message(no_leader),
+            (Code::Unavailable, NO_LEADER.to_string())
+        );
+        assert_eq!(
+            code_and_message(NodeError::TooLarge("value".into())).0,
+            Code::InvalidArgument
+        );
+    }
+}

@@ -1,0 +1,205 @@
+//! etcd's KV service (Range, Put, DeleteRange, Txn, Compact) over `KvBackend`. Each method parses
+//! (convert.rs), calls the backend or revkv-node's shared write seam, and renders the answer;
+//! errors go through `error::status`.
+
+use std::sync::Arc;
+
+use revkv_metrics::{KvOp, Metrics};
+use revkv_node::writes::{put_keeping_current, unexpected_response, KeepCurrent};
+use revkv_node::{KvBackend, ReadConsistency};
+use revkv_storage::{Request, Response, TxnRequest};
+use tonic::{Request as GrpcRequest, Response as GrpcResponse, Status};
+
+use crate::convert::{self, to_i64};
+use crate::error::status;
+use crate::proto::etcdserverpb as pb;
+
+pub struct KvService<B> {
+    pub backend: Arc<B>,
+    pub metrics: Option<Arc<Metrics>>,
+    pub cluster_id: u64,
+}
+
+type Answer<T> = Result<GrpcResponse<T>, Status>;
+
+#[tonic::async_trait]
+impl<B: KvBackend> pb::kv_server::Kv for KvService<B> {
+    async fn range(&self, request: GrpcRequest<pb::RangeRequest>) -> Answer<pb::RangeResponse> {
+        let request = request.into_inner();
+        let consistency = if request.serializable {
+            ReadConsistency::Serializable { min_revision: None }
+        } else {
+            ReadConsistency::Linearizable
+        };
+        let (read, view) = convert::range(request)?;
+        let past = read.revision.is_some();
+        let answer = self.backend.read(read, consistency).await.map_err(status)?;
+        let mut header = answer.header;
+        if past {
+            // etcd's header carries the store's current revision even for a read at a past one
+            // (revkv's read answers the revision it read at).
+            let now = self.backend.header().map_err(status)?;
+            header.revision = header.revision.max(now.revision);
+        }
+        let header = convert::header(header, self.cluster_id);
+        Ok(GrpcResponse::new(convert::range_response(
+            answer.response,
+            &view,
+            header,
+        )))
+    }
+
+    type RangeStreamStream = futures_util::stream::Empty<Result<pb::RangeStreamResponse, Status>>;
+
+    async fn range_stream(
+        &self,
+        _request: GrpcRequest<pb::RangeRequest>,
+    ) -> Answer<Self::RangeStreamStream> {
+        Err(Status::unimplemented(
+            "RangeStream (etcd 3.7) is not implemented by revkv",
+        ))
+    }
+
+    async fn put(&self, request: GrpcRequest<pb::PutRequest>) -> Answer<pb::PutResponse> {
+        let request = request.into_inner();
+        let put = convert::put(&request)?;
+        let (header, response) = if request.ignore_value || request.ignore_lease {
+            let keep = KeepCurrent {
+                value: request.ignore_value,
+                lease: request.ignore_lease,
+            };
+            put_keeping_current(self.backend.as_ref(), put, keep)
+                .await
+                .map_err(status)?
+        } else {
+            let written = self
+                .backend
+                .write(Request::Put(put))
+                .await
+                .map_err(status)?;
+            let Response::Put(response) = written.response else {
+                return Err(status(unexpected_response("put")));
+            };
+            (written.header, response)
+        };
+        Ok(GrpcResponse::new(pb::PutResponse {
+            header: convert::header(header, self.cluster_id),
+            prev_kv: response.prev_kv.map(convert::key_value),
+        }))
+    }
+
+    async fn delete_range(
+        &self,
+        request: GrpcRequest<pb::DeleteRangeRequest>,
+    ) -> Answer<pb::DeleteRangeResponse> {
+        let delete = convert::delete_range(request.into_inner())?;
+        let written = self
+            .backend
+            .write(Request::DeleteRange(delete))
+            .await
+            .map_err(status)?;
+        let Response::DeleteRange(response) = written.response else {
+            return Err(status(unexpected_response("delete range")));
+        };
+        Ok(GrpcResponse::new(pb::DeleteRangeResponse {
+            header: convert::header(written.header, self.cluster_id),
+            deleted: to_i64(response.deleted),
+            prev_kvs: response
+                .prev_kvs
+                .into_iter()
+                .map(convert::key_value)
+                .collect(),
+        }))
+    }
+
+    async fn txn(&self, request: GrpcRequest<pb::TxnRequest>) -> Answer<pb::TxnResponse> {
+        let request = request.into_inner();
+        let compare = request
+            .compare
+            .into_iter()
+            .map(convert::compare)
+            .collect::<Result<Vec<_>, _>>()?;
+        let (success, success_views) = branch(request.success)?;
+        let (failure, failure_views) = branch(request.failure)?;
+        let first_compare_key = compare.first().map(|compare| compare.key.clone());
+        let txn = TxnRequest {
+            compare,
+            success,
+            failure,
+        };
+        let written = self
+            .backend
+            .write(Request::Txn(txn))
+            .await
+            .map_err(status)?;
+        let Response::Txn(response) = written.response else {
+            return Err(status(unexpected_response("txn")));
+        };
+        self.count_if_conflict(response.succeeded, first_compare_key.as_deref());
+        let views = if response.succeeded {
+            success_views
+        } else {
+            failure_views
+        };
+        let header = convert::header(written.header, self.cluster_id);
+        // etcd's answers inside a txn carry only the revision in their headers.
+        let inner_header = Some(pb::ResponseHeader {
+            revision: to_i64(written.header.revision),
+            ..pb::ResponseHeader::default()
+        });
+        let responses = response
+            .responses
+            .into_iter()
+            .zip(views.iter())
+            .map(|(op, view)| convert::txn_op_response(op, view.as_ref(), inner_header))
+            .collect();
+        Ok(GrpcResponse::new(pb::TxnResponse {
+            header,
+            succeeded: response.succeeded,
+            responses,
+        }))
+    }
+
+    async fn compact(
+        &self,
+        request: GrpcRequest<pb::CompactionRequest>,
+    ) -> Answer<pb::CompactionResponse> {
+        // revkv's compaction is always physical: the history is gone when the entry is applied,
+        // so `physical` (wait until it is) needs nothing more.
+        let revision = u64::try_from(request.into_inner().revision).unwrap_or(0);
+        let written = self
+            .backend
+            .write(Request::Compact { revision })
+            .await
+            .map_err(status)?;
+        Ok(GrpcResponse::new(pb::CompactionResponse {
+            header: convert::header(written.header, self.cluster_id),
+        }))
+    }
+}
+
+impl<B> KvService<B> {
+    /// A txn whose compares failed is a conflict, counted under its first compare's key as the
+    /// HTTP API counts its txns (`revkv_conflicts_total{op="txn"}`).
+    fn count_if_conflict(&self, succeeded: bool, first_compare_key: Option<&[u8]>) {
+        if let (false, Some(key), Some(metrics)) = (succeeded, first_compare_key, &self.metrics) {
+            metrics.kv.record_conflict(KvOp::Txn, key);
+        }
+    }
+}
+
+type Branch = (
+    Vec<revkv_storage::TxnOp>,
+    Vec<Option<revkv_node::range_view::RangeView>>,
+);
+
+fn branch(ops: Vec<pb::RequestOp>) -> Result<Branch, Status> {
+    let mut parsed = Vec::with_capacity(ops.len());
+    let mut views = Vec::with_capacity(ops.len());
+    for op in ops {
+        let (op, view) = convert::txn_op(op)?;
+        parsed.push(op);
+        views.push(view);
+    }
+    Ok((parsed, views))
+}

@@ -1,0 +1,146 @@
+//! etcd's v3 gRPC API as a front-end of a revkv member: the KV, Lease, Cluster and Maintenance
+//! services over revkv-node's `KvBackend`, so etcdctl, the etcd client libraries and tools built
+//! on them talk to revkv unchanged.
+//!
+//! This is its own crate because it is the only one that knows protobuf and gRPC, as only
+//! `node/src/http` knows HTTP: the generated types (from etcd's protos, vendored in `proto/`)
+//! never leave it. It is a thin adapter: it parses etcd's messages into revkv's requests
+//! (`convert`), calls the backend or revkv-node's shared seams (`writes`, `range_view`), renders
+//! the answer, and maps every error to etcd's status code and message in one place (`error`).
+//! No rule of what a request means lives only here.
+//!
+//! Not served yet: Watch, Auth (etcdctl without `--user` never calls it) and the lock and election
+//! services; tonic answers their methods `Unimplemented`.
+
+pub mod cluster;
+pub mod convert;
+pub mod error;
+pub mod kv;
+pub mod lease;
+pub mod maintenance;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::serve::ListenerExt;
+use revkv_metrics::Metrics;
+use revkv_node::KvBackend;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+/// The generated protobuf and gRPC types of etcd's API.
+pub mod proto {
+    #![allow(clippy::all, clippy::pedantic, missing_docs)]
+    pub mod mvccpb {
+        tonic::include_proto!("mvccpb");
+    }
+    pub mod authpb {
+        tonic::include_proto!("authpb");
+    }
+    pub mod etcdserverpb {
+        tonic::include_proto!("etcdserverpb");
+    }
+}
+
+use proto::etcdserverpb::{
+    cluster_server::ClusterServer, kv_server::KvServer, lease_server::LeaseServer,
+    maintenance_server::MaintenanceServer,
+};
+
+/// Bounds of the gRPC listener.
+#[derive(Clone, Debug)]
+pub struct GrpcLimits {
+    /// Largest request message, in bytes (etcd's `--max-request-bytes` plus gRPC overhead; etcd's
+    /// default is 1.5 MiB). A larger message is refused by tonic before it is decoded.
+    pub max_request_bytes: usize,
+    /// Open `LeaseKeepAlive` streams per member, as `--max-lease-keepalive-streams` bounds HTTP's.
+    pub max_keepalive_streams: usize,
+}
+
+impl Default for GrpcLimits {
+    fn default() -> Self {
+        GrpcLimits {
+            // The default value limit (1 MiB) plus a key and room for the message framing.
+            max_request_bytes: 2 * 1024 * 1024,
+            max_keepalive_streams: 10_000,
+        }
+    }
+}
+
+/// What the gRPC front-end serves and with which settings.
+pub struct GrpcServer<B> {
+    pub backend: Arc<B>,
+    /// Conflict metrics are recorded here when given (the member's `GET /metrics` registry).
+    pub metrics: Option<Arc<Metrics>>,
+    /// The `cluster_id` of every response header (revkv has no cluster id of its own yet).
+    pub cluster_id: u64,
+    pub limits: GrpcLimits,
+}
+
+impl<B: KvBackend> GrpcServer<B> {
+    /// Serves etcd's API on `listener` until `shutdown` completes, over TLS when `tls` is given
+    /// (the client listener's settings), plain HTTP/2 otherwise.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        tls: Option<&revkv_tls::ServerTls>,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let GrpcServer {
+            backend,
+            metrics,
+            cluster_id,
+            limits,
+        } = self;
+        let max = limits.max_request_bytes;
+        let kv = KvServer::new(kv::KvService {
+            backend: backend.clone(),
+            metrics,
+            cluster_id,
+        })
+        .max_decoding_message_size(max);
+        let lease = LeaseServer::new(lease::LeaseService {
+            backend: backend.clone(),
+            cluster_id,
+            keepalive_streams: Arc::new(Semaphore::new(limits.max_keepalive_streams)),
+        })
+        .max_decoding_message_size(max);
+        let cluster = ClusterServer::new(cluster::ClusterService {
+            backend: backend.clone(),
+            cluster_id,
+        })
+        .max_decoding_message_size(max);
+        let maintenance = MaintenanceServer::new(maintenance::MaintenanceService {
+            backend,
+            cluster_id,
+        })
+        .max_decoding_message_size(max);
+        let routes = tonic::service::Routes::builder()
+            .add_service(kv)
+            .add_service(lease)
+            .add_service(cluster)
+            .add_service(maintenance)
+            .clone()
+            .routes();
+        // Served by revkv-tls's listener like the client HTTP API, so the gRPC port gets the same
+        // TLS (and certificate reloading) when `tls` is given; hyper tells HTTP/2 (gRPC) by its
+        // connection preface.
+        let router = routes.into_axum_router();
+        match tls {
+            Some(tls) => revkv_tls::serve(listener, Some(tls), router, shutdown).await,
+            // A gRPC answer is several small writes (headers, data, trailers): without
+            // TCP_NODELAY, Nagle's algorithm holds the last one for the client's delayed ACK
+            // (about 40 ms a call). revkv-tls's listener sets it on TLS connections itself.
+            None => {
+                let listener = listener.tap_io(|stream| {
+                    if let Err(error) = stream.set_nodelay(true) {
+                        tracing::warn!(%error, "cannot set TCP_NODELAY on a gRPC connection");
+                    }
+                });
+                axum::serve(listener, router)
+                    .with_graceful_shutdown(shutdown)
+                    .await
+            }
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! etcd's Maintenance service: Status, Hash and HashKV over revkv's replica hash, Alarm (list,
+//! raise and clear the NOSPACE alarm through raft), Defragment (this member's state file) and
+//! MoveLeader over `transfer_leader`. Snapshot and Downgrade answer `Unimplemented`.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures_util::Stream;
+use revkv_node::KvBackend;
+use revkv_storage::{Alarm, AlarmAction, AlarmKind, Request};
+use tonic::{Request as GrpcRequest, Response as GrpcResponse, Status};
+
+use crate::convert::{self, to_i64};
+use crate::error::status;
+use crate::proto::etcdserverpb as pb;
+
+/// The etcd version `Status` reports: the etcd API revkv answers like. etcdctl and clientv3 only
+/// compare the major and minor version.
+pub const ETCD_VERSION: &str = "3.4.0";
+
+pub struct MaintenanceService<B> {
+    pub backend: Arc<B>,
+    pub cluster_id: u64,
+}
+
+type Answer<T> = Result<GrpcResponse<T>, Status>;
+
+/// etcd's hashes are 32 bits; revkv's replica hash is 64: both halves are folded in.
+fn fold_hash(hash: u64) -> u32 {
+    // The truncation is the point: the two halves xor-ed together.
+    (hash ^ (hash >> 32)) as u32
+}
+
+impl<B: KvBackend> MaintenanceService<B> {
+    fn header(&self) -> Result<Option<pb::ResponseHeader>, Status> {
+        Ok(convert::header(
+            self.backend.header().map_err(status)?,
+            self.cluster_id,
+        ))
+    }
+}
+
+#[tonic::async_trait]
+impl<B: KvBackend> pb::maintenance_server::Maintenance for MaintenanceService<B> {
+    /// etcd's Alarm: GET lists the raised alarms; ACTIVATE and DEACTIVATE raise or clear one
+    /// member's alarm through raft and answer it (what `etcdctl alarm disarm` sends per alarm).
+    async fn alarm(&self, request: GrpcRequest<pb::AlarmRequest>) -> Answer<pb::AlarmResponse> {
+        let request = request.into_inner();
+        let action = match pb::alarm_request::AlarmAction::try_from(request.action) {
+            Ok(pb::alarm_request::AlarmAction::Get) => None,
+            Ok(pb::alarm_request::AlarmAction::Activate) => Some(AlarmAction::Activate),
+            Ok(pb::alarm_request::AlarmAction::Deactivate) => Some(AlarmAction::Deactivate),
+            Err(_) => return Err(Status::invalid_argument("unknown alarm action")),
+        };
+        let Some(action) = action else {
+            let alarms = self.backend.alarms().map_err(status)?;
+            return Ok(GrpcResponse::new(pb::AlarmResponse {
+                header: self.header()?,
+                alarms: alarms.iter().map(alarm_member).collect(),
+            }));
+        };
+        let kind = match pb::AlarmType::try_from(request.alarm) {
+            Ok(pb::AlarmType::Nospace) => AlarmKind::NoSpace,
+            _ => {
+                return Err(Status::invalid_argument(
+                    "revkv knows only the NOSPACE alarm",
+                ))
+            }
+        };
+        let alarm = Alarm {
+            member_id: request.member_id,
+            kind,
+        };
+        let written = self
+            .backend
+            .write(Request::Alarm { action, alarm })
+            .await
+            .map_err(status)?;
+        Ok(GrpcResponse::new(pb::AlarmResponse {
+            header: convert::header(written.header, self.cluster_id),
+            alarms: vec![alarm_member(&alarm)],
+        }))
+    }
+
+    async fn status(&self, _request: GrpcRequest<pb::StatusRequest>) -> Answer<pb::StatusResponse> {
+        let member = self.backend.status().await.map_err(status)?;
+        let header = pb::ResponseHeader {
+            cluster_id: self.cluster_id,
+            member_id: member.member_id,
+            revision: to_i64(member.revision),
+            raft_term: member.raft_term,
+        };
+        let db_size = to_i64(member.state_db_bytes);
+        Ok(GrpcResponse::new(pb::StatusResponse {
+            header: Some(header),
+            version: ETCD_VERSION.to_string(),
+            db_size,
+            leader: member.leader_id.unwrap_or(0),
+            raft_index: member.commit_index,
+            raft_term: member.raft_term,
+            raft_applied_index: member.applied_index,
+            errors: Vec::new(),
+            db_size_in_use: db_size,
+            is_learner: member.role == "learner",
+            ..pb::StatusResponse::default()
+        }))
+    }
+
+    /// Defragments this member's state file (etcd's Defragment is per member too).
+    async fn defragment(
+        &self,
+        _request: GrpcRequest<pb::DefragmentRequest>,
+    ) -> Answer<pb::DefragmentResponse> {
+        self.backend.defragment().await.map_err(status)?;
+        Ok(GrpcResponse::new(pb::DefragmentResponse {
+            header: self.header()?,
+        }))
+    }
+
+    async fn hash(&self, _request: GrpcRequest<pb::HashRequest>) -> Answer<pb::HashResponse> {
+        let (header, hash) = self.backend.hash(None).await.map_err(status)?;
+        Ok(GrpcResponse::new(pb::HashResponse {
+            header: convert::header(header, self.cluster_id),
+            hash: fold_hash(hash.hash),
+        }))
+    }
+
+    async fn hash_kv(&self, request: GrpcRequest<pb::HashKvRequest>) -> Answer<pb::HashKvResponse> {
+        let revision = u64::try_from(request.into_inner().revision)
+            .ok()
+            .filter(|revision| *revision > 0);
+        let (header, hash) = self.backend.hash(revision).await.map_err(status)?;
+        Ok(GrpcResponse::new(pb::HashKvResponse {
+            header: convert::header(header, self.cluster_id),
+            hash: fold_hash(hash.hash),
+            // etcd answers -1 when nothing was ever compacted; revkv's compact revision is 0 then.
+            compact_revision: match hash.compact_revision {
+                0 => -1,
+                compacted => to_i64(compacted),
+            },
+            hash_revision: to_i64(hash.revision),
+        }))
+    }
+
+    type SnapshotStream = Pin<Box<dyn Stream<Item = Result<pb::SnapshotResponse, Status>> + Send>>;
+
+    async fn snapshot(
+        &self,
+        _request: GrpcRequest<pb::SnapshotRequest>,
+    ) -> Answer<Self::SnapshotStream> {
+        Err(Status::unimplemented(
+            "revkv: Snapshot is not implemented yet",
+        ))
+    }
+
+    async fn move_leader(
+        &self,
+        request: GrpcRequest<pb::MoveLeaderRequest>,
+    ) -> Answer<pb::MoveLeaderResponse> {
+        let target = request.into_inner().target_id;
+        self.backend.transfer_leader(target).await.map_err(status)?;
+        Ok(GrpcResponse::new(pb::MoveLeaderResponse {
+            header: self.header()?,
+        }))
+    }
+
+    async fn downgrade(
+        &self,
+        _request: GrpcRequest<pb::DowngradeRequest>,
+    ) -> Answer<pb::DowngradeResponse> {
+        Err(Status::unimplemented("revkv: Downgrade is not implemented"))
+    }
+}
+
+/// A raised alarm in etcd's shape.
+fn alarm_member(alarm: &Alarm) -> pb::AlarmMember {
+    let kind = match alarm.kind {
+        AlarmKind::NoSpace => pb::AlarmType::Nospace,
+    };
+    pb::AlarmMember {
+        member_id: alarm.member_id,
+        alarm: kind as i32,
+    }
+}

@@ -1,0 +1,170 @@
+//! etcd's Lease, Cluster and Maintenance services through the `etcd-client` crate against one
+//! real revkv member.
+
+mod support;
+
+use std::time::Duration;
+
+use etcd_client::{LeaseTimeToLiveOptions, PutOptions};
+use support::{grpc_status, GrpcMember};
+use tonic::Code;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_grant_keep_alive_time_to_live_and_revoke() {
+    let member = GrpcMember::start().await;
+    let mut client = member.client().await;
+    let granted = client.lease_grant(30, None).await.unwrap();
+    assert_eq!(granted.ttl(), 30);
+    let id = granted.id();
+    assert!(id > 0);
+    client
+        .put("leased", "v", Some(PutOptions::new().with_lease(id)))
+        .await
+        .unwrap();
+
+    let (mut keeper, mut answers) = client.lease_keep_alive(id).await.unwrap();
+    keeper.keep_alive().await.unwrap();
+    let renewed = answers.message().await.unwrap().expect("an answer");
+    assert_eq!((renewed.id(), renewed.ttl()), (id, 30));
+
+    let reading = client
+        .lease_time_to_live(id, Some(LeaseTimeToLiveOptions::new().with_keys()))
+        .await
+        .unwrap();
+    assert_eq!(reading.granted_ttl(), 30);
+    assert!(reading.ttl() > 0 && reading.ttl() <= 30);
+    assert_eq!(reading.keys(), [b"leased".to_vec()]);
+    let listed = client.leases().await.unwrap();
+    assert!(listed.leases().iter().any(|lease| lease.id() == id));
+
+    client.lease_revoke(id).await.unwrap();
+    assert!(client.get("leased", None).await.unwrap().kvs().is_empty());
+    let gone = client.lease_time_to_live(id, None).await.unwrap();
+    assert_eq!(
+        gone.ttl(),
+        -1,
+        "etcd answers a lease that is gone with TTL -1"
+    );
+    keeper.keep_alive().await.unwrap();
+    let after = answers.message().await.unwrap().expect("an answer");
+    assert_eq!(after.ttl(), 0, "a keep-alive of a gone lease answers TTL 0");
+    let again = client.lease_revoke(id).await.unwrap_err();
+    assert_eq!(
+        grpc_status(again),
+        (
+            Code::NotFound,
+            "etcdserver: requested lease not found".into()
+        )
+    );
+    let chosen = client
+        .lease_grant(
+            20,
+            Some(etcd_client::LeaseGrantOptions::new().with_id(4242)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(chosen.id(), 4242);
+    member.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn member_list_status_hash_and_alarms() {
+    let member = GrpcMember::start().await;
+    let mut client = member.client().await;
+    let members = client.member_list().await.unwrap();
+    assert_eq!(members.members().len(), 1);
+    let listed = &members.members()[0];
+    assert_eq!(listed.id(), 1);
+    assert!(!listed.is_learner());
+    assert_eq!(
+        listed.client_urls(),
+        [format!("http://{}", member.node.client_address())]
+    );
+
+    let put = client.put("s", "1", None).await.unwrap();
+    let status = client.status().await.unwrap();
+    assert_eq!(status.version(), "3.4.0");
+    assert_eq!(status.leader(), 1);
+    assert!(status.db_size() > 0);
+    assert!(status.raft_index() >= status.raft_applied_index().min(status.raft_index()));
+    assert_eq!(
+        status.header().unwrap().revision(),
+        put.header().unwrap().revision()
+    );
+    let first = client.hash_kv(0).await.unwrap();
+    let same = client.hash_kv(0).await.unwrap();
+    assert_eq!(first.hash(), same.hash());
+    client.put("s", "2", None).await.unwrap();
+    let changed = client.hash_kv(0).await.unwrap();
+    assert_ne!(first.hash(), changed.hash());
+    let at_old = client
+        .hash_kv(put.header().unwrap().revision())
+        .await
+        .unwrap();
+    assert_eq!(
+        at_old.hash(),
+        first.hash(),
+        "a hash at a revision is stable"
+    );
+
+    let alarms = client
+        .alarm(
+            etcd_client::AlarmAction::Get,
+            etcd_client::AlarmType::None,
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(alarms.alarms().is_empty());
+    alarm_raise_refuse_and_clear(&mut client).await;
+    client.defragment().await.expect("Defragment answers");
+    let snapshot = client.snapshot().await.err().map(grpc_status);
+    assert_eq!(snapshot.map(|status| status.0), Some(Code::Unimplemented));
+    let added = client.member_add(["http://127.0.0.1:1"], None).await;
+    assert_eq!(
+        added.err().map(grpc_status).map(|status| status.0),
+        Some(Code::FailedPrecondition)
+    );
+    // A keep-alive of nothing in particular must not leave the member unusable.
+    tokio::time::timeout(Duration::from_secs(5), client.get("s", None))
+        .await
+        .expect("answers in time")
+        .unwrap();
+    member.stop().await;
+}
+
+/// ACTIVATE raises a NOSPACE alarm through raft, a put is then refused with etcd's message, and
+/// DEACTIVATE (what `etcdctl alarm disarm` sends) clears it.
+async fn alarm_raise_refuse_and_clear(client: &mut etcd_client::Client) {
+    use etcd_client::{AlarmAction, AlarmOptions, AlarmType};
+    let for_member = |member| {
+        let mut options = AlarmOptions::new();
+        options.with_member(member);
+        Some(options)
+    };
+    let raised = client
+        .alarm(AlarmAction::Activate, AlarmType::Nospace, for_member(7))
+        .await
+        .unwrap();
+    assert_eq!(raised.alarms()[0].member_id(), 7);
+    let listed = client
+        .alarm(AlarmAction::Get, AlarmType::None, None)
+        .await
+        .unwrap();
+    assert_eq!(listed.alarms().len(), 1);
+    assert_eq!(listed.alarms()[0].alarm(), AlarmType::Nospace);
+    let refused = client.put("grows", "v", None).await.err().map(grpc_status);
+    let (code, message) = refused.expect("a put is refused while NOSPACE is raised");
+    assert_eq!(code, Code::ResourceExhausted, "{message}");
+    assert_eq!(message, "etcdserver: mvcc: database space exceeded");
+    client
+        .alarm(AlarmAction::Deactivate, AlarmType::Nospace, for_member(7))
+        .await
+        .unwrap();
+    let cleared = client
+        .alarm(AlarmAction::Get, AlarmType::None, None)
+        .await
+        .unwrap();
+    assert!(cleared.alarms().is_empty());
+    client.put("grows", "v", None).await.expect("writes again");
+}

@@ -1,0 +1,99 @@
+//! One real single-member revkv (`revkv_node::Node`, real redb files in a temporary directory)
+//! with the gRPC front-end beside it, and an `etcd-client` connected to it.
+
+use std::time::Duration;
+
+use revkv_grpc::{GrpcLimits, GrpcServer};
+use revkv_node::{Node, NodeConfig};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+pub struct GrpcMember {
+    pub node: Node,
+    pub endpoint: String,
+    stop: Option<oneshot::Sender<()>>,
+    _directory: tempfile::TempDir,
+}
+
+impl GrpcMember {
+    pub async fn start() -> GrpcMember {
+        let directory = tempfile::tempdir().expect("a temporary directory");
+        let bind = || async { TcpListener::bind("127.0.0.1:0").await.expect("bind") };
+        let (client, peer, grpc) = (bind().await, bind().await, bind().await);
+        let config = NodeConfig::single_member(
+            directory.path().join("data"),
+            client.local_addr().unwrap(),
+            peer.local_addr().unwrap(),
+        );
+        let node = Node::start_with_listeners(config, client, peer)
+            .await
+            .expect("the member starts");
+        let endpoint = format!("http://{}", grpc.local_addr().unwrap());
+        let server = GrpcServer {
+            backend: node.backend().clone(),
+            metrics: Some(node.backend().metrics().clone()),
+            cluster_id: 0,
+            limits: GrpcLimits::default(),
+        };
+        let (stop, stopped) = oneshot::channel::<()>();
+        tokio::spawn(server.serve(grpc, None, async move {
+            let _ = stopped.await;
+        }));
+        let member = GrpcMember {
+            node,
+            endpoint,
+            stop: Some(stop),
+            _directory: directory,
+        };
+        member.wait_until_writable().await;
+        member
+    }
+
+    pub async fn client(&self) -> etcd_client::Client {
+        let options = etcd_client::ConnectOptions::new()
+            .with_timeout(Duration::from_secs(10))
+            .with_connect_timeout(Duration::from_secs(5));
+        etcd_client::Client::connect([self.endpoint.as_str()], Some(options))
+            .await
+            .expect("connect to the gRPC port")
+    }
+
+    /// Polls a put through gRPC until the member has elected itself and answers (deadline 30 s).
+    async fn wait_until_writable(&self) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let mut client = self.client().await;
+        loop {
+            match client.put("probe", "", None).await {
+                Ok(_) => return,
+                Err(error) if tokio::time::Instant::now() >= deadline => {
+                    panic!("the member did not answer gRPC in time: {error}")
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.node.shutdown().await.expect("a clean shutdown");
+    }
+
+    #[allow(dead_code)] // Used by some of the test files that share this module.
+    pub fn metrics_text(&self) -> String {
+        self.node
+            .backend()
+            .metrics()
+            .render()
+            .expect("metrics render")
+    }
+}
+
+/// The gRPC status of a failed call.
+pub fn grpc_status(error: etcd_client::Error) -> (tonic::Code, String) {
+    match error {
+        etcd_client::Error::GRpcStatus(status) => (status.code(), status.message().to_string()),
+        other => panic!("expected a gRPC status, got {other}"),
+    }
+}
