@@ -8,6 +8,7 @@ pub mod error;
 pub mod http;
 mod metrics_feed;
 pub mod node;
+pub mod three_way_merge;
 pub mod watch;
 pub mod writes;
 
