@@ -19,11 +19,14 @@ pub enum NodeError {
     /// A key (single-key GET), lease or member that does not exist.
     #[error("not found: {0}")]
     NotFound(String),
-    /// A revision precondition failed; `current` is the key-value now (or none).
+    /// A revision precondition failed; `current` is the key-value now (or none). A three-way
+    /// merge that found overlapping changes names them in `conflicting_fields` (JSON Pointers);
+    /// other conflicts leave it `None`.
     #[error("conflict: {message}")]
     Conflict {
         message: String,
         current: Option<revkv_storage::KeyValue>,
+        conflicting_fields: Option<Vec<String>>,
     },
     /// No leader, member stopping, or not ready; the client should retry after the given time.
     #[error("unavailable: {reason}")]

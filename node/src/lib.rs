@@ -5,6 +5,7 @@
 pub mod backend;
 pub mod compaction;
 pub mod error;
+pub mod hot_keys;
 pub mod http;
 mod metrics_feed;
 pub mod node;

@@ -40,6 +40,7 @@ pub mod keepalive_stream;
 pub mod kv;
 pub mod lease_keeper;
 pub mod leases;
+pub mod merge;
 pub mod retry;
 pub mod tls;
 pub mod transport;

@@ -17,6 +17,7 @@ use revkv_tls::{PeerTls, ServerTls, TlsFiles};
 use serde::Deserialize;
 
 use revkv_node::compaction::AutoCompaction;
+use revkv_node::hot_keys::HotKeyLimits;
 use revkv_node::http::{HttpLimits, LeaseStreamLimits};
 use revkv_node::watch::WatchLimits;
 use revkv_node::NodeConfig;
@@ -140,6 +141,13 @@ pub struct ServeArgs {
     /// (default 60000).
     #[arg(long, env = "REVKV_LEASE_KEEPALIVE_IDLE_TIMEOUT_MS")]
     pub lease_keepalive_idle_timeout_ms: Option<u64>,
+    /// Keys the hot-key top-k (`GET /v1/conflicts`) tracks per slice of its window (default 256;
+    /// memory is at most five slices of this many keys).
+    #[arg(long, env = "REVKV_HOT_KEYS_CAPACITY")]
+    pub hot_keys_capacity: Option<usize>,
+    /// The sliding window of the hot-key top-k, in seconds (default 300).
+    #[arg(long, env = "REVKV_HOT_KEYS_WINDOW_SECONDS")]
+    pub hot_keys_window_seconds: Option<u64>,
     /// Most leases in one checkpoint entry (default 1000, etcd's); at most one checkpoint is
     /// proposed per expiry check.
     #[arg(long, env = "REVKV_MAX_LEASES_PER_CHECKPOINT")]
@@ -237,7 +245,7 @@ impl ServeArgs {
             request_timeout_ms, max_body_bytes, max_key_bytes, max_value_bytes, max_txn_ops,
             max_leases, max_keys_per_lease, max_lease_ttl_seconds, lease_expiry_check_interval_ms,
             lease_checkpoint_interval_ms, max_leases_per_checkpoint, max_lease_keepalive_streams,
-            lease_keepalive_idle_timeout_ms, log_format, auto_compaction_mode, auto_compaction_retention,
+            lease_keepalive_idle_timeout_ms, hot_keys_capacity, hot_keys_window_seconds, log_format, auto_compaction_mode, auto_compaction_retention,
             auto_compaction_interval_ms, watch_progress_notify_interval_ms, max_watches,
             watch_buffer_messages, metrics_prefix_depth, metrics_max_prefixes, cert_file, key_file,
             trusted_ca_file, client_cert_auth, peer_cert_file, peer_key_file, peer_trusted_ca_file,
@@ -334,6 +342,7 @@ impl ServeArgs {
                 .max_body_bytes
                 .unwrap_or(HttpLimits::default().max_body_bytes),
             lease_stream,
+            hot_keys: self.hot_key_limits()?,
         };
         Ok(NodeConfig {
             member,
@@ -471,6 +480,26 @@ impl ServeArgs {
             ));
         }
         Ok(limits)
+    }
+
+    /// The hot-key top-k's size and window.
+    fn hot_key_limits(&self) -> Result<HotKeyLimits, String> {
+        let defaults = HotKeyLimits::default();
+        let capacity = self.hot_keys_capacity.unwrap_or(defaults.capacity);
+        if !(1..=100_000).contains(&capacity) {
+            return Err("--hot-keys-capacity must be between 1 and 100000".into());
+        }
+        let window = self
+            .hot_keys_window_seconds
+            .map_or(defaults.window, Duration::from_secs);
+        if !(Duration::from_secs(5)..=Duration::from_secs(86_400)).contains(&window) {
+            return Err("--hot-keys-window-seconds must be between 5 and 86400".into());
+        }
+        Ok(HotKeyLimits {
+            capacity,
+            window,
+            ..defaults
+        })
     }
 
     /// Bounds on streaming keep-alives.
@@ -808,6 +837,33 @@ mod tests {
             ..ServeArgs::default()
         };
         assert!(tiny_buffer.into_node_config().is_err());
+    }
+
+    #[test]
+    fn hot_key_limits_are_taken_and_checked() {
+        let args = ServeArgs {
+            hot_keys_capacity: Some(32),
+            hot_keys_window_seconds: Some(60),
+            ..ServeArgs::default()
+        };
+        let limits = args.into_node_config().unwrap().http.hot_keys;
+        assert_eq!(
+            (limits.capacity, limits.window),
+            (32, Duration::from_secs(60))
+        );
+        for bad in [
+            ServeArgs {
+                hot_keys_capacity: Some(0),
+                ..ServeArgs::default()
+            },
+            ServeArgs {
+                hot_keys_window_seconds: Some(1),
+                ..ServeArgs::default()
+            },
+        ] {
+            let error = bad.into_node_config().unwrap_err();
+            assert!(error.contains("hot-keys"), "{error}");
+        }
     }
 
     #[test]

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use revkv_metrics::Metrics;
+
+use crate::hot_keys::{HotKeyLimits, HotKeys};
 use tokio::sync::Semaphore;
 
 /// Default request body limit: the contract's 1.5 MiB.
@@ -19,6 +21,9 @@ pub struct HttpLimits {
     /// Bounds on streaming keep-alives (`revkv serve --max-lease-keepalive-streams`,
     /// `--lease-keepalive-idle-timeout-ms`).
     pub lease_stream: LeaseStreamLimits,
+    /// The hot-key top-k behind `GET /v1/conflicts` (`revkv serve --hot-keys-capacity`,
+    /// `--hot-keys-window-seconds`).
+    pub hot_keys: HotKeyLimits,
 }
 
 impl Default for HttpLimits {
@@ -26,6 +31,7 @@ impl Default for HttpLimits {
         HttpLimits {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             lease_stream: LeaseStreamLimits::default(),
+            hot_keys: HotKeyLimits::default(),
         }
     }
 }
@@ -67,6 +73,8 @@ pub(crate) struct ApiState<B> {
     pub metrics: Arc<Metrics>,
     /// One permit per open streaming keep-alive (`LeaseStreamLimits::max_streams`).
     pub lease_streams: Arc<Semaphore>,
+    /// The member's hottest conflicting keys.
+    pub hot_keys: Arc<HotKeys>,
 }
 
 // A derived `Clone` would demand `B: Clone`; only the `Arc` is cloned.
@@ -78,6 +86,7 @@ impl<B> Clone for ApiState<B> {
             lease_stream: self.lease_stream.clone(),
             metrics: Arc::clone(&self.metrics),
             lease_streams: Arc::clone(&self.lease_streams),
+            hot_keys: Arc::clone(&self.hot_keys),
         }
     }
 }

@@ -12,6 +12,7 @@
 mod apply;
 mod compact;
 mod history;
+mod key_history;
 #[cfg(test)]
 mod lease_format_tests;
 mod leases;
