@@ -40,7 +40,11 @@ async fn the_hottest_keys_come_first_with_their_conflicts_and_retries() {
     assert!(keys[0]["last_revision"].as_u64().unwrap() >= 3);
     let both = api.get("/v1/conflicts").await;
     assert_eq!(both.json["keys"].as_array().unwrap().len(), 2);
-    for bad in ["/v1/conflicts?top=0", "/v1/conflicts?top=100000", "/v1/conflicts?topp=1"] {
+    for bad in [
+        "/v1/conflicts?top=0",
+        "/v1/conflicts?top=100000",
+        "/v1/conflicts?topp=1",
+    ] {
         assert_error(&api.get(bad).await, StatusCode::BAD_REQUEST, "invalid", &[]);
     }
 }

@@ -257,6 +257,7 @@ impl ServeArgs {
     pub fn into_node_config(self) -> Result<NodeConfig, String> {
         let watch = self.watch_limits()?;
         let lease_stream = self.lease_stream_limits()?;
+        let hot_keys = self.hot_key_limits()?;
         let auto_compaction = self.auto_compaction()?;
         let id = self.id.unwrap_or(1);
         let metric_prefix_labels = self.metric_prefix_labels()?;
@@ -342,7 +343,7 @@ impl ServeArgs {
                 .max_body_bytes
                 .unwrap_or(HttpLimits::default().max_body_bytes),
             lease_stream,
-            hot_keys: self.hot_key_limits()?,
+            hot_keys,
         };
         Ok(NodeConfig {
             member,

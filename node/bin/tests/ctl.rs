@@ -121,7 +121,11 @@ async fn history_and_hot_keys(endpoints: &str) {
     let lines: Vec<&str> = table.stdout.lines().collect();
     assert!(lines[0].starts_with("REVISION"), "{}", table.stdout);
     assert!(lines[2].contains("replace /replicas 3"), "{}", table.stdout);
-    assert!(lines[3].contains("DELETE") && lines[3].contains("deleted"), "{}", table.stdout);
+    assert!(
+        lines[3].contains("DELETE") && lines[3].contains("deleted"),
+        "{}",
+        table.stdout
+    );
     let json = ctl_async(endpoints, &["-o", "json", "history", "hist/a"], None)
         .await
         .expect_success()
@@ -129,13 +133,22 @@ async fn history_and_hot_keys(endpoints: &str) {
     assert_eq!(json.as_array().unwrap().len(), 3);
 
     for _ in 0..2 {
-        let conflict = ctl_async(endpoints, &["put", "hot/one", "x", "--if-mod-revision", "1"], None).await;
+        let conflict = ctl_async(
+            endpoints,
+            &["put", "hot/one", "x", "--if-mod-revision", "1"],
+            None,
+        )
+        .await;
         assert_eq!(conflict.code, 4, "{}", conflict.stderr);
     }
-    let top = ctl_async(endpoints, &["-o", "json", "conflicts", "top", "--top", "50"], None)
-        .await
-        .expect_success()
-        .json();
+    let top = ctl_async(
+        endpoints,
+        &["-o", "json", "conflicts", "top", "--top", "50"],
+        None,
+    )
+    .await
+    .expect_success()
+    .json();
     let hot = top["keys"]
         .as_array()
         .unwrap()

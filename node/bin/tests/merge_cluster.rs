@@ -11,8 +11,8 @@ mod process_cluster;
 use std::sync::Arc;
 
 use process_cluster::{cluster_options, MemberClient, ProcessCluster};
-use revkv_client::Client;
 use reqwest::{Method, StatusCode};
+use revkv_client::Client;
 use serde_json::{json, Value};
 use tokio::sync::Barrier;
 
@@ -121,7 +121,10 @@ async fn update_with_merge_loses_no_update_and_history_shows_every_write() {
     let now = setup.get(CLIENT_KEY).await.unwrap().kv;
     let value: Value = serde_json::from_str(&now.value).unwrap();
     assert_eq!(value, json!({"x": CLIENT_UPDATES, "y": CLIENT_UPDATES}));
-    eprintln!("{merged} of {} client updates were merged", 2 * CLIENT_UPDATES);
+    eprintln!(
+        "{merged} of {} client updates were merged",
+        2 * CLIENT_UPDATES
+    );
 
     let mut versions = Vec::new();
     let mut page = setup
@@ -133,11 +136,20 @@ async fn update_with_merge_loses_no_update_and_history_shows_every_write() {
         let Some(token) = page.continue_token.clone().filter(|_| page.more) else {
             break;
         };
-        page = setup.history_after(CLIENT_KEY, &token, Some(7)).await.unwrap();
+        page = setup
+            .history_after(CLIENT_KEY, &token, Some(7))
+            .await
+            .unwrap();
     }
     assert_eq!(versions.len() as u64, 1 + 2 * CLIENT_UPDATES);
-    let revisions: Vec<u64> = versions.iter().map(|version| version.kv.mod_revision).collect();
-    assert!(revisions.windows(2).all(|pair| pair[0] < pair[1]), "oldest first");
+    let revisions: Vec<u64> = versions
+        .iter()
+        .map(|version| version.kv.mod_revision)
+        .collect();
+    assert!(
+        revisions.windows(2).all(|pair| pair[0] < pair[1]),
+        "oldest first"
+    );
     assert_eq!(versions.last().unwrap().kv, now);
 }
 
