@@ -114,7 +114,7 @@ async fn write_guarded<B: KvBackend>(
         (false, Some(TxnOpResponse::Get(now))) => Err(NodeError::Conflict {
             message: precondition.conflict_message(key),
             current: now.kvs.into_iter().next(),
-            conflicting_fields: None,
+            merge: None,
         }),
         _ => Err(unexpected_response("guarded write")),
     }

@@ -132,15 +132,11 @@ fn storage_status_and_code(error: &StorageError) -> (StatusCode, &'static str) {
 /// The fields beside `error` that let a client act without another round trip.
 fn add_extra_fields(body: &mut Map<String, Value>, error: &NodeError, encoding: TextEncoding) {
     match error {
-        NodeError::Conflict {
-            current,
-            conflicting_fields,
-            ..
-        } => {
+        NodeError::Conflict { current, merge, .. } => {
             let current = current.as_ref().map(|kv| kv_json_after_write(kv, encoding));
             body.insert("current".into(), json!(current));
-            if let Some(fields) = conflicting_fields {
-                body.insert("conflicting_fields".into(), json!(fields));
+            if let Some(merge) = merge {
+                body.insert("conflicting_fields".into(), json!(merge.conflicting_fields));
             }
         }
         NodeError::Storage(StorageError::Compacted {

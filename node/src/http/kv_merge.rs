@@ -36,7 +36,7 @@ use super::state::ApiState;
 use super::wire::{etag_header, kv_json_after_write, KvJson};
 use crate::backend::{KvBackend, ReadConsistency, ResponseHeader};
 use crate::error::NodeError;
-use crate::three_way_merge::{changes_between, three_way_merge, FieldChange};
+use crate::three_way_merge::{changes_between, three_way_merge, FieldChange, MergeConflict};
 use crate::writes::{compare_and_swap, SwapOutcome};
 
 /// The value of the `merge` query parameter that asks for this write.
@@ -158,7 +158,9 @@ fn answer_of(
     let conflict = |message: String, current, fields| NodeError::Conflict {
         message,
         current,
-        conflicting_fields: Some(fields),
+        merge: Some(Box::new(MergeConflict {
+            conflicting_fields: fields,
+        })),
     };
     let error = match outcome {
         Ok(finished) => {

@@ -224,7 +224,7 @@ fn answer_of(
             let conflict = NodeError::Conflict {
                 message,
                 current: conflict,
-                conflicting_fields: None,
+                merge: None,
             };
             let error = ApiError::with_encoding(conflict, request.encoding);
             (Err(error), outcome, attempts)
