@@ -34,6 +34,28 @@ impl KvOp {
     }
 }
 
+/// How a conflict was resolved (the `resolution` label of `revkv_conflicts_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConflictResolution {
+    /// The client was answered `409 conflict` (or a txn's compares failed): it must act itself.
+    Rejected,
+    /// A three-way merge carried the client's changes onto the newer value; the client got 200.
+    Merged,
+    /// The member lost a compare-and-swap of its own and tried again (PATCH's guaranteed update,
+    /// the merge's final write): one count per lost attempt that was retried.
+    Retried,
+}
+
+impl ConflictResolution {
+    pub fn label(self) -> &'static str {
+        match self {
+            ConflictResolution::Rejected => "rejected",
+            ConflictResolution::Merged => "merged",
+            ConflictResolution::Retried => "retried",
+        }
+    }
+}
+
 /// How a server-side guaranteed update ended (the `outcome` label of `revkv_update_attempts`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UpdateOutcome {
@@ -79,9 +101,11 @@ impl KvMetrics {
                 registry,
                 "revkv_conflicts_total",
                 "Failed revision preconditions (If-Match, If-None-Match) and txns whose compares \
-                 failed, counted once on the member that answered the client, by operation and \
-                 key prefix (a txn takes the prefix of its first compare's key).",
-                &["op", "prefix"],
+                 failed, counted on the member that answered the client, by operation, key prefix \
+                 (a txn takes the prefix of its first compare's key) and resolution: rejected \
+                 (the client was answered 409 or its txn failed), merged (a three-way merge \
+                 resolved it) or retried (the member retried its own lost compare-and-swap).",
+                &["op", "prefix", "resolution"],
             )?,
             update_attempts: histogram_vec(
                 registry,
@@ -108,12 +132,27 @@ impl KvMetrics {
         })
     }
 
-    /// Counts one conflict the client is told about, on `key` (for a txn, its first compare's key).
-    pub fn record_conflict(&self, op: KvOp, key: &[u8]) {
+    /// Counts one conflict on `key` (for a txn, its first compare's key), resolved as
+    /// `resolution`.
+    pub fn record_conflict(&self, op: KvOp, resolution: ConflictResolution, key: &[u8]) {
+        self.record_conflicts(op, resolution, key, 1);
+    }
+
+    /// Counts `count` conflicts on `key` resolved alike (the retries of one guaranteed update).
+    pub fn record_conflicts(
+        &self,
+        op: KvOp,
+        resolution: ConflictResolution,
+        key: &[u8],
+        count: u64,
+    ) {
+        if count == 0 {
+            return;
+        }
         let prefix = self.prefixes.label_for_key(key);
         self.conflicts_total
-            .with_label_values(&[op.label(), prefix.as_str()])
-            .inc();
+            .with_label_values(&[op.label(), prefix.as_str(), resolution.label()])
+            .inc_by(count);
     }
 
     /// Records how many attempts one guaranteed update took and how it ended.

@@ -31,7 +31,7 @@ use std::sync::{Arc, RwLock};
 use prometheus::{Encoder, Registry, TextEncoder};
 
 pub use http::{HttpMetrics, HttpMetricsLayer, HttpMetricsService, UNMATCHED_ROUTE};
-pub use kv::{KvMetrics, KvOp, UpdateOutcome};
+pub use kv::{ConflictResolution, KvMetrics, KvOp, UpdateOutcome};
 pub use lease::LeaseMetrics;
 pub use prefix::{
     key_prefix, PrefixFolder, PrefixLabelConfig, MAX_PREFIX_LABEL_BYTES, NO_KEY_PREFIX,

@@ -17,7 +17,9 @@ fn metrics() -> Metrics {
 
 /// Touches every labelled metric once, so it shows up in the exposition.
 fn record_one_of_each(metrics: &Metrics) {
-    metrics.kv.record_conflict(KvOp::Put, b"app/config");
+    metrics
+        .kv
+        .record_conflict(KvOp::Put, ConflictResolution::Rejected, b"app/config");
     metrics
         .kv
         .record_update_attempts(KvOp::Patch, UpdateOutcome::Success, 2);
@@ -84,12 +86,30 @@ fn every_contract_metric_is_exposed_with_help_text() {
 fn two_members_in_one_process_keep_separate_counts() {
     let first = metrics();
     let second = metrics();
-    first.kv.record_conflict(KvOp::Txn, b"hot/key");
+    first
+        .kv
+        .record_conflict(KvOp::Txn, ConflictResolution::Rejected, b"hot/key");
     assert!(first
         .render()
         .unwrap()
-        .contains("revkv_conflicts_total{op=\"txn\",prefix=\"hot\"} 1"));
+        .contains("revkv_conflicts_total{op=\"txn\",prefix=\"hot\",resolution=\"rejected\"} 1"));
     assert!(!second.render().unwrap().contains("prefix=\"hot\""));
+}
+
+#[test]
+fn conflicts_are_counted_by_resolution_and_a_zero_count_adds_no_series() {
+    let metrics = metrics();
+    let kv = &metrics.kv;
+    kv.record_conflict(KvOp::Put, ConflictResolution::Merged, b"doc/a");
+    kv.record_conflicts(KvOp::Patch, ConflictResolution::Retried, b"doc/a", 3);
+    kv.record_conflicts(KvOp::Patch, ConflictResolution::Rejected, b"doc/a", 0);
+    let text = metrics.render().unwrap();
+    assert!(
+        text.contains("revkv_conflicts_total{op=\"put\",prefix=\"doc\",resolution=\"merged\"} 1")
+    );
+    assert!(text
+        .contains("revkv_conflicts_total{op=\"patch\",prefix=\"doc\",resolution=\"retried\"} 3"));
+    assert!(!text.contains("resolution=\"rejected\""));
 }
 
 #[test]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use revkv_storage::{
-    Alarm, Defragmented, RangeRequest, RangeResponse, Request, Response, StateHash,
+    Alarm, Defragmented, KeyHistory, RangeRequest, RangeResponse, Request, Response, StateHash,
 };
 use serde::{Deserialize, Serialize};
 
@@ -116,6 +116,16 @@ pub trait KvBackend: Send + Sync + 'static {
         request: RangeRequest,
         consistency: ReadConsistency,
     ) -> impl Future<Output = Result<ReadAnswer, NodeError>> + Send;
+
+    /// A page of one key's history (every version and tombstone from `from_revision` on, oldest
+    /// first; from the oldest kept revision without it), read with the given consistency.
+    fn key_history(
+        &self,
+        key: Vec<u8>,
+        from_revision: Option<u64>,
+        limit: u64,
+        consistency: ReadConsistency,
+    ) -> impl Future<Output = Result<(ResponseHeader, KeyHistory), NodeError>> + Send;
 
     /// Grants a lease: with `id` (must be unused) or one the cluster picks, for at least
     /// `ttl_seconds` (raised to the minimum TTL). Revoking is a `write` of `Request::LeaseRevoke`.

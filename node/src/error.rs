@@ -19,11 +19,14 @@ pub enum NodeError {
     /// A key (single-key GET), lease or member that does not exist.
     #[error("not found: {0}")]
     NotFound(String),
-    /// A revision precondition failed; `current` is the key-value now (or none).
+    /// A revision precondition failed; `current` is the key-value now (or none). A three-way
+    /// merge that found overlapping changes names them in `merge` (boxed, so the error stays
+    /// small); other conflicts leave it `None`.
     #[error("conflict: {message}")]
     Conflict {
         message: String,
         current: Option<revkv_storage::KeyValue>,
+        merge: Option<Box<crate::three_way_merge::MergeConflict>>,
     },
     /// No leader, member stopping, or not ready; the client should retry after the given time.
     #[error("unavailable: {reason}")]

@@ -5,11 +5,13 @@
 pub mod backend;
 pub mod compaction;
 pub mod error;
+pub mod hot_keys;
 pub mod http;
 mod metrics_feed;
 pub mod node;
 pub mod range_view;
 pub mod space_quota;
+pub mod three_way_merge;
 pub mod watch;
 pub mod writes;
 

@@ -16,8 +16,9 @@ use revkv_raft::{
     RaftTiming, StorageTimings,
 };
 use revkv_storage::{
-    validate_range, validate_request, Alarm, Defragmented, DeleteRangeRequest, KeyRange, KeyValue,
-    PutRequest, RangeEnd, RangeRequest, Request, Response, StateHash, StoreOptions,
+    validate_range, validate_request, Alarm, Defragmented, DeleteRangeRequest, KeyHistory,
+    KeyRange, KeyValue, PutRequest, RangeEnd, RangeRequest, Request, Response, StateHash,
+    StoreOptions,
 };
 use tokio::sync::{oneshot, watch};
 
@@ -285,6 +286,26 @@ fn node_error(error: MemberError) -> NodeError {
 }
 
 impl MemberBackend {
+    /// Waits until this member may serve a read of the given consistency: a ReadIndex round for a
+    /// linearizable read, the asked revision applied for a serializable one with `min_revision`.
+    async fn wait_for_consistency(&self, consistency: ReadConsistency) -> Result<(), NodeError> {
+        match consistency {
+            ReadConsistency::Linearizable => self
+                .member
+                .linearizable_read_barrier()
+                .await
+                .map_err(node_error),
+            ReadConsistency::Serializable {
+                min_revision: Some(revision),
+            } => self
+                .member
+                .wait_for_revision(revision, self.request_timeout)
+                .await
+                .map_err(node_error),
+            ReadConsistency::Serializable { min_revision: None } => Ok(()),
+        }
+    }
+
     /// The raft member, for metrics and tests.
     pub fn member(&self) -> &RaftMember {
         &self.member
@@ -395,21 +416,7 @@ impl KvBackend for MemberBackend {
         consistency: ReadConsistency,
     ) -> Result<ReadAnswer, NodeError> {
         validate_range(&request, self.member.store().limits())?;
-        match consistency {
-            ReadConsistency::Linearizable => self
-                .member
-                .linearizable_read_barrier()
-                .await
-                .map_err(node_error)?,
-            ReadConsistency::Serializable {
-                min_revision: Some(revision),
-            } => self
-                .member
-                .wait_for_revision(revision, self.request_timeout)
-                .await
-                .map_err(node_error)?,
-            ReadConsistency::Serializable { min_revision: None } => {}
-        }
+        self.wait_for_consistency(consistency).await?;
         let read = if reads_one_key(&request) {
             // One key is a seek in the key index and one history lookup: microseconds, less than
             // the thread hop to the blocking pool and back would cost, so it runs right here.
@@ -424,6 +431,23 @@ impl KvBackend for MemberBackend {
             header: self.header_at(read.revision),
             response: read.response,
         })
+    }
+
+    async fn key_history(
+        &self,
+        key: Vec<u8>,
+        from_revision: Option<u64>,
+        limit: u64,
+        consistency: ReadConsistency,
+    ) -> Result<(ResponseHeader, KeyHistory), NodeError> {
+        self.wait_for_consistency(consistency).await?;
+        // A page reads up to `limit` values, so it runs off the async threads.
+        let store = self.member.store().clone();
+        let history =
+            tokio::task::spawn_blocking(move || store.key_history(&key, from_revision, limit))
+                .await
+                .map_err(|error| NodeError::Internal(error.to_string()))??;
+        Ok((self.header_at(history.revision), history))
     }
 
     async fn lease_grant(

@@ -9,8 +9,8 @@
 //! error can carry `current` (the key-value now, or none) without a second, racy read.
 
 use revkv_storage::{
-    Compare, CompareOp, CompareTarget, KeyRange, PutRequest, PutResponse, RangeRequest, Request,
-    Response, TxnOp, TxnOpResponse, TxnRequest,
+    Compare, CompareOp, CompareTarget, KeyRange, KeyValue, PutRequest, PutResponse, RangeRequest,
+    Request, Response, TxnOp, TxnOpResponse, TxnRequest,
 };
 
 use crate::backend::{KvBackend, ReadConsistency, ResponseHeader};
@@ -114,8 +114,79 @@ async fn write_guarded<B: KvBackend>(
         (false, Some(TxnOpResponse::Get(now))) => Err(NodeError::Conflict {
             message: precondition.conflict_message(key),
             current: now.kvs.into_iter().next(),
+            merge: None,
         }),
         _ => Err(unexpected_response("guarded write")),
+    }
+}
+
+/// How a compare-and-swap ended.
+#[derive(Debug)]
+pub enum SwapOutcome {
+    /// The value was written; `kv` is the key as it is now.
+    Swapped {
+        header: ResponseHeader,
+        kv: KeyValue,
+    },
+    /// The key was no longer as read; this is the key-value now (or none).
+    Lost(Option<KeyValue>),
+}
+
+/// Puts `value` on `key` only if the key is still exactly as read (`read`: same mod revision, or
+/// still absent), keeping its lease. The shared final write of every read-change-write loop
+/// (PATCH's guaranteed update, the three-way merge).
+pub async fn compare_and_swap<B: KvBackend>(
+    backend: &B,
+    key: &[u8],
+    read: Option<&KeyValue>,
+    value: Vec<u8>,
+) -> Result<SwapOutcome, NodeError> {
+    let lease = read.map_or(0, |kv| kv.lease);
+    let txn = TxnRequest {
+        compare: vec![unchanged_since_read(key, read)],
+        success: vec![TxnOp::Put(PutRequest {
+            key: key.to_vec(),
+            value: value.clone(),
+            lease,
+            prev_kv: false,
+        })],
+        failure: vec![TxnOp::Get(RangeRequest::of(KeyRange::single(key)))],
+    };
+    let written = backend.write(Request::Txn(txn)).await?;
+    let Response::Txn(answer) = written.response else {
+        return Err(unexpected_response("txn"));
+    };
+    if !answer.succeeded {
+        return match answer.responses.into_iter().next() {
+            Some(TxnOpResponse::Get(range)) => Ok(SwapOutcome::Lost(range.kvs.into_iter().next())),
+            _ => Err(unexpected_response("compare-and-swap")),
+        };
+    }
+    let revision = written.header.revision;
+    let kv = KeyValue {
+        key: key.to_vec(),
+        value,
+        create_revision: read.map_or(revision, |kv| kv.create_revision),
+        mod_revision: revision,
+        version: read.map_or(1, |kv| kv.version + 1),
+        lease,
+    };
+    Ok(SwapOutcome::Swapped {
+        header: written.header,
+        kv,
+    })
+}
+
+/// The compare that holds while the key is exactly as read.
+fn unchanged_since_read(key: &[u8], read: Option<&KeyValue>) -> Compare {
+    let target = match read {
+        Some(kv) => CompareTarget::ModRevision(kv.mod_revision),
+        None => CompareTarget::CreateRevision(0),
+    };
+    Compare {
+        key: key.to_vec(),
+        target,
+        op: CompareOp::Equal,
     }
 }
 
@@ -186,5 +257,6 @@ pub async fn put_keeping_current<B: KvBackend>(
             describe_key(&put.key)
         ),
         current: None,
+        merge: None,
     })
 }

@@ -17,7 +17,7 @@ use revkv_node::{
     KvBackend, MemberInfo, MemberStatus, Metrics, NodeError, PrefixLabelConfig, ReadAnswer,
     ReadConsistency, ResponseHeader, Written,
 };
-use revkv_storage::{PutRequest, RangeRequest, Request, StateHash};
+use revkv_storage::{KeyHistory, PutRequest, RangeRequest, Request, StateHash};
 use serde_json::{json, Value};
 use support::StoreBackend;
 use tower::ServiceExt;
@@ -122,11 +122,11 @@ async fn failed_preconditions_count_one_conflict_each_under_the_key_prefix() {
         StatusCode::OK
     );
     assert_eq!(
-        api.sample("revkv_conflicts_total{op=\"put\",prefix=\"apps\"}"),
+        api.sample("revkv_conflicts_total{op=\"put\",prefix=\"apps\",resolution=\"rejected\"}"),
         2.0
     );
     assert_eq!(
-        api.sample("revkv_conflicts_total{op=\"delete\",prefix=\"cfg\"}"),
+        api.sample("revkv_conflicts_total{op=\"delete\",prefix=\"cfg\",resolution=\"rejected\"}"),
         1.0
     );
 }
@@ -151,11 +151,11 @@ async fn a_txn_whose_compares_fail_counts_under_its_first_compare_key() {
     let succeeded = api.send(Method::POST, "/v1/txn", &[], &txn("held")).await;
     assert_eq!(succeeded.json["succeeded"], true);
     assert_eq!(
-        api.sample("revkv_conflicts_total{op=\"txn\",prefix=\"locks\"}"),
+        api.sample("revkv_conflicts_total{op=\"txn\",prefix=\"locks\",resolution=\"rejected\"}"),
         1.0
     );
     assert_eq!(
-        api.sample("revkv_conflicts_total{op=\"txn\",prefix=\"other\"}"),
+        api.sample("revkv_conflicts_total{op=\"txn\",prefix=\"other\",resolution=\"rejected\"}"),
         0.0
     );
 }
@@ -292,7 +292,7 @@ async fn non_json_values_bodies_and_bad_parameters_are_invalid() {
     let wrong_type = api.patch("/v1/kv/doc/a", &json_patch_type, json!({})).await;
     assert_eq!(wrong_type.status, StatusCode::BAD_REQUEST);
     assert_eq!(
-        api.sample("revkv_conflicts_total{op=\"patch\",prefix=\"plain\"}"),
+        api.sample("revkv_conflicts_total{op=\"patch\",prefix=\"plain\",resolution=\"rejected\"}"),
         0.0
     );
 }
@@ -326,7 +326,7 @@ async fn with_if_match_one_attempt_is_made_and_a_stale_revision_is_a_conflict() 
         .await;
     assert_eq!(patched.status, StatusCode::OK);
     assert_eq!(
-        api.sample("revkv_conflicts_total{op=\"patch\",prefix=\"doc\"}"),
+        api.sample("revkv_conflicts_total{op=\"patch\",prefix=\"doc\",resolution=\"rejected\"}"),
         1.0
     );
     let failed = "revkv_update_attempts_count{op=\"patch\",outcome=\"precondition_failed\"}";
@@ -353,7 +353,12 @@ async fn an_update_that_loses_every_race_gives_up_with_a_conflict() {
         "DefaultRetry's five attempts"
     );
     assert_eq!(
-        api.sample("revkv_conflicts_total{op=\"patch\",prefix=\"hot\"}"),
+        api.sample("revkv_conflicts_total{op=\"patch\",prefix=\"hot\",resolution=\"retried\"}"),
+        4.0,
+        "every attempt but the last was retried"
+    );
+    assert_eq!(
+        api.sample("revkv_conflicts_total{op=\"patch\",prefix=\"hot\",resolution=\"rejected\"}"),
         1.0
     );
 }
@@ -412,6 +417,18 @@ impl KvBackend for RacingBackend {
 
     async fn hash(&self, revision: Option<u64>) -> Result<(ResponseHeader, StateHash), NodeError> {
         self.inner.hash(revision).await
+    }
+
+    async fn key_history(
+        &self,
+        key: Vec<u8>,
+        from_revision: Option<u64>,
+        limit: u64,
+        consistency: ReadConsistency,
+    ) -> Result<(ResponseHeader, KeyHistory), NodeError> {
+        self.inner
+            .key_history(key, from_revision, limit, consistency)
+            .await
     }
 
     async fn lease_grant(
@@ -485,4 +502,35 @@ impl KvBackend for RacingBackend {
     fn backup_source(&self) -> revkv_node::BackupSource {
         self.inner.backup_source()
     }
+}
+
+#[tokio::test]
+async fn three_way_merges_count_merged_and_rejected_conflicts() {
+    let api = MeteredApi::new();
+    let base = api.put("doc/m", "{\"a\":1,\"b\":1}", &[]).await.json["header"]["revision"]
+        .as_u64()
+        .unwrap();
+    api.put("doc/m", "{\"a\":1,\"b\":2}", &[]).await;
+    let if_match = format!("\"{base}\"");
+    let merge_uri = "/v1/kv/doc/m?merge=three-way";
+    let merge = |value: &'static str| {
+        let body = json!({ "value": value }).to_string();
+        let if_match = if_match.clone();
+        let api = &api;
+        async move {
+            api.send(Method::PUT, merge_uri, &[("if-match", &if_match)], &body)
+                .await
+        }
+    };
+    assert_eq!(merge("{\"a\":5,\"b\":1}").await.status, StatusCode::OK);
+    assert_eq!(
+        merge("{\"a\":1,\"b\":7}").await.status,
+        StatusCode::CONFLICT
+    );
+    let series = |resolution: &str| {
+        format!("revkv_conflicts_total{{op=\"put\",prefix=\"doc\",resolution=\"{resolution}\"}}")
+    };
+    assert_eq!(api.sample(&series("merged")), 1.0);
+    assert_eq!(api.sample(&series("rejected")), 1.0);
+    assert_eq!(api.sample(&series("retried")), 0.0);
 }

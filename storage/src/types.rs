@@ -479,3 +479,24 @@ pub struct StoreStats {
     /// Leases granted now.
     pub leases: u64,
 }
+
+/// One version of a key in its history: the key-value as that revision left it, or a tombstone
+/// (`deleted`, with only `key` and `mod_revision` set) where a delete removed it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyVersion {
+    pub kv: KeyValue,
+    pub deleted: bool,
+}
+
+/// A page of one key's history, oldest first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyHistory {
+    /// The store revision the page was read at.
+    pub revision: u64,
+    pub versions: Vec<KeyVersion>,
+    /// The revision to ask from for the next page, when there is one.
+    pub next_from_revision: Option<u64>,
+    /// Key-index entries the read visited: at most one more than the versions returned, whatever
+    /// the size of the store (tests check the read never scans).
+    pub index_entries_visited: usize,
+}

@@ -1,4 +1,4 @@
-//! Cluster calls: status, compaction, membership, leader transfer, the replica hash and snapshots.
+//! Cluster calls: status, the hot conflicting keys, compaction, membership, leader transfer, the replica hash and snapshots.
 //!
 //! Status, the member list, the hash and a snapshot are reads; everything else is a write (never
 //! repeated once its outcome is unknown). `status`, `hash` and `snapshot_save` are answered by
@@ -12,7 +12,9 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use super::error::ClientError;
 use super::kv::with_query;
 use super::transport::{Call, Transport};
-use super::types::{HashResponse, HeaderResponse, MembersResponse, StatusResponse};
+use super::types::{
+    HashResponse, HeaderResponse, HotKeysResponse, MembersResponse, StatusResponse,
+};
 use super::{normalised_endpoint, Client, TokioSleeper};
 use std::sync::Arc;
 
@@ -40,6 +42,12 @@ impl Client {
     /// The answering member's status.
     pub async fn status(&self) -> Result<StatusResponse, ClientError> {
         self.call_json(&Call::read("/v1/status".to_string())).await
+    }
+
+    /// The answering member's hottest conflicting keys over its window (`GET /v1/conflicts`).
+    pub async fn hot_keys(&self, top: u64) -> Result<HotKeysResponse, ClientError> {
+        let path = with_query("/v1/conflicts".to_string(), &[("top", top.to_string())]);
+        self.call_json(&Call::read(path)).await
     }
 
     /// Discards history at and below `revision` on every member.

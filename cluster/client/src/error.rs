@@ -16,11 +16,13 @@ pub enum ClientError {
     /// 404: the key (single-key read), member or endpoint does not exist.
     #[error("not found: {message}")]
     NotFound { message: String },
-    /// 409: a revision precondition failed; `current` is the key-value now (None: absent).
+    /// 409: a revision precondition failed; `current` is the key-value now (None: absent). After
+    /// a three-way merge, `conflicting_fields` names the overlapping changes (JSON Pointers).
     #[error("conflict: {message}")]
     Conflict {
         current: Option<Box<KeyValue>>,
         message: String,
+        conflicting_fields: Vec<String>,
     },
     /// 410: the revision asked for is below the compact revision.
     #[error("compacted at revision {compact_revision}: {message}")]
@@ -95,6 +97,8 @@ struct ErrorAnswer {
     current: Option<KeyValue>,
     #[serde(default)]
     compact_revision: Option<u64>,
+    #[serde(default)]
+    conflicting_fields: Vec<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -119,6 +123,7 @@ pub fn error_from_answer(status: u16, body: &[u8]) -> ClientError {
         (409, _) => ClientError::Conflict {
             current: answer.current.map(Box::new),
             message,
+            conflicting_fields: answer.conflicting_fields,
         },
         (410, _) => ClientError::Compacted {
             compact_revision: answer.compact_revision.unwrap_or(0),
@@ -160,7 +165,10 @@ mod tests {
         let body = br#"{"error": {"code": "conflict", "message": "mod_revision is 7"},
             "current": {"key": "k", "value": "v", "create_revision": 2, "mod_revision": 7,
             "version": 3, "lease": 0}}"#;
-        let ClientError::Conflict { current, message } = error_from_answer(409, body) else {
+        let ClientError::Conflict {
+            current, message, ..
+        } = error_from_answer(409, body)
+        else {
             panic!("not a conflict");
         };
         assert_eq!(current.unwrap().mod_revision, 7);

@@ -182,7 +182,7 @@ pub enum Precondition {
 }
 
 impl Precondition {
-    fn add_header(self, call: Call) -> Call {
+    pub(crate) fn add_header(self, call: Call) -> Call {
         match self {
             Precondition::None => call,
             Precondition::ModRevision(revision) => {

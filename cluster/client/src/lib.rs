@@ -41,6 +41,7 @@ pub mod kv;
 pub mod lease_keeper;
 pub mod leases;
 pub mod maintenance;
+pub mod merge;
 pub mod retry;
 pub mod tls;
 pub mod transport;

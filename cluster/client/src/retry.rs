@@ -107,6 +107,7 @@ mod tests {
         ClientError::Conflict {
             current: None,
             message: format!("conflict {number}"),
+            conflicting_fields: Vec::new(),
         }
     }
 

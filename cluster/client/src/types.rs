@@ -196,3 +196,57 @@ pub struct LeaseListResponse {
     #[serde(default)]
     pub leases: Vec<LeaseId>,
 }
+
+/// `PUT /v1/kv/{key}?merge=three-way`: the key as written, whether the member merged the client's
+/// changes into a newer value, and the JSON Pointers of those changes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MergePutResponse {
+    pub header: ResponseHeader,
+    pub kv: KeyValue,
+    pub merged: bool,
+    #[serde(default)]
+    pub merged_fields: Vec<String>,
+}
+
+/// One version in a key's history: `"PUT"` (the key as that revision left it) or `"DELETE"` (a
+/// tombstone: only `key` and `mod_revision` are set).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryVersion {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub kv: KeyValue,
+}
+
+impl HistoryVersion {
+    pub fn is_delete(&self) -> bool {
+        self.kind == "DELETE"
+    }
+}
+
+/// `GET /v1/kv/{key}?history=true`: a page of a key's versions, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryResponse {
+    pub header: ResponseHeader,
+    pub versions: Vec<HistoryVersion>,
+    pub more: bool,
+    #[serde(rename = "continue", default, skip_serializing_if = "Option::is_none")]
+    pub continue_token: Option<String>,
+}
+
+/// One member's hot key: conflicts and client retries on it over the member's window, and the
+/// store revision when it last conflicted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HotKey {
+    pub key: String,
+    pub conflicts: u64,
+    pub retries: u64,
+    pub last_revision: u64,
+}
+
+/// `GET /v1/conflicts?top=N`: one member's hottest conflicting keys, hottest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HotKeysResponse {
+    pub header: ResponseHeader,
+    pub window_seconds: u64,
+    pub keys: Vec<HotKey>,
+}

@@ -17,6 +17,7 @@ use revkv_tls::{PeerTls, ServerTls, TlsFiles};
 use serde::Deserialize;
 
 use revkv_node::compaction::AutoCompaction;
+use revkv_node::hot_keys::HotKeyLimits;
 use revkv_node::http::{HttpLimits, LeaseStreamLimits, DEFAULT_MAX_SNAPSHOT_STREAMS};
 use revkv_node::space_quota::{SpaceQuota, DEFAULT_QUOTA_BACKEND_BYTES};
 use revkv_node::watch::WatchLimits;
@@ -149,6 +150,13 @@ pub struct ServeArgs {
     /// answered 503.
     #[arg(long, env = "REVKV_MAX_SNAPSHOT_STREAMS")]
     pub max_snapshot_streams: Option<usize>,
+    /// Keys the hot-key top-k (`GET /v1/conflicts`) tracks per slice of its window (default 256;
+    /// memory is at most five slices of this many keys).
+    #[arg(long, env = "REVKV_HOT_KEYS_CAPACITY")]
+    pub hot_keys_capacity: Option<usize>,
+    /// The sliding window of the hot-key top-k, in seconds (default 300).
+    #[arg(long, env = "REVKV_HOT_KEYS_WINDOW_SECONDS")]
+    pub hot_keys_window_seconds: Option<u64>,
     /// Most leases in one checkpoint entry (default 1000, etcd's); at most one checkpoint is
     /// proposed per expiry check.
     #[arg(long, env = "REVKV_MAX_LEASES_PER_CHECKPOINT")]
@@ -251,7 +259,7 @@ impl ServeArgs {
             request_timeout_ms, max_body_bytes, max_key_bytes, max_value_bytes, max_txn_ops,
             max_leases, max_keys_per_lease, max_lease_ttl_seconds, lease_expiry_check_interval_ms,
             lease_checkpoint_interval_ms, max_leases_per_checkpoint, max_lease_keepalive_streams,
-            lease_keepalive_idle_timeout_ms, max_snapshot_streams, log_format, auto_compaction_mode, auto_compaction_retention,
+            lease_keepalive_idle_timeout_ms, max_snapshot_streams, hot_keys_capacity, hot_keys_window_seconds, log_format, auto_compaction_mode, auto_compaction_retention,
             quota_backend_bytes,
             auto_compaction_interval_ms, watch_progress_notify_interval_ms, max_watches,
             watch_buffer_messages, metrics_prefix_depth, metrics_max_prefixes, cert_file, key_file,
@@ -265,6 +273,7 @@ impl ServeArgs {
         let watch = self.watch_limits()?;
         let lease_stream = self.lease_stream_limits()?;
         let max_snapshot_streams = self.max_snapshot_streams()?;
+        let hot_keys = self.hot_key_limits()?;
         let auto_compaction = self.auto_compaction()?;
         let space_quota = self.space_quota();
         let id = self.id.unwrap_or(1);
@@ -352,6 +361,7 @@ impl ServeArgs {
                 .unwrap_or(HttpLimits::default().max_body_bytes),
             lease_stream,
             max_snapshot_streams,
+            hot_keys,
         };
         Ok(NodeConfig {
             member,
@@ -513,6 +523,26 @@ impl ServeArgs {
             return Err("--max-snapshot-streams must be between 1 and 64".into());
         }
         Ok(streams)
+    }
+
+    /// The hot-key top-k's size and window.
+    fn hot_key_limits(&self) -> Result<HotKeyLimits, String> {
+        let defaults = HotKeyLimits::default();
+        let capacity = self.hot_keys_capacity.unwrap_or(defaults.capacity);
+        if !(1..=100_000).contains(&capacity) {
+            return Err("--hot-keys-capacity must be between 1 and 100000".into());
+        }
+        let window = self
+            .hot_keys_window_seconds
+            .map_or(defaults.window, Duration::from_secs);
+        if !(Duration::from_secs(5)..=Duration::from_secs(86_400)).contains(&window) {
+            return Err("--hot-keys-window-seconds must be between 5 and 86400".into());
+        }
+        Ok(HotKeyLimits {
+            capacity,
+            window,
+            ..defaults
+        })
     }
 
     /// Bounds on streaming keep-alives.
@@ -864,6 +894,33 @@ mod tests {
             ..ServeArgs::default()
         };
         assert!(tiny_buffer.into_node_config().is_err());
+    }
+
+    #[test]
+    fn hot_key_limits_are_taken_and_checked() {
+        let args = ServeArgs {
+            hot_keys_capacity: Some(32),
+            hot_keys_window_seconds: Some(60),
+            ..ServeArgs::default()
+        };
+        let limits = args.into_node_config().unwrap().http.hot_keys;
+        assert_eq!(
+            (limits.capacity, limits.window),
+            (32, Duration::from_secs(60))
+        );
+        for bad in [
+            ServeArgs {
+                hot_keys_capacity: Some(0),
+                ..ServeArgs::default()
+            },
+            ServeArgs {
+                hot_keys_window_seconds: Some(1),
+                ..ServeArgs::default()
+            },
+        ] {
+            let error = bad.into_node_config().unwrap_err();
+            assert!(error.contains("hot-keys"), "{error}");
+        }
     }
 
     #[test]

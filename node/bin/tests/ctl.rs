@@ -6,6 +6,8 @@
 //! Leases: `lease grant|revoke|keep-alive|ttl|list` and `put --lease`, and a `lease keep-alive`
 //! left running that exits 3 once its lease is revoked; `lock NAME -- COMMAND`.
 //!
+//! Issue 17: `history KEY --diff` and `conflicts top`.
+//!
 //! Not covered here: `patch` and `watch`, whose server side is built on other branches (the client
 //! side is tested against stub members in `cluster/tests/client_stub.rs`), and `snapshot save`,
 //! which `backup_restore.rs` runs against a cluster under writes.
@@ -33,7 +35,64 @@ async fn ctl_reads_writes_and_administers_a_cluster_with_distinct_exit_codes() {
     lease_commands(endpoints).await;
     keep_alive_until_the_lease_is_revoked(endpoints).await;
     lock_runs_a_command_while_holding_the_lock(endpoints).await;
+    history_and_hot_keys(endpoints).await;
     bench_cas_counts_every_increment(endpoints).await;
+}
+
+/// `history KEY [--diff]` shows every version with its JSON changes; `conflicts top` adds up the
+/// members' hot keys.
+async fn history_and_hot_keys(endpoints: &str) {
+    ctl_async(endpoints, &["put", "hist/a", r#"{"replicas":1}"#], None)
+        .await
+        .expect_success();
+    ctl_async(endpoints, &["put", "hist/a", r#"{"replicas":3}"#], None)
+        .await
+        .expect_success();
+    ctl_async(endpoints, &["del", "hist/a"], None)
+        .await
+        .expect_success();
+    let table = ctl_async(endpoints, &["history", "hist/a", "--diff"], None)
+        .await
+        .expect_success();
+    let lines: Vec<&str> = table.stdout.lines().collect();
+    assert!(lines[0].starts_with("REVISION"), "{}", table.stdout);
+    assert!(lines[2].contains("replace /replicas 3"), "{}", table.stdout);
+    assert!(
+        lines[3].contains("DELETE") && lines[3].contains("deleted"),
+        "{}",
+        table.stdout
+    );
+    let json = ctl_async(endpoints, &["-o", "json", "history", "hist/a"], None)
+        .await
+        .expect_success()
+        .json();
+    assert_eq!(json.as_array().unwrap().len(), 3);
+
+    for _ in 0..2 {
+        let conflict = ctl_async(
+            endpoints,
+            &["put", "hot/one", "x", "--if-mod-revision", "1"],
+            None,
+        )
+        .await;
+        assert_eq!(conflict.code, 4, "{}", conflict.stderr);
+    }
+    let top = ctl_async(
+        endpoints,
+        &["-o", "json", "conflicts", "top", "--top", "50"],
+        None,
+    )
+    .await
+    .expect_success()
+    .json();
+    let hot = top["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|hot| hot["key"] == "hot/one")
+        .unwrap_or_else(|| panic!("hot/one is among the hot keys: {top}"));
+    assert_eq!(hot["conflicts"], 2, "{top}");
+    assert!(top["window_seconds"].as_u64().unwrap() > 0);
 }
 
 async fn key_values_and_exit_codes(endpoints: &str) {

@@ -366,11 +366,16 @@ async fn a_real_prometheus_sees_exactly_the_conflicts_and_attempts_the_test_caus
     run_lease_workload(&clients, &mut caused).await;
     eprintln!("the workload caused {caused:?}");
 
-    let conflicts = format!("sum(revkv_conflicts_total{{prefix=\"{HOT_PREFIX}\"}})");
+    let conflicts =
+        format!("sum(revkv_conflicts_total{{prefix=\"{HOT_PREFIX}\",resolution=\"rejected\"}})");
+    let retried =
+        format!("sum(revkv_conflicts_total{{prefix=\"{HOT_PREFIX}\",resolution=\"retried\"}})");
     let txn_conflicts = format!("sum(revkv_conflicts_total{{op=\"txn\",prefix=\"{HOT_PREFIX}\"}})");
     let retries = format!("sum(revkv_client_retries_total{{op=\"txn\",prefix=\"{HOT_PREFIX}\"}})");
     let expected = [
         (conflicts, caused.conflicts() as f64),
+        // Every PATCH attempt but each request's last lost its compare-and-swap and was retried.
+        (retried, (caused.patch_attempts - caused.patches) as f64),
         (txn_conflicts, caused.failed_txns as f64),
         (
             "sum(revkv_update_attempts_count{op=\"patch\"})".to_string(),

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use revkv_metrics::{KvOp, Metrics};
+use revkv_metrics::{ConflictResolution, KvOp, Metrics};
 use revkv_node::writes::{put_keeping_current, unexpected_response, KeepCurrent};
 use revkv_node::{KvBackend, ReadConsistency};
 use revkv_storage::{Request, Response, TxnRequest};
@@ -183,7 +183,9 @@ impl<B> KvService<B> {
     /// HTTP API counts its txns (`revkv_conflicts_total{op="txn"}`).
     fn count_if_conflict(&self, succeeded: bool, first_compare_key: Option<&[u8]>) {
         if let (false, Some(key), Some(metrics)) = (succeeded, first_compare_key, &self.metrics) {
-            metrics.kv.record_conflict(KvOp::Txn, key);
+            metrics
+                .kv
+                .record_conflict(KvOp::Txn, ConflictResolution::Rejected, key);
         }
     }
 }

@@ -13,6 +13,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use revkv_metrics::KvOp;
 
+use super::conflicts::note_client_retry;
 use super::error::ApiError;
 use super::keys::{key_from_path, TextEncoding};
 use super::query::QueryParams;
@@ -42,6 +43,7 @@ pub async fn record_client_retries<B: KvBackend>(
             .metrics
             .kv
             .record_client_retry(op, key.as_deref(), attempt);
+        note_client_retry(&state, key.as_deref(), attempt);
     }
     Ok(next.run(request).await)
 }
@@ -58,6 +60,7 @@ pub fn record_txn_retry<B: KvBackend>(
             .metrics
             .kv
             .record_client_retry(KvOp::Txn, first_compare_key, attempt);
+        note_client_retry(state, first_compare_key, attempt);
     }
     Ok(())
 }

@@ -7,7 +7,7 @@
 //! | `Invalid`, storage `Invalid`, storage `LeaseExists` | 400 | `invalid` | |
 //! | storage `FutureRevision` | 400 | `future_revision` | |
 //! | `NotFound`, storage `LeaseNotFound` | 404 | `not_found` | |
-//! | `Conflict` | 409 | `conflict` | `current`: the kv now, or null |
+//! | `Conflict` | 409 | `conflict` | `current`: the kv now, or null; `conflicting_fields` after a three-way merge |
 //! | storage `Compacted` | 410 | `compacted` | `compact_revision` |
 //! | `TooLarge`, storage `TooLarge` | 413 | `too_large` | |
 //! | storage `NoSpace` | 507 | `no_space` | |
@@ -136,9 +136,12 @@ fn storage_status_and_code(error: &StorageError) -> (StatusCode, &'static str) {
 /// The fields beside `error` that let a client act without another round trip.
 fn add_extra_fields(body: &mut Map<String, Value>, error: &NodeError, encoding: TextEncoding) {
     match error {
-        NodeError::Conflict { current, .. } => {
+        NodeError::Conflict { current, merge, .. } => {
             let current = current.as_ref().map(|kv| kv_json_after_write(kv, encoding));
             body.insert("current".into(), json!(current));
+            if let Some(merge) = merge {
+                body.insert("conflicting_fields".into(), json!(merge.conflicting_fields));
+            }
         }
         NodeError::Storage(StorageError::Compacted {
             compact_revision, ..

@@ -19,15 +19,13 @@ use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::patch;
 use axum::{Json, Router};
-use revkv_metrics::{KvOp, UpdateOutcome};
-use revkv_storage::{
-    Compare, CompareOp, CompareTarget, KeyRange, KeyValue, PutRequest, RangeRequest, Request,
-    Response as StoreResponse, TxnOp, TxnOpResponse, TxnRequest,
-};
+use revkv_metrics::{ConflictResolution, KvOp, UpdateOutcome};
+use revkv_storage::{KeyRange, KeyValue, RangeRequest};
 use serde::Serialize;
 use serde_json::Value;
 
 use super::body::read_body;
+use super::conflicts::note_conflicts;
 use super::error::ApiError;
 use super::guaranteed_update::{
     run_guaranteed_update, AttemptOutcome, Finished, GaveUp, RetryPolicy, TokioPause, UpdateAttempt,
@@ -36,9 +34,10 @@ use super::keys::{describe_key, TextEncoding};
 use super::opening::{open_key_write, KeyWriteOpening};
 use super::precondition::Precondition;
 use super::state::ApiState;
-use super::wire::{etag_header, kv_json_after_write, unexpected_response, KvJson};
+use super::wire::{etag_header, kv_json_after_write, KvJson};
 use crate::backend::{KvBackend, ReadConsistency, ResponseHeader};
 use crate::error::NodeError;
+use crate::writes::{compare_and_swap, SwapOutcome};
 
 pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
     Router::new()
@@ -81,13 +80,34 @@ async fn patch_key<B: KvBackend>(
         .metrics
         .kv
         .record_update_attempts(KvOp::Patch, update_outcome, attempts);
+    record_patch_conflicts(&state, &request.key, update_outcome, attempts);
+    result
+}
+
+/// Every attempt but the last one lost its compare-and-swap and was retried; a `409` answer is
+/// one rejected conflict on top.
+fn record_patch_conflicts<B: KvBackend>(
+    state: &ApiState<B>,
+    key: &[u8],
+    outcome: UpdateOutcome,
+    attempts: u32,
+) {
+    if outcome != UpdateOutcome::Error {
+        let retried = u64::from(attempts.saturating_sub(1));
+        note_conflicts(
+            state,
+            KvOp::Patch,
+            ConflictResolution::Retried,
+            key,
+            retried,
+        );
+    }
     if matches!(
-        update_outcome,
+        outcome,
         UpdateOutcome::Exhausted | UpdateOutcome::PreconditionFailed
     ) {
-        state.metrics.kv.record_conflict(KvOp::Patch, &request.key);
+        note_conflicts(state, KvOp::Patch, ConflictResolution::Rejected, key, 1);
     }
-    result
 }
 
 async fn parse_patch_request<B: KvBackend>(
@@ -204,6 +224,7 @@ fn answer_of(
             let conflict = NodeError::Conflict {
                 message,
                 current: conflict,
+                merge: None,
             };
             let error = ApiError::with_encoding(conflict, request.encoding);
             (Err(error), outcome, attempts)
@@ -318,54 +339,12 @@ impl<B: KvBackend> MergePatchUpdate<'_, B> {
         current: Option<KeyValue>,
         value: Vec<u8>,
     ) -> Result<AttemptOutcome<Patched, Option<KeyValue>>, NodeError> {
-        let key = self.request.key.clone();
-        let txn = TxnRequest {
-            compare: vec![unchanged_since_read(&key, current.as_ref())],
-            success: vec![TxnOp::Put(PutRequest {
-                key: key.clone(),
-                value: value.clone(),
-                lease: current.as_ref().map_or(0, |kv| kv.lease),
-                prev_kv: false,
-            })],
-            failure: vec![TxnOp::Get(RangeRequest::of(KeyRange::single(key.clone())))],
-        };
-        let written = self.backend.write(Request::Txn(txn)).await?;
-        let StoreResponse::Txn(answer) = written.response else {
-            return Err(unexpected_response("txn"));
-        };
-        if !answer.succeeded {
-            let now = match answer.responses.into_iter().next() {
-                Some(TxnOpResponse::Get(range)) => range.kvs.into_iter().next(),
-                _ => return Err(unexpected_response("compare-and-swap")),
-            };
-            return Ok(AttemptOutcome::Conflict(now));
-        }
-        let revision = written.header.revision;
-        let kv = KeyValue {
-            key,
-            value,
-            create_revision: current.as_ref().map_or(revision, |kv| kv.create_revision),
-            mod_revision: revision,
-            version: current.as_ref().map_or(1, |kv| kv.version + 1),
-            lease: current.as_ref().map_or(0, |kv| kv.lease),
-        };
-        Ok(AttemptOutcome::Updated(Patched {
-            header: written.header,
-            kv,
-        }))
-    }
-}
-
-/// The compare that holds while the key is exactly as read.
-fn unchanged_since_read(key: &[u8], current: Option<&KeyValue>) -> Compare {
-    let target = match current {
-        Some(kv) => CompareTarget::ModRevision(kv.mod_revision),
-        None => CompareTarget::CreateRevision(0),
-    };
-    Compare {
-        key: key.to_vec(),
-        target,
-        op: CompareOp::Equal,
+        let swapped =
+            compare_and_swap(self.backend, &self.request.key, current.as_ref(), value).await?;
+        Ok(match swapped {
+            SwapOutcome::Swapped { header, kv } => AttemptOutcome::Updated(Patched { header, kv }),
+            SwapOutcome::Lost(now) => AttemptOutcome::Conflict(now),
+        })
     }
 }
 

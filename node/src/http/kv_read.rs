@@ -1,5 +1,6 @@
 //! Reads under `/v1/kv`: one key (`GET /v1/kv/{key}`) and a range (`GET /v1/kv?prefix=P` or
 //! `?key=A&range_end=B`), with consistency, historical revision, paging and encoding options.
+//! `GET /v1/kv/{key}?history=true` is handed to `kv_history`.
 
 use axum::extract::{RawQuery, State};
 use axum::http::Uri;
@@ -11,6 +12,7 @@ use serde::Serialize;
 
 use super::error::ApiError;
 use super::keys::{describe_key, key_from_path, key_range, TextEncoding};
+use super::kv_history::get_history;
 use super::query::QueryParams;
 use super::state::ApiState;
 use super::wire::{etag_header, kv_json, kvs_json, KvJson};
@@ -50,6 +52,10 @@ async fn get_key<B: KvBackend>(
     let mut query = QueryParams::parse(raw_query.as_deref())?;
     let encoding = query.take_encoding()?;
     let consistency = query.take_consistency()?;
+    if query.take_flag("history")? {
+        let key = key_from_path(uri.path(), encoding)?;
+        return get_history(&state, key, encoding, consistency, query).await;
+    }
     let revision = query.take_u64("revision")?;
     query.finish()?;
     let key = key_from_path(uri.path(), encoding)?;

@@ -1,6 +1,7 @@
 //! Writes under `/v1/kv/{key}`: `PUT` stores a value, `DELETE` removes the key (or, with
 //! `prefix=true`, every key under it). Both honour `prev_kv=true` and the `If-Match` /
-//! `If-None-Match` preconditions of the `precondition` module.
+//! `If-None-Match` preconditions of the `precondition` module. `PUT ...?merge=three-way` is
+//! handed to `kv_merge`.
 
 use axum::body::Body;
 use axum::extract::{RawQuery, State};
@@ -16,6 +17,7 @@ use super::body::read_json;
 use super::conflicts::count_if_conflict;
 use super::error::ApiError;
 use super::keys::key_range;
+use super::kv_merge::{merge_put, MergePutRequest, THREE_WAY};
 use super::opening::{open_key_write, KeyWriteOpening};
 use super::state::ApiState;
 use super::wire::{
@@ -35,10 +37,10 @@ pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
 /// The body of `PUT /v1/kv/{key}`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct PutBody {
-    value: String,
+pub struct PutBody {
+    pub value: String,
     #[serde(default)]
-    lease: i64,
+    pub lease: i64,
 }
 
 #[derive(Serialize)]
@@ -64,15 +66,33 @@ async fn put_key<B: KvBackend>(
     RawQuery(raw_query): RawQuery,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let (opening, prev_kv) = open_key_write(&uri, &headers, raw_query.as_deref(), |query| {
-        query.take_flag("prev_kv")
-    })?;
+    let (opening, (prev_kv, merge)) =
+        open_key_write(&uri, &headers, raw_query.as_deref(), |query| {
+            Ok((query.take_flag("prev_kv")?, query.take_text("merge")?))
+        })?;
     let KeyWriteOpening {
         key,
         encoding,
         precondition,
     } = opening;
     let body: PutBody = read_json(body, state.limits.max_body_bytes).await?;
+    match merge.as_deref() {
+        None => {}
+        Some(THREE_WAY) if !prev_kv => {
+            let request = MergePutRequest::parse(key, encoding, precondition, body)?;
+            return merge_put(&state, request).await;
+        }
+        Some(THREE_WAY) => {
+            return Err(
+                NodeError::Invalid("prev_kv cannot be used with merge=three-way".into()).into(),
+            )
+        }
+        Some(other) => {
+            return Err(
+                NodeError::Invalid(format!("merge must be three-way, not {other:?}")).into(),
+            )
+        }
+    }
     let put = PutRequest {
         key: key.clone(),
         value: encoding.decode("value", body.value.as_bytes())?,

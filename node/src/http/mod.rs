@@ -2,7 +2,7 @@
 //! generic over the [`KvBackend`] that serves it, so the same routes run on the replicated member and
 //! on a plain store in tests.
 //!
-//! Layout: `kv_read` and `kv_write` (with `precondition`) serve `/v1/kv`, `txn` (with
+//! Layout: `kv_read` (with `kv_history`) and `kv_write` (with `precondition`) serve `/v1/kv`, `txn` (with
 //! `txn_request`) serves `/v1/txn`, `cluster` and
 //! `members` serve the status, maintenance, membership and health routes, and `watch` serves the
 //! watch streams, and `leases` serves `/v1/leases` (with `lease_stream`, the streaming
@@ -15,8 +15,10 @@
 //!
 //! Metrics: `metrics_route` serves `GET /metrics`; every route is wrapped in the metrics crate's
 //! HTTP layer (requests and durations by route template) and in `client_retries` (the
-//! `X-Retry-Attempt` header); `conflicts` counts the conflicts handlers answer; `kv_patch` (with
-//! `guaranteed_update`) serves `PATCH /v1/kv/{key}`.
+//! `X-Retry-Attempt` header); `conflicts` counts the conflicts handlers answer (metrics and the hot-key top-k that
+//! `hot_keys_route` serves on `GET /v1/conflicts`); `kv_patch` (with
+//! `guaranteed_update`) serves `PATCH /v1/kv/{key}`, and `kv_merge` (on the same loop, with
+//! `crate::three_way_merge`) the `PUT ...?merge=three-way` that `kv_write` hands it.
 //!
 //! Strictness: unknown query parameters, unknown JSON fields, malformed numbers, flags, base64 and
 //! preconditions are all answered `400 invalid` with a message naming the culprit, because a typo
@@ -29,7 +31,10 @@ mod cluster;
 mod conflicts;
 mod error;
 mod guaranteed_update;
+mod hot_keys_route;
 mod keys;
+mod kv_history;
+mod kv_merge;
 mod kv_patch;
 mod kv_read;
 mod kv_write;
@@ -48,6 +53,7 @@ mod watch;
 mod wire;
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::http::{Method, Uri};
 use axum::middleware::from_fn_with_state;
@@ -57,6 +63,7 @@ use tokio::sync::Semaphore;
 
 use crate::backend::KvBackend;
 use crate::error::NodeError;
+use crate::hot_keys::HotKeys;
 pub use error::ApiError;
 use state::ApiState;
 pub use state::{
@@ -106,6 +113,7 @@ fn build_router<B: KvBackend>(
     let lease_stream = limits.lease_stream.clone();
     let lease_streams = Arc::new(Semaphore::new(lease_stream.max_streams));
     let snapshot_streams = Arc::new(Semaphore::new(limits.max_snapshot_streams));
+    let hot_keys = Arc::new(HotKeys::new(limits.hot_keys.clone(), Instant::now()));
     let state = ApiState {
         backend,
         limits,
@@ -113,6 +121,7 @@ fn build_router<B: KvBackend>(
         metrics,
         lease_streams,
         snapshot_streams,
+        hot_keys,
     };
     let retries_layer =
         from_fn_with_state(state.clone(), client_retries::record_client_retries::<B>);
@@ -128,6 +137,7 @@ fn build_router<B: KvBackend>(
         .merge(watch::routes::<B>())
         .merge(snapshot::routes::<B>())
         .merge(metrics_route::routes::<B>())
+        .merge(hot_keys_route::routes::<B>())
         .fallback(unknown_route)
         .method_not_allowed_fallback(unsupported_method)
         .layer(retries_layer)

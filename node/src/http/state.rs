@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use revkv_metrics::Metrics;
+
+use crate::hot_keys::{HotKeyLimits, HotKeys};
 use tokio::sync::Semaphore;
 
 /// Default request body limit: the contract's 1.5 MiB.
@@ -23,6 +25,9 @@ pub struct HttpLimits {
     /// `503 unavailable` (`revkv serve --max-snapshot-streams`). Each holds a read transaction
     /// (which keeps the pages of its revision from being reused) and a blocking thread.
     pub max_snapshot_streams: usize,
+    /// The hot-key top-k behind `GET /v1/conflicts` (`revkv serve --hot-keys-capacity`,
+    /// `--hot-keys-window-seconds`).
+    pub hot_keys: HotKeyLimits,
 }
 
 /// Default `HttpLimits::max_snapshot_streams`: backups are rare, and each pins its revision's
@@ -35,6 +40,7 @@ impl Default for HttpLimits {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             lease_stream: LeaseStreamLimits::default(),
             max_snapshot_streams: DEFAULT_MAX_SNAPSHOT_STREAMS,
+            hot_keys: HotKeyLimits::default(),
         }
     }
 }
@@ -78,6 +84,8 @@ pub(crate) struct ApiState<B> {
     pub lease_streams: Arc<Semaphore>,
     /// One permit per backup streaming now (`HttpLimits::max_snapshot_streams`).
     pub snapshot_streams: Arc<Semaphore>,
+    /// The member's hottest conflicting keys.
+    pub hot_keys: Arc<HotKeys>,
 }
 
 // A derived `Clone` would demand `B: Clone`; only the `Arc` is cloned.
@@ -90,6 +98,7 @@ impl<B> Clone for ApiState<B> {
             metrics: Arc::clone(&self.metrics),
             lease_streams: Arc::clone(&self.lease_streams),
             snapshot_streams: Arc::clone(&self.snapshot_streams),
+            hot_keys: Arc::clone(&self.hot_keys),
         }
     }
 }

@@ -12,8 +12,8 @@ use revkv_node::{
     ReadAnswer, ReadConsistency, ResponseHeader, Written,
 };
 use revkv_storage::{
-    ApplyEntry, EntryPayload, LogId, MvccStore, RangeRequest, Request, Response, StateHash,
-    StoreOptions,
+    ApplyEntry, EntryPayload, KeyHistory, LogId, MvccStore, RangeRequest, Request, Response,
+    StateHash, StoreOptions,
 };
 use tokio::sync::watch;
 
@@ -171,6 +171,23 @@ impl KvBackend for StoreBackend {
             header: self.header(result.revision),
             response: result.response,
         })
+    }
+
+    async fn key_history(
+        &self,
+        key: Vec<u8>,
+        from_revision: Option<u64>,
+        limit: u64,
+        consistency: ReadConsistency,
+    ) -> Result<(ResponseHeader, KeyHistory), NodeError> {
+        if let ReadConsistency::Serializable {
+            min_revision: Some(revision),
+        } = consistency
+        {
+            self.wait_for_revision(revision).await?;
+        }
+        let history = self.store.key_history(&key, from_revision, limit)?;
+        Ok((self.header(history.revision), history))
     }
 
     /// Grants with the given id or the next free one from 1000; no minimum TTL and no clock: the

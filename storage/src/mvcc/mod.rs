@@ -14,6 +14,7 @@ mod apply;
 mod compact;
 mod defragment;
 mod history;
+mod key_history;
 #[cfg(test)]
 mod lease_format_tests;
 mod leases;

@@ -260,6 +260,7 @@ pub fn conflict() -> ClientError {
     ClientError::Conflict {
         current: None,
         message: "the counter changed since it was read".into(),
+        conflicting_fields: Vec::new(),
     }
 }
 

@@ -6,12 +6,15 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::conflicts::conflicts_top;
+use super::history::history;
 use super::lease::lease;
 use super::maintenance;
 use super::output;
 use super::recipes;
 use super::{
-    CtlArgs, CtlCommand, LeaderCommand, MemberCommand, SnapshotCommand, DEFAULT_ENDPOINTS,
+    ConflictsCommand, CtlArgs, CtlCommand, LeaderCommand, MemberCommand, SnapshotCommand,
+    DEFAULT_ENDPOINTS,
 };
 use crate::cli::OutputFormat;
 use revkv_client::{
@@ -78,6 +81,15 @@ pub async fn execute(args: CtlArgs) -> Result<(), ClientError> {
             patch,
             if_mod_revision,
         } => patch_key(&client, format, &key, &patch, if_mod_revision).await,
+        CtlCommand::Conflicts(ConflictsCommand::Top { top }) => {
+            conflicts_top(&client, format, top).await
+        }
+        CtlCommand::History {
+            key,
+            from_revision,
+            max_versions,
+            diff,
+        } => history(&client, format, &key, from_revision, max_versions, diff).await,
         CtlCommand::Watch {
             key,
             prefix,

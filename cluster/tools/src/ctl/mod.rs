@@ -20,6 +20,8 @@
 //! answers.
 
 pub mod commands;
+pub mod conflicts;
+pub mod history;
 pub mod lease;
 pub mod maintenance;
 pub mod output;
@@ -144,6 +146,19 @@ pub enum CtlCommand {
         #[arg(long)]
         if_mod_revision: Option<u64>,
     },
+    /// Every version of one key, oldest first (deletes as tombstones).
+    History {
+        key: String,
+        /// Start at this revision (default: the oldest one still kept).
+        #[arg(long)]
+        from_revision: Option<u64>,
+        /// Stop after this many versions.
+        #[arg(long, default_value_t = 1000)]
+        max_versions: u64,
+        /// Show each version as its JSON difference from the one before.
+        #[arg(long)]
+        diff: bool,
+    },
     /// Print changes to a key or prefix as they happen, until interrupted.
     Watch {
         key: String,
@@ -161,6 +176,9 @@ pub enum CtlCommand {
         #[arg(long)]
         count: Option<u64>,
     },
+    /// The hottest conflicting keys, added up over every member.
+    #[command(subcommand)]
+    Conflicts(ConflictsCommand),
     /// Discard history at and below a revision.
     Compact { revision: u64 },
     /// The status of every endpoint.
@@ -212,6 +230,17 @@ pub enum CtlCommand {
         /// With `--listen`, stop after this many leaders.
         #[arg(long, requires = "listen")]
         count: Option<u64>,
+    },
+}
+
+/// `revkv ctl conflicts ...`.
+#[derive(Subcommand, Debug, Clone)]
+pub enum ConflictsCommand {
+    /// The keys with the most conflicts and retries over the members' window.
+    Top {
+        /// How many keys.
+        #[arg(long, default_value_t = 10)]
+        top: u64,
     },
 }
 
@@ -402,6 +431,7 @@ mod tests {
         let conflict = ClientError::Conflict {
             current: None,
             message: String::new(),
+            conflicting_fields: Vec::new(),
         };
         let unknown = ClientError::OutcomeUnknown {
             endpoint: String::new(),

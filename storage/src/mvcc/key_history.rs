@@ -1,0 +1,90 @@
+//! One key's history: every version (and tombstone) of a key from a revision on, oldest first, in
+//! pages. The key index is ordered by (key, revision), so a page is one seek and a walk over that
+//! key's entries alone, plus one history lookup per version returned: the cost follows the
+//! versions returned, not the size of the store or of other keys' histories.
+
+use crate::error::{db_error, Error, Result};
+use crate::mvcc::tables::IndexEntry;
+use crate::mvcc::MvccStore;
+use crate::types::{KeyHistory, KeyValue, KeyVersion};
+
+impl MvccStore {
+    /// The versions of `key` with mod revision `>= from_revision` (at most `limit`, which must be
+    /// between 1 and the range limit), oldest first. Without `from_revision`, from the oldest
+    /// revision still kept (just above the compact revision).
+    ///
+    /// History at or below the compact revision is incomplete (superseded versions and tombstones
+    /// there are gone), so `from_revision` must be above it; otherwise the answer is `Compacted`.
+    pub fn key_history(
+        &self,
+        key: &[u8],
+        from_revision: Option<u64>,
+        limit: u64,
+    ) -> Result<KeyHistory> {
+        self.limits().check_key(key)?;
+        let most = self.limits().max_range_keys;
+        if limit == 0 || limit > most {
+            return Err(Error::Invalid(format!(
+                "a history page holds 1 to {most} versions, not {limit}"
+            )));
+        }
+        let (tables, state) = self.read_tables()?;
+        let from_revision = from_revision.unwrap_or(state.compact_revision + 1);
+        if from_revision <= state.compact_revision {
+            return Err(Error::Compacted {
+                requested: from_revision,
+                compact_revision: state.compact_revision,
+            });
+        }
+        let file = tables.file;
+        let mut versions = Vec::new();
+        let mut next_from_revision = None;
+        let mut index_entries_visited = 0;
+        for entry in tables
+            .index
+            .range((key, from_revision)..=(key, u64::MAX))
+            .map_err(db_error(file))?
+        {
+            index_entries_visited += 1;
+            let (stored_key, value) = entry.map_err(db_error(file))?;
+            let entry = IndexEntry::from_stored(stored_key.value().1, value.value());
+            if versions.len() as u64 == limit {
+                next_from_revision = Some(entry.revision);
+                break;
+            }
+            versions.push(version_of(&tables, key, &entry)?);
+        }
+        Ok(KeyHistory {
+            revision: state.current_revision,
+            versions,
+            next_from_revision,
+            index_entries_visited,
+        })
+    }
+}
+
+fn version_of<H, I>(
+    tables: &crate::mvcc::tables::TableSet<'_, H, I>,
+    key: &[u8],
+    entry: &IndexEntry,
+) -> Result<KeyVersion>
+where
+    H: crate::mvcc::tables::HistoryTable,
+    I: crate::mvcc::tables::IndexTable,
+{
+    if entry.tombstone {
+        let kv = KeyValue {
+            key: key.to_vec(),
+            value: Vec::new(),
+            create_revision: 0,
+            mod_revision: entry.revision,
+            version: 0,
+            lease: 0,
+        };
+        return Ok(KeyVersion { kv, deleted: true });
+    }
+    let record = tables.history_get(entry.revision, entry.position)?;
+    let mut kv = entry.kv_without_value(key);
+    kv.value = record.value;
+    Ok(KeyVersion { kv, deleted: false })
+}
