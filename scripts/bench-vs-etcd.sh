@@ -27,7 +27,8 @@
 #   REVKV_BENCH_READ_KEYS    keys the read workloads choose from (default 1000)
 #   REVKV_BENCH_PAUSE        seconds of rest, after a `sync`, before each workload (default 2)
 #   REVKV_BENCH_SYSTEMS      which systems to run, in order (default
-#                            "revkv etcd3.4-grpc etcd3.4-gateway etcd3.5-grpc etcd3.5-gateway")
+#                            "revkv etcd3.4-grpc etcd3.4-gateway etcd3.5-grpc etcd3.5-gateway";
+#                            revkv-grpc drives revkv's etcd gRPC port with etcd's client)
 #   REVKV_BENCH_WORKLOADS    which workloads (default all: put-1 put-64 put-256 get-lin-64
 #                            get-ser-64 cas-16-2)
 #   REVKV_BENCH_RESULTS_DIR  where each run's JSON report and the summary go
@@ -130,6 +131,12 @@ run_system() {
   echo "== $system"
   case "$system" in
     revkv) start_revkv; run_workloads revkv revkv ;;
+    # The same members through their etcd gRPC port (scripts/cluster.sh: 7201-7203), driven by the
+    # very client that drives etcd: the fairest comparison there is.
+    revkv-grpc)
+      start_revkv
+      leader_endpoint="http://127.0.0.1:720${leader_endpoint: -1}"
+      run_workloads "$system" etcd-grpc ;;
     etcd3.4-grpc) start_etcd 3.4; run_workloads "$system" etcd-grpc ;;
     etcd3.4-gateway) start_etcd 3.4; run_workloads "$system" etcd ;;
     etcd3.5-grpc) start_etcd 3.5; run_workloads "$system" etcd-grpc ;;

@@ -6,7 +6,7 @@ usage: bench_summary.py RESULTS_DIR SYSTEM...
 Reads RESULTS_DIR/<system>-<workload>.json (revkv bench -o json), <system>-<workload>.cpu_ticks
 (the members' CPU time during the workload) and <system>.rss_kib (each member's RSS after the
 run). Prints one table per workload group with every system, then the ratios revkv / better etcd,
-where "better etcd" is, per workload, the etcd row with the highest throughput; every ratio of that
+(and revkv-grpc / better etcd when revkv's gRPC port was measured too), where "better etcd" is, per workload, the etcd row with the highest throughput; every ratio of that
 workload (throughput, latencies, CPU) is against that row.
 """
 
@@ -70,12 +70,20 @@ def main():
     for system in systems:
         print(f"| {system} | {rss(results_dir, system)} |")
     print()
-    print("Ratios, revkv / better etcd (throughput: above 1 is better; p50, p99 and CPU: below 1 is better):")
+    for ours_name in [system for system in systems if system.startswith("revkv")]:
+        print_ratios(results_dir, systems, ours_name)
+
+
+def print_ratios(results_dir, systems, ours_name):
+    """One table of ratios: `ours_name` (revkv through HTTP, or revkv-grpc) / the better etcd."""
+    print()
+    print(f"Ratios, {ours_name} / better etcd (throughput: above 1 is better; p50, p99 and CPU: "
+          "below 1 is better):")
     print()
     print("| workload | better etcd | throughput | p50 | p99 | CPU per op |")
     print("|---|---|---|---|---|---|")
     for workload in WORKLOADS:
-        ours = load(results_dir, "revkv", workload)
+        ours = load(results_dir, ours_name, workload)
         theirs = [(system, load(results_dir, system, workload))
                   for system in systems if system.startswith("etcd")]
         theirs = [(system, report) for system, report in theirs if report is not None]
@@ -89,7 +97,6 @@ def main():
               f"{ratio(ours['latency']['p50_us'], best['latency']['p50_us'])} | "
               f"{ratio(ours['latency']['p99_us'], best['latency']['p99_us'])} | "
               f"{ratio(ours['cpu_us_per_op'], best['cpu_us_per_op'])} |")
-
 
 if __name__ == "__main__":
     main()
