@@ -90,14 +90,13 @@ async fn delete_alarms<B: KvBackend>(
     let mut query = QueryParams::parse(raw_query.as_deref())?;
     let member_id = query.take_u64("member_id")?;
     query.finish()?;
-    let chosen: Vec<Alarm> = state
-        .backend
-        .alarms()?
-        .into_iter()
+    let mut remaining = state.backend.alarms()?;
+    let chosen: Vec<Alarm> = remaining
+        .iter()
         .filter(|alarm| member_id.is_none_or(|id| alarm.member_id == id))
+        .copied()
         .collect();
     let mut header = state.backend.header()?;
-    let mut remaining = state.backend.alarms()?;
     for alarm in &chosen {
         let action = AlarmAction::Deactivate;
         let written = state

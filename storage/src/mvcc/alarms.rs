@@ -11,11 +11,15 @@ use std::path::Path;
 use redb::ReadableTable;
 
 use crate::codec;
-use crate::error::{corrupt, db_error, Result};
+use crate::error::{corrupt, db_error, Error, Result};
 use crate::types::{Alarm, AlarmAction, AlarmKind, Request, TxnOp, TxnRequest};
 
 /// The meta table's key of the alarm record.
 const ALARMS_KEY: &str = "alarms";
+
+/// Most alarms raised at once. Each member raises at most one per kind, but an Alarm request
+/// (gRPC's ACTIVATE) may name any member id, so the record is bounded here, not by the membership.
+pub(crate) const MAX_ALARMS: usize = 128;
 
 /// The alarms raised, in order. More than one per member and kind never exists.
 pub(crate) fn load_alarms(
@@ -44,17 +48,27 @@ pub(crate) fn save_alarms(
 }
 
 /// Raises or clears one alarm; raising one already raised, or clearing one that is not, changes
-/// nothing (as in etcd).
-pub(crate) fn change_alarm(alarms: &mut Vec<Alarm>, action: AlarmAction, alarm: Alarm) {
+/// nothing (as in etcd). Raising a new one past `MAX_ALARMS` is refused and changes nothing.
+pub(crate) fn change_alarm(
+    alarms: &mut Vec<Alarm>,
+    action: AlarmAction,
+    alarm: Alarm,
+) -> Result<(), Error> {
     match action {
         AlarmAction::Activate => {
             if let Err(position) = alarms.binary_search(&alarm) {
+                if alarms.len() >= MAX_ALARMS {
+                    return Err(Error::Invalid(format!(
+                        "{MAX_ALARMS} alarms are raised, the limit; clear some first"
+                    )));
+                }
                 alarms.insert(position, alarm);
             }
         }
         AlarmAction::Deactivate => alarms.retain(|raised| *raised != alarm),
     }
     debug_assert!(alarms.windows(2).all(|pair| pair[0] < pair[1]));
+    Ok(())
 }
 
 /// True when `request` must be refused because of the alarms raised.
@@ -109,13 +123,29 @@ mod tests {
     #[test]
     fn raising_twice_keeps_one_and_clearing_removes_only_that_member() {
         let mut alarms = Vec::new();
-        change_alarm(&mut alarms, AlarmAction::Activate, no_space(2));
-        change_alarm(&mut alarms, AlarmAction::Activate, no_space(1));
-        change_alarm(&mut alarms, AlarmAction::Activate, no_space(2));
+        for member_id in [2, 1, 2] {
+            change_alarm(&mut alarms, AlarmAction::Activate, no_space(member_id)).unwrap();
+        }
         assert_eq!(alarms, vec![no_space(1), no_space(2)]);
-        change_alarm(&mut alarms, AlarmAction::Deactivate, no_space(2));
-        change_alarm(&mut alarms, AlarmAction::Deactivate, no_space(3));
+        for member_id in [2, 3] {
+            change_alarm(&mut alarms, AlarmAction::Deactivate, no_space(member_id)).unwrap();
+        }
         assert_eq!(alarms, vec![no_space(1)]);
+    }
+
+    #[test]
+    fn raising_past_the_limit_is_refused_and_changes_nothing() {
+        let mut alarms = Vec::new();
+        for member_id in 1..=MAX_ALARMS as u64 {
+            change_alarm(&mut alarms, AlarmAction::Activate, no_space(member_id)).unwrap();
+        }
+        let full = alarms.clone();
+        let refused = change_alarm(&mut alarms, AlarmAction::Activate, no_space(9_999));
+        assert!(matches!(refused, Err(Error::Invalid(_))), "{refused:?}");
+        assert_eq!(alarms, full);
+        // One already raised is no new alarm: raising it again is fine at the limit.
+        change_alarm(&mut alarms, AlarmAction::Activate, no_space(1)).unwrap();
+        assert_eq!(alarms, full);
     }
 
     #[test]

@@ -213,10 +213,9 @@ impl MvccStore {
     ) -> Result<ApplyOutcome> {
         match &entry.payload {
             EntryPayload::Request(request @ Request::Alarm { action, alarm }) => {
-                let result = validate_request(request, &self.options.limits).map(|()| {
-                    alarms::change_alarm(raised, *action, *alarm);
-                    Response::Alarms(raised.clone())
-                });
+                let result = validate_request(request, &self.options.limits)
+                    .and_then(|()| alarms::change_alarm(raised, *action, *alarm))
+                    .map(|()| Response::Alarms(raised.clone()));
                 Ok(ApplyOutcome {
                     revision: state.current_revision,
                     result,

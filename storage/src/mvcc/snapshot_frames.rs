@@ -200,10 +200,12 @@ impl FrameOrder {
         Ok(())
     }
 
-    /// The alarms come once, last, non-empty, sorted and without duplicates (as the store keeps them).
+    /// The alarms come once, last, non-empty, within the limit, sorted and without duplicates (as
+    /// the store keeps them).
     fn alarms(&mut self, alarms: &[Alarm]) -> Result<()> {
         let sorted = alarms.windows(2).all(|pair| pair[0] < pair[1]);
-        if self.alarms_seen || alarms.is_empty() || !sorted {
+        let too_many = alarms.len() > crate::mvcc::alarms::MAX_ALARMS;
+        if self.alarms_seen || alarms.is_empty() || too_many || !sorted {
             return Err(bad("the alarms frame is repeated, empty or out of order"));
         }
         self.alarms_seen = true;

@@ -392,26 +392,62 @@ async fn watch(
     Ok(())
 }
 
-async fn status(client: &Client, format: OutputFormat) -> Result<(), ClientError> {
-    let mut rows = Vec::new();
+/// Each endpoint's answer to one call, asked in turn through a client of that member alone, and
+/// the last failure. A member that fails is reported on stderr and the others are still asked, so
+/// a command prints what it has and still exits non-zero.
+pub struct EndpointAnswers<T> {
+    pub answers: Vec<(String, T)>,
+    pub last_error: Option<ClientError>,
+}
+
+impl<T> EndpointAnswers<T> {
+    /// The command's outcome once it has printed the answers.
+    pub fn outcome(self) -> Result<(), ClientError> {
+        self.last_error.map_or(Ok(()), Err)
+    }
+}
+
+/// Asks every endpoint of `client` in turn with `ask`.
+pub async fn ask_each_endpoint<T, Answer>(
+    client: &Client,
+    mut ask: impl FnMut(Client) -> Answer,
+) -> Result<EndpointAnswers<T>, ClientError>
+where
+    Answer: std::future::Future<Output = Result<T, ClientError>>,
+{
     let mut answers = Vec::new();
     let mut last_error = None;
     for endpoint in client.endpoints() {
-        match client.for_member(endpoint)?.status().await {
-            Ok(answer) => {
-                rows.push(output::status_row(endpoint, &answer));
-                answers.push(serde_json::json!({ "endpoint": endpoint, "status": answer }));
-            }
+        match ask(client.for_member(endpoint)?).await {
+            Ok(answer) => answers.push((endpoint.clone(), answer)),
             Err(error) => {
                 eprintln!("revkv ctl: {endpoint}: {error}");
                 last_error = Some(error);
             }
         }
     }
-    print_either(format, &answers, || {
+    Ok(EndpointAnswers {
+        answers,
+        last_error,
+    })
+}
+
+async fn status(client: &Client, format: OutputFormat) -> Result<(), ClientError> {
+    let asked = ask_each_endpoint(client, |member| async move { member.status().await }).await?;
+    let rows: Vec<_> = asked
+        .answers
+        .iter()
+        .map(|(endpoint, answer)| output::status_row(endpoint, answer))
+        .collect();
+    let printed: Vec<_> = asked
+        .answers
+        .iter()
+        .map(|(endpoint, answer)| serde_json::json!({ "endpoint": endpoint, "status": answer }))
+        .collect();
+    print_either(format, &printed, || {
         output::table(&output::STATUS_HEADERS, &rows)
     });
-    last_error.map_or(Ok(()), Err)
+    asked.outcome()
 }
 
 async fn hash(
@@ -419,30 +455,29 @@ async fn hash(
     format: OutputFormat,
     revision: Option<u64>,
 ) -> Result<(), ClientError> {
-    let mut rows = Vec::new();
-    let mut answers = Vec::new();
-    let mut last_error = None;
-    for endpoint in client.endpoints() {
-        match client.for_member(endpoint)?.hash(revision).await {
-            Ok(answer) => {
-                rows.push(vec![
-                    endpoint.clone(),
-                    answer.header.member_id.to_string(),
-                    answer.hash.to_string(),
-                    answer.revision.to_string(),
-                    answer.compact_revision.to_string(),
-                ]);
-                answers.push(serde_json::json!({ "endpoint": endpoint, "hash": answer }));
-            }
-            Err(error) => {
-                eprintln!("revkv ctl: {endpoint}: {error}");
-                last_error = Some(error);
-            }
-        }
-    }
+    let asked =
+        ask_each_endpoint(client, |member| async move { member.hash(revision).await }).await?;
+    let rows: Vec<_> = asked
+        .answers
+        .iter()
+        .map(|(endpoint, answer)| {
+            vec![
+                endpoint.clone(),
+                answer.header.member_id.to_string(),
+                answer.hash.to_string(),
+                answer.revision.to_string(),
+                answer.compact_revision.to_string(),
+            ]
+        })
+        .collect();
+    let printed: Vec<_> = asked
+        .answers
+        .iter()
+        .map(|(endpoint, answer)| serde_json::json!({ "endpoint": endpoint, "hash": answer }))
+        .collect();
     let headers = ["ENDPOINT", "ID", "HASH", "REVISION", "COMPACT"];
-    print_either(format, &answers, || output::table(&headers, &rows));
-    last_error.map_or(Ok(()), Err)
+    print_either(format, &printed, || output::table(&headers, &rows));
+    asked.outcome()
 }
 
 async fn member(

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use revkv_client::{Client, ClientError, HotKey};
 
-use super::commands::print_either;
+use super::commands::{ask_each_endpoint, print_either};
 use super::output::table;
 use crate::cli::OutputFormat;
 
@@ -16,22 +16,16 @@ pub async fn conflicts_top(
     format: OutputFormat,
     top: u64,
 ) -> Result<(), ClientError> {
-    let mut answers = Vec::new();
-    let mut last_error = None;
-    let mut window_seconds = 0;
-    for endpoint in client.endpoints() {
-        match client.for_member(endpoint)?.hot_keys(top).await {
-            Ok(answer) => {
-                window_seconds = window_seconds.max(answer.window_seconds);
-                answers.push(answer.keys);
-            }
-            Err(error) => {
-                eprintln!("revkv ctl: {endpoint}: {error}");
-                last_error = Some(error);
-            }
-        }
-    }
-    let merged = merge_members(answers, top);
+    let asked =
+        ask_each_endpoint(client, |member| async move { member.hot_keys(top).await }).await?;
+    let window_seconds = asked
+        .answers
+        .iter()
+        .map(|(_, answer)| answer.window_seconds)
+        .max()
+        .unwrap_or(0);
+    let keys = asked.answers.iter().map(|(_, answer)| answer.keys.clone());
+    let merged = merge_members(keys.collect(), top);
     let printed = serde_json::json!({ "window_seconds": window_seconds, "keys": merged });
     print_either(format, &printed, || {
         let rows: Vec<Vec<String>> = merged
@@ -50,7 +44,7 @@ pub async fn conflicts_top(
             table(&["KEY", "CONFLICTS", "RETRIES", "LAST_REVISION"], &rows)
         )
     });
-    last_error.map_or(Ok(()), Err)
+    asked.outcome()
 }
 
 /// Every member's keys added up (counts summed, the latest revision kept), hottest first, at most

@@ -3,7 +3,7 @@
 
 use revkv_client::{AlarmMember, Client, ClientError};
 
-use super::commands::print_either;
+use super::commands::{ask_each_endpoint, print_either};
 use super::{output, AlarmCommand};
 use crate::cli::OutputFormat;
 
@@ -38,28 +38,27 @@ fn alarm_lines(alarms: &[AlarmMember]) -> String {
 /// Defragments every endpoint in turn (one member at a time, as etcd's documentation advises: a
 /// member defragmenting answers nothing meanwhile).
 pub async fn defrag(client: &Client, format: OutputFormat) -> Result<(), ClientError> {
-    let mut rows = Vec::new();
-    let mut answers = Vec::new();
-    let mut last_error = None;
-    for endpoint in client.endpoints() {
-        match client.for_member(endpoint)?.defragment().await {
-            Ok(answer) => {
-                rows.push(vec![
-                    endpoint.clone(),
-                    answer.header.member_id.to_string(),
-                    answer.file_bytes_before.to_string(),
-                    answer.file_bytes_after.to_string(),
-                    answer.elapsed_ms.to_string(),
-                ]);
-                answers.push(serde_json::json!({ "endpoint": endpoint, "defragment": answer }));
-            }
-            Err(error) => {
-                eprintln!("revkv ctl: {endpoint}: {error}");
-                last_error = Some(error);
-            }
-        }
-    }
+    let asked =
+        ask_each_endpoint(client, |member| async move { member.defragment().await }).await?;
+    let rows: Vec<_> = asked
+        .answers
+        .iter()
+        .map(|(endpoint, answer)| {
+            vec![
+                endpoint.clone(),
+                answer.header.member_id.to_string(),
+                answer.file_bytes_before.to_string(),
+                answer.file_bytes_after.to_string(),
+                answer.elapsed_ms.to_string(),
+            ]
+        })
+        .collect();
+    let printed: Vec<_> = asked
+        .answers
+        .iter()
+        .map(|(endpoint, answer)| serde_json::json!({ "endpoint": endpoint, "defragment": answer }))
+        .collect();
     let headers = ["ENDPOINT", "ID", "BYTES BEFORE", "BYTES AFTER", "MS"];
-    print_either(format, &answers, || output::table(&headers, &rows));
-    last_error.map_or(Ok(()), Err)
+    print_either(format, &printed, || output::table(&headers, &rows));
+    asked.outcome()
 }
