@@ -16,6 +16,8 @@
 # - protobuf-compiler is also what node/grpc's build script compiles etcd's vendored protos with.
 # - etcd-client (etcdctl 3.4 at /usr/bin/etcdctl): node/bin/tests/etcdctl_vs_etcd.rs runs it against
 #   revkv's gRPC port and against etcd, and fails without it.
+# - schemathesis (PyPI, pinned): node/bin/tests/api_schema_fuzz.rs fuzzes a member against its
+#   OpenAPI document, and fails without it.
 # - rustfmt and clippy: scripts/test.sh checks formatting and lints.
 #
 # The packages may start services (prometheus on 9090, etcd on 2379); the tests start their own
@@ -73,6 +75,13 @@ fi
 if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
   rustup component add rustfmt clippy >/dev/null
   installed+=("rustfmt and clippy")
+fi
+
+# schemathesis' `st` from PyPI, pinned so that every run fuzzes with the same checks.
+schemathesis_version=4.32.5
+if ! st --version 2>/dev/null | grep -q "version $schemathesis_version"; then
+  python3 -m pip install --quiet --disable-pip-version-check "schemathesis==$schemathesis_version"
+  installed+=("schemathesis $schemathesis_version")
 fi
 
 if ((${#installed[@]} > 0)); then

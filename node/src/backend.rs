@@ -27,7 +27,7 @@ pub enum ReadConsistency {
 }
 
 /// The header every answer carries.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ResponseHeader {
     /// The store revision the answer reflects.
     pub revision: u64,
@@ -71,7 +71,7 @@ pub struct LeaseTimeToLive {
 }
 
 /// One member of the cluster as the membership API shows it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct MemberInfo {
     pub id: u64,
     pub peer_url: String,
@@ -81,7 +81,7 @@ pub struct MemberInfo {
 }
 
 /// What `GET /v1/status` reports.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct MemberStatus {
     pub member_id: u64,
     pub leader_id: Option<u64>,

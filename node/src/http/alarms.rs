@@ -25,7 +25,7 @@ pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
 }
 
 /// One raised alarm as the API shows it: etcd's `{memberID, alarm}`.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct AlarmJson {
     member_id: u64,
     alarm: &'static str,
@@ -44,13 +44,13 @@ fn alarms_json(alarms: &[Alarm]) -> Vec<AlarmJson> {
     alarms.iter().map(AlarmJson::from).collect()
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct AlarmsAnswer {
     header: ResponseHeader,
     alarms: Vec<AlarmJson>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct DisarmAnswer {
     header: ResponseHeader,
     /// The alarms this request cleared.
@@ -59,7 +59,7 @@ struct DisarmAnswer {
     alarms: Vec<AlarmJson>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct DefragmentAnswer {
     header: ResponseHeader,
     file_bytes_before: u64,
@@ -68,6 +68,17 @@ struct DefragmentAnswer {
 }
 
 /// `GET /v1/alarms`: `{header, alarms: [{member_id, alarm}]}`, as this member has applied them.
+#[utoipa::path(
+    get,
+    path = "/v1/alarms",
+    tag = "maintenance",
+    summary = "The raised alarms",
+    responses(
+        (status = 200, description = "The alarms", body = AlarmsAnswer),
+        (status = "4XX", description = "Refused: invalid", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+    )
+)]
 async fn get_alarms<B: KvBackend>(
     State(state): State<ApiState<B>>,
     RawQuery(raw_query): RawQuery,
@@ -83,6 +94,18 @@ async fn get_alarms<B: KvBackend>(
 
 /// `DELETE /v1/alarms[?member_id=N]`: clears every raised alarm (or only member N's), each through
 /// raft. A member still past its quota raises its alarm again at its next check.
+#[utoipa::path(
+    delete,
+    path = "/v1/alarms",
+    tag = "maintenance",
+    summary = "Disarm every alarm, or one member's",
+    params(("member_id" = Option<u64>, Query, description = "Disarm only this member's alarms")),
+    responses(
+        (status = 200, description = "What was disarmed and what is still raised", body = DisarmAnswer),
+        (status = "4XX", description = "Refused: invalid", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+    )
+)]
 async fn delete_alarms<B: KvBackend>(
     State(state): State<ApiState<B>>,
     RawQuery(raw_query): RawQuery,
@@ -121,6 +144,17 @@ async fn delete_alarms<B: KvBackend>(
 }
 
 /// `POST /v1/defragment`: this member only, as etcd's defrag is per member.
+#[utoipa::path(
+    post,
+    path = "/v1/defragment",
+    tag = "maintenance",
+    summary = "Give back the space freed by compaction, on this member",
+    responses(
+        (status = 200, description = "Defragmented", body = DefragmentAnswer),
+        (status = "4XX", description = "Refused: invalid", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+    )
+)]
 async fn post_defragment<B: KvBackend>(
     State(state): State<ApiState<B>>,
     RawQuery(raw_query): RawQuery,

@@ -33,20 +33,20 @@ pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
         .route("/readyz", get(get_ready::<B>))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct StatusAnswer {
     header: ResponseHeader,
     #[serde(flatten)]
     status: MemberStatus,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct CompactBody {
     revision: u64,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct HashAnswer {
     header: ResponseHeader,
     hash: u64,
@@ -64,6 +64,17 @@ pub(super) fn header_of(status: &MemberStatus) -> ResponseHeader {
 }
 
 /// `GET /v1/status`: `{header, member_id, leader_id, raft_term, ...}`.
+#[utoipa::path(
+    get,
+    path = "/v1/status",
+    tag = "cluster",
+    summary = "This member's status",
+    responses(
+        (status = 200, description = "The status", body = StatusAnswer),
+        (status = "4XX", description = "Refused: invalid", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+    )
+)]
 async fn get_status<B: KvBackend>(
     State(state): State<ApiState<B>>,
     RawQuery(raw_query): RawQuery,
@@ -79,6 +90,18 @@ async fn get_status<B: KvBackend>(
 
 /// `POST /v1/compact` with `{"revision": R}`: replicated, so every member compacts at one log
 /// position.
+#[utoipa::path(
+    post,
+    path = "/v1/compact",
+    tag = "cluster",
+    summary = "Compact the history up to a revision, on every member",
+    request_body(content = CompactBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "Compacted", body = super::wire::HeaderAnswer),
+        (status = "4XX", description = "Refused: invalid, compacted, future_revision", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+    )
+)]
 async fn post_compact<B: KvBackend>(
     State(state): State<ApiState<B>>,
     RawQuery(raw_query): RawQuery,
@@ -101,6 +124,18 @@ async fn post_compact<B: KvBackend>(
 
 /// `GET /v1/hash[?revision=R]`: the replica-consistency hash, equal on members that applied the
 /// same log.
+#[utoipa::path(
+    get,
+    path = "/v1/hash",
+    tag = "cluster",
+    summary = "A hash of the MVCC state up to a revision, equal on every member",
+    params(("revision" = Option<u64>, Query, description = "Hash the state up to this revision (default: the current one)")),
+    responses(
+        (status = 200, description = "The hash", body = HashAnswer),
+        (status = "4XX", description = "Refused: invalid, compacted, future_revision", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+    )
+)]
 async fn get_hash<B: KvBackend>(
     State(state): State<ApiState<B>>,
     RawQuery(raw_query): RawQuery,
@@ -119,11 +154,31 @@ async fn get_hash<B: KvBackend>(
 }
 
 /// `GET /healthz`: answering at all is the health signal.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "cluster",
+    summary = "The process is up",
+    responses(
+        (status = 200, description = "Always `{\"health\": true}`", body = Object),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+    )
+)]
 async fn get_health() -> Response {
     Json(json!({ "health": true })).into_response()
 }
 
 /// `GET /readyz`: ready to serve linearizable requests.
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "cluster",
+    summary = "This member has a leader and has caught up",
+    responses(
+        (status = 200, description = "`{\"ready\": true}`", body = Object),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+    )
+)]
 async fn get_ready<B: KvBackend>(State(state): State<ApiState<B>>) -> Result<Response, ApiError> {
     if !state.backend.is_ready().await {
         return Err(NodeError::Unavailable {

@@ -26,14 +26,14 @@ pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
     Router::new().route("/v1/conflicts", get(hot_keys::<B>))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct HotKeysAnswer {
     header: ResponseHeader,
     window_seconds: u64,
     keys: Vec<HotKeyJson>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct HotKeyJson {
     key: String,
     conflicts: u64,
@@ -41,6 +41,18 @@ struct HotKeyJson {
     last_revision: u64,
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/conflicts",
+    tag = "kv",
+    summary = "The keys that conflicted most on this member over the window",
+    params(super::openapi::EncodingQuery, ("top" = Option<u64>, Query, description = "How many keys (default 10; at most the hot-key capacity times 5, 1280 with default flags)", minimum = 1)),
+    responses(
+        (status = 200, description = "The hottest keys", body = HotKeysAnswer),
+        (status = "4XX", description = "Refused: invalid", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+    )
+)]
 async fn hot_keys<B: KvBackend>(
     State(state): State<ApiState<B>>,
     RawQuery(raw_query): RawQuery,

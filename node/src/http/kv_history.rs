@@ -24,8 +24,8 @@ use crate::error::NodeError;
 /// Versions per page when the request names no limit.
 pub const DEFAULT_HISTORY_LIMIT: u64 = 100;
 
-#[derive(Serialize)]
-struct HistoryAnswer {
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct HistoryAnswer {
     header: ResponseHeader,
     versions: Vec<VersionJson>,
     more: bool,
@@ -33,8 +33,9 @@ struct HistoryAnswer {
     continue_token: Option<String>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct VersionJson {
+    /// `PUT` or `DELETE` (a tombstone).
     #[serde(rename = "type")]
     kind: &'static str,
     kv: KvJson,

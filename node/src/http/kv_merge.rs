@@ -42,8 +42,8 @@ use crate::writes::{compare_and_swap, SwapOutcome};
 /// The value of the `merge` query parameter that asks for this write.
 pub const THREE_WAY: &str = "three-way";
 
-#[derive(Serialize)]
-struct MergeAnswer {
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct MergeAnswer {
     header: ResponseHeader,
     kv: KvJson,
     merged: bool,

@@ -45,7 +45,7 @@ pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
         .route("/v1/kv/{*key}", patch(patch_key::<B>))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct PatchAnswer {
     header: ResponseHeader,
     kv: KvJson,
@@ -62,6 +62,28 @@ struct PatchRequest {
     precondition: Option<Precondition>,
 }
 
+/// `PATCH /v1/kv/{key}`: a JSON merge patch, retried by the member on conflict unless `If-Match`.
+#[utoipa::path(
+    patch,
+    path = "/v1/kv/{key}",
+    tag = "kv",
+    summary = "Apply a JSON merge patch (RFC 7386) to a key's JSON value, retrying on conflict",
+    params(
+        super::openapi::KeyPath,
+        super::openapi::EncodingQuery,
+        ("create" = Option<bool>, Query, description = "Patch null when the key is absent"),
+        ("backoff" = Option<String>, Query, description = "The retry preset: default_retry or default_backoff", pattern = "^(default_retry|default_backoff)$"),
+        ("If-Match" = Option<String>, Header, description = "`\"<R>\"` or `*`: one attempt, only if the key is at R (or present)", pattern = r#"^("[0-9]+"|\*)$"#),
+    ),
+    request_body(content = Object, content_type = "application/merge-patch+json", description = "The merge patch"),
+    responses(
+        (status = 200, description = "Patched (ETag: the new mod revision)", body = PatchAnswer,
+            headers(("ETag" = String, description = "The key's new mod revision, quoted"))),
+        (status = 409, description = "If-Match failed, or every attempt lost its race", body = super::openapi::ErrorBody),
+        (status = "4XX", description = "Refused: invalid, not_found, too_large", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable, timeout or no_space", body = super::openapi::ErrorBody),
+    )
+)]
 async fn patch_key<B: KvBackend>(
     State(state): State<ApiState<B>>,
     uri: Uri,

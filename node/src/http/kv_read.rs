@@ -9,10 +9,12 @@ use axum::routing::get;
 use axum::{Json, Router};
 use revkv_storage::{KeyRange, RangeRequest};
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::error::ApiError;
 use super::keys::{describe_key, key_from_path, key_range, TextEncoding};
-use super::kv_history::get_history;
+use super::kv_history::{get_history, HistoryAnswer};
+use super::openapi::{ConsistencyQuery, EncodingQuery, ErrorBody, KeyPath};
 use super::query::QueryParams;
 use super::state::ApiState;
 use super::wire::{etag_header, kv_json, kvs_json, KvJson};
@@ -27,13 +29,23 @@ pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
         .route("/v1/kv/{*key}", get(get_key::<B>))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct KeyAnswer {
     header: ResponseHeader,
     kv: KvJson,
 }
 
-#[derive(Serialize)]
+/// The answer of `GET /v1/kv/{key}`: the key, or with `history=true` a page of its versions.
+/// For the document only: each handler path builds its own answer.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum SingleKeyAnswer {
+    Key(KeyAnswer),
+    History(HistoryAnswer),
+}
+
+#[derive(Serialize, ToSchema)]
 struct RangeAnswer {
     header: ResponseHeader,
     kvs: Vec<KvJson>,
@@ -44,6 +56,28 @@ struct RangeAnswer {
 }
 
 /// `GET /v1/kv/{key}`: the key with an `ETag` of its mod revision, or 404.
+#[utoipa::path(
+    get,
+    path = "/v1/kv/{key}",
+    tag = "kv",
+    summary = "Read one key, or with history=true every version of it",
+    params(
+        KeyPath,
+        EncodingQuery,
+        ConsistencyQuery,
+        ("revision" = Option<u64>, Query, description = "Read the key as it was at this revision"),
+        ("history" = Option<bool>, Query, description = "Answer the key's versions since from_revision"),
+        ("from_revision" = Option<u64>, Query, description = "With history=true: the first revision"),
+        ("limit" = Option<u64>, Query, description = "With history=true: versions per page"),
+        ("continue" = Option<String>, Query, description = "With history=true: the token of the next page"),
+    ),
+    responses(
+        (status = 200, description = "The key (ETag: its mod revision), or a page of its history", body = SingleKeyAnswer,
+            headers(("ETag" = String, description = "The key's mod revision, quoted"))),
+        (status = "4XX", description = "Refused: not_found, invalid, future_revision, compacted", body = ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = ErrorBody),
+    )
+)]
 async fn get_key<B: KvBackend>(
     State(state): State<ApiState<B>>,
     uri: Uri,
@@ -76,6 +110,29 @@ async fn get_key<B: KvBackend>(
 }
 
 /// `GET /v1/kv?prefix=P` or `?key=A[&range_end=B]`: a page of a range.
+#[utoipa::path(
+    get,
+    path = "/v1/kv",
+    tag = "kv",
+    summary = "Read a range of keys: prefix=P, or key=K with an optional range_end",
+    params(
+        EncodingQuery,
+        ConsistencyQuery,
+        ("prefix" = Option<String>, Query, description = "Every key under this prefix (empty: every key)"),
+        ("key" = Option<String>, Query, description = "The first key of the range"),
+        ("range_end" = Option<String>, Query, description = "The end of the range, exclusive (with key or prefix)"),
+        ("revision" = Option<u64>, Query, description = "Read the range as it was at this revision"),
+        ("limit" = Option<u64>, Query, description = "Keys per page"),
+        ("keys_only" = Option<bool>, Query, description = "Answer keys without values"),
+        ("count_only" = Option<bool>, Query, description = "Answer only the count"),
+        ("continue" = Option<String>, Query, description = "The token of the next page"),
+    ),
+    responses(
+        (status = 200, description = "A page of the range", body = RangeAnswer),
+        (status = "4XX", description = "Refused: invalid, future_revision, compacted", body = ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = ErrorBody),
+    )
+)]
 async fn get_range<B: KvBackend>(
     State(state): State<ApiState<B>>,
     RawQuery(raw_query): RawQuery,

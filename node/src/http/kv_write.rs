@@ -12,12 +12,14 @@ use axum::{Json, Router};
 use revkv_metrics::KvOp;
 use revkv_storage::{DeleteRangeRequest, PutRequest, TxnOp, TxnOpResponse};
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use super::body::read_json;
 use super::conflicts::count_if_conflict;
 use super::error::ApiError;
 use super::keys::key_range;
-use super::kv_merge::{merge_put, MergePutRequest, THREE_WAY};
+use super::kv_merge::{merge_put, MergeAnswer, MergePutRequest, THREE_WAY};
+use super::openapi::{EncodingQuery, ErrorBody, KeyPath, PreconditionHeaders, PrevKvQuery};
 use super::opening::{open_key_write, KeyWriteOpening};
 use super::state::ApiState;
 use super::wire::{
@@ -35,22 +37,34 @@ pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
 }
 
 /// The body of `PUT /v1/kv/{key}`.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PutBody {
+    /// The value: UTF-8 text, or base64 with `encoding=base64`.
     pub value: String,
+    /// The lease to attach the key to (0 or absent: none).
     #[serde(default)]
     pub lease: i64,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct PutAnswer {
     header: ResponseHeader,
     #[serde(skip_serializing_if = "Option::is_none")]
     prev_kv: Option<KvJson>,
 }
 
-#[derive(Serialize)]
+/// The answer of a `PUT`: a plain put's, or a three-way merge's (`merge=three-way`).
+/// For the document only: each handler path builds its own answer.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum PutOrMergeAnswer {
+    Put(PutAnswer),
+    Merge(MergeAnswer),
+}
+
+#[derive(Serialize, ToSchema)]
 struct DeleteAnswer {
     header: ResponseHeader,
     deleted: u64,
@@ -59,6 +73,27 @@ struct DeleteAnswer {
 }
 
 /// `PUT /v1/kv/{key}`: answers the header, `prev_kv` when asked, and the key's new `ETag`.
+#[utoipa::path(
+    put,
+    path = "/v1/kv/{key}",
+    tag = "kv",
+    summary = "Write one key, optionally conditional (If-Match, If-None-Match) or a three-way merge",
+    params(
+        KeyPath,
+        EncodingQuery,
+        PrevKvQuery,
+        ("merge" = Option<String>, Query, description = "`three-way`: merge the changes since If-Match's revision into the current JSON value", pattern = "^three-way$"),
+        PreconditionHeaders,
+    ),
+    request_body(content = PutBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "Written (ETag: the new mod revision)", body = PutOrMergeAnswer,
+            headers(("ETag" = String, description = "The key's new mod revision, quoted"))),
+        (status = 409, description = "A precondition failed, or a merge's changes overlap", body = ErrorBody),
+        (status = "4XX", description = "Refused: invalid, too_large, not_found (lease), compacted", body = ErrorBody),
+        (status = "5XX", description = "unavailable, timeout or no_space", body = ErrorBody),
+    )
+)]
 async fn put_key<B: KvBackend>(
     State(state): State<ApiState<B>>,
     uri: Uri,
@@ -119,6 +154,25 @@ async fn put_key<B: KvBackend>(
 }
 
 /// `DELETE /v1/kv/{key}`: answers how many keys were deleted and, when asked, what they held.
+#[utoipa::path(
+    delete,
+    path = "/v1/kv/{key}",
+    tag = "kv",
+    summary = "Delete one key, or with prefix=true every key under it",
+    params(
+        KeyPath,
+        EncodingQuery,
+        PrevKvQuery,
+        ("prefix" = Option<bool>, Query, description = "Delete every key under the path"),
+        PreconditionHeaders,
+    ),
+    responses(
+        (status = 200, description = "Deleted (possibly nothing)", body = DeleteAnswer),
+        (status = 409, description = "A precondition failed", body = ErrorBody),
+        (status = "4XX", description = "Refused: invalid", body = ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = ErrorBody),
+    )
+)]
 async fn delete_key<B: KvBackend>(
     State(state): State<ApiState<B>>,
     uri: Uri,

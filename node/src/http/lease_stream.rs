@@ -78,6 +78,18 @@ struct RequestLines {
 }
 
 /// `POST /v1/leases/keepalive`: see the module comment for the wire format.
+#[utoipa::path(
+    post,
+    path = "/v1/leases/keepalive",
+    tag = "lease",
+    summary = "Keep leases alive over one stream: one request line in, one answer line out",
+    request_body(content = String, content_type = "application/x-ndjson", description = "One `{\"id\": N}` per line"),
+    responses(
+        (status = 200, description = "One `{header, id, ttl}` or `{id, error}` line per request line", content_type = "application/x-ndjson", body = String),
+        (status = "4XX", description = "Refused: invalid", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable: too many streams", body = super::openapi::ErrorBody),
+    )
+)]
 pub(super) async fn keep_alive_stream<B: KvBackend>(
     State(state): State<ApiState<B>>,
     RawQuery(raw_query): RawQuery,

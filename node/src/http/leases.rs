@@ -35,23 +35,27 @@ pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
 }
 
 /// The body of a grant. `id` 0 or absent lets the cluster pick one, as in etcd.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct GrantBody {
+    /// Seconds; raised to the minimum TTL.
+    #[schema(minimum = 0)]
     ttl: i64,
+    /// The id to grant (0 or absent: the cluster picks one).
     #[serde(default)]
+    #[schema(minimum = 0)]
     id: i64,
 }
 
 /// The answer of a grant and of a keep-alive: `{header, id, ttl}`.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct LeaseAnswer {
     header: ResponseHeader,
     id: i64,
     ttl: i64,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct TimeToLiveAnswer {
     header: ResponseHeader,
     id: i64,
@@ -62,12 +66,12 @@ struct TimeToLiveAnswer {
     keys: Option<Vec<String>>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct LeaseId {
     id: i64,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct ListAnswer {
     header: ResponseHeader,
     leases: Vec<LeaseId>,
@@ -85,6 +89,18 @@ fn lease_id(text: &str) -> Result<i64, NodeError> {
 
 /// `POST /v1/leases` with `{"ttl": S, "id"?: N}`: `{header, id, ttl}` (the TTL granted, at least
 /// the minimum).
+#[utoipa::path(
+    post,
+    path = "/v1/leases",
+    tag = "lease",
+    summary = "Grant a lease",
+    request_body(content = GrantBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The lease granted (ttl: at least the minimum)", body = LeaseAnswer),
+        (status = "4XX", description = "Refused: invalid", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+    )
+)]
 async fn grant<B: KvBackend>(
     State(state): State<ApiState<B>>,
     RawQuery(raw_query): RawQuery,
@@ -114,6 +130,18 @@ async fn grant<B: KvBackend>(
 
 /// `DELETE /v1/leases/{id}`: `{header}`, whose revision is the one the deletes took (unchanged
 /// when no key was attached).
+#[utoipa::path(
+    delete,
+    path = "/v1/leases/{id}",
+    tag = "lease",
+    summary = "Revoke a lease and delete its keys",
+    params(("id" = i64, Path, description = "The lease id, a positive whole number", minimum = 1)),
+    responses(
+        (status = 200, description = "Revoked; the revision is the one the deletes took", body = super::wire::HeaderAnswer),
+        (status = "4XX", description = "Refused: not_found, invalid", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+    )
+)]
 async fn revoke<B: KvBackend>(
     State(state): State<ApiState<B>>,
     Path(id): Path<String>,
@@ -132,6 +160,18 @@ async fn revoke<B: KvBackend>(
 }
 
 /// `POST /v1/leases/{id}/keepalive`: `{header, id, ttl}` with the granted TTL.
+#[utoipa::path(
+    post,
+    path = "/v1/leases/{id}/keepalive",
+    tag = "lease",
+    summary = "Renew a lease once",
+    params(("id" = i64, Path, description = "The lease id, a positive whole number", minimum = 1)),
+    responses(
+        (status = 200, description = "Renewed: the granted TTL", body = LeaseAnswer),
+        (status = "4XX", description = "Refused: not_found, invalid", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+    )
+)]
 async fn keep_alive<B: KvBackend>(
     State(state): State<ApiState<B>>,
     Path(id): Path<String>,
@@ -145,6 +185,18 @@ async fn keep_alive<B: KvBackend>(
 
 /// `GET /v1/leases/{id}?keys=true`: `{header, id, ttl, granted_ttl, keys?}`; keys in the
 /// `encoding` asked for.
+#[utoipa::path(
+    get,
+    path = "/v1/leases/{id}",
+    tag = "lease",
+    summary = "A lease's remaining time, and with keys=true its keys",
+    params(("id" = i64, Path, description = "The lease id, a positive whole number", minimum = 1), super::openapi::EncodingQuery, ("keys" = Option<bool>, Query, description = "Answer the attached keys")),
+    responses(
+        (status = 200, description = "The lease", body = TimeToLiveAnswer),
+        (status = "4XX", description = "Refused: not_found, invalid", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+    )
+)]
 async fn time_to_live<B: KvBackend>(
     State(state): State<ApiState<B>>,
     Path(id): Path<String>,
@@ -183,6 +235,17 @@ fn encode_keys(keys: &[Vec<u8>], encoding: TextEncoding) -> Result<Vec<String>, 
 }
 
 /// `GET /v1/leases`: `{header, leases: [{id}]}`.
+#[utoipa::path(
+    get,
+    path = "/v1/leases",
+    tag = "lease",
+    summary = "Every lease",
+    responses(
+        (status = 200, description = "The ids of every lease", body = ListAnswer),
+        (status = "4XX", description = "Refused: invalid", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+    )
+)]
 async fn list<B: KvBackend>(
     State(state): State<ApiState<B>>,
     RawQuery(raw_query): RawQuery,

@@ -29,14 +29,14 @@ pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
         .route("/v1/leader/transfer", post(transfer_leader::<B>))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct MembersAnswer {
     header: ResponseHeader,
     members: Vec<MemberInfo>,
 }
 
 /// The body of `POST /v1/members`.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct NewMemberBody {
     id: u64,
@@ -44,7 +44,7 @@ struct NewMemberBody {
     client_url: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct TransferBody {
     to: u64,
@@ -67,6 +67,17 @@ fn member_id(path: Result<Path<String>, PathRejection>) -> Result<u64, NodeError
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/members",
+    tag = "cluster",
+    summary = "The members",
+    responses(
+        (status = 200, description = "The members", body = MembersAnswer),
+        (status = "4XX", description = "Refused: invalid", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+    )
+)]
 async fn list_members<B: KvBackend>(
     State(state): State<ApiState<B>>,
     RawQuery(raw_query): RawQuery,
@@ -77,6 +88,18 @@ async fn list_members<B: KvBackend>(
 }
 
 /// Adds a learner; the backend answers once it has caught up (bounded).
+#[utoipa::path(
+    post,
+    path = "/v1/members",
+    tag = "cluster",
+    summary = "Add a learner; answers once it has caught up",
+    request_body(content = NewMemberBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The members after the change", body = MembersAnswer),
+        (status = "4XX", description = "Refused: invalid", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+    )
+)]
 async fn add_learner<B: KvBackend>(
     State(state): State<ApiState<B>>,
     RawQuery(raw_query): RawQuery,
@@ -117,6 +140,18 @@ fn new_learner(body: NewMemberBody) -> Result<MemberInfo, NodeError> {
     })
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/members/{id}/promote",
+    tag = "cluster",
+    summary = "Promote a learner to a voter",
+    params(("id" = u64, Path, description = "The member id")),
+    responses(
+        (status = 200, description = "The members after the change", body = MembersAnswer),
+        (status = "4XX", description = "Refused: invalid, not_found", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+    )
+)]
 async fn promote_member<B: KvBackend>(
     State(state): State<ApiState<B>>,
     path: Result<Path<String>, PathRejection>,
@@ -125,6 +160,18 @@ async fn promote_member<B: KvBackend>(
     change_member(&state, path, raw_query, MemberChange::Promote).await
 }
 
+#[utoipa::path(
+    delete,
+    path = "/v1/members/{id}",
+    tag = "cluster",
+    summary = "Remove a member",
+    params(("id" = u64, Path, description = "The member id")),
+    responses(
+        (status = 200, description = "The members after the change", body = MembersAnswer),
+        (status = "4XX", description = "Refused: invalid, not_found", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+    )
+)]
 async fn remove_member<B: KvBackend>(
     State(state): State<ApiState<B>>,
     path: Result<Path<String>, PathRejection>,
@@ -156,6 +203,18 @@ async fn change_member<B: KvBackend>(
 }
 
 /// `POST /v1/leader/transfer` with `{"to": id}`.
+#[utoipa::path(
+    post,
+    path = "/v1/leader/transfer",
+    tag = "cluster",
+    summary = "Hand leadership to another voter",
+    request_body(content = TransferBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "Transferred", body = super::wire::HeaderAnswer),
+        (status = "4XX", description = "Refused: invalid, not_found", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+    )
+)]
 async fn transfer_leader<B: KvBackend>(
     State(state): State<ApiState<B>>,
     RawQuery(raw_query): RawQuery,

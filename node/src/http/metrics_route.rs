@@ -17,6 +17,17 @@ pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
     Router::new().route("/metrics", get(get_metrics::<B>))
 }
 
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "maintenance",
+    summary = "This member's metrics in Prometheus' text format",
+    responses(
+        (status = 200, description = "The metrics", content_type = "text/plain", body = String),
+        (status = "4XX", description = "Refused: invalid", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+    )
+)]
 async fn get_metrics<B: KvBackend>(
     State(state): State<ApiState<B>>,
     RawQuery(raw_query): RawQuery,

@@ -42,6 +42,7 @@ mod lease_stream;
 mod leases;
 mod members;
 mod metrics_route;
+mod openapi;
 mod opening;
 mod precondition;
 mod query;
@@ -65,6 +66,7 @@ use crate::backend::KvBackend;
 use crate::error::NodeError;
 use crate::hot_keys::HotKeys;
 pub use error::ApiError;
+pub use openapi::openapi_document_json;
 use state::ApiState;
 pub use state::{
     HttpLimits, LeaseStreamLimits, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SNAPSHOT_STREAMS,
@@ -138,6 +140,7 @@ fn build_router<B: KvBackend>(
         .merge(snapshot::routes::<B>())
         .merge(metrics_route::routes::<B>())
         .merge(hot_keys_route::routes::<B>())
+        .merge(openapi::routes::<B>())
         .fallback(unknown_route)
         .method_not_allowed_fallback(unsupported_method)
         .layer(retries_layer)

@@ -41,6 +41,17 @@ fn authorize_backup<B: KvBackend>(_state: &ApiState<B>) -> Result<(), NodeError>
     Ok(())
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/snapshot",
+    tag = "maintenance",
+    summary = "A consistent backup of the store at one revision, as a stream",
+    responses(
+        (status = 200, description = "The backup: a header, frames and a checksum trailer", content_type = "application/octet-stream", body = Vec<u8>),
+        (status = "4XX", description = "Refused: invalid", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+    )
+)]
 async fn get_snapshot<B: KvBackend>(
     State(state): State<ApiState<B>>,
     RawQuery(raw_query): RawQuery,

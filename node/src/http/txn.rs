@@ -29,7 +29,7 @@ pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
     Router::new().route("/v1/txn", post(post_txn::<B>))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct TxnAnswer {
     header: ResponseHeader,
     succeeded: bool,
@@ -37,7 +37,7 @@ struct TxnAnswer {
 }
 
 /// One op's answer; serde's external tagging gives `{"put": {...}}` and so on.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 enum OpAnswer {
     Put {
@@ -56,6 +56,20 @@ enum OpAnswer {
     },
 }
 
+/// `POST /v1/txn`: compares, then the success or the failure branch, atomically at one revision.
+#[utoipa::path(
+    post,
+    path = "/v1/txn",
+    tag = "kv",
+    summary = "An atomic transaction: compares, then the success or the failure ops",
+    params(super::openapi::EncodingQuery),
+    request_body(content = super::txn_request::TxnBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The branch that ran and its answers (a failed compare is succeeded: false)", body = TxnAnswer),
+        (status = "4XX", description = "Refused: invalid, too_large, compacted, future_revision", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable, timeout or no_space", body = super::openapi::ErrorBody),
+    )
+)]
 async fn post_txn<B: KvBackend>(
     State(state): State<ApiState<B>>,
     headers: HeaderMap,

@@ -21,7 +21,7 @@ use super::keys::{key_range, TextEncoding};
 use crate::error::NodeError;
 
 /// The whole request body.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TxnBody {
     #[serde(default)]
@@ -32,16 +32,17 @@ pub struct TxnBody {
     failure: Vec<OpJson>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct CompareJson {
     key: String,
     target: TargetJson,
     op: OpSymbol,
+    /// A number for the revision, version and lease targets; a string for `value`.
     value: Value,
 }
 
-#[derive(Clone, Copy, Deserialize)]
+#[derive(Clone, Copy, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 enum TargetJson {
     Value,
@@ -51,7 +52,7 @@ enum TargetJson {
     Lease,
 }
 
-#[derive(Clone, Copy, Deserialize)]
+#[derive(Clone, Copy, Deserialize, utoipa::ToSchema)]
 enum OpSymbol {
     #[serde(rename = "=")]
     Equal,
@@ -63,7 +64,7 @@ enum OpSymbol {
     Greater,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 enum OpJson {
     Put(PutOpJson),
@@ -71,7 +72,7 @@ enum OpJson {
     Get(GetOpJson),
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct PutOpJson {
     key: String,
@@ -82,7 +83,7 @@ struct PutOpJson {
     prev_kv: bool,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct DeleteOpJson {
     key: String,
@@ -93,7 +94,7 @@ struct DeleteOpJson {
     prev_kv: bool,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct GetOpJson {
     key: String,

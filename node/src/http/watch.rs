@@ -36,7 +36,7 @@ pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
 }
 
 /// One stream message on the wire.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 #[serde(tag = "type", rename_all = "UPPERCASE")]
 enum MessageJson {
     Created {
@@ -59,7 +59,7 @@ enum MessageJson {
     },
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct EventJson {
     #[serde(rename = "type")]
     kind: &'static str,
@@ -103,6 +103,30 @@ fn message_json(message: &WatchMessage, encoding: TextEncoding) -> MessageJson {
 
 /// `GET /v1/watch?key=K[&prefix=true|&range_end=E][&start_revision=R][&prev_kv=true]
 /// [&filter=noput,nodelete][&progress_notify_ms=N][&encoding=base64]`.
+#[utoipa::path(
+    get,
+    path = "/v1/watch",
+    tag = "watch",
+    summary = "Watch a key or a range: a stream of CREATED, EVENTS, BOOKMARK and CANCELED messages",
+    params(
+        super::openapi::EncodingQuery,
+        ("key" = String, Query, description = "The key, or the start of the range"),
+        ("prefix" = Option<bool>, Query, description = "Watch every key under key"),
+        ("range_end" = Option<String>, Query, description = "The end of the range, exclusive"),
+        ("start_revision" = Option<u64>, Query, description = "The first revision to send (default: the current one + 1)"),
+        ("prev_kv" = Option<bool>, Query, description = "Send each event's previous key-value"),
+        ("filter" = Option<String>, Query, description = "Comma-separated: noput, nodelete"),
+        ("progress_notify_ms" = Option<u64>, Query, description = "Send a BOOKMARK at this period when idle"),
+        ("Accept" = Option<String>, Header, description = "`text/event-stream` for Server-Sent Events"),
+        ("Last-Event-ID" = Option<String>, Header, description = "With Server-Sent Events: resume after this revision"),
+    ),
+    responses(
+        (status = 200, description = "The stream: one JSON message per line (or per Server-Sent Event)",
+            content((MessageJson = "application/x-ndjson"), (String = "text/event-stream"))),
+        (status = "4XX", description = "Refused: invalid, compacted, future_revision", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable", body = super::openapi::ErrorBody),
+    )
+)]
 async fn open_watch<B: KvBackend>(
     State(state): State<ApiState<B>>,
     headers: HeaderMap,
@@ -234,7 +258,7 @@ fn sse_event(message: &WatchMessage, encoding: TextEncoding) -> SseEvent {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct ProgressAnswer {
     header: ResponseHeader,
     watch_id: String,
@@ -243,6 +267,18 @@ struct ProgressAnswer {
 }
 
 /// `POST /v1/watch/{watch_id}/progress`.
+#[utoipa::path(
+    post,
+    path = "/v1/watch/{watch_id}/progress",
+    tag = "watch",
+    summary = "Ask a watch stream on this member for a bookmark now",
+    params(("watch_id" = String, Path, description = "The id of the stream's CREATED message")),
+    responses(
+        (status = 200, description = "The stream will send a BOOKMARK at or past revision", body = ProgressAnswer),
+        (status = "4XX", description = "not_found: no such watch on this member", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable", body = super::openapi::ErrorBody),
+    )
+)]
 async fn request_progress<B: KvBackend>(
     State(state): State<ApiState<B>>,
     Path(watch_id): Path<String>,

@@ -19,13 +19,13 @@ use crate::error::NodeError;
 pub use crate::writes::unexpected_response;
 
 /// The answer of a request whose only result is that it happened: `{"header"}`.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct HeaderAnswer {
     pub header: ResponseHeader,
 }
 
 /// One key-value as JSON.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct KvJson {
     pub key: String,
     pub value: String,
