@@ -71,11 +71,11 @@ struct PatchRequest {
     params(
         super::openapi::KeyPath,
         super::openapi::EncodingQuery,
-        ("create" = Option<bool>, Query, description = "Patch null when the key is absent"),
+        ("create" = Option<super::openapi::QueryFlag>, Query, description = "Patch null when the key is absent"),
         ("backoff" = Option<String>, Query, description = "The retry preset: default_retry or default_backoff", pattern = "^(default_retry|default_backoff)$"),
         ("If-Match" = Option<String>, Header, description = "`\"<R>\"` or `*`: one attempt, only if the key is at R (or present)", pattern = r#"^("[0-9]+"|\*)$"#),
     ),
-    request_body(content = Object, content_type = "application/merge-patch+json", description = "The merge patch"),
+    request_body(content = serde_json::Value, content_type = "application/merge-patch+json", description = "The merge patch: any JSON value (an object merges field by field; anything else replaces the value)"),
     responses(
         (status = 200, description = "Patched (ETag: the new mod revision)", body = PatchAnswer,
             headers(("ETag" = String, description = "The key's new mod revision, quoted"))),

@@ -163,7 +163,7 @@ async fn put_key<B: KvBackend>(
         KeyPath,
         EncodingQuery,
         PrevKvQuery,
-        ("prefix" = Option<bool>, Query, description = "Delete every key under the path"),
+        ("prefix" = Option<super::openapi::QueryFlag>, Query, description = "Delete every key under the path"),
         PreconditionHeaders,
     ),
     responses(

@@ -190,7 +190,7 @@ async fn keep_alive<B: KvBackend>(
     path = "/v1/leases/{id}",
     tag = "lease",
     summary = "A lease's remaining time, and with keys=true its keys",
-    params(("id" = i64, Path, description = "The lease id, a positive whole number", minimum = 1), super::openapi::EncodingQuery, ("keys" = Option<bool>, Query, description = "Answer the attached keys")),
+    params(("id" = i64, Path, description = "The lease id, a positive whole number", minimum = 1), super::openapi::EncodingQuery, ("keys" = Option<super::openapi::QueryFlag>, Query, description = "Answer the attached keys")),
     responses(
         (status = 200, description = "The lease", body = TimeToLiveAnswer),
         (status = "4XX", description = "Refused: not_found, invalid", body = super::openapi::ErrorBody),

@@ -62,7 +62,7 @@ use crate::backend::{KvBackend, MemberInfo, MemberStatus, ResponseHeader};
         super::hot_keys_route::hot_keys,
         get_openapi_document,
     ),
-    components(schemas(ResponseHeader, MemberInfo, MemberStatus, ErrorBody, ErrorDetail)),
+    components(schemas(ResponseHeader, MemberInfo, MemberStatus, ErrorBody, ErrorDetail, QueryFlag)),
     tags(
         (name = "kv", description = "Keys and values, ranges, transactions and a key's history"),
         (name = "watch", description = "Streams of changes with bookmarks"),
@@ -166,6 +166,26 @@ pub struct KeyPath {
     pub key: String,
 }
 
+/// How a flag parameter may be written: `true`, `1` or the bare name (`?prefix`, an empty value)
+/// turn it on; `false` or `0` (or leaving it out) turn it off. Written by hand because the
+/// derive cannot spell the empty value.
+pub struct QueryFlag;
+
+impl utoipa::PartialSchema for QueryFlag {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::Type::String)
+            .description(Some(
+                "A flag: true, 1 or an empty value (the bare name) turn it on; false or 0 turn \
+                 it off",
+            ))
+            .enum_values(Some(["true", "false", "1", "0", ""]))
+            .into()
+    }
+}
+
+impl ToSchema for QueryFlag {}
+
 /// A flag of the `prev_kv` kind: `true` or `false`.
 // Describes parameters for the document only; the handlers parse them with QueryParams.
 #[allow(dead_code)]
@@ -173,7 +193,7 @@ pub struct KeyPath {
 #[into_params(parameter_in = Query)]
 pub struct PrevKvQuery {
     /// Answer the key-value(s) as they were before this write.
-    pub prev_kv: Option<bool>,
+    pub prev_kv: Option<QueryFlag>,
 }
 
 /// The headers of a conditional write.

@@ -111,10 +111,10 @@ fn message_json(message: &WatchMessage, encoding: TextEncoding) -> MessageJson {
     params(
         super::openapi::EncodingQuery,
         ("key" = String, Query, description = "The key, or the start of the range"),
-        ("prefix" = Option<bool>, Query, description = "Watch every key under key"),
+        ("prefix" = Option<super::openapi::QueryFlag>, Query, description = "Watch every key under key"),
         ("range_end" = Option<String>, Query, description = "The end of the range, exclusive"),
         ("start_revision" = Option<u64>, Query, description = "The first revision to send (default: the current one + 1)"),
-        ("prev_kv" = Option<bool>, Query, description = "Send each event's previous key-value"),
+        ("prev_kv" = Option<super::openapi::QueryFlag>, Query, description = "Send each event's previous key-value"),
         ("filter" = Option<String>, Query, description = "Comma-separated: noput, nodelete"),
         ("progress_notify_ms" = Option<u64>, Query, description = "Send a BOOKMARK at this period when idle"),
         ("Accept" = Option<String>, Header, description = "`text/event-stream` for Server-Sent Events"),
