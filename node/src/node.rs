@@ -54,6 +54,9 @@ pub struct NodeConfig {
     pub client_tls: Option<revkv_tls::ServerTls>,
     /// Past this size of its state file the member raises the NOSPACE alarm (`space_quota`).
     pub space_quota: SpaceQuota,
+    /// Bounds on the client listener's connections (count, per client address, header read
+    /// time and size).
+    pub client_connections: revkv_tls::ConnectionLimits,
 }
 
 impl NodeConfig {
@@ -107,6 +110,7 @@ impl NodeConfig {
             metric_prefix_labels: PrefixLabelConfig::default(),
             client_tls: None,
             space_quota: SpaceQuota::default(),
+            client_connections: revkv_tls::ConnectionLimits::default(),
         }
     }
 }
@@ -205,11 +209,18 @@ impl Node {
         let router = client_router_with_metrics(backend.clone(), config.http.clone(), metrics);
         let (stop, stopped) = oneshot::channel::<()>();
         let tls = config.client_tls.clone();
+        let connection_limits = config.client_connections.clone();
         tokio::spawn(async move {
             let shutdown = async move {
                 let _ = stopped.await;
             };
-            let serving = revkv_tls::serve(client_listener, tls.as_ref(), router, shutdown);
+            let serving = revkv_tls::serve_with_limits(
+                client_listener,
+                tls.as_ref(),
+                connection_limits,
+                router,
+                shutdown,
+            );
             if let Err(error) = serving.await {
                 tracing::error!(%error, "client listener failed");
             }

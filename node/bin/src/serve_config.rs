@@ -146,6 +146,23 @@ pub struct ServeArgs {
     /// (default 60000).
     #[arg(long, env = "REVKV_LEASE_KEEPALIVE_IDLE_TIMEOUT_MS")]
     pub lease_keepalive_idle_timeout_ms: Option<u64>,
+    /// Connections open on the client listener at once (default 4096); further clients wait in
+    /// the kernel's accept backlog.
+    #[arg(long, env = "REVKV_MAX_CLIENT_CONNECTIONS")]
+    pub max_client_connections: Option<usize>,
+    /// Connections one client address may hold on the client listener (default 1024); another is
+    /// closed at once.
+    #[arg(long, env = "REVKV_MAX_CONNECTIONS_PER_CLIENT")]
+    pub max_connections_per_client: Option<usize>,
+    /// The longest a client connection may wait for the whole head of its next request, in
+    /// milliseconds (default 30000): a client that trickles its headers (slowloris) is
+    /// disconnected, and so is a keep-alive connection idle this long.
+    #[arg(long, env = "REVKV_HEADER_READ_TIMEOUT_MS")]
+    pub header_read_timeout_ms: Option<u64>,
+    /// The largest request head (request line and headers) in bytes (default 65536; at least
+    /// 8192); a larger one is answered 431.
+    #[arg(long, env = "REVKV_MAX_HEADER_BYTES")]
+    pub max_header_bytes: Option<usize>,
     /// Backups (`GET /v1/snapshot`) streaming from this member at once (default 2); one more is
     /// answered 503.
     #[arg(long, env = "REVKV_MAX_SNAPSHOT_STREAMS")]
@@ -259,7 +276,8 @@ impl ServeArgs {
             request_timeout_ms, max_body_bytes, max_key_bytes, max_value_bytes, max_txn_ops,
             max_leases, max_keys_per_lease, max_lease_ttl_seconds, lease_expiry_check_interval_ms,
             lease_checkpoint_interval_ms, max_leases_per_checkpoint, max_lease_keepalive_streams,
-            lease_keepalive_idle_timeout_ms, max_snapshot_streams, hot_keys_capacity, hot_keys_window_seconds, log_format, auto_compaction_mode, auto_compaction_retention,
+            lease_keepalive_idle_timeout_ms, max_client_connections, max_connections_per_client,
+            header_read_timeout_ms, max_header_bytes, max_snapshot_streams, hot_keys_capacity, hot_keys_window_seconds, log_format, auto_compaction_mode, auto_compaction_retention,
             quota_backend_bytes,
             auto_compaction_interval_ms, watch_progress_notify_interval_ms, max_watches,
             watch_buffer_messages, metrics_prefix_depth, metrics_max_prefixes, cert_file, key_file,
@@ -276,6 +294,7 @@ impl ServeArgs {
         let hot_keys = self.hot_key_limits()?;
         let auto_compaction = self.auto_compaction()?;
         let space_quota = self.space_quota();
+        let client_connections = self.client_connection_limits()?;
         let id = self.id.unwrap_or(1);
         let metric_prefix_labels = self.metric_prefix_labels()?;
         let (log, log_tail) = self.log_options()?;
@@ -374,7 +393,27 @@ impl ServeArgs {
             metric_prefix_labels,
             client_tls,
             space_quota,
+            client_connections,
         })
+    }
+
+    /// The client listener's connection limits, from their flags and the defaults.
+    fn client_connection_limits(&self) -> Result<revkv_tls::ConnectionLimits, String> {
+        let defaults = revkv_tls::ConnectionLimits::default();
+        let limits = revkv_tls::ConnectionLimits {
+            max_connections: self
+                .max_client_connections
+                .unwrap_or(defaults.max_connections),
+            max_connections_per_client: self
+                .max_connections_per_client
+                .unwrap_or(defaults.max_connections_per_client),
+            header_read_timeout: self
+                .header_read_timeout_ms
+                .map_or(defaults.header_read_timeout, Duration::from_millis),
+            max_header_bytes: self.max_header_bytes.unwrap_or(defaults.max_header_bytes),
+        };
+        limits.validate()?;
+        Ok(limits)
     }
 
     /// The quota of `--quota-backend-bytes`; 0 (or none) is etcd's default of 2 GiB.

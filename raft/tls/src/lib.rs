@@ -15,6 +15,7 @@
 //! - `testing` (feature `test-certificates`): throw-away CAs and member certificates for tests.
 
 mod config;
+mod connections;
 mod error;
 mod listener;
 mod pem;
@@ -24,8 +25,11 @@ pub mod testing;
 mod watched;
 
 pub use config::{PeerTls, ServerTls, TlsFiles};
+pub use connections::{ConnectionLimits, SHUTDOWN_DRAIN_TIMEOUT};
 pub use error::TlsError;
-pub use listener::{serve, TlsListener, HANDSHAKE_TIMEOUT, MAX_PENDING_HANDSHAKES};
+pub use listener::{
+    serve, serve_with_limits, TlsListener, HANDSHAKE_TIMEOUT, MAX_PENDING_HANDSHAKES,
+};
 pub use rustls;
 
 /// The cryptography every revkv TLS configuration uses. Named explicitly rather than taken from

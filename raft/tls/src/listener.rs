@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::serve::ListenerExt;
 use axum::Router;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
@@ -16,6 +17,7 @@ use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::ServerTls;
+use crate::connections::{serve_connections, ConnectionLimits};
 
 /// The longest a client may take to finish its handshake; a client that stalls (or sends
 /// nothing) is cut off then, so it holds no handshake slot for longer.
@@ -107,25 +109,40 @@ async fn accept_loop(
     }
 }
 
-/// Serves `router` on `listener` until `shutdown` completes: over TLS when `tls` is given,
-/// plain HTTP otherwise.
+/// Serves `router` on `listener` until `shutdown` completes, with the default
+/// [`ConnectionLimits`]: over TLS when `tls` is given, plain HTTP otherwise.
 pub async fn serve(
     listener: TcpListener,
     tls: Option<&ServerTls>,
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
+    serve_with_limits(listener, tls, ConnectionLimits::default(), router, shutdown).await
+}
+
+/// Serves `router` on `listener` within `limits` until `shutdown` completes: over TLS when `tls`
+/// is given, plain HTTP otherwise. Plain connections get `TCP_NODELAY` as TLS ones do, so a small
+/// answer is not held back waiting for the client's acknowledgement.
+pub async fn serve_with_limits(
+    listener: TcpListener,
+    tls: Option<&ServerTls>,
+    limits: ConnectionLimits,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
     match tls {
         Some(tls) => {
             let listener = TlsListener::new(listener, tls)?;
-            axum::serve(listener, router)
-                .with_graceful_shutdown(shutdown)
-                .await
+            serve_connections(listener, limits, router, shutdown).await;
         }
         None => {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(shutdown)
-                .await
+            let listener = listener.tap_io(|stream| {
+                if let Err(error) = stream.set_nodelay(true) {
+                    tracing::debug!(%error, "could not set TCP_NODELAY on a client connection");
+                }
+            });
+            serve_connections(listener, limits, router, shutdown).await;
         }
     }
+    Ok(())
 }
