@@ -29,8 +29,37 @@ pub async fn read_json<T: DeserializeOwned>(
     decode_json(&bytes)
 }
 
-/// Decodes JSON, naming the line and column of the first problem.
+/// Decodes a JSON object, naming the line and column of the first problem. serde would also
+/// read a struct from an array of its fields in order (`[[]]` as a txn with no compares), which
+/// no client means; every body this API reads is an object, so anything else is refused.
 pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, NodeError> {
+    let first = bytes.iter().find(|byte| !byte.is_ascii_whitespace());
+    if first != Some(&b'{') {
+        return Err(NodeError::Invalid(
+            "the request body must be a JSON object".into(),
+        ));
+    }
     serde_json::from_slice(bytes)
         .map_err(|error| NodeError::Invalid(format!("the request body is not valid: {error}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize, Debug)]
+    #[allow(dead_code)]
+    struct Body {
+        #[serde(default)]
+        items: Vec<u64>,
+    }
+
+    #[test]
+    fn an_object_is_read_and_anything_else_is_refused() {
+        assert!(decode_json::<Body>(b" {\"items\": [1]}").is_ok());
+        for not_an_object in [&b"[[]]"[..], b"[]", b"1", b"\"text\"", b"null", b"", b"  "] {
+            let error = decode_json::<Body>(not_an_object).unwrap_err();
+            assert!(matches!(error, NodeError::Invalid(_)), "{error:?}");
+        }
+    }
 }
