@@ -2,6 +2,7 @@
 //! the linearizable and serializable read paths, write forwarding, and the watch hub.
 //! Only this crate knows HTTP status codes, and it decides them in one place (`http::error`).
 
+pub mod auth;
 pub mod backend;
 pub mod compaction;
 pub mod error;

@@ -9,6 +9,7 @@
 //! - [`codec`]: every persisted or transmitted byte encoding, each record with a format-version byte.
 //! - [`DiskFaults`]: fault switches on every file, disarmed unless a test arms them.
 
+pub mod auth;
 pub mod codec;
 mod disk_faults;
 mod error;
