@@ -36,6 +36,7 @@ impl Client {
         Ok(Client {
             transport: Arc::new(transport),
             timeout: self.timeout(),
+            conflicts: Arc::clone(&self.conflicts),
         })
     }
 

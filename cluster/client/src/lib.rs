@@ -31,6 +31,7 @@
 //!   their loss.
 //! - [`concurrency`]: etcd's recipes on leases: `Session`, `Mutex`, `Election`.
 
+pub mod adaptive_backoff;
 pub mod admin;
 pub mod backoff;
 pub mod concurrency;
@@ -54,6 +55,7 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 
+pub use adaptive_backoff::{AdaptiveBackoff, ConflictHistory, DEFAULT_ADAPTIVE_BACKOFF};
 pub use backoff::{Backoff, Sleeper, TokioSleeper, DEFAULT_BACKOFF, DEFAULT_RETRY};
 pub use error::ClientError;
 pub use informer::Informer;
@@ -62,7 +64,10 @@ pub use kv::{
 };
 pub use lease_keeper::{KeptLease, LeaseKeeper, LeaseKeeperSettings, LeaseLoss, LeaseState};
 pub use maintenance::{AlarmMember, AlarmsResponse, DefragmentResponse, DisarmResponse};
-pub use retry::{retry_on_conflict, retry_on_conflict_counted, RetryTally};
+pub use retry::{
+    retry_on_conflict, retry_on_conflict_adaptive, retry_on_conflict_counted,
+    retry_on_conflict_scheduled, AdaptiveRetry, RetrySchedule, RetryTally,
+};
 pub use tls::ClientTls;
 pub use transport::RETRY_ATTEMPT_HEADER;
 use transport::{Answer, Call, Transport};
@@ -96,6 +101,9 @@ pub const DEFAULT_MAX_ANSWER_BYTES: usize = 256 * 1024 * 1024;
 pub struct Client {
     transport: Arc<Transport>,
     timeout: Duration,
+    /// Recent conflicts per key, shared by clones, for the adaptive backoff of
+    /// [`Client::update_with_merge`].
+    conflicts: Arc<ConflictHistory>,
 }
 
 /// Settings of a [`Client`]; [`ClientBuilder::build`] makes it.
@@ -183,6 +191,7 @@ impl ClientBuilder {
         Ok(Client {
             transport: Arc::new(transport),
             timeout: self.request_timeout,
+            conflicts: Arc::new(ConflictHistory::default()),
         })
     }
 }
@@ -220,7 +229,14 @@ impl Client {
         Client {
             transport: Arc::clone(&self.transport),
             timeout,
+            conflicts: Arc::clone(&self.conflicts),
         }
+    }
+
+    /// The record of recent conflicts per key this client (and its clones) keeps for adaptive
+    /// backoff.
+    pub fn conflict_history(&self) -> &ConflictHistory {
+        &self.conflicts
     }
 
     /// The members this client talks to, in order.

@@ -5,18 +5,20 @@
 //! JSON document no longer conflict. [`Client::update_with_merge`] is the read-modify-write on
 //! top: read, apply the caller's function, merge-put; only a real conflict (both sides changed the
 //! same field, the key was deleted, or the member lost every race) is retried, from a fresh read,
-//! with [`retry_on_conflict`]'s bounded backoff. [`Client::history`] reads one page of a key's
-//! versions.
+//! with the adaptive backoff (`adaptive_backoff`: waits follow how often this client has seen the
+//! key conflict lately), or with a fixed [`Backoff`] through
+//! [`Client::update_with_merge_backoff`]. [`Client::history`] reads one page of a key's versions.
 
 use std::sync::Mutex;
 
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use super::backoff::{Backoff, DEFAULT_BACKOFF};
+use super::adaptive_backoff::DEFAULT_ADAPTIVE_BACKOFF;
+use super::backoff::{Backoff, TokioSleeper};
 use super::error::ClientError;
 use super::kv::{key_path, with_query, Precondition};
-use super::retry::retry_on_conflict;
+use super::retry::{retry_on_conflict_scheduled, AdaptiveRetry, RetrySchedule};
 use super::transport::Call;
 use super::types::{HistoryResponse, MergePutResponse};
 use super::Client;
@@ -39,29 +41,42 @@ impl Client {
     }
 
     /// Reads `key`'s JSON value, applies `change` to it and writes the result with a three-way
-    /// merge; retries (client-go's `DefaultBackoff`: 4 attempts) only on real conflicts. A value
-    /// that is not JSON is [`ClientError::Invalid`].
+    /// merge; retries only on real conflicts, at most 5 attempts, waiting as the adaptive backoff
+    /// says from this client's record of the key's recent conflicts. A value that is not JSON is
+    /// [`ClientError::Invalid`].
     pub async fn update_with_merge(
         &self,
         key: &str,
         change: impl FnMut(Value) -> Value + Send,
     ) -> Result<MergePutResponse, ClientError> {
-        self.update_with_merge_backoff(key, DEFAULT_BACKOFF, change)
+        let mut schedule = AdaptiveRetry::new(&self.conflicts, key, DEFAULT_ADAPTIVE_BACKOFF);
+        self.update_with_merge_scheduled(key, &mut schedule, change)
             .await
     }
 
-    /// [`Client::update_with_merge`] with the retries of `backoff`.
+    /// [`Client::update_with_merge`] with the retries of a fixed `backoff` (client-go's
+    /// `DefaultBackoff` or `DefaultRetry`, say).
     pub async fn update_with_merge_backoff(
         &self,
         key: &str,
-        backoff: Backoff,
+        mut backoff: Backoff,
+        change: impl FnMut(Value) -> Value + Send,
+    ) -> Result<MergePutResponse, ClientError> {
+        self.update_with_merge_scheduled(key, &mut backoff, change)
+            .await
+    }
+
+    async fn update_with_merge_scheduled<S: RetrySchedule + Send>(
+        &self,
+        key: &str,
+        schedule: &mut S,
         change: impl FnMut(Value) -> Value + Send,
     ) -> Result<MergePutResponse, ClientError> {
         // The change runs between two awaits of each attempt; a mutex (never held across an
         // await) lets every attempt's future borrow it and keeps the future `Send`.
         let change = Mutex::new(change);
         let change = &change;
-        retry_on_conflict(backoff, || async move {
+        let attempt = || async move {
             let read = self.get(key).await?;
             let current =
                 serde_json::from_str(&read.kv.value).map_err(|error| ClientError::Invalid {
@@ -69,8 +84,10 @@ impl Client {
                 })?;
             let desired = (change.lock().expect("the change never panics midway"))(current);
             self.merge_put(key, &desired, read.kv.mod_revision).await
-        })
-        .await
+        };
+        retry_on_conflict_scheduled(schedule, &TokioSleeper, attempt)
+            .await
+            .0
     }
 
     /// One page of `key`'s history: versions with mod revision `>= from_revision` (default: the

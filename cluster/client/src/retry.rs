@@ -16,7 +16,9 @@
 //! carry it.
 
 use std::future::Future;
+use std::time::{Duration, Instant};
 
+use super::adaptive_backoff::{AdaptiveBackoff, ConflictHistory};
 use super::backoff::{Backoff, Sleeper, TokioSleeper};
 use super::error::ClientError;
 
@@ -53,15 +55,55 @@ where
 pub async fn retry_on_conflict_counted<T, F, Fut>(
     mut backoff: Backoff,
     sleeper: &dyn Sleeper,
-    mut operation: F,
+    operation: F,
 ) -> (Result<T, ClientError>, RetryTally)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, ClientError>>,
 {
+    retry_on_conflict_scheduled(&mut backoff, sleeper, operation).await
+}
+
+/// What a retry loop asks its policy: whether another attempt may run, whether it is the last,
+/// and the delay before the next one. A [`Backoff`] answers as client-go's `wait.Backoff` does;
+/// [`AdaptiveRetry`] answers from the key's recent conflicts.
+pub trait RetrySchedule {
+    /// True while another attempt may run.
+    fn may_attempt(&self) -> bool;
+    /// True when the attempt about to end is the last one allowed.
+    fn is_last_attempt(&self) -> bool;
+    /// Called after each conflicted attempt that will be retried: the delay before the retry.
+    fn delay_before_retry(&mut self) -> Duration;
+}
+
+impl RetrySchedule for Backoff {
+    fn may_attempt(&self) -> bool {
+        self.steps > 0
+    }
+
+    fn is_last_attempt(&self) -> bool {
+        self.steps == 1
+    }
+
+    fn delay_before_retry(&mut self) -> Duration {
+        self.step()
+    }
+}
+
+/// [`retry_on_conflict_counted`] under any [`RetrySchedule`].
+pub async fn retry_on_conflict_scheduled<S, T, F, Fut>(
+    schedule: &mut S,
+    sleeper: &dyn Sleeper,
+    mut operation: F,
+) -> (Result<T, ClientError>, RetryTally)
+where
+    S: RetrySchedule + ?Sized,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, ClientError>>,
+{
     let mut tally = RetryTally::default();
     let mut last_conflict = None;
-    while backoff.steps > 0 {
+    while schedule.may_attempt() {
         let outcome = RETRY_ATTEMPT.scope(tally.attempts, operation()).await;
         tally.attempts += 1;
         match outcome {
@@ -71,15 +113,85 @@ where
             }
             other => return (other, tally),
         }
-        if backoff.steps == 1 {
+        if schedule.is_last_attempt() {
             break;
         }
-        sleeper.sleep(backoff.step()).await;
+        sleeper.sleep(schedule.delay_before_retry()).await;
     }
     let error = last_conflict.unwrap_or_else(|| ClientError::Invalid {
         message: "retry_on_conflict was given a backoff with no steps".into(),
     });
     (Err(error), tally)
+}
+
+/// The schedule of one read-modify-write of `key` under an [`AdaptiveBackoff`]: each conflict is
+/// recorded in the shared [`ConflictHistory`], and each delay follows the key's hotness then.
+pub struct AdaptiveRetry<'a> {
+    history: &'a ConflictHistory,
+    key: &'a str,
+    policy: AdaptiveBackoff,
+    /// Retries scheduled so far: while attempt n + 1 runs, this is n.
+    retries_scheduled: u32,
+    random: fn() -> f64,
+}
+
+impl<'a> AdaptiveRetry<'a> {
+    /// A schedule for `key` drawing its jitter from the process's random source.
+    pub fn new(history: &'a ConflictHistory, key: &'a str, policy: AdaptiveBackoff) -> Self {
+        Self::with_random(history, key, policy, fastrand::f64)
+    }
+
+    /// A schedule whose jitter draws come from `random` (tests).
+    pub fn with_random(
+        history: &'a ConflictHistory,
+        key: &'a str,
+        policy: AdaptiveBackoff,
+        random: fn() -> f64,
+    ) -> Self {
+        AdaptiveRetry {
+            history,
+            key,
+            policy,
+            retries_scheduled: 0,
+            random,
+        }
+    }
+}
+
+impl RetrySchedule for AdaptiveRetry<'_> {
+    fn may_attempt(&self) -> bool {
+        self.retries_scheduled < self.policy.max_attempts
+    }
+
+    fn is_last_attempt(&self) -> bool {
+        // Asked when attempt `retries_scheduled + 1` has just conflicted.
+        self.retries_scheduled + 1 >= self.policy.max_attempts
+    }
+
+    fn delay_before_retry(&mut self) -> Duration {
+        let now = Instant::now();
+        self.history.record_conflict(self.key, now);
+        self.retries_scheduled += 1;
+        let hotness = self.history.hotness(self.key, now);
+        self.policy
+            .delay(hotness, self.retries_scheduled, (self.random)())
+    }
+}
+
+/// [`retry_on_conflict`] for a read-modify-write of `key`, waiting as [`AdaptiveBackoff`] says
+/// from `history`'s record of the key's conflicts (share one history across the process).
+pub async fn retry_on_conflict_adaptive<T, F, Fut>(
+    history: &ConflictHistory,
+    key: &str,
+    policy: AdaptiveBackoff,
+    operation: F,
+) -> (Result<T, ClientError>, RetryTally)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, ClientError>>,
+{
+    let mut schedule = AdaptiveRetry::new(history, key, policy);
+    retry_on_conflict_scheduled(&mut schedule, &TokioSleeper, operation).await
 }
 
 #[cfg(test)]
@@ -237,5 +349,54 @@ mod tests {
     #[tokio::test]
     async fn outside_the_loop_there_is_no_attempt_number() {
         assert_eq!(current_retry_attempt(), None);
+    }
+
+    /// Runs an adaptive loop for `key` whose every attempt conflicts, with the top of each window
+    /// as the draw; answers the delays asked for and the tally.
+    async fn adaptive_delays(history: &ConflictHistory, key: &str) -> (Vec<Duration>, RetryTally) {
+        let sleeper = RecordingSleeper::default();
+        let mut schedule =
+            AdaptiveRetry::with_random(history, key, crate::DEFAULT_ADAPTIVE_BACKOFF, || 0.999);
+        let mut calls = 0;
+        let (outcome, tally) = retry_on_conflict_scheduled(&mut schedule, &sleeper, || {
+            calls += 1;
+            let answer: Result<u32, ClientError> = Err(conflict(calls));
+            async move { answer }
+        })
+        .await;
+        assert!(outcome.unwrap_err().is_conflict());
+        let delays = sleeper.delays.lock().unwrap().clone();
+        (delays, tally)
+    }
+
+    #[tokio::test]
+    async fn adaptive_retries_a_cold_key_at_once_then_backs_off_more_each_time() {
+        let history = ConflictHistory::default();
+        let (delays, tally) = adaptive_delays(&history, "cold").await;
+        assert_eq!(tally.attempts, 5);
+        assert_eq!(tally.conflicts, 5);
+        assert_eq!(delays.len(), 4);
+        assert_eq!(delays[0], Duration::ZERO);
+        assert!(
+            delays.windows(2).all(|pair| pair[1] > pair[0]),
+            "{delays:?}"
+        );
+        // Every retry's conflict was remembered (the last attempt's is not: no retry follows).
+        assert!(history.hotness("cold", Instant::now()) > 3.5);
+    }
+
+    #[tokio::test]
+    async fn adaptive_waits_even_before_the_first_retry_of_a_hot_key() {
+        let history = ConflictHistory::default();
+        for _ in 0..200 {
+            history.record_conflict("hot", Instant::now());
+        }
+        let (hot_delays, _) = adaptive_delays(&history, "hot").await;
+        let (cold_delays, _) = adaptive_delays(&ConflictHistory::default(), "cold").await;
+        assert!(hot_delays[0] > Duration::ZERO);
+        assert!(
+            hot_delays[1] > cold_delays[1],
+            "{hot_delays:?} vs {cold_delays:?}"
+        );
     }
 }

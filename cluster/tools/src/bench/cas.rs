@@ -1,6 +1,7 @@
-//! The cas workload's operation: add 1 to a counter by read-modify-write with
-//! [`retry_on_conflict_counted`] and client-go's [`DEFAULT_RETRY`] (at most 5 attempts, about
-//! 10 ms apart), counting every attempt and every conflict.
+//! The cas workload's operation: add 1 to a counter by read-modify-write, retrying conflicts
+//! under the run's policy (`--backoff`: client-go's [`DEFAULT_RETRY`], at most 5 attempts about
+//! 10 ms apart, by default; [`DEFAULT_BACKOFF`]; or the client's adaptive backoff, whose waits
+//! follow each counter's recent conflicts), counting every attempt and every conflict.
 //!
 //! - revkv: `GET /v1/kv/{key}`, then `PUT /v1/kv/{key}` with `If-Match: "<mod_revision>"`; a 409
 //!   is a conflict. Retries carry `X-Retry-Attempt: n`.
@@ -22,20 +23,42 @@ use reqwest::header::CONTENT_TYPE;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::options::CasBackoff;
 use super::target::{
     etcd_error_message, json_bytes, revkv_error_code, FailureKind, TargetKind,
     ETCD_GRPC_IS_NOT_HTTP,
 };
 use revkv_client::retry::current_retry_attempt;
 use revkv_client::{
-    retry_on_conflict_counted, ClientError, TokioSleeper, DEFAULT_RETRY, RETRY_ATTEMPT_HEADER,
+    retry_on_conflict_adaptive, retry_on_conflict_counted, ClientError, ConflictHistory,
+    TokioSleeper, DEFAULT_ADAPTIVE_BACKOFF, DEFAULT_BACKOFF, DEFAULT_RETRY, RETRY_ATTEMPT_HEADER,
 };
 
-/// Attempts and conflicts of every increment of a run (shared by the client tasks).
-#[derive(Debug, Default)]
+/// Attempts and conflicts of every increment of a run, and the retry policy with its shared
+/// conflict history (one for all the client tasks, as one process's clients would share it).
+#[derive(Debug)]
 pub struct CasCounters {
     pub attempts: AtomicU64,
     pub conflicts: AtomicU64,
+    backoff: CasBackoff,
+    history: ConflictHistory,
+}
+
+impl CasCounters {
+    pub fn new(backoff: CasBackoff) -> CasCounters {
+        CasCounters {
+            attempts: AtomicU64::new(0),
+            conflicts: AtomicU64::new(0),
+            backoff,
+            history: ConflictHistory::default(),
+        }
+    }
+}
+
+impl Default for CasCounters {
+    fn default() -> Self {
+        CasCounters::new(CasBackoff::DefaultRetry)
+    }
 }
 
 /// A counter as read: its value and the revision to compare against.
@@ -53,22 +76,37 @@ pub async fn increment(
     key: &str,
     counters: &CasCounters,
 ) -> Result<(), FailureKind> {
-    increment_with_retries(counters, || attempt_increment(http, target, endpoint, key)).await
+    increment_with_retries(counters, key, || {
+        attempt_increment(http, target, endpoint, key)
+    })
+    .await
 }
 
-/// Runs read-modify-write `attempt`s under client-go's [`DEFAULT_RETRY`] until one takes, one
+/// Runs read-modify-write `attempt`s of `key` under the run's retry policy until one takes, one
 /// fails other than by a conflict, or the attempts run out, and counts them in `counters`. Every
 /// target's increment goes through here, so the retry policy and its accounting are the same
 /// whichever protocol carries the requests.
 pub async fn increment_with_retries<F, Fut>(
     counters: &CasCounters,
+    key: &str,
     attempt: F,
 ) -> Result<(), FailureKind>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<(), ClientError>>,
 {
-    let (outcome, tally) = retry_on_conflict_counted(DEFAULT_RETRY, &TokioSleeper, attempt).await;
+    let (outcome, tally) = match counters.backoff {
+        CasBackoff::DefaultRetry => {
+            retry_on_conflict_counted(DEFAULT_RETRY, &TokioSleeper, attempt).await
+        }
+        CasBackoff::DefaultBackoff => {
+            retry_on_conflict_counted(DEFAULT_BACKOFF, &TokioSleeper, attempt).await
+        }
+        CasBackoff::Adaptive => {
+            retry_on_conflict_adaptive(&counters.history, key, DEFAULT_ADAPTIVE_BACKOFF, attempt)
+                .await
+        }
+    };
     counters
         .attempts
         .fetch_add(u64::from(tally.attempts), Ordering::Relaxed);

@@ -248,7 +248,7 @@ pub async fn run_measured_part(plan: &BenchPlan) -> Result<RunTotals, String> {
         started + plan.limits.time_limit,
     ));
     let live = Arc::new(LiveCounters::default());
-    let cas_counters = Arc::new(CasCounters::default());
+    let cas_counters = Arc::new(CasCounters::new(plan.cas_backoff));
     let mut tasks = JoinSet::new();
     for (client_index, mut connection) in connections.into_iter().enumerate() {
         let operations = plan

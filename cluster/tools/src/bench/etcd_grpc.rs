@@ -74,7 +74,7 @@ impl EtcdGrpcConnection {
                 .map_err(|error| cas::failure_of(&error)),
             Operation::Get { key, consistency } => self.get(key, *consistency).await,
             Operation::Increment { key } => {
-                cas::increment_with_retries(cas_counters, || {
+                cas::increment_with_retries(cas_counters, key, || {
                     // Each attempt gets its own handle (a clone shares the connection), so the
                     // retry loop can hold several attempts' futures without borrowing `self`.
                     let mut attempt = self.clone();

@@ -68,6 +68,12 @@ pub struct BenchArgs {
     #[arg(long)]
     pub keys: Option<u64>,
 
+    /// How the cas workload's increments back off between retries: client-go's `default-retry`
+    /// (5 attempts about 10 ms apart) or `default-backoff` (4 attempts, 10/50/250 ms), or
+    /// `adaptive` (5 attempts; waits follow each counter's recent conflicts, with full jitter).
+    #[arg(long, value_enum, default_value_t = CasBackoff::DefaultRetry)]
+    pub backoff: CasBackoff,
+
     /// Limit on one request, connection included; a request over it counts as a `timeout` failure.
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
     pub request_timeout: Duration,
@@ -160,6 +166,14 @@ pub struct WatchLatencyPlan {
     pub tls: ClientTls,
 }
 
+/// The retry policies the cas workload can use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CasBackoff {
+    DefaultRetry,
+    DefaultBackoff,
+    Adaptive,
+}
+
 /// When a run stops: after `operation_limit` operations (if set) or after `time_limit`, whichever
 /// comes first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,6 +197,8 @@ pub struct BenchPlan {
     pub run_tag: String,
     /// The CA and client certificate for `https://` endpoints.
     pub tls: ClientTls,
+    /// How the cas workload's increments back off.
+    pub cas_backoff: CasBackoff,
 }
 
 impl BenchArgs {
@@ -257,6 +273,7 @@ impl BenchArgs {
             show_progress: !self.quiet,
             run_tag,
             tls: self.tls.client_tls(),
+            cas_backoff: self.backoff,
         })
     }
 }

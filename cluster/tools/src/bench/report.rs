@@ -348,6 +348,7 @@ mod tests {
             show_progress: false,
             run_tag: "t".to_string(),
             tls: Default::default(),
+            cas_backoff: crate::bench::options::CasBackoff::DefaultRetry,
         };
         let totals = RunTotals {
             latencies_micros: histogram_of(1..=100),
