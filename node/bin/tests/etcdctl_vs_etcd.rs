@@ -13,15 +13,23 @@
 //! Revisions, versions, values, counts and `more` are compared as they are. `member list` is
 //! compared per member, since the revkv cluster has three members and etcd one.
 //!
+//! Then `etcdctl watch --prefix --rev R --prev-kv -w json` from a revision before the script's
+//! last changes: its events (types, keys, values, revisions, previous values) must be equal, as
+//! must the highest header revision. How events are grouped into responses is not compared: etcd
+//! may merge several revisions into one response while catching up, revkv sends one per revision
+//! (both are valid for etcd's clients).
+//!
 //! etcdctl (`/usr/bin/etcdctl`, Debian's `etcd-client`) is required: without it the test fails.
 //! Without etcd (`/usr/bin/etcd`) it passes with a note, except under `CI=true` (as the other
 //! comparisons with etcd).
 
 mod process_cluster;
 
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use process_cluster::{cluster_options, ProcessCluster};
 use regex::Regex;
@@ -220,6 +228,60 @@ fn run_script(endpoint: String, dir: &Path) -> Vec<Outcome> {
         .collect()
 }
 
+/// The watch both systems run after the script: the prefix's changes from revision 10 on (the
+/// deletes of `del foo/ --prefix` and the last put of `foo`), three events in all.
+const WATCH_ARGUMENTS: &[&str] = &[
+    "watch",
+    "foo",
+    "--prefix",
+    "--rev",
+    "10",
+    "--prev-kv",
+    "-w",
+    "json",
+];
+const WATCH_EVENTS: usize = 3;
+
+/// The longest `etcdctl watch` may take to print the events it owes.
+const WATCH_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Runs `etcdctl watch` until it printed `expected` events (or the deadline), then stops it.
+/// Answers the events, normalized, and the highest header revision of the responses.
+fn watched_events(endpoint: &str, expected: usize) -> (Vec<Value>, i64) {
+    let mut child = Command::new(ETCDCTL)
+        .env("ETCDCTL_API", "3")
+        .arg(format!("--endpoints={endpoint}"))
+        .args(WATCH_ARGUMENTS)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run etcdctl watch");
+    let stdout = child.stdout.take().expect("stdout");
+    let (lines, received) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let deadline = Instant::now() + WATCH_DEADLINE;
+    let (mut events, mut revision) = (Vec::new(), 0);
+    while events.len() < expected {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Ok(line) = received.recv_timeout(left) else {
+            break;
+        };
+        let response: Value = serde_json::from_str(&line).expect("a JSON watch response");
+        revision = revision.max(response["Header"]["revision"].as_i64().unwrap_or(0));
+        let batch = response["Events"].as_array().cloned().unwrap_or_default();
+        events.extend(batch.into_iter().map(normalize_json));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    (events, revision)
+}
+
 /// `member list -w json`'s members, normalized: each member's fields without the ignored ones.
 fn listed_members(endpoint: String) -> Vec<Value> {
     let mut etcdctl = Etcdctl {
@@ -265,6 +327,15 @@ async fn etcdctl_sees_revkv_as_it_sees_etcd() {
     );
     // The script did reach the data: a sanity check that both runs were not failing alike.
     assert!(from_revkv.iter().filter(|outcome| outcome.success).count() >= 25);
+
+    let etcd_watch = tokio::task::block_in_place(|| watched_events(&etcd_endpoint, WATCH_EVENTS));
+    let revkv_watch = tokio::task::block_in_place(|| watched_events(&revkv_endpoint, WATCH_EVENTS));
+    assert_eq!(
+        etcd_watch.0.len(),
+        WATCH_EVENTS,
+        "etcd's watch: {etcd_watch:?}"
+    );
+    assert_eq!(revkv_watch, etcd_watch, "etcdctl watch differs");
 
     let etcd_members = tokio::task::block_in_place(|| listed_members(etcd_endpoint));
     let revkv_members = tokio::task::block_in_place(|| listed_members(revkv_endpoint));

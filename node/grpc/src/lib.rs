@@ -1,5 +1,5 @@
-//! etcd's v3 gRPC API as a front-end of a revkv member: the KV, Lease, Cluster and Maintenance
-//! services over revkv-node's `KvBackend`, so etcdctl, the etcd client libraries and tools built
+//! etcd's v3 gRPC API as a front-end of a revkv member: the KV, Watch, Lease, Cluster and
+//! Maintenance services over revkv-node's `KvBackend`, so etcdctl, the etcd client libraries and tools built
 //! on them talk to revkv unchanged.
 //!
 //! This is its own crate because it is the only one that knows protobuf and gRPC, as only
@@ -9,7 +9,7 @@
 //! the answer, and maps every error to etcd's status code and message in one place (`error`).
 //! No rule of what a request means lives only here.
 //!
-//! Not served yet: Watch, Auth (etcdctl without `--user` never calls it) and the lock and election
+//! Not served yet: Auth (etcdctl without `--user` never calls it) and the lock and election
 //! services; tonic answers their methods `Unimplemented`.
 
 pub mod cluster;
@@ -18,11 +18,11 @@ pub mod error;
 pub mod kv;
 pub mod lease;
 pub mod maintenance;
+pub mod watch;
 
 use std::future::Future;
 use std::sync::Arc;
 
-use axum::serve::ListenerExt;
 use revkv_metrics::Metrics;
 use revkv_node::KvBackend;
 use tokio::net::TcpListener;
@@ -44,7 +44,7 @@ pub mod proto {
 
 use proto::etcdserverpb::{
     cluster_server::ClusterServer, kv_server::KvServer, lease_server::LeaseServer,
-    maintenance_server::MaintenanceServer,
+    maintenance_server::MaintenanceServer, watch_server::WatchServer,
 };
 
 /// Bounds of the gRPC listener.
@@ -55,6 +55,8 @@ pub struct GrpcLimits {
     pub max_request_bytes: usize,
     /// Open `LeaseKeepAlive` streams per member, as `--max-lease-keepalive-streams` bounds HTTP's.
     pub max_keepalive_streams: usize,
+    /// Watches one `Watch` stream may hold at once (the member's `--max-watches` bounds them all).
+    pub max_watches_per_stream: usize,
 }
 
 impl Default for GrpcLimits {
@@ -63,6 +65,7 @@ impl Default for GrpcLimits {
             // The default value limit (1 MiB) plus a key and room for the message framing.
             max_request_bytes: 2 * 1024 * 1024,
             max_keepalive_streams: 10_000,
+            max_watches_per_stream: 1024,
         }
     }
 }
@@ -110,6 +113,12 @@ impl<B: KvBackend> GrpcServer<B> {
             cluster_id,
         })
         .max_decoding_message_size(max);
+        let watch = WatchServer::new(watch::WatchService {
+            backend: backend.clone(),
+            cluster_id,
+            max_watches_per_stream: limits.max_watches_per_stream,
+        })
+        .max_decoding_message_size(max);
         let maintenance = MaintenanceServer::new(maintenance::MaintenanceService {
             backend,
             cluster_id,
@@ -120,27 +129,16 @@ impl<B: KvBackend> GrpcServer<B> {
             .add_service(lease)
             .add_service(cluster)
             .add_service(maintenance)
+            .add_service(watch)
             .clone()
             .routes();
         // Served by revkv-tls's listener like the client HTTP API, so the gRPC port gets the same
         // TLS (and certificate reloading) when `tls` is given; hyper tells HTTP/2 (gRPC) by its
         // connection preface.
         let router = routes.into_axum_router();
-        match tls {
-            Some(tls) => revkv_tls::serve(listener, Some(tls), router, shutdown).await,
-            // A gRPC answer is several small writes (headers, data, trailers): without
-            // TCP_NODELAY, Nagle's algorithm holds the last one for the client's delayed ACK
-            // (about 40 ms a call). revkv-tls's listener sets it on TLS connections itself.
-            None => {
-                let listener = listener.tap_io(|stream| {
-                    if let Err(error) = stream.set_nodelay(true) {
-                        tracing::warn!(%error, "cannot set TCP_NODELAY on a gRPC connection");
-                    }
-                });
-                axum::serve(listener, router)
-                    .with_graceful_shutdown(shutdown)
-                    .await
-            }
-        }
+        // revkv-tls's connection loop sets TCP_NODELAY on every connection (a gRPC answer is
+        // several small writes, and Nagle's algorithm would hold the last one for the client's
+        // delayed ACK, about 40 ms a call) and bounds connections as on the client listener.
+        revkv_tls::serve(listener, tls, router, shutdown).await
     }
 }

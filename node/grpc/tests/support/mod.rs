@@ -91,6 +91,8 @@ impl GrpcMember {
 }
 
 /// The gRPC status of a failed call.
+// Not every test file checks error statuses.
+#[allow(dead_code)]
 pub fn grpc_status(error: etcd_client::Error) -> (tonic::Code, String) {
     match error {
         etcd_client::Error::GRpcStatus(status) => (status.code(), status.message().to_string()),

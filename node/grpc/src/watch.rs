@@ -1,0 +1,325 @@
+//! etcd's Watch service: one bidirectional stream carries many watches. Each create request
+//! opens a watch on the member's watch hub (the same one `GET /v1/watch` uses, so ordering,
+//! resumption, slow-consumer cancels and bookmarks are the hub's, not this adapter's), and a task
+//! per watch forwards its messages as `WatchResponse`s tagged with the stream's watch id.
+//!
+//! As in etcd: a watch id of 0 in a create request asks the stream to pick one (the lowest unused,
+//! from 0); a `WatchProgressRequest` makes every watch of the stream send a progress response
+//! (no events) once everything up to the member's current revision was sent; a start revision at
+//! or below the compact revision answers `created` and then `canceled` with `compact_revision`.
+//! Not done: `fragment` (a large revision is sent whole; etcd's clients accept that).
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::Stream;
+use revkv_node::watch::{EventFilter, WatchMessage, WatchRequest as HubRequest};
+use revkv_node::{KvBackend, NodeError};
+use revkv_storage::{Error as StorageError, EventKind};
+use tokio::sync::mpsc;
+use tokio::task::{AbortHandle, JoinSet};
+use tonic::{Request as GrpcRequest, Response as GrpcResponse, Status, Streaming};
+
+use crate::convert::{self, to_i64};
+use crate::proto::etcdserverpb as pb;
+use crate::proto::mvccpb;
+
+/// Responses queued for one stream's client; each watch's own buffer is the hub's.
+const RESPONSE_BUFFER: usize = 128;
+
+pub struct WatchService<B> {
+    pub backend: Arc<B>,
+    pub cluster_id: u64,
+    /// Watches one stream may hold at once; a create beyond it is answered canceled.
+    pub max_watches_per_stream: usize,
+}
+
+type Answer<T> = Result<GrpcResponse<T>, Status>;
+type Responses = Pin<Box<dyn Stream<Item = Result<pb::WatchResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl<B: KvBackend> pb::watch_server::Watch for WatchService<B> {
+    type WatchStream = Responses;
+
+    async fn watch(&self, request: GrpcRequest<Streaming<pb::WatchRequest>>) -> Answer<Responses> {
+        let (sender, receiver) = mpsc::channel(RESPONSE_BUFFER);
+        let stream = WatchStream {
+            backend: self.backend.clone(),
+            cluster_id: self.cluster_id,
+            max_watches: self.max_watches_per_stream,
+            sender,
+            watches: HashMap::new(),
+            forwarders: JoinSet::new(),
+        };
+        tokio::spawn(stream.run(request.into_inner()));
+        let responses = futures_util::stream::unfold(receiver, |mut receiver| async move {
+            let response = receiver.recv().await?;
+            Some((Ok(response), receiver))
+        });
+        Ok(GrpcResponse::new(Box::pin(responses)))
+    }
+}
+
+/// One client stream: its watches by stream watch id, and the tasks forwarding them.
+struct WatchStream<B> {
+    backend: Arc<B>,
+    cluster_id: u64,
+    max_watches: usize,
+    sender: mpsc::Sender<pb::WatchResponse>,
+    /// Stream watch id → the hub's id of that watch, and its forwarder.
+    watches: HashMap<i64, (u64, AbortHandle)>,
+    /// Each forwarder ends with its stream watch id when its watch ended on its own.
+    forwarders: JoinSet<i64>,
+}
+
+/// The client went away: nothing more can be sent on this stream.
+struct ClientGone;
+
+impl<B: KvBackend> WatchStream<B> {
+    /// Serves requests until the client ends the stream or goes away; dropping `self` then
+    /// aborts every forwarder, which drops its watch and leaves the hub.
+    async fn run(mut self, mut requests: Streaming<pb::WatchRequest>) {
+        loop {
+            tokio::select! {
+                request = requests.message() => match request {
+                    Ok(Some(request)) => {
+                        if self.handle(request).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(None) | Err(_) => return,
+                },
+                Some(Ok(ended)) = self.forwarders.join_next(), if !self.forwarders.is_empty() => {
+                    self.watches.remove(&ended);
+                }
+            }
+        }
+    }
+
+    async fn handle(&mut self, request: pb::WatchRequest) -> Result<(), ClientGone> {
+        use pb::watch_request::RequestUnion;
+        match request.request_union {
+            Some(RequestUnion::CreateRequest(create)) => self.create(create).await,
+            Some(RequestUnion::CancelRequest(cancel)) => self.cancel(cancel.watch_id).await,
+            Some(RequestUnion::ProgressRequest(_)) => {
+                self.request_progress();
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    async fn create(&mut self, create: pb::WatchCreateRequest) -> Result<(), ClientGone> {
+        let Some(id) = self.choose_id(create.watch_id) else {
+            let reason = format!("watch id {} is already in use", create.watch_id);
+            return self.refuse(create.watch_id, reason, 0).await;
+        };
+        if self.watches.len() >= self.max_watches {
+            let reason = format!("this stream already holds {} watches", self.max_watches);
+            return self.refuse(id, reason, 0).await;
+        }
+        let request = match hub_request(create) {
+            Ok(request) => request,
+            Err(reason) => return self.refuse(id, reason, 0).await,
+        };
+        match self.backend.watch_hub().open(request) {
+            Ok(watch) => {
+                let hub_id = watch.id();
+                let forwarder = forward(
+                    watch,
+                    id,
+                    self.backend.clone(),
+                    self.cluster_id,
+                    self.sender.clone(),
+                );
+                let abort = self.forwarders.spawn(forwarder);
+                self.watches.insert(id, (hub_id, abort));
+                Ok(())
+            }
+            Err(NodeError::Storage(StorageError::Compacted {
+                compact_revision, ..
+            })) => {
+                let reason = "required revision has been compacted".to_owned();
+                self.refuse(id, reason, compact_revision).await
+            }
+            Err(error) => self.refuse(id, error.to_string(), 0).await,
+        }
+    }
+
+    /// The id a create asks for, or the lowest unused one for 0; `None` when the asked-for id is
+    /// taken.
+    fn choose_id(&self, asked: i64) -> Option<i64> {
+        if asked != 0 {
+            return (!self.watches.contains_key(&asked)).then_some(asked);
+        }
+        (0..).find(|id| !self.watches.contains_key(id))
+    }
+
+    /// etcd's answer to a create it cannot serve: created, then canceled with the reason.
+    async fn refuse(
+        &mut self,
+        id: i64,
+        reason: String,
+        compact_revision: u64,
+    ) -> Result<(), ClientGone> {
+        let header = self.header(None);
+        let created = pb::WatchResponse {
+            header,
+            watch_id: id,
+            created: true,
+            ..Default::default()
+        };
+        let canceled = pb::WatchResponse {
+            header,
+            watch_id: id,
+            canceled: true,
+            compact_revision: to_i64(compact_revision),
+            cancel_reason: reason,
+            ..Default::default()
+        };
+        self.send(created).await?;
+        self.send(canceled).await
+    }
+
+    async fn cancel(&mut self, id: i64) -> Result<(), ClientGone> {
+        let Some((_, forwarder)) = self.watches.remove(&id) else {
+            return Ok(());
+        };
+        forwarder.abort();
+        let response = pb::WatchResponse {
+            header: self.header(None),
+            watch_id: id,
+            canceled: true,
+            ..Default::default()
+        };
+        self.send(response).await
+    }
+
+    /// Asks every watch of this stream for a bookmark at the member's current revision.
+    fn request_progress(&self) {
+        let hub = self.backend.watch_hub();
+        for (hub_id, _) in self.watches.values() {
+            // A watch that ended in the meantime has nothing more to report.
+            let _ = hub.request_progress(*hub_id);
+        }
+    }
+
+    fn header(&self, revision: Option<u64>) -> Option<pb::ResponseHeader> {
+        stream_header(self.backend.as_ref(), self.cluster_id, revision)
+    }
+
+    async fn send(&self, response: pb::WatchResponse) -> Result<(), ClientGone> {
+        self.sender.send(response).await.map_err(|_| ClientGone)
+    }
+}
+
+/// The member's header, with `revision` in place of the current one when given.
+fn stream_header<B: KvBackend>(
+    backend: &B,
+    cluster_id: u64,
+    revision: Option<u64>,
+) -> Option<pb::ResponseHeader> {
+    let mut header = backend.header().ok()?;
+    if let Some(revision) = revision {
+        header.revision = revision;
+    }
+    convert::header(header, cluster_id)
+}
+
+/// The hub's request for an etcd create request, or the reason it cannot be served.
+fn hub_request(create: pb::WatchCreateRequest) -> Result<HubRequest, String> {
+    use pb::watch_create_request::FilterType;
+    let range = convert::key_range(create.key, create.range_end)
+        .map_err(|status| status.message().to_owned())?;
+    let mut filter = EventFilter {
+        range,
+        no_put: false,
+        no_delete: false,
+    };
+    for kind in &create.filters {
+        match FilterType::try_from(*kind) {
+            Ok(FilterType::Noput) => filter.no_put = true,
+            Ok(FilterType::Nodelete) => filter.no_delete = true,
+            Err(_) => return Err(format!("unknown watch filter {kind}")),
+        }
+    }
+    Ok(HubRequest {
+        filter,
+        start_revision: u64::try_from(create.start_revision)
+            .ok()
+            .filter(|revision| *revision > 0),
+        prev_kv: create.prev_kv,
+        // etcd sends progress notifications only when asked, at its interval (the hub's default,
+        // etcd's ten minutes); zero turns them off.
+        progress_interval: (!create.progress_notify).then_some(Duration::ZERO),
+    })
+}
+
+/// Forwards one watch's messages until it ends or the client goes away; answers its stream id.
+async fn forward<B: KvBackend>(
+    mut watch: revkv_node::watch::Watch,
+    id: i64,
+    backend: Arc<B>,
+    cluster_id: u64,
+    sender: mpsc::Sender<pb::WatchResponse>,
+) -> i64 {
+    while let Some(message) = watch.next().await {
+        let response = response_of(&message, id, backend.as_ref(), cluster_id);
+        if sender.send(response).await.is_err() {
+            break;
+        }
+    }
+    id
+}
+
+/// A hub message as etcd's response for stream watch `id`.
+fn response_of<B: KvBackend>(
+    message: &WatchMessage,
+    id: i64,
+    backend: &B,
+    cluster_id: u64,
+) -> pb::WatchResponse {
+    let header = |revision| stream_header(backend, cluster_id, revision);
+    match message {
+        WatchMessage::Created { revision, .. } => pb::WatchResponse {
+            header: header(Some(*revision)),
+            watch_id: id,
+            created: true,
+            ..Default::default()
+        },
+        // As etcd: the header of an events response carries the member's revision when it is
+        // sent (during catch-up, later than the events'), and the events their own.
+        WatchMessage::Events(events) => pb::WatchResponse {
+            header: header(None),
+            watch_id: id,
+            events: events
+                .events()
+                .map(|event| mvccpb::Event {
+                    r#type: match event.kind {
+                        EventKind::Put => mvccpb::event::EventType::Put,
+                        EventKind::Delete => mvccpb::event::EventType::Delete,
+                    }
+                    .into(),
+                    kv: Some(convert::key_value(event.kv.clone())),
+                    prev_kv: event.prev_kv.cloned().map(convert::key_value),
+                })
+                .collect(),
+            ..Default::default()
+        },
+        WatchMessage::Bookmark { revision } => pb::WatchResponse {
+            header: header(Some(*revision)),
+            watch_id: id,
+            ..Default::default()
+        },
+        WatchMessage::Canceled(cancellation) => pb::WatchResponse {
+            header: header(None),
+            watch_id: id,
+            canceled: true,
+            compact_revision: cancellation.compact_revision.map_or(0, to_i64),
+            cancel_reason: cancellation.reason.as_str().to_owned(),
+            ..Default::default()
+        },
+    }
+}

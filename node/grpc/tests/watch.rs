@@ -1,0 +1,159 @@
+//! etcd's Watch service through the `etcd-client` crate against one real revkv member: several
+//! watches on one stream with ids the stream picks, prefixes, `prev_kv`, filters, a start
+//! revision in the past, cancel, progress requests, and a compacted start revision.
+
+mod support;
+
+use std::time::Duration;
+
+use etcd_client::{
+    CompactionOptions, EventType, WatchFilterType, WatchOptions, WatchResponse, WatchStream,
+};
+use support::GrpcMember;
+
+/// The longest a test waits for the next response.
+const DEADLINE: Duration = Duration::from_secs(20);
+
+async fn next(stream: &mut WatchStream) -> WatchResponse {
+    tokio::time::timeout(DEADLINE, stream.message())
+        .await
+        .expect("a watch response in time")
+        .expect("the stream is healthy")
+        .expect("the stream is open")
+}
+
+/// (type, key, value, previous value) of each event of a response.
+fn events(response: &WatchResponse) -> Vec<(EventType, String, String, Option<String>)> {
+    response
+        .events()
+        .iter()
+        .map(|event| {
+            let kv = event.kv().unwrap();
+            (
+                event.event_type(),
+                kv.key_str().unwrap().to_owned(),
+                kv.value_str().unwrap().to_owned(),
+                event.prev_kv().map(|kv| kv.value_str().unwrap().to_owned()),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_watches_on_one_stream_see_their_own_events_in_order() {
+    let member = GrpcMember::start().await;
+    let mut client = member.client().await;
+    let mut stream = client
+        .watch(
+            "app/",
+            Some(WatchOptions::new().with_prefix().with_prev_key()),
+        )
+        .await
+        .unwrap();
+    let created = next(&mut stream).await;
+    assert!(created.created());
+    assert_eq!(
+        created.watch_id(),
+        0,
+        "the stream picks ids from 0, as etcd"
+    );
+    stream
+        .watch(
+            "app/b",
+            Some(WatchOptions::new().with_filters([WatchFilterType::NoPut])),
+        )
+        .await
+        .unwrap();
+    let second = next(&mut stream).await;
+    assert!(second.created());
+    assert_eq!(second.watch_id(), 1);
+
+    client.put("app/a", "1", None).await.unwrap();
+    client.put("app/a", "2", None).await.unwrap();
+    client.put("app/b", "x", None).await.unwrap();
+    client.delete("app/b", None).await.unwrap();
+    client.put("other", "y", None).await.unwrap();
+
+    let mut seen_by_prefix = Vec::new();
+    let mut seen_by_key = Vec::new();
+    while seen_by_prefix.len() < 4 || seen_by_key.is_empty() {
+        let response = next(&mut stream).await;
+        match response.watch_id() {
+            0 => seen_by_prefix.extend(events(&response)),
+            1 => seen_by_key.extend(events(&response)),
+            other => panic!("a response for watch {other}"),
+        }
+    }
+    let s = |text: &str| text.to_owned();
+    assert_eq!(
+        seen_by_prefix,
+        [
+            (EventType::Put, s("app/a"), s("1"), None),
+            (EventType::Put, s("app/a"), s("2"), Some(s("1"))),
+            (EventType::Put, s("app/b"), s("x"), None),
+            (EventType::Delete, s("app/b"), s(""), Some(s("x"))),
+        ]
+    );
+    // NOPUT leaves only the delete; no prev_kv was asked for.
+    assert_eq!(seen_by_key, [(EventType::Delete, s("app/b"), s(""), None)]);
+
+    stream.cancel(1).await.unwrap();
+    let canceled = next(&mut stream).await;
+    assert!(canceled.canceled());
+    assert_eq!(canceled.watch_id(), 1);
+    member.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_revision_in_the_past_replays_history_and_progress_is_reported() {
+    let member = GrpcMember::start().await;
+    let mut client = member.client().await;
+    let first = client.put("k", "1", None).await.unwrap();
+    let start = first.header().unwrap().revision();
+    client.put("k", "2", None).await.unwrap();
+    let mut stream = client
+        .watch("k", Some(WatchOptions::new().with_start_revision(start)))
+        .await
+        .unwrap();
+    assert!(next(&mut stream).await.created());
+    let mut values = Vec::new();
+    while values.len() < 2 {
+        let response = next(&mut stream).await;
+        values.extend(events(&response).into_iter().map(|event| event.2));
+    }
+    assert_eq!(values, ["1", "2"]);
+
+    let latest = client.put("unwatched", "z", None).await.unwrap();
+    let latest_revision = latest.header().unwrap().revision();
+    stream.request_progress().await.unwrap();
+    let progress = next(&mut stream).await;
+    assert!(progress.events().is_empty() && !progress.created() && !progress.canceled());
+    assert!(
+        progress.header().unwrap().revision() >= latest_revision,
+        "a progress response covers every revision up to the member's current one"
+    );
+    member.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compacted_start_revision_is_created_then_canceled_with_the_compact_revision() {
+    let member = GrpcMember::start().await;
+    let mut client = member.client().await;
+    let first = client.put("k", "1", None).await.unwrap();
+    let early = first.header().unwrap().revision();
+    let last = client.put("k", "2", None).await.unwrap();
+    let compact_at = last.header().unwrap().revision();
+    client
+        .compact(compact_at, Some(CompactionOptions::new().with_physical()))
+        .await
+        .unwrap();
+    let mut stream = client
+        .watch("k", Some(WatchOptions::new().with_start_revision(early)))
+        .await
+        .unwrap();
+    assert!(next(&mut stream).await.created());
+    let canceled = next(&mut stream).await;
+    assert!(canceled.canceled());
+    assert_eq!(canceled.compact_revision(), compact_at);
+    member.stop().await;
+}
