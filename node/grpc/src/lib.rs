@@ -57,6 +57,9 @@ pub struct GrpcLimits {
     pub max_keepalive_streams: usize,
     /// Watches one `Watch` stream may hold at once (the member's `--max-watches` bounds them all).
     pub max_watches_per_stream: usize,
+    /// Backups (`Snapshot`) streaming at once through the gRPC port; one more is
+    /// `ResourceExhausted`.
+    pub max_snapshot_streams: usize,
 }
 
 impl Default for GrpcLimits {
@@ -66,6 +69,7 @@ impl Default for GrpcLimits {
             max_request_bytes: 2 * 1024 * 1024,
             max_keepalive_streams: 10_000,
             max_watches_per_stream: 1024,
+            max_snapshot_streams: 2,
         }
     }
 }
@@ -122,6 +126,7 @@ impl<B: KvBackend> GrpcServer<B> {
         let maintenance = MaintenanceServer::new(maintenance::MaintenanceService {
             backend,
             cluster_id,
+            snapshot_streams: Arc::new(Semaphore::new(limits.max_snapshot_streams)),
         })
         .max_decoding_message_size(max);
         let routes = tonic::service::Routes::builder()

@@ -1,17 +1,21 @@
 //! etcd's Maintenance service: Status, Hash and HashKV over revkv's replica hash, Alarm (list,
 //! raise and clear the NOSPACE alarm through raft), Defragment (this member's state file) and
-//! MoveLeader over `transfer_leader`. Snapshot and Downgrade answer `Unimplemented`.
+//! MoveLeader over `transfer_leader`, and Snapshot: the same consistent backup stream as
+//! `GET /v1/snapshot` (revkv's format, restorable with `revkv snapshot restore`; not a bolt file,
+//! so etcd's `snapshot status`/`restore` cannot read it). Downgrade answers `Unimplemented`.
 
 use std::pin::Pin;
 use std::sync::Arc;
 
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt};
 use revkv_node::KvBackend;
+use revkv_raft::snapshot_stream::{ChunkLimits, ChunkedExport};
 use revkv_storage::{Alarm, AlarmAction, AlarmKind, Request};
+use tokio::sync::Semaphore;
 use tonic::{Request as GrpcRequest, Response as GrpcResponse, Status};
 
 use crate::convert::{self, to_i64};
-use crate::error::status;
+use crate::error::{self, status};
 use crate::proto::etcdserverpb as pb;
 
 /// The etcd version `Status` reports: the etcd API revkv answers like. etcdctl and clientv3 only
@@ -21,6 +25,8 @@ pub const ETCD_VERSION: &str = "3.4.0";
 pub struct MaintenanceService<B> {
     pub backend: Arc<B>,
     pub cluster_id: u64,
+    /// Backups streaming at once through this service (`GrpcLimits::max_snapshot_streams`).
+    pub snapshot_streams: Arc<Semaphore>,
 }
 
 type Answer<T> = Result<GrpcResponse<T>, Status>;
@@ -144,13 +150,35 @@ impl<B: KvBackend> pb::maintenance_server::Maintenance for MaintenanceService<B>
 
     type SnapshotStream = Pin<Box<dyn Stream<Item = Result<pb::SnapshotResponse, Status>> + Send>>;
 
+    /// Streams this member's backup in the chunks the export cuts (256 KiB), each answer saying
+    /// nothing of the bytes still to come (`remaining_bytes` 0: the size is known only at the
+    /// end; etcdctl does not read it).
     async fn snapshot(
         &self,
         _request: GrpcRequest<pb::SnapshotRequest>,
     ) -> Answer<Self::SnapshotStream> {
-        Err(Status::unimplemented(
-            "revkv: Snapshot is not implemented yet",
-        ))
+        let permit = self
+            .snapshot_streams
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| Status::resource_exhausted(error::TOO_MANY_REQUESTS))?;
+        let header = self.header()?;
+        let source = self.backend.backup_source();
+        let export =
+            ChunkedExport::start(source.store, Some(source.member_id), ChunkLimits::default());
+        let answers = export.into_stream().map(move |chunk| {
+            // The permit is held until the stream ends or the client goes away.
+            let _held = &permit;
+            chunk
+                .map(|blob| pb::SnapshotResponse {
+                    header,
+                    remaining_bytes: 0,
+                    blob,
+                    ..Default::default()
+                })
+                .map_err(|failure| Status::internal(format!("backup failed: {failure}")))
+        });
+        Ok(GrpcResponse::new(Box::pin(answers)))
     }
 
     async fn move_leader(
