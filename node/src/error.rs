@@ -37,6 +37,13 @@ pub enum NodeError {
     /// The request could not complete in time; a write's outcome is unknown.
     #[error("timeout: {0}")]
     Timeout(String),
+    /// Auth is enabled and the request carries no valid token (or bad credentials). The message
+    /// never says which part of a credential was wrong.
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(String),
+    /// The caller is authenticated but may not do this. The message names no key.
+    #[error("forbidden: {0}")]
+    Forbidden(String),
     /// A bug or an unexpected fault inside the member.
     #[error("internal error: {0}")]
     Internal(String),

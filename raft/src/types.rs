@@ -46,6 +46,8 @@ impl fmt::Display for ClientRequest {
                 alarm.kind.name(),
                 alarm.member_id
             ),
+            // Names only the kind of change: a password hash or token key never reaches a log.
+            Request::Auth(change) => write!(formatter, "auth {}", change.kind_name()),
         }
     }
 }

@@ -252,6 +252,10 @@ pub enum SnapshotFrame {
     /// some, so a stream without alarms reads as before). A raft snapshot carries them to a
     /// follower; a restore into a new cluster drops them (they name the old cluster's members).
     Alarms(Vec<crate::types::Alarm>),
+    /// The auth records (after the alarms, before the trailer; written only when there are some,
+    /// so a stream from a store without auth reads as before). Raft snapshots and backups both
+    /// carry them, as etcd's backups carry its auth bucket.
+    Auth(crate::auth::AuthState),
 }
 
 /// The version of the snapshot stream layout a `StreamHeader` announces. Version 1 is the stream

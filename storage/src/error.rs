@@ -32,6 +32,13 @@ pub enum Error {
     /// A grant named a lease id that is already granted.
     #[error("lease {id} already exists")]
     LeaseExists { id: i64 },
+    /// An auth change the records refuse: a user or role that already exists, a grant that is
+    /// not there, or a change that would lock root out while auth is enabled.
+    #[error("auth: {0}")]
+    AuthRecord(String),
+    /// An auth change named a user or role that does not exist.
+    #[error("auth: {0}")]
+    AuthRecordNotFound(String),
     /// redb reported an error on this file.
     #[error("database {file}: {source}")]
     Database {

@@ -259,6 +259,10 @@ pub enum Request {
         action: AlarmAction,
         alarm: Alarm,
     },
+    // Auth comes after the alarms, for the same reason.
+    /// Changes the auth records (users, roles, permissions, enabled). Takes no revision; bumps the
+    /// auth revision.
+    Auth(crate::auth::AuthRequest),
 }
 
 /// What an `Alarm` request does.
@@ -358,6 +362,10 @@ pub enum Response {
     LeaseCheckpointClear,
     /// Every alarm raised after an `Alarm` request, in order.
     Alarms(Vec<Alarm>),
+    /// The auth revision after an `Auth` request.
+    Auth {
+        auth_revision: u64,
+    },
 }
 
 /// The answer to a lease grant: the lease as granted.

@@ -93,6 +93,8 @@ impl Model {
             Request::LeaseRevoke { id } => Response::LeaseRevoke(working.revoke(*id)?),
             // Alarms have their own tests (`alarms_and_defragment.rs`); the generator makes none.
             Request::Alarm { .. } => unreachable!("the model's generator makes no alarm request"),
+            // Auth changes take no revision and touch no key; `auth::records` tests them.
+            Request::Auth(_) => unreachable!("the model's generator makes no auth request"),
         };
         if let Request::LeaseRevoke { id } = request {
             self.leases.remove(id);

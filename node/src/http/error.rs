@@ -106,6 +106,8 @@ fn status_and_code(error: &NodeError) -> (StatusCode, &'static str) {
         NodeError::Conflict { .. } => (StatusCode::CONFLICT, "conflict"),
         NodeError::Unavailable { .. } => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
         NodeError::Timeout(_) => (StatusCode::GATEWAY_TIMEOUT, "timeout"),
+        NodeError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "unauthenticated"),
+        NodeError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
         NodeError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
     }
 }
@@ -120,7 +122,10 @@ fn storage_status_and_code(error: &StorageError) -> (StatusCode, &'static str) {
         StorageError::LeaseNotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
         // etcd answers a duplicate lease id with gRPC FailedPrecondition, which its HTTP gateway
         // turns into 400; the contract's 409 `conflict` is reserved for revision preconditions.
-        StorageError::LeaseExists { .. } => (StatusCode::BAD_REQUEST, "invalid"),
+        StorageError::LeaseExists { .. } | StorageError::AuthRecord(_) => {
+            (StatusCode::BAD_REQUEST, "invalid")
+        }
+        StorageError::AuthRecordNotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
         StorageError::NoSpace => (StatusCode::INSUFFICIENT_STORAGE, "no_space"),
         StorageError::Busy(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
         StorageError::Database { .. }

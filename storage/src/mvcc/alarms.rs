@@ -88,7 +88,8 @@ fn grows_store(request: &Request) -> bool {
         | Request::LeaseRevoke { .. }
         | Request::LeaseCheckpoint { .. }
         | Request::LeaseCheckpointClear { .. }
-        | Request::Alarm { .. } => false,
+        | Request::Alarm { .. }
+        | Request::Auth(_) => false,
     }
 }
 

@@ -80,6 +80,9 @@ pub(crate) fn apply_request<'f, 't>(
             unreachable!("handled above: they write no history")
         }
         Request::Alarm { .. } => unreachable!("alarms are applied by the batch (`alarms.rs`)"),
+        Request::Auth(_) => {
+            unreachable!("auth changes are applied by the batch (`auth_record.rs`)")
+        }
     };
     let response = match answer {
         Ok(response) => response,

@@ -11,6 +11,7 @@
 
 mod alarms;
 mod apply;
+mod auth_record;
 mod compact;
 mod defragment;
 mod history;
@@ -31,11 +32,13 @@ pub use snapshot_frames::inspect_snapshot;
 pub use validate::{validate_range, validate_request};
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
+
 use std::time::{Duration, Instant};
 
 use redb::{Database, Durability, ReadableDatabase, ReadableTableMetadata};
 
+use crate::auth::AuthState;
 use crate::codec::{self, PageToken};
 use crate::disk_faults::DiskFaults;
 use crate::error::{corrupt, db_error, Error, Result};
@@ -86,17 +89,19 @@ struct DurabilityTracker {
 }
 
 /// What one entry of a batch may change besides the state record: the data tables, the lease
-/// tables, and the alarms raised.
+/// tables, the alarms raised, and the auth records (loaded only for a batch with an auth change).
 type BatchTables<'b, 'f, 't> = (
     &'b mut WriteTables<'f, 't>,
     &'b mut WriteLeaseTables<'f, 't>,
     &'b mut Vec<Alarm>,
+    &'b mut Option<AuthState>,
 );
 
 /// What an export reads from the meta table besides the state record, in the same transaction.
 pub(crate) struct ExportMeta {
     pub cluster_id: Option<u64>,
     pub alarms: Vec<Alarm>,
+    pub auth: AuthState,
 }
 
 /// The MVCC store. See the module documentation.
@@ -109,6 +114,9 @@ pub struct MvccStore {
     disk_faults: DiskFaults,
     options: StoreOptions,
     durability: Mutex<DurabilityTracker>,
+    /// The auth records as last committed, read on every request a front-end checks; replaced
+    /// after a batch that changed them and after a snapshot import.
+    auth: RwLock<Arc<AuthState>>,
 }
 
 impl MvccStore {
@@ -134,7 +142,9 @@ impl MvccStore {
                 durable_applied: None,
                 applied: None,
             }),
+            auth: RwLock::new(Arc::new(AuthState::default())),
         };
+        store.reload_auth()?;
         let applied = store.read_state()?.applied.last_applied;
         let mut tracker = store.tracker();
         tracker.durable_applied = applied;
@@ -179,17 +189,22 @@ impl MvccStore {
         let durability = self.durability_for_next_commit();
         let mut write = self.database().begin_write().map_err(db_error(file))?;
         write.set_durability(durability).map_err(db_error(file))?;
-        let (outcomes, state) = {
+        let (outcomes, state, auth_changed) = {
             let mut meta = write.open_table(META).map_err(db_error(file))?;
             let mut state = load_state(&meta, file)?;
             let mut raised = alarms::load_alarms(&meta, file)?;
             let raised_before = raised.clone();
+            let mut auth = match entries.iter().any(auth_record::is_auth_change) {
+                true => Some(auth_record::load_auth(&meta, file)?),
+                false => None,
+            };
+            let auth_before = auth.clone();
             let mut tables = open_write_tables(&write, file)?;
             let mut leases = open_write_lease_tables(&write, file)?;
             let mut outcomes = Vec::with_capacity(entries.len());
             for entry in entries {
                 check_applies_next(state.applied.last_applied, entry.log_id)?;
-                let batch = (&mut tables, &mut leases, &mut raised);
+                let batch = (&mut tables, &mut leases, &mut raised, &mut auth);
                 outcomes.push(self.apply_entry(batch, &mut state, entry)?);
                 state.applied.last_applied = Some(entry.log_id);
                 record_founding_cluster_id(&mut meta, file, entry)?;
@@ -198,20 +213,43 @@ impl MvccStore {
             if raised != raised_before {
                 alarms::save_alarms(&mut meta, file, &raised)?;
             }
-            (outcomes, state)
+            let auth_changed = auth.filter(|auth| Some(auth) != auth_before.as_ref());
+            if let Some(auth) = &auth_changed {
+                auth_record::save_auth(&mut meta, file, auth)?;
+            }
+            (outcomes, state, auth_changed)
         };
         write.commit().map_err(db_error(file))?;
         self.record_commit(durability, state.applied.last_applied);
+        if let Some(auth) = auth_changed {
+            *self.auth_cache_mut() = Arc::new(auth);
+        }
         Ok(outcomes)
     }
 
     fn apply_entry<'f, 't>(
         &self,
-        (tables, leases, raised): BatchTables<'_, 'f, 't>,
+        (tables, leases, raised, auth): BatchTables<'_, 'f, 't>,
         state: &mut StoreState,
         entry: &ApplyEntry,
     ) -> Result<ApplyOutcome> {
         match &entry.payload {
+            EntryPayload::Request(Request::Auth(change)) => {
+                let records = auth.as_mut().ok_or_else(|| {
+                    Error::Invariant(
+                        "an auth change in a batch that did not load the records".into(),
+                    )
+                })?;
+                let result = records
+                    .apply(change, &self.options.limits)
+                    .map(|()| Response::Auth {
+                        auth_revision: records.revision,
+                    });
+                Ok(ApplyOutcome {
+                    revision: state.current_revision,
+                    result,
+                })
+            }
             EntryPayload::Request(request @ Request::Alarm { action, alarm }) => {
                 let result = validate_request(request, &self.options.limits)
                     .and_then(|()| alarms::change_alarm(raised, *action, *alarm))
@@ -245,6 +283,31 @@ impl MvccStore {
         let read = self.database().begin_read().map_err(db_error(file))?;
         let meta = read.open_table(META).map_err(db_error(file))?;
         alarms::load_alarms(&meta, file)
+    }
+
+    /// The auth records as last committed (cheap: a shared pointer, no read transaction).
+    pub fn auth(&self) -> Arc<AuthState> {
+        self.auth
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    fn auth_cache_mut(&self) -> std::sync::RwLockWriteGuard<'_, Arc<AuthState>> {
+        // The guarded value is one pointer, replaced whole: a panic cannot leave it half-written.
+        self.auth
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Reads the auth records from the state file into the cache (on open and after an import).
+    pub(crate) fn reload_auth(&self) -> Result<()> {
+        let file = self.file.as_path();
+        let read = self.database().begin_read().map_err(db_error(file))?;
+        let meta = read.open_table(META).map_err(db_error(file))?;
+        let auth = auth_record::load_auth(&meta, file)?;
+        *self.auth_cache_mut() = Arc::new(auth);
+        Ok(())
     }
 
     /// Makes every applied batch durable now.
@@ -415,6 +478,7 @@ impl MvccStore {
             ExportMeta {
                 cluster_id: tables::load_cluster_id(&meta, file)?,
                 alarms: alarms::load_alarms(&meta, file)?,
+                auth: auth_record::load_auth(&meta, file)?,
             }
         };
         Ok((

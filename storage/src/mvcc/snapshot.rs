@@ -16,12 +16,14 @@ use std::io::{Read, Write};
 use redb::{Durability, ReadableTable};
 use xxhash_rust::xxh3::Xxh3;
 
+use crate::auth::AuthState;
 use crate::codec::{
     self, LeaseRecord, SnapshotFrame, StreamHeader, VersionRecord, SNAPSHOT_MAGIC, STREAM_VERSION,
 };
 use crate::error::{corrupt, db_error, Result};
 use crate::file::META;
 use crate::mvcc::alarms::save_alarms;
+use crate::mvcc::auth_record::save_auth;
 use crate::mvcc::leases::{open_write_lease_tables, WriteLeaseTables};
 use crate::mvcc::snapshot_frames::{bad, read_stream, FrameSink};
 use crate::mvcc::tables::{
@@ -98,7 +100,11 @@ impl MvccStore {
         writer: &mut W,
     ) -> Result<SnapshotSummary> {
         let (tables, leases, state, export_meta) = self.read_for_export()?;
-        let ExportMeta { cluster_id, alarms } = export_meta;
+        let ExportMeta {
+            cluster_id,
+            alarms,
+            auth,
+        } = export_meta;
         let file = tables.file;
         let mut writer = HashingWriter {
             inner: writer,
@@ -140,6 +146,10 @@ impl MvccStore {
         }
         if !alarms.is_empty() {
             write_frame(&mut writer, &SnapshotFrame::Alarms(alarms))?;
+            records += 1;
+        }
+        if auth != AuthState::default() {
+            write_frame(&mut writer, &SnapshotFrame::Auth(auth))?;
             records += 1;
         }
         let checksum = writer.hasher.digest();
@@ -201,6 +211,7 @@ impl MvccStore {
                 tables: &mut tables,
                 leases: &mut leases,
                 alarms: Vec::new(),
+                auth: AuthState::default(),
             };
             let mut summary = read_stream(reader, &mut sink)?;
             // A restore starts a new cluster, whose members the old alarms do not name.
@@ -208,6 +219,7 @@ impl MvccStore {
                 Some(_) => Vec::new(),
                 None => std::mem::take(&mut sink.alarms),
             };
+            let auth = std::mem::take(&mut sink.auth);
             let live_keys = attach_live_keys(&tables, &mut leases, summary.current_revision)?;
             if summary
                 .live_keys
@@ -232,6 +244,9 @@ impl MvccStore {
             };
             save_state(&mut meta, &file, &state)?;
             save_alarms(&mut meta, &file, &alarms)?;
+            // Users, roles and auth's state come along even into a new cluster, as etcd's restore
+            // keeps its auth bucket: a restored cluster keeps out whoever the old one did.
+            save_auth(&mut meta, &file, &auth)?;
             if let Some(cluster_id) = summary.cluster_id {
                 save_cluster_id(&mut meta, &file, cluster_id)?;
             }
@@ -239,6 +254,7 @@ impl MvccStore {
         };
         write.commit().map_err(db_error(&file))?;
         self.record_commit(Durability::Immediate, summary.applied.last_applied);
+        self.reload_auth()?;
         Ok(summary)
     }
 }
@@ -249,6 +265,8 @@ struct TableSink<'s, 'f, 't> {
     leases: &'s mut WriteLeaseTables<'f, 't>,
     /// Kept until the stream has been read whole; the caller decides whether they are saved.
     alarms: Vec<Alarm>,
+    /// Kept until the stream has been read whole, then saved.
+    auth: AuthState,
 }
 
 impl FrameSink for TableSink<'_, '_, '_> {
@@ -262,6 +280,11 @@ impl FrameSink for TableSink<'_, '_, '_> {
 
     fn alarms(&mut self, alarms: Vec<Alarm>) -> Result<()> {
         self.alarms = alarms;
+        Ok(())
+    }
+
+    fn auth(&mut self, auth: AuthState) -> Result<()> {
+        self.auth = auth;
         Ok(())
     }
 }

@@ -9,6 +9,7 @@ use std::io::Read;
 
 use xxhash_rust::xxh3::Xxh3;
 
+use crate::auth::AuthState;
 use crate::codec::{self, LeaseRecord, SnapshotFrame, StreamHeader, VersionRecord};
 use crate::codec::{SNAPSHOT_MAGIC, STREAM_VERSION};
 use crate::error::{Error, Result};
@@ -20,6 +21,7 @@ pub(crate) trait FrameSink {
     fn record(&mut self, revision: u64, position: u32, record: VersionRecord) -> Result<()>;
     fn lease(&mut self, id: i64, record: LeaseRecord) -> Result<()>;
     fn alarms(&mut self, alarms: Vec<Alarm>) -> Result<()>;
+    fn auth(&mut self, auth: AuthState) -> Result<()>;
 }
 
 /// A sink that keeps nothing: the stream is only checked.
@@ -35,6 +37,10 @@ impl FrameSink for Discard {
     }
 
     fn alarms(&mut self, _: Vec<Alarm>) -> Result<()> {
+        Ok(())
+    }
+
+    fn auth(&mut self, _: AuthState) -> Result<()> {
         Ok(())
     }
 }
@@ -148,6 +154,10 @@ pub(crate) fn read_stream<R: Read>(
                 order.alarms(&alarms)?;
                 sink.alarms(alarms)?;
             }
+            Some(SnapshotFrame::Auth(auth)) => {
+                order.auth(&auth)?;
+                sink.auth(auth)?;
+            }
             Some(SnapshotFrame::Trailer {
                 record_count,
                 checksum,
@@ -183,6 +193,7 @@ struct FrameOrder {
     last_position: Option<(u64, u32)>,
     last_lease: Option<i64>,
     alarms_seen: bool,
+    auth_seen: bool,
 }
 
 impl FrameOrder {
@@ -190,6 +201,7 @@ impl FrameOrder {
         let at = (revision, position);
         if self.last_lease.is_some()
             || self.alarms_seen
+            || self.auth_seen
             || self.last_position.is_some_and(|last| at <= last)
             || revision > current_revision
         {
@@ -205,10 +217,21 @@ impl FrameOrder {
     fn alarms(&mut self, alarms: &[Alarm]) -> Result<()> {
         let sorted = alarms.windows(2).all(|pair| pair[0] < pair[1]);
         let too_many = alarms.len() > crate::mvcc::alarms::MAX_ALARMS;
-        if self.alarms_seen || alarms.is_empty() || too_many || !sorted {
+        if self.alarms_seen || self.auth_seen || alarms.is_empty() || too_many || !sorted {
             return Err(bad("the alarms frame is repeated, empty or out of order"));
         }
         self.alarms_seen = true;
+        self.frames += 1;
+        Ok(())
+    }
+
+    /// The auth records come once, last, non-empty and sound (a stream cannot enable auth
+    /// without a root user, nor exceed the records' limits).
+    fn auth(&mut self, auth: &AuthState) -> Result<()> {
+        if self.auth_seen || *auth == AuthState::default() || !auth.holds_invariants() {
+            return Err(bad("the auth frame is repeated, empty or unsound"));
+        }
+        self.auth_seen = true;
         self.frames += 1;
         Ok(())
     }
@@ -217,6 +240,7 @@ impl FrameOrder {
         if id <= 0
             || record.ttl_seconds < 1
             || self.alarms_seen
+            || self.auth_seen
             || self.last_lease.is_some_and(|last| id <= last)
         {
             return Err(bad(format!("lease {id} is out of order or malformed")));

@@ -101,3 +101,34 @@ pub fn put_request(key: &str, value: &str) -> Request {
 pub fn ok(outcome: ApplyOutcome) -> Response {
     outcome.result.expect("request succeeded")
 }
+
+/// `stream` with its auth frame replaced by `auth` and the trailer recomputed, so the only fault
+/// in the result is the one planted in the records.
+pub fn replace_auth_frame(stream: &[u8], auth: &revkv_storage::auth::AuthState) -> Vec<u8> {
+    use revkv_storage::codec::{read_frame, write_frame, SnapshotFrame};
+    let mut reader = stream;
+    let mut rewritten = Vec::new();
+    let mut frames_after_header = 0u64;
+    while let Some(frame) = read_frame::<_, SnapshotFrame>(&mut reader).unwrap() {
+        let frame = match frame {
+            SnapshotFrame::Auth(_) => {
+                frames_after_header += 1;
+                SnapshotFrame::Auth(auth.clone())
+            }
+            SnapshotFrame::Trailer { .. } => SnapshotFrame::Trailer {
+                record_count: frames_after_header,
+                checksum: xxhash_rust::xxh3::xxh3_64(&rewritten),
+            },
+            SnapshotFrame::StreamHeader(header) => {
+                frames_after_header = 0;
+                SnapshotFrame::StreamHeader(header)
+            }
+            other => {
+                frames_after_header += 1;
+                other
+            }
+        };
+        write_frame(&mut rewritten, &frame).unwrap();
+    }
+    rewritten
+}

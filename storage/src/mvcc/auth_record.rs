@@ -1,0 +1,46 @@
+//! Where the auth records live: one value in the state file's meta table (absent: no users, no
+//! roles, auth disabled), so a file written before auth existed needs no upgrade. The records are
+//! bounded (`revkv_storage::auth::MAX_USERS` and friends), so one value stays small; a batch
+//! reads and writes it only when it holds an auth change.
+
+use std::path::Path;
+
+use redb::ReadableTable;
+
+use crate::auth::AuthState;
+use crate::codec;
+use crate::error::{corrupt, db_error, Result};
+use crate::types::{ApplyEntry, EntryPayload, Request};
+
+/// The meta table's key of the auth record.
+const AUTH_KEY: &str = "auth";
+
+pub(crate) fn load_auth(
+    meta: &impl ReadableTable<&'static str, &'static [u8]>,
+    file: &Path,
+) -> Result<AuthState> {
+    match meta.get(AUTH_KEY).map_err(db_error(file))? {
+        Some(bytes) => codec::decode(bytes.value()).map_err(corrupt(file)),
+        None => Ok(AuthState::default()),
+    }
+}
+
+pub(crate) fn save_auth(
+    meta: &mut redb::Table<'_, &'static str, &'static [u8]>,
+    file: &Path,
+    auth: &AuthState,
+) -> Result<()> {
+    if *auth == AuthState::default() {
+        meta.remove(AUTH_KEY).map_err(db_error(file))?;
+        return Ok(());
+    }
+    let bytes = codec::encode(auth).map_err(corrupt(file))?;
+    meta.insert(AUTH_KEY, bytes.as_slice())
+        .map_err(db_error(file))?;
+    Ok(())
+}
+
+/// True when `entry` changes the auth records.
+pub(crate) fn is_auth_change(entry: &ApplyEntry) -> bool {
+    matches!(entry.payload, EntryPayload::Request(Request::Auth(_)))
+}
