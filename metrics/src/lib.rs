@@ -12,11 +12,13 @@
 //! - [`WatchMetrics`]: watchers, events, bookmarks, slow-consumer cancels.
 //! - [`LeaseMetrics`]: leases granted now, grants, revokes, expiries, keep-alives, expiry lag.
 //! - [`HttpMetrics`]: requests and durations by route, with [`HttpMetricsLayer`].
+//! - [`AuthMetrics`]: requests refused by auth, by reason, and tokens handed out.
 //!
 //! The crate knows nothing of raft, storage or the HTTP API's types: callers turn their state into
 //! the plain observations defined here. Names carry their unit (`_seconds`, `_bytes`, `_total`),
 //! and every label set is bounded (key prefixes are folded by [`PrefixFolder`]).
 
+mod auth;
 mod http;
 mod kv;
 mod lease;
@@ -30,6 +32,7 @@ use std::sync::{Arc, RwLock};
 
 use prometheus::{Encoder, Registry, TextEncoder};
 
+pub use auth::{AuthDenial, AuthMetrics};
 pub use http::{HttpMetrics, HttpMetricsLayer, HttpMetricsService, UNMATCHED_ROUTE};
 pub use kv::{ConflictResolution, KvMetrics, KvOp, UpdateOutcome};
 pub use lease::LeaseMetrics;
@@ -56,6 +59,7 @@ pub struct Metrics {
     pub watch: WatchMetrics,
     pub lease: LeaseMetrics,
     pub http: HttpMetrics,
+    pub auth: AuthMetrics,
     before_scrape: RwLock<Option<BeforeScrape>>,
 }
 
@@ -77,6 +81,7 @@ impl Metrics {
             watch: WatchMetrics::register(&registry)?,
             lease: LeaseMetrics::register(&registry)?,
             http: HttpMetrics::register(&registry)?,
+            auth: AuthMetrics::register(&registry)?,
             registry,
             before_scrape: RwLock::new(None),
         })

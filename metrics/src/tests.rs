@@ -70,6 +70,7 @@ fn every_contract_metric_is_exposed_with_help_text() {
         "revkv_lease_expired_total",
         "revkv_lease_keepalives_total",
         "revkv_lease_expiry_lag_seconds",
+        "revkv_auth_authenticated_total",
     ] {
         assert!(
             text.contains(&format!("# HELP {name} ")),
@@ -226,4 +227,23 @@ fn lease_events_are_counted_and_the_expiry_lag_is_in_seconds() {
     assert!(text.contains("revkv_lease_expiry_lag_seconds_sum 0.3"));
     assert!(text.contains("revkv_lease_expiry_lag_seconds_bucket{le=\"0.32\"} 1"));
     assert!(text.contains("revkv_lease_expiry_lag_seconds_bucket{le=\"0.16\"} 0"));
+}
+
+#[test]
+fn auth_refusals_are_counted_by_reason() {
+    let metrics = metrics();
+    metrics.auth.record_denied(crate::AuthDenial::Forbidden);
+    metrics.auth.record_denied(crate::AuthDenial::Forbidden);
+    metrics
+        .auth
+        .record_denied(crate::AuthDenial::Unauthenticated);
+    metrics.auth.record_authenticated();
+    let text = metrics.render().unwrap();
+    assert!(
+        text.contains("revkv_auth_denied_total{reason=\"forbidden\"} 2"),
+        "{text}"
+    );
+    assert!(text.contains("revkv_auth_denied_total{reason=\"unauthenticated\"} 1"));
+    assert!(!text.contains("reason=\"bad_credentials\"} 1"));
+    assert!(text.contains("revkv_auth_authenticated_total 1"));
 }

@@ -8,8 +8,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use revkv_storage::auth::AuthState;
 use revkv_storage::{
-    Alarm, Defragmented, KeyHistory, RangeRequest, RangeResponse, Request, Response, StateHash,
+    Alarm, Defragmented, KeyHistory, KeyRange, RangeRequest, RangeResponse, Request, Response,
+    StateHash,
 };
 use serde::{Deserialize, Serialize};
 
@@ -197,6 +199,18 @@ pub trait KvBackend: Send + Sync + 'static {
     /// Gives the space compaction freed in this member's state file back to the filesystem.
     /// Writes wait meanwhile (on this member only).
     fn defragment(&self) -> impl Future<Output = Result<Defragmented, NodeError>> + Send;
+
+    /// The auth records as this member has applied them (changed through `write` of
+    /// `Request::Auth`).
+    fn auth_records(&self) -> Arc<AuthState>;
+
+    /// Refuses a watch on `keys` that the caller this backend acts for may not read. A plain
+    /// backend acts for no one in particular and allows every watch; `auth::CheckedBackend`
+    /// checks.
+    fn authorize_watch(&self, keys: &KeyRange) -> Result<(), NodeError> {
+        let _ = keys;
+        Ok(())
+    }
 
     /// What a backup (`GET /v1/snapshot`) is read from: this member's own store (a serializable
     /// view: whatever this member has applied) and its id, which the stream's header names.

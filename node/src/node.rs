@@ -593,6 +593,10 @@ impl KvBackend for MemberBackend {
         &self.watch_hub
     }
 
+    fn auth_records(&self) -> std::sync::Arc<revkv_storage::auth::AuthState> {
+        self.member.store().auth()
+    }
+
     fn alarms(&self) -> Result<Vec<Alarm>, NodeError> {
         Ok(self.member.store().alarms()?)
     }

@@ -491,6 +491,10 @@ impl KvBackend for RacingBackend {
         self.inner.watch_hub()
     }
 
+    fn auth_records(&self) -> std::sync::Arc<revkv_storage::auth::AuthState> {
+        self.inner.auth_records()
+    }
+
     fn alarms(&self) -> Result<Vec<revkv_storage::Alarm>, NodeError> {
         self.inner.alarms()
     }

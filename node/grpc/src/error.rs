@@ -27,6 +27,8 @@ pub const NO_LEADER: &str = "etcdserver: no leader";
 pub const TIMEOUT: &str = "etcdserver: request timed out";
 pub const TOO_MANY_REQUESTS: &str = "etcdserver: too many requests";
 pub const NO_SPACE: &str = "etcdserver: mvcc: database space exceeded";
+pub const INVALID_AUTH_TOKEN: &str = "etcdserver: invalid auth token";
+pub const PERMISSION_DENIED: &str = "etcdserver: permission denied";
 
 /// The status etcd would answer for `error`.
 pub fn status(error: NodeError) -> Status {
@@ -42,6 +44,8 @@ pub fn status(error: NodeError) -> Status {
         // clientv3 retry on another endpoint. etcd's own text for the usual cause.
         NodeError::Unavailable { .. } => Status::unavailable(NO_LEADER),
         NodeError::Timeout(_) => Status::unavailable(TIMEOUT),
+        NodeError::Unauthenticated(_) => Status::unauthenticated(INVALID_AUTH_TOKEN),
+        NodeError::Forbidden(_) => Status::permission_denied(PERMISSION_DENIED),
         NodeError::Internal(message) => Status::internal(message),
     }
 }

@@ -100,6 +100,10 @@ impl<B: KvBackend> GrpcServer<B> {
             limits,
         } = self;
         let max = limits.max_request_bytes;
+        let auth_records = {
+            let backend = backend.clone();
+            move || backend.auth_records().enabled
+        };
         let kv = KvServer::new(kv::KvService {
             backend: backend.clone(),
             metrics,
@@ -140,10 +144,30 @@ impl<B: KvBackend> GrpcServer<B> {
         // Served by revkv-tls's listener like the client HTTP API, so the gRPC port gets the same
         // TLS (and certificate reloading) when `tls` is given; hyper tells HTTP/2 (gRPC) by its
         // connection preface.
-        let router = routes.into_axum_router();
+        let router =
+            routes
+                .into_axum_router()
+                .layer(axum::middleware::from_fn(move |request, next| {
+                    refuse_while_auth_is_enabled(auth_records.clone(), request, next)
+                }));
         // revkv-tls's connection loop sets TCP_NODELAY on every connection (a gRPC answer is
         // several small writes, and Nagle's algorithm would hold the last one for the client's
         // delayed ACK, about 40 ms a call) and bounds connections as on the client listener.
         revkv_tls::serve(listener, tls, router, shutdown).await
     }
+}
+
+/// The gRPC port does not authenticate yet (etcd's Auth service and token metadata are still to
+/// come), so while auth is enabled it refuses every call with etcd's `Unauthenticated` rather
+/// than serve anyone unchecked. The HTTP API serves authenticated users meanwhile.
+async fn refuse_while_auth_is_enabled(
+    auth_is_enabled: impl Fn() -> bool,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if auth_is_enabled() {
+        let refusal = tonic::Status::unauthenticated(error::INVALID_AUTH_TOKEN);
+        return refusal.into_http::<axum::body::Body>();
+    }
+    next.run(request).await
 }

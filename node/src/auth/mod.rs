@@ -1,12 +1,19 @@
-//! Authentication for the front-ends (issue 15): password hashes (`password`) and the signed
-//! tokens `POST /v1/auth/authenticate` will hand out (`token`). Who may do what is decided by the
-//! store's access model (`revkv_storage::auth`); this module only proves who is asking.
-//!
-//! Not wired yet: users, roles and the token key are not in the replicated store, and no route
-//! checks a token. These are the pieces those steps will use, each tested on its own.
+//! Authentication and authorization for the front-ends (issue 15): password hashes (`password`),
+//! the signed tokens `POST /v1/auth/authenticate` hands out (`token`), proving who is asking from
+//! a bearer token and the replicated records (`authenticate`), who that is (`caller`), and a
+//! backend wrapper that checks every request a handler makes on the caller's behalf
+//! (`checked_backend`). What each request needs is decided by the store's access model
+//! (`revkv_storage::auth`); this module proves who is asking and enforces it.
 
+pub mod authenticate;
+pub mod caller;
+pub mod checked_backend;
 pub mod password;
 pub mod token;
+
+pub use authenticate::{authenticate_bearer, AuthOptions};
+pub use caller::{AuthenticatedUser, Caller};
+pub use checked_backend::CheckedBackend;
 
 /// Why a caller could not be authenticated. Messages never name a user that does not exist or
 /// say which part of a credential was wrong, so a refusal reveals nothing.
@@ -20,4 +27,13 @@ pub enum AuthError {
     ExpiredToken,
     #[error("internal error in authentication: {0}")]
     Internal(String),
+}
+
+impl From<AuthError> for crate::error::NodeError {
+    fn from(error: AuthError) -> Self {
+        match error {
+            AuthError::Internal(message) => crate::error::NodeError::Internal(message),
+            refusal => crate::error::NodeError::Unauthenticated(refusal.to_string()),
+        }
+    }
 }

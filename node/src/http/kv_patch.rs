@@ -13,7 +13,7 @@
 //! `revkv_update_attempts{op="patch", outcome}`, and a `409` answer counts one conflict.
 
 use axum::body::Body;
-use axum::extract::{RawQuery, State};
+use axum::extract::RawQuery;
 use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
@@ -24,6 +24,7 @@ use revkv_storage::{KeyRange, KeyValue, RangeRequest};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::auth_gate::CheckedState;
 use super::body::read_body;
 use super::conflicts::note_conflicts;
 use super::error::ApiError;
@@ -85,7 +86,7 @@ struct PatchRequest {
     )
 )]
 async fn patch_key<B: KvBackend>(
-    State(state): State<ApiState<B>>,
+    CheckedState(state): CheckedState<B>,
     uri: Uri,
     headers: HeaderMap,
     RawQuery(raw_query): RawQuery,

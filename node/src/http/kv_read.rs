@@ -2,7 +2,7 @@
 //! `?key=A&range_end=B`), with consistency, historical revision, paging and encoding options.
 //! `GET /v1/kv/{key}?history=true` is handed to `kv_history`.
 
-use axum::extract::{RawQuery, State};
+use axum::extract::RawQuery;
 use axum::http::Uri;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -11,6 +11,7 @@ use revkv_storage::{KeyRange, RangeRequest};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use super::auth_gate::CheckedState;
 use super::error::ApiError;
 use super::keys::{describe_key, key_from_path, key_range, TextEncoding};
 use super::kv_history::{get_history, HistoryAnswer};
@@ -79,7 +80,7 @@ struct RangeAnswer {
     )
 )]
 async fn get_key<B: KvBackend>(
-    State(state): State<ApiState<B>>,
+    CheckedState(state): CheckedState<B>,
     uri: Uri,
     RawQuery(raw_query): RawQuery,
 ) -> Result<Response, ApiError> {
@@ -134,7 +135,7 @@ async fn get_key<B: KvBackend>(
     )
 )]
 async fn get_range<B: KvBackend>(
-    State(state): State<ApiState<B>>,
+    CheckedState(state): CheckedState<B>,
     RawQuery(raw_query): RawQuery,
 ) -> Result<Response, ApiError> {
     let mut query = QueryParams::parse(raw_query.as_deref())?;

@@ -4,7 +4,7 @@
 //! handed to `kv_merge`.
 
 use axum::body::Body;
-use axum::extract::{RawQuery, State};
+use axum::extract::RawQuery;
 use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::put;
@@ -14,6 +14,7 @@ use revkv_storage::{DeleteRangeRequest, PutRequest, TxnOp, TxnOpResponse};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::auth_gate::CheckedState;
 use super::body::read_json;
 use super::conflicts::count_if_conflict;
 use super::error::ApiError;
@@ -95,7 +96,7 @@ struct DeleteAnswer {
     )
 )]
 async fn put_key<B: KvBackend>(
-    State(state): State<ApiState<B>>,
+    CheckedState(state): CheckedState<B>,
     uri: Uri,
     headers: HeaderMap,
     RawQuery(raw_query): RawQuery,
@@ -174,7 +175,7 @@ async fn put_key<B: KvBackend>(
     )
 )]
 async fn delete_key<B: KvBackend>(
-    State(state): State<ApiState<B>>,
+    CheckedState(state): CheckedState<B>,
     uri: Uri,
     headers: HeaderMap,
     RawQuery(raw_query): RawQuery,

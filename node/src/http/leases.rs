@@ -13,6 +13,7 @@ use axum::{Json, Router};
 use revkv_storage::{Request, Response as StoreResponse};
 use serde::{Deserialize, Serialize};
 
+use super::auth_gate::CheckedState;
 use super::body::read_json;
 use super::error::ApiError;
 use super::keys::TextEncoding;
@@ -143,7 +144,7 @@ async fn grant<B: KvBackend>(
     )
 )]
 async fn revoke<B: KvBackend>(
-    State(state): State<ApiState<B>>,
+    CheckedState(state): CheckedState<B>,
     Path(id): Path<String>,
     RawQuery(raw_query): RawQuery,
 ) -> Result<Response, ApiError> {
@@ -198,7 +199,7 @@ async fn keep_alive<B: KvBackend>(
     )
 )]
 async fn time_to_live<B: KvBackend>(
-    State(state): State<ApiState<B>>,
+    CheckedState(state): CheckedState<B>,
     Path(id): Path<String>,
     RawQuery(raw_query): RawQuery,
 ) -> Result<Response, ApiError> {

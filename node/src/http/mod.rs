@@ -25,6 +25,9 @@
 //! such as `prefx=a` silently ignored would turn a listing into a single-key read.
 
 mod alarms;
+mod auth_admin;
+mod auth_gate;
+mod auth_routes;
 mod body;
 mod client_retries;
 mod cluster;
@@ -116,6 +119,9 @@ fn build_router<B: KvBackend>(
     let lease_streams = Arc::new(Semaphore::new(lease_stream.max_streams));
     let snapshot_streams = Arc::new(Semaphore::new(limits.max_snapshot_streams));
     let hot_keys = Arc::new(HotKeys::new(limits.hot_keys.clone(), Instant::now()));
+    let password_checks = Arc::new(Semaphore::new(
+        limits.auth.max_concurrent_password_checks.max(1),
+    ));
     let state = ApiState {
         backend,
         limits,
@@ -124,9 +130,11 @@ fn build_router<B: KvBackend>(
         lease_streams,
         snapshot_streams,
         hot_keys,
+        password_checks,
     };
     let retries_layer =
         from_fn_with_state(state.clone(), client_retries::record_client_retries::<B>);
+    let auth_layer = from_fn_with_state(state.clone(), auth_gate::gate::<B>);
     Router::new()
         .merge(kv_read::routes::<B>())
         .merge(kv_write::routes::<B>())
@@ -141,8 +149,10 @@ fn build_router<B: KvBackend>(
         .merge(metrics_route::routes::<B>())
         .merge(hot_keys_route::routes::<B>())
         .merge(openapi::routes::<B>())
+        .merge(auth_routes::routes::<B>())
         .fallback(unknown_route)
         .method_not_allowed_fallback(unsupported_method)
+        .layer(auth_layer)
         .layer(retries_layer)
         .layer(http_metrics_layer)
         .with_state(state)

@@ -60,6 +60,23 @@ use crate::backend::{KvBackend, MemberInfo, MemberStatus, ResponseHeader};
         super::snapshot::get_snapshot,
         super::metrics_route::get_metrics,
         super::hot_keys_route::hot_keys,
+        super::auth_routes::authenticate,
+        super::auth_routes::status,
+        super::auth_routes::enable,
+        super::auth_routes::disable,
+        super::auth_admin::list_users,
+        super::auth_admin::get_user,
+        super::auth_admin::add_user,
+        super::auth_admin::change_password,
+        super::auth_admin::delete_user,
+        super::auth_admin::grant_role,
+        super::auth_admin::revoke_role,
+        super::auth_admin::list_roles,
+        super::auth_admin::get_role,
+        super::auth_admin::add_role,
+        super::auth_admin::delete_role,
+        super::auth_admin::grant_permission,
+        super::auth_admin::revoke_permission,
         get_openapi_document,
     ),
     components(schemas(ResponseHeader, MemberInfo, MemberStatus, ErrorBody, ErrorDetail, QueryFlag)),
@@ -69,9 +86,38 @@ use crate::backend::{KvBackend, MemberInfo, MemberStatus, ResponseHeader};
         (name = "lease", description = "Leases, as in etcd 3.4"),
         (name = "cluster", description = "Status, membership, compaction and health"),
         (name = "maintenance", description = "Backups, alarms, defragmentation, metrics"),
-    )
+        (name = "auth", description = "Tokens, users, roles and permissions, as in etcd"),
+    ),
+    modifiers(&BearerTokens)
 )]
 pub struct ApiDocument;
+
+/// Declares the bearer tokens of `POST /v1/auth/authenticate`: every operation takes one, and
+/// needs one only while auth is enabled (hence the empty alternative).
+struct BearerTokens;
+
+impl utoipa::Modify for BearerTokens {
+    fn modify(&self, document: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{
+            HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
+        };
+        let scheme = HttpBuilder::new()
+            .scheme(HttpAuthScheme::Bearer)
+            .bearer_format("JWT")
+            .description(Some(
+                "A token from POST /v1/auth/authenticate; needed only while auth is enabled",
+            ))
+            .build();
+        document
+            .components
+            .get_or_insert_with(Default::default)
+            .add_security_scheme("bearer", SecurityScheme::Http(scheme));
+        document.security = Some(vec![
+            SecurityRequirement::default(),
+            SecurityRequirement::new("bearer", Vec::<String>::new()),
+        ]);
+    }
+}
 
 /// The document as pretty JSON with a final newline, exactly as `docs/openapi.json` holds it.
 pub fn openapi_document_json() -> &'static str {

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use revkv_metrics::Metrics;
 
+use crate::auth::{AuthOptions, Caller, CheckedBackend};
+use crate::backend::KvBackend;
 use crate::hot_keys::{HotKeyLimits, HotKeys};
 use tokio::sync::Semaphore;
 
@@ -28,6 +30,9 @@ pub struct HttpLimits {
     /// The hot-key top-k behind `GET /v1/conflicts` (`revkv serve --hot-keys-capacity`,
     /// `--hot-keys-window-seconds`).
     pub hot_keys: HotKeyLimits,
+    /// Token lifetime and concurrent password checks (`revkv serve --auth-token-ttl-seconds`,
+    /// `--max-concurrent-password-checks`).
+    pub auth: AuthOptions,
 }
 
 /// Default `HttpLimits::max_snapshot_streams`: backups are rare, and each pins its revision's
@@ -41,6 +46,7 @@ impl Default for HttpLimits {
             lease_stream: LeaseStreamLimits::default(),
             max_snapshot_streams: DEFAULT_MAX_SNAPSHOT_STREAMS,
             hot_keys: HotKeyLimits::default(),
+            auth: AuthOptions::default(),
         }
     }
 }
@@ -86,6 +92,24 @@ pub(crate) struct ApiState<B> {
     pub snapshot_streams: Arc<Semaphore>,
     /// The member's hottest conflicting keys.
     pub hot_keys: Arc<HotKeys>,
+    /// One permit per password check running now (`AuthOptions::max_concurrent_password_checks`).
+    pub password_checks: Arc<Semaphore>,
+}
+
+impl<B: KvBackend> ApiState<B> {
+    /// The same state with a backend that acts for `caller` and checks every request.
+    pub fn acting_for(&self, caller: Caller) -> ApiState<CheckedBackend<B>> {
+        ApiState {
+            backend: Arc::new(CheckedBackend::new(Arc::clone(&self.backend), caller)),
+            limits: self.limits.clone(),
+            lease_stream: self.lease_stream.clone(),
+            metrics: Arc::clone(&self.metrics),
+            lease_streams: Arc::clone(&self.lease_streams),
+            snapshot_streams: Arc::clone(&self.snapshot_streams),
+            hot_keys: Arc::clone(&self.hot_keys),
+            password_checks: Arc::clone(&self.password_checks),
+        }
+    }
 }
 
 // A derived `Clone` would demand `B: Clone`; only the `Arc` is cloned.
@@ -99,6 +123,7 @@ impl<B> Clone for ApiState<B> {
             lease_streams: Arc::clone(&self.lease_streams),
             snapshot_streams: Arc::clone(&self.snapshot_streams),
             hot_keys: Arc::clone(&self.hot_keys),
+            password_checks: Arc::clone(&self.password_checks),
         }
     }
 }

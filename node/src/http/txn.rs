@@ -6,7 +6,7 @@
 //! in etcd: a raw txn states its own conditions, so a failed one is an answer, not a conflict.
 
 use axum::body::Body;
-use axum::extract::{RawQuery, State};
+use axum::extract::RawQuery;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -14,6 +14,7 @@ use axum::{Json, Router};
 use revkv_storage::{Request, Response as StoreResponse, TxnOp, TxnOpResponse};
 use serde::Serialize;
 
+use super::auth_gate::CheckedState;
 use super::body::read_json;
 use super::client_retries::record_txn_retry;
 use super::conflicts::count_failed_txn;
@@ -71,7 +72,7 @@ enum OpAnswer {
     )
 )]
 async fn post_txn<B: KvBackend>(
-    State(state): State<ApiState<B>>,
+    CheckedState(state): CheckedState<B>,
     headers: HeaderMap,
     RawQuery(raw_query): RawQuery,
     body: Body,

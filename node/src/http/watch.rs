@@ -17,6 +17,7 @@ use futures_util::StreamExt;
 use revkv_storage::EventKind;
 use serde::Serialize;
 
+use super::auth_gate::CheckedState;
 use super::error::ApiError;
 use super::keys::{key_range, TextEncoding};
 use super::query::QueryParams;
@@ -128,7 +129,7 @@ fn message_json(message: &WatchMessage, encoding: TextEncoding) -> MessageJson {
     )
 )]
 async fn open_watch<B: KvBackend>(
-    State(state): State<ApiState<B>>,
+    CheckedState(state): CheckedState<B>,
     headers: HeaderMap,
     RawQuery(raw_query): RawQuery,
 ) -> Result<Response, ApiError> {
@@ -145,6 +146,7 @@ async fn open_watch<B: KvBackend>(
             request.start_revision = Some(resume);
         }
     }
+    state.backend.authorize_watch(&request.filter.range)?;
     let watch = state.backend.watch_hub().open(request)?;
     let messages = watch.into_stream();
     if server_sent_events {

@@ -334,6 +334,10 @@ impl KvBackend for StoreBackend {
         &self.watch_hub
     }
 
+    fn auth_records(&self) -> std::sync::Arc<revkv_storage::auth::AuthState> {
+        self.store.auth()
+    }
+
     fn alarms(&self) -> Result<Vec<revkv_storage::Alarm>, NodeError> {
         Ok(self.store.alarms()?)
     }
