@@ -72,6 +72,9 @@ pub enum Rejection {
         id: i64,
     },
     NoSpace,
+    // Appended after the older variants: forwarded answers of older members still decode.
+    AuthRecord(String),
+    AuthRecordNotFound(String),
 }
 
 impl Rejection {
@@ -95,7 +98,19 @@ impl Rejection {
             Error::LeaseNotFound { id } => Rejection::LeaseNotFound { id: *id },
             Error::LeaseExists { id } => Rejection::LeaseExists { id: *id },
             Error::NoSpace => Rejection::NoSpace,
-            _ => return None,
+            Error::AuthRecord(message) => Rejection::AuthRecord(message.clone()),
+            Error::AuthRecordNotFound(message) => Rejection::AuthRecordNotFound(message.clone()),
+            // Faults, listed rather than matched by a wildcard: a new storage error must be
+            // classified here, or an apply that should have answered a client stops the member
+            // (as an auth error did, until schemathesis found it).
+            Error::Database { .. }
+            | Error::FileIo { .. }
+            | Error::ForeignFile { .. }
+            | Error::Corrupt { .. }
+            | Error::BadSnapshot(_)
+            | Error::Busy(_)
+            | Error::SnapshotIo(_)
+            | Error::Invariant(_) => return None,
         })
     }
 
@@ -118,6 +133,8 @@ impl Rejection {
             Rejection::LeaseNotFound { id } => Error::LeaseNotFound { id },
             Rejection::LeaseExists { id } => Error::LeaseExists { id },
             Rejection::NoSpace => Error::NoSpace,
+            Rejection::AuthRecord(message) => Error::AuthRecord(message),
+            Rejection::AuthRecordNotFound(message) => Error::AuthRecordNotFound(message),
         }
     }
 }
@@ -181,4 +198,40 @@ pub fn from_storage_log_id(log_id: revkv_storage::LogId) -> alias::LogId {
         },
         log_id.index,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every storage error that answers a request must come back as a rejection, or applying it
+    /// would stop the member; only faults may be `None`.
+    #[test]
+    fn answers_are_rejections_and_faults_are_not() {
+        use revkv_storage::Error;
+        let answers = [
+            Error::Invalid("x".into()),
+            Error::TooLarge("x".into()),
+            Error::FutureRevision {
+                requested: 2,
+                current: 1,
+            },
+            Error::Compacted {
+                requested: 1,
+                compact_revision: 2,
+            },
+            Error::LeaseNotFound { id: 1 },
+            Error::LeaseExists { id: 1 },
+            Error::NoSpace,
+            Error::AuthRecord("role r already exists".into()),
+            Error::AuthRecordNotFound("user u does not exist".into()),
+        ];
+        for answer in answers {
+            let text = answer.to_string();
+            let rejection = Rejection::from_storage(&answer)
+                .unwrap_or_else(|| panic!("{text} stops the member"));
+            assert_eq!(rejection.into_storage().to_string(), text);
+        }
+        assert!(Rejection::from_storage(&Error::Invariant("bug".into())).is_none());
+    }
 }

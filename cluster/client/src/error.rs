@@ -54,6 +54,13 @@ pub enum ClientError {
     #[error("transport: {message}")]
     Transport { message: String },
     /// Another status (401, 403, 500, ...), with the answer's error code.
+    /// 401: auth is enabled and the call carried no valid token, or the user name or password
+    /// was wrong.
+    #[error("unauthenticated: {message}")]
+    Unauthenticated { message: String },
+    /// 403: the user lacks the permission the call needs.
+    #[error("forbidden: {message}")]
+    Forbidden { message: String },
     #[error("member answered {status} {code}: {message}")]
     Server {
         status: u16,
@@ -132,6 +139,8 @@ pub fn error_from_answer(status: u16, body: &[u8]) -> ClientError {
         (400, "future_revision") => ClientError::FutureRevision { message },
         (400, _) => ClientError::Invalid { message },
         (413, _) => ClientError::TooLarge { message },
+        (401, _) => ClientError::Unauthenticated { message },
+        (403, _) => ClientError::Forbidden { message },
         (503, _) => ClientError::Unavailable {
             attempts: 1,
             message,

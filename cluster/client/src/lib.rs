@@ -30,11 +30,15 @@
 //!   keeps many leases alive over one streaming keep-alive ([`keepalive_stream`]) and reports
 //!   their loss.
 //! - [`concurrency`]: etcd's recipes on leases: `Session`, `Mutex`, `Election`.
+//! - [`credentials`]: calling as a user when the cluster has auth enabled (token bought and
+//!   renewed by the transport); [`auth_admin`]: users, roles and permissions.
 
 pub mod adaptive_backoff;
 pub mod admin;
+pub mod auth_admin;
 pub mod backoff;
 pub mod concurrency;
+pub mod credentials;
 pub mod error;
 pub mod informer;
 pub mod keepalive_stream;
@@ -56,7 +60,12 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 
 pub use adaptive_backoff::{AdaptiveBackoff, ConflictHistory, DEFAULT_ADAPTIVE_BACKOFF};
+pub use auth_admin::{
+    AuthChangeResponse, AuthStatusResponse, NamesResponse, PermissionEntry, PermissionKeys,
+    RoleResponse, UserResponse,
+};
 pub use backoff::{Backoff, Sleeper, TokioSleeper, DEFAULT_BACKOFF, DEFAULT_RETRY};
+pub use credentials::Credentials;
 pub use error::ClientError;
 pub use informer::Informer;
 pub use kv::{
@@ -116,6 +125,7 @@ pub struct ClientBuilder {
     max_answer_bytes: usize,
     sleeper: Box<dyn Sleeper>,
     tls: ClientTls,
+    credentials: Option<Credentials>,
 }
 
 impl ClientBuilder {
@@ -123,6 +133,13 @@ impl ClientBuilder {
     /// require one.
     pub fn tls(mut self, tls: ClientTls) -> Self {
         self.tls = tls;
+        self
+    }
+
+    /// Calls as this user when the cluster has auth enabled (etcdctl's `--user`): the client
+    /// authenticates before its first call and again when its token expires.
+    pub fn credentials(mut self, credentials: Option<Credentials>) -> Self {
+        self.credentials = credentials;
         self
     }
 
@@ -187,7 +204,8 @@ impl ClientBuilder {
             self.max_attempts,
             self.max_answer_bytes,
             self.sleeper,
-        );
+        )
+        .with_credentials(self.credentials);
         Ok(Client {
             transport: Arc::new(transport),
             timeout: self.request_timeout,
@@ -221,6 +239,7 @@ impl Client {
             max_answer_bytes: DEFAULT_MAX_ANSWER_BYTES,
             sleeper: Box::new(TokioSleeper),
             tls: ClientTls::default(),
+            credentials: None,
         }
     }
 

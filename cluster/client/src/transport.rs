@@ -29,6 +29,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::backoff::{Backoff, Sleeper};
+use super::credentials::{Credentials, TokenCache};
 use super::error::{error_from_answer, ClientError};
 use super::retry::current_retry_attempt;
 
@@ -134,6 +135,8 @@ pub struct Transport {
     pub sleeper: Box<dyn Sleeper>,
     /// The member the next call starts at: the one that answered last.
     preferred: AtomicUsize,
+    /// The user this client calls as, and its token (none: the cluster has auth disabled).
+    pub(crate) tokens: TokenCache,
 }
 
 /// What one attempt on one member came to.
@@ -163,12 +166,29 @@ impl Transport {
             max_answer_bytes,
             sleeper,
             preferred: AtomicUsize::new(0),
+            tokens: TokenCache::default(),
         }
+    }
+
+    /// The same transport calling as the user of `credentials`.
+    pub fn with_credentials(mut self, credentials: Option<Credentials>) -> Transport {
+        self.tokens = TokenCache::new(credentials);
+        self
     }
 
     /// Sends `call` within `timeout` and reads the whole answer. Error statuses become errors.
     pub async fn execute(&self, call: &Call, timeout: Duration) -> Result<Answer, ClientError> {
         let deadline = Instant::now() + timeout;
+        self.with_token(deadline, || self.execute_without_token(call, deadline))
+            .await
+    }
+
+    /// [`Transport::execute`] with whatever token is held, authenticating never.
+    pub(crate) async fn execute_without_token(
+        &self,
+        call: &Call,
+        deadline: Instant,
+    ) -> Result<Answer, ClientError> {
         let (response, endpoint) = self.send_with_failover(call, deadline).await?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
@@ -195,13 +215,16 @@ impl Transport {
         timeout: Duration,
     ) -> Result<(reqwest::Response, String), ClientError> {
         let deadline = Instant::now() + timeout;
-        let (response, endpoint) = self.send_with_failover(call, deadline).await?;
-        let status = response.status().as_u16();
-        if (200..300).contains(&status) {
-            return Ok((response, endpoint));
-        }
-        let body = self.read_body(response, deadline).await.unwrap_or_default();
-        Err(error_from_answer(status, &body))
+        self.with_token(deadline, || async {
+            let (response, endpoint) = self.send_with_failover(call, deadline).await?;
+            let status = response.status().as_u16();
+            if (200..300).contains(&status) {
+                return Ok((response, endpoint));
+            }
+            let body = self.read_body(response, deadline).await.unwrap_or_default();
+            Err(error_from_answer(status, &body))
+        })
+        .await
     }
 
     /// Moves the next call's first attempt away from the member at `endpoint` (a stream to it broke).
@@ -234,13 +257,30 @@ impl Transport {
         timeout: Duration,
     ) -> Result<DuplexStream, ClientError> {
         let deadline = Instant::now() + timeout;
+        self.with_token(deadline, || {
+            self.open_duplex_once(path_and_query, buffered_chunks, deadline)
+        })
+        .await
+    }
+
+    async fn open_duplex_once(
+        &self,
+        path_and_query: &str,
+        buffered_chunks: usize,
+        deadline: Instant,
+    ) -> Result<DuplexStream, ClientError> {
         let mut feed = None;
         let build = |endpoint: &str| {
             let (sender, receiver) = mpsc::channel(buffered_chunks.max(1));
             feed = Some(sender);
-            self.http
+            let mut builder = self
+                .http
                 .post(format!("{endpoint}{path_and_query}"))
-                .header(CONTENT_TYPE, "application/x-ndjson")
+                .header(CONTENT_TYPE, "application/x-ndjson");
+            if let Some(token) = self.tokens.current() {
+                builder = builder.bearer_auth(token);
+            }
+            builder
                 .body(reqwest::Body::wrap(ChannelBody { receiver }))
                 .build()
         };
@@ -341,6 +381,9 @@ impl Transport {
         let mut builder = self.http.request(call.method.clone(), url);
         for (name, value) in &call.headers {
             builder = builder.header(*name, value);
+        }
+        if let Some(token) = self.tokens.current() {
+            builder = builder.bearer_auth(token);
         }
         if let Some(attempt) = current_retry_attempt().filter(|attempt| *attempt >= 1) {
             builder = builder.header(RETRY_ATTEMPT_HEADER, attempt.to_string());

@@ -16,6 +16,7 @@ use revkv_storage::{Limits, LogOptions, StoreOptions};
 use revkv_tls::{PeerTls, ServerTls, TlsFiles};
 use serde::Deserialize;
 
+use revkv_node::auth::AuthOptions;
 use revkv_node::compaction::AutoCompaction;
 use revkv_node::hot_keys::HotKeyLimits;
 use revkv_node::http::{HttpLimits, LeaseStreamLimits, DEFAULT_MAX_SNAPSHOT_STREAMS};
@@ -174,6 +175,13 @@ pub struct ServeArgs {
     /// The sliding window of the hot-key top-k, in seconds (default 300).
     #[arg(long, env = "REVKV_HOT_KEYS_WINDOW_SECONDS")]
     pub hot_keys_window_seconds: Option<u64>,
+    /// How long an auth token is valid, in seconds (default 300, as etcd's tokens).
+    #[arg(long, env = "REVKV_AUTH_TOKEN_TTL_SECONDS")]
+    pub auth_token_ttl_seconds: Option<u64>,
+    /// Password checks (argon2, tens of milliseconds of one core each) running at once on this
+    /// member (default 2); more wait, up to the request timeout.
+    #[arg(long, env = "REVKV_MAX_CONCURRENT_PASSWORD_CHECKS")]
+    pub max_concurrent_password_checks: Option<usize>,
     /// Most leases in one checkpoint entry (default 1000, etcd's); at most one checkpoint is
     /// proposed per expiry check.
     #[arg(long, env = "REVKV_MAX_LEASES_PER_CHECKPOINT")]
@@ -277,7 +285,8 @@ impl ServeArgs {
             max_leases, max_keys_per_lease, max_lease_ttl_seconds, lease_expiry_check_interval_ms,
             lease_checkpoint_interval_ms, max_leases_per_checkpoint, max_lease_keepalive_streams,
             lease_keepalive_idle_timeout_ms, max_client_connections, max_connections_per_client,
-            header_read_timeout_ms, max_header_bytes, max_snapshot_streams, hot_keys_capacity, hot_keys_window_seconds, log_format, auto_compaction_mode, auto_compaction_retention,
+            header_read_timeout_ms, max_header_bytes, max_snapshot_streams, hot_keys_capacity, hot_keys_window_seconds, auth_token_ttl_seconds,
+            max_concurrent_password_checks, log_format, auto_compaction_mode, auto_compaction_retention,
             quota_backend_bytes,
             auto_compaction_interval_ms, watch_progress_notify_interval_ms, max_watches,
             watch_buffer_messages, metrics_prefix_depth, metrics_max_prefixes, cert_file, key_file,
@@ -292,6 +301,7 @@ impl ServeArgs {
         let lease_stream = self.lease_stream_limits()?;
         let max_snapshot_streams = self.max_snapshot_streams()?;
         let hot_keys = self.hot_key_limits()?;
+        let auth = self.auth_options()?;
         let auto_compaction = self.auto_compaction()?;
         let space_quota = self.space_quota();
         let client_connections = self.client_connection_limits()?;
@@ -381,6 +391,7 @@ impl ServeArgs {
             lease_stream,
             max_snapshot_streams,
             hot_keys,
+            auth,
         };
         Ok(NodeConfig {
             member,
@@ -562,6 +573,27 @@ impl ServeArgs {
             return Err("--max-snapshot-streams must be between 1 and 64".into());
         }
         Ok(streams)
+    }
+
+    /// Token lifetime and concurrent password checks.
+    fn auth_options(&self) -> Result<AuthOptions, String> {
+        let defaults = AuthOptions::default();
+        let token_ttl = self
+            .auth_token_ttl_seconds
+            .map_or(defaults.token_ttl, Duration::from_secs);
+        if !(Duration::from_secs(1)..=Duration::from_secs(86_400)).contains(&token_ttl) {
+            return Err("--auth-token-ttl-seconds must be between 1 and 86400".into());
+        }
+        let checks = self
+            .max_concurrent_password_checks
+            .unwrap_or(defaults.max_concurrent_password_checks);
+        if !(1..=64).contains(&checks) {
+            return Err("--max-concurrent-password-checks must be between 1 and 64".into());
+        }
+        Ok(AuthOptions {
+            token_ttl,
+            max_concurrent_password_checks: checks,
+        })
     }
 
     /// The hot-key top-k's size and window.

@@ -36,6 +36,7 @@ async fn ctl_reads_writes_and_administers_a_cluster_with_distinct_exit_codes() {
     keep_alive_until_the_lease_is_revoked(endpoints).await;
     lock_runs_a_command_while_holding_the_lock(endpoints).await;
     history_and_hot_keys(endpoints).await;
+    three_way_merge_put(endpoints).await;
     bench_cas_counts_every_increment(endpoints).await;
 }
 
@@ -93,6 +94,67 @@ async fn history_and_hot_keys(endpoints: &str) {
         .unwrap_or_else(|| panic!("hot/one is among the hot keys: {top}"));
     assert_eq!(hot["conflicts"], 2, "{top}");
     assert!(top["window_seconds"].as_u64().unwrap() > 0);
+}
+
+/// `put --merge-from R` merges a writer's change with another writer's newer change of a different
+/// field, and refuses (exit 4, the conflicting field named) when both changed the same field.
+async fn three_way_merge_put(endpoints: &str) {
+    let base = ctl_async(
+        endpoints,
+        &[
+            "-o",
+            "json",
+            "put",
+            "merge/doc",
+            r#"{"replicas":1,"image":"v1"}"#,
+        ],
+        None,
+    )
+    .await
+    .expect_success()
+    .json();
+    let read_revision = base["header"]["revision"].as_u64().unwrap().to_string();
+    ctl_async(
+        endpoints,
+        &["put", "merge/doc", r#"{"replicas":3,"image":"v1"}"#],
+        None,
+    )
+    .await
+    .expect_success();
+    let merged = ctl_async(
+        endpoints,
+        &[
+            "-o",
+            "json",
+            "put",
+            "merge/doc",
+            r#"{"replicas":1,"image":"v2"}"#,
+            "--merge-from",
+            &read_revision,
+        ],
+        None,
+    )
+    .await
+    .expect_success()
+    .json();
+    assert_eq!(merged["merged"], true, "{merged}");
+    let value: Value = serde_json::from_str(merged["kv"]["value"].as_str().unwrap()).unwrap();
+    assert_eq!(value, serde_json::json!({"replicas": 3, "image": "v2"}));
+
+    let conflict = ctl_async(
+        endpoints,
+        &[
+            "put",
+            "merge/doc",
+            r#"{"replicas":5,"image":"v1"}"#,
+            "--merge-from",
+            &read_revision,
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(conflict.code, 4, "{}", conflict.stderr);
+    assert!(conflict.stderr.contains("/replicas"), "{}", conflict.stderr);
 }
 
 async fn key_values_and_exit_codes(endpoints: &str) {

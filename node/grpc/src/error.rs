@@ -60,6 +60,11 @@ fn storage_status(error: StorageError) -> Status {
         StorageError::LeaseExists { .. } => Status::failed_precondition(LEASE_EXISTS),
         StorageError::NoSpace => Status::resource_exhausted(NO_SPACE),
         StorageError::Busy(_) => Status::unavailable(TOO_MANY_REQUESTS),
+        // etcd answers its auth store's refusals ("role name already exists", "user name not
+        // found") with FailedPrecondition.
+        StorageError::AuthRecord(message) | StorageError::AuthRecordNotFound(message) => {
+            Status::failed_precondition(format!("etcdserver: {message}"))
+        }
         fault => Status::internal(fault.to_string()),
     }
 }

@@ -18,8 +18,8 @@ use super::{
 };
 use crate::cli::OutputFormat;
 use revkv_client::{
-    Client, ClientError, Consistency, DeleteRequest, PutRequest, RangeRequest, ReadOptions,
-    WatchRequest,
+    Client, ClientError, Consistency, Credentials, DeleteRequest, PutRequest, RangeRequest,
+    ReadOptions, WatchRequest,
 };
 
 /// The largest txn request read from a file or stdin (the member's body limit is 1.5 MiB).
@@ -31,9 +31,13 @@ pub async fn execute(args: CtlArgs) -> Result<(), ClientError> {
     let endpoints = args
         .tls
         .adjust_default_endpoints(args.endpoints.clone(), &defaults);
+    // An empty `REVKV_USER` means no user, as an unset one does.
+    let user = args.credentials.as_deref().filter(|user| !user.is_empty());
+    let credentials = user.map(Credentials::parse).transpose()?;
     let client = Client::builder(endpoints)
         .request_timeout(args.timeout)
         .tls(args.tls.client_tls())
+        .credentials(credentials)
         .build()?;
     let format = args.output;
     match args.command {
@@ -45,10 +49,17 @@ pub async fn execute(args: CtlArgs) -> Result<(), ClientError> {
         CtlCommand::Put {
             key,
             value,
+            merge_from: Some(read_revision),
+            ..
+        } => merge_put(&client, format, &key, &value, read_revision).await,
+        CtlCommand::Put {
+            key,
+            value,
             if_mod_revision,
             if_absent,
             prev_kv,
             lease,
+            merge_from: None,
         } => {
             let request = put_request(key, value, if_mod_revision, if_absent, prev_kv)
                 .with_lease(lease.unwrap_or(0));
@@ -128,6 +139,9 @@ pub async fn execute(args: CtlArgs) -> Result<(), ClientError> {
             super::snapshot::save(&client, format, &path).await
         }
         CtlCommand::Lease(command) => lease(&client, format, command).await,
+        CtlCommand::Auth(command) => super::auth::auth(&client, format, command).await,
+        CtlCommand::User(command) => super::auth::user(&client, format, command).await,
+        CtlCommand::Role(command) => super::auth::role(&client, format, command).await,
         CtlCommand::Alarm(command) => maintenance::alarm(&client, format, command).await,
         CtlCommand::Defrag => maintenance::defrag(&client, format).await,
         CtlCommand::Lock { name, ttl, command } => {
@@ -357,6 +371,31 @@ async fn patch_key(
         format!(
             "patched {key} (revision {}, attempts {})\n{}",
             answer.header.revision, answer.attempts, answer.kv.value
+        )
+    });
+    Ok(())
+}
+
+async fn merge_put(
+    client: &Client,
+    format: OutputFormat,
+    key: &str,
+    value: &str,
+    read_revision: u64,
+) -> Result<(), ClientError> {
+    let value: Value = serde_json::from_str(value).map_err(|error| ClientError::Invalid {
+        message: format!("a merged value must be JSON: {error}"),
+    })?;
+    let answer = client.merge_put(key, &value, read_revision).await?;
+    print_either(format, &answer, || {
+        let how = if answer.merged {
+            format!("merged with {}", answer.merged_fields.join(", "))
+        } else {
+            "no newer change to merge".to_string()
+        };
+        format!(
+            "put {key} (revision {}, {how})\n{}",
+            answer.header.revision, answer.kv.value
         )
     });
     Ok(())

@@ -7,7 +7,11 @@
 //!   leader transfer ID | hash | snapshot save FILE
 //!   lease grant TTL | lease revoke ID | lease keep-alive ID | lease ttl ID | lease list
 //!   lock NAME [-- COMMAND...] | elect NAME PROPOSAL | elect NAME --listen
+//!   auth enable|disable|status | user add|delete|list|get|passwd|grant-role|revoke-role
+//!   role add|delete|list|get|grant-permission|revoke-permission
 //! ```
+//!
+//! With auth enabled, `--user NAME:PASSWORD` (or `REVKV_USER`) makes every call as that user.
 //!
 //! Endpoints come from `--endpoints`, else `REVKV_ENDPOINTS`, else the local three-member cluster
 //! that `scripts/cluster.sh` starts. Output is for people by default (aligned tables, short
@@ -19,6 +23,7 @@
 //! ([`lease`] the lease commands, [`recipes`] `lock` and `elect`), and [`output`] formats the
 //! answers.
 
+pub mod auth;
 pub mod commands;
 pub mod conflicts;
 pub mod history;
@@ -69,6 +74,18 @@ pub struct CtlArgs {
     #[command(flatten)]
     pub tls: TlsArgs,
 
+    /// Call as this user when the cluster has auth enabled: NAME:PASSWORD, as etcdctl's --user.
+    /// (The field is not called `user`: clap shares an id between a global option and a
+    /// subcommand's argument of the same name, and `user grant-role USER ROLE` has one.)
+    #[arg(
+        long = "user",
+        value_name = "NAME:PASSWORD",
+        env = "REVKV_USER",
+        global = true,
+        hide_env_values = true
+    )]
+    pub credentials: Option<String>,
+
     #[command(subcommand)]
     pub command: CtlCommand,
 }
@@ -102,6 +119,11 @@ pub enum CtlCommand {
         /// Attach the key to this lease (it is deleted when the lease ends).
         #[arg(long)]
         lease: Option<i64>,
+        /// Merge the JSON value with whatever changed since this revision (the mod revision the
+        /// value was read at), field by field; exit 3 with the conflicting fields when both sides
+        /// changed the same one.
+        #[arg(long, conflicts_with_all = ["if_mod_revision", "if_absent", "prev_kv", "lease"])]
+        merge_from: Option<u64>,
     },
     /// Delete a key, or every key under a prefix.
     Del {
@@ -205,6 +227,15 @@ pub enum CtlCommand {
     /// Leases: keys that live as long as a lease is kept alive.
     #[command(subcommand)]
     Lease(LeaseCommand),
+    /// Enable, disable or show auth.
+    #[command(subcommand)]
+    Auth(auth::AuthCommand),
+    /// Users (root only once auth is enabled).
+    #[command(subcommand)]
+    User(auth::UserCommand),
+    /// Roles and their permissions (root only once auth is enabled).
+    #[command(subcommand)]
+    Role(auth::RoleCommand),
     /// Take a distributed lock; hold it until interrupted, or while COMMAND runs.
     Lock {
         name: String,
@@ -329,6 +360,14 @@ pub async fn run(args: CtlArgs) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("revkv ctl: {error}");
+            if let ClientError::Conflict {
+                conflicting_fields, ..
+            } = &error
+            {
+                if !conflicting_fields.is_empty() {
+                    eprintln!("conflicting fields: {}", conflicting_fields.join(", "));
+                }
+            }
             ExitCode::from(exit_code_of(&error))
         }
     }
@@ -421,6 +460,34 @@ mod tests {
             parse(&["put", "k", "v", "--lease", "7"]).unwrap().command,
             CtlCommand::Put { lease: Some(7), .. }
         ));
+        let grant = parse(&["--user", "root:pw", "user", "grant-role", "app", "app-rw"]).unwrap();
+        assert_eq!(grant.credentials.as_deref(), Some("root:pw"));
+        assert!(matches!(
+            grant.command,
+            CtlCommand::User(auth::UserCommand::GrantRole { user, .. }) if user == "app"
+        ));
+        assert!(matches!(
+            parse(&["put", "k", "{}", "--merge-from", "4"])
+                .unwrap()
+                .command,
+            CtlCommand::Put {
+                merge_from: Some(4),
+                ..
+            }
+        ));
+        assert!(
+            parse(&[
+                "put",
+                "k",
+                "{}",
+                "--merge-from",
+                "4",
+                "--if-mod-revision",
+                "4"
+            ])
+            .is_err(),
+            "a merge carries its own precondition"
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::REVKV_BINARY;
 
 /// What one `revkv ctl` run printed and how it exited.
+#[derive(Debug)]
 pub struct CtlRun {
     pub code: i32,
     pub stdout: String,

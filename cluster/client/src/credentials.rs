@@ -1,0 +1,147 @@
+//! Calls as a user, when the cluster has auth enabled: the client trades its user name and
+//! password for a token (`POST /v1/auth/authenticate`) before its first call, sends it on every
+//! call as `Authorization: Bearer`, and, when a member answers `401` (the token expired, or auth
+//! was re-enabled with a new key), authenticates once more and repeats the call. Repeating is
+//! safe even for writes: a `401` means the member refused the request before doing anything.
+
+use std::sync::RwLock;
+
+use reqwest::Method;
+use serde::Deserialize;
+use tokio::time::Instant;
+
+use super::error::ClientError;
+use super::transport::{Call, Transport};
+
+/// A user name and password (etcdctl's `--user NAME:PASSWORD`).
+#[derive(Clone)]
+pub struct Credentials {
+    pub user: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The password never reaches a log.
+        formatter
+            .debug_struct("Credentials")
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Credentials {
+    /// Parses etcdctl's `NAME:PASSWORD` (the password may hold colons; the name may not).
+    pub fn parse(text: &str) -> Result<Credentials, ClientError> {
+        match text.split_once(':') {
+            Some((user, password)) if !user.is_empty() => Ok(Credentials {
+                user: user.to_string(),
+                password: password.to_string(),
+            }),
+            _ => Err(ClientError::Invalid {
+                message: "credentials are NAME:PASSWORD".into(),
+            }),
+        }
+    }
+}
+
+/// The credentials of a client and the token they last bought.
+#[derive(Default)]
+pub struct TokenCache {
+    credentials: Option<Credentials>,
+    token: RwLock<Option<String>>,
+}
+
+#[derive(Deserialize)]
+struct TokenAnswer {
+    token: String,
+}
+
+impl TokenCache {
+    pub fn new(credentials: Option<Credentials>) -> TokenCache {
+        TokenCache {
+            credentials,
+            token: RwLock::new(None),
+        }
+    }
+
+    /// The token to send, if any.
+    pub fn current(&self) -> Option<String> {
+        self.token
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    fn replace(&self, token: Option<String>) {
+        *self
+            .token
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = token;
+    }
+}
+
+impl Transport {
+    /// Runs `attempt` with a token when the client has credentials: authenticates first if no
+    /// token is held, and once more (then repeats `attempt`) if the member answers `401`.
+    pub(crate) async fn with_token<T, F, Fut>(
+        &self,
+        deadline: Instant,
+        attempt: F,
+    ) -> Result<T, ClientError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, ClientError>>,
+    {
+        if self.tokens.credentials.is_none() {
+            return attempt().await;
+        }
+        if self.tokens.current().is_none() {
+            self.authenticate(deadline).await?;
+        }
+        match attempt().await {
+            Err(ClientError::Unauthenticated { .. }) => {
+                self.authenticate(deadline).await?;
+                attempt().await
+            }
+            other => other,
+        }
+    }
+
+    async fn authenticate(&self, deadline: Instant) -> Result<(), ClientError> {
+        let Some(credentials) = &self.tokens.credentials else {
+            return Ok(());
+        };
+        self.tokens.replace(None);
+        let body = serde_json::json!({
+            "name": credentials.user,
+            "password": credentials.password,
+        });
+        let mut call = Call::write(Method::POST, "/v1/auth/authenticate".into(), Some(body));
+        // Authenticating changes nothing, so it may be repeated on another member.
+        call.idempotent = true;
+        let answer = self.execute_without_token(&call, deadline).await?;
+        let parsed: TokenAnswer = serde_json::from_slice(&answer.body).map_err(|error| {
+            ClientError::UnreadableAnswer {
+                message: error.to_string(),
+            }
+        })?;
+        self.tokens.replace(Some(parsed.token));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_are_name_colon_password_and_never_printed() {
+        let credentials = Credentials::parse("app:pass:word").unwrap();
+        assert_eq!(credentials.user, "app");
+        assert_eq!(credentials.password, "pass:word");
+        assert!(!format!("{credentials:?}").contains("pass:word"));
+        assert!(Credentials::parse(":secret").is_err());
+        assert!(Credentials::parse("nocolon").is_err());
+    }
+}
