@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod backend;
 pub mod compaction;
+pub mod compaction_cleaner;
 pub mod error;
 pub mod hot_keys;
 pub mod http;

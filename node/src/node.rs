@@ -27,6 +27,7 @@ use crate::backend::{
     ReadConsistency, ResponseHeader, Written,
 };
 use crate::compaction::{self, AutoCompaction};
+use crate::compaction_cleaner::{self, CleanerSettings};
 use crate::error::NodeError;
 use crate::http::{client_router_with_metrics, HttpLimits};
 use crate::metrics_feed::{start_metrics_feeds, AppendApplyTimings, LeaseEventCounts};
@@ -45,6 +46,8 @@ pub struct NodeConfig {
     pub watch: WatchLimits,
     /// What automatic compaction keeps (run by the leader, through raft).
     pub auto_compaction: AutoCompaction,
+    /// How the background compaction cleaner works through a compacted window.
+    pub compaction_cleaner: CleanerSettings,
     /// Longest wait at start for the state machine to re-apply committed entries before the client
     /// listener opens.
     pub recovery_timeout: Duration,
@@ -106,6 +109,7 @@ impl NodeConfig {
             request_timeout,
             watch: WatchLimits::default(),
             auto_compaction: AutoCompaction::Off,
+            compaction_cleaner: CleanerSettings::default(),
             recovery_timeout: Duration::from_secs(60),
             metric_prefix_labels: PrefixLabelConfig::default(),
             client_tls: None,
@@ -204,6 +208,11 @@ impl Node {
         space_quota::spawn(
             backend.clone(),
             config.space_quota,
+            stop_background.subscribe(),
+        );
+        compaction_cleaner::spawn(
+            backend.member.store().clone(),
+            config.compaction_cleaner,
             stop_background.subscribe(),
         );
         let router = client_router_with_metrics(backend.clone(), config.http.clone(), metrics);

@@ -25,6 +25,6 @@ pub use limits::Limits;
 pub use log_store::{LogOptions, RaftLogStore};
 pub use mvcc::{
     inspect_snapshot, validate_range, validate_request, Defragmented, MvccStore, RestoreTarget,
-    SnapshotSummary, StoreOptions,
+    SnapshotSummary, StoreOptions, DEFAULT_COMPACTION_INLINE_ENTRIES,
 };
 pub use types::*;

@@ -18,6 +18,7 @@ use serde::Deserialize;
 
 use revkv_node::auth::AuthOptions;
 use revkv_node::compaction::AutoCompaction;
+use revkv_node::compaction_cleaner::CleanerSettings;
 use revkv_node::hot_keys::HotKeyLimits;
 use revkv_node::http::{HttpLimits, LeaseStreamLimits, DEFAULT_MAX_SNAPSHOT_STREAMS};
 use revkv_node::space_quota::{SpaceQuota, DEFAULT_QUOTA_BACKEND_BYTES};
@@ -175,6 +176,14 @@ pub struct ServeArgs {
     /// The sliding window of the hot-key top-k, in seconds (default 300).
     #[arg(long, env = "REVKV_HOT_KEYS_WINDOW_SECONDS")]
     pub hot_keys_window_seconds: Option<u64>,
+    /// History entries one step of compaction cleans, inside the compacting apply and then in
+    /// the background (default 1000, etcd's `--experimental-compaction-batch-limit`).
+    #[arg(long, env = "REVKV_COMPACTION_BATCH_LIMIT")]
+    pub compaction_batch_limit: Option<usize>,
+    /// The pause between two background compaction steps, in milliseconds (default 10, etcd's
+    /// `--experimental-compaction-sleep-interval`).
+    #[arg(long, env = "REVKV_COMPACTION_SLEEP_INTERVAL_MS")]
+    pub compaction_sleep_interval_ms: Option<u64>,
     /// How long an auth token is valid, in seconds (default 300, as etcd's tokens).
     #[arg(long, env = "REVKV_AUTH_TOKEN_TTL_SECONDS")]
     pub auth_token_ttl_seconds: Option<u64>,
@@ -285,7 +294,8 @@ impl ServeArgs {
             max_leases, max_keys_per_lease, max_lease_ttl_seconds, lease_expiry_check_interval_ms,
             lease_checkpoint_interval_ms, max_leases_per_checkpoint, max_lease_keepalive_streams,
             lease_keepalive_idle_timeout_ms, max_client_connections, max_connections_per_client,
-            header_read_timeout_ms, max_header_bytes, max_snapshot_streams, hot_keys_capacity, hot_keys_window_seconds, auth_token_ttl_seconds,
+            header_read_timeout_ms, max_header_bytes, max_snapshot_streams, hot_keys_capacity, hot_keys_window_seconds, compaction_batch_limit,
+            compaction_sleep_interval_ms, auth_token_ttl_seconds,
             max_concurrent_password_checks, log_format, auto_compaction_mode, auto_compaction_retention,
             quota_backend_bytes,
             auto_compaction_interval_ms, watch_progress_notify_interval_ms, max_watches,
@@ -302,6 +312,7 @@ impl ServeArgs {
         let max_snapshot_streams = self.max_snapshot_streams()?;
         let hot_keys = self.hot_key_limits()?;
         let auth = self.auth_options()?;
+        let compaction_cleaner = self.compaction_cleaner()?;
         let auto_compaction = self.auto_compaction()?;
         let space_quota = self.space_quota();
         let client_connections = self.client_connection_limits()?;
@@ -360,6 +371,7 @@ impl ServeArgs {
             cache_bytes: self
                 .state_cache_bytes
                 .unwrap_or(StoreOptions::default().cache_bytes),
+            compaction_inline_entries: compaction_cleaner.batch_entries,
         };
         let request_timeout = Duration::from_millis(self.request_timeout_ms.unwrap_or(5000));
         let member = MemberConfig {
@@ -400,6 +412,7 @@ impl ServeArgs {
             request_timeout,
             watch,
             auto_compaction,
+            compaction_cleaner,
             recovery_timeout: Duration::from_secs(60),
             metric_prefix_labels,
             client_tls,
@@ -573,6 +586,28 @@ impl ServeArgs {
             return Err("--max-snapshot-streams must be between 1 and 64".into());
         }
         Ok(streams)
+    }
+
+    /// How compaction cleans its window: the step size and the pause between steps.
+    fn compaction_cleaner(&self) -> Result<CleanerSettings, String> {
+        let defaults = CleanerSettings::default();
+        let batch_entries = self
+            .compaction_batch_limit
+            .unwrap_or(defaults.batch_entries);
+        if !(1..=1_000_000).contains(&batch_entries) {
+            return Err("--compaction-batch-limit must be between 1 and 1000000".into());
+        }
+        let pause_between_steps = self
+            .compaction_sleep_interval_ms
+            .map_or(defaults.pause_between_steps, Duration::from_millis);
+        if pause_between_steps > Duration::from_secs(10) {
+            return Err("--compaction-sleep-interval-ms must be at most 10000".into());
+        }
+        Ok(CleanerSettings {
+            batch_entries,
+            pause_between_steps,
+            ..defaults
+        })
     }
 
     /// Token lifetime and concurrent password checks.

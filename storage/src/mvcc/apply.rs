@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use crate::codec::{LeaseRecord, VersionRecord};
 use crate::error::{Error, Result};
 use crate::limits::Limits;
+use crate::mvcc::compact::PendingCompaction;
 use crate::mvcc::leases::WriteLeaseTables;
 use crate::mvcc::read::ResolvedRange;
 use crate::mvcc::tables::{IndexEntry, StoreState, WriteTables};
@@ -38,7 +39,6 @@ pub(crate) fn apply_request<'f, 't>(
         return Ok(rejected(state, rejection));
     }
     match request {
-        Request::Compact { revision } => return compact_request(tables, state, *revision),
         Request::LeaseGrant { id, ttl_seconds } => {
             let grant = (*id, *ttl_seconds, log_index);
             return grant_lease(leases, state, grant, limits);
@@ -73,8 +73,8 @@ pub(crate) fn apply_request<'f, 't>(
         Request::DeleteRange(delete) => Ok(Response::DeleteRange(change.delete_range(delete)?)),
         Request::Txn(txn) => change.txn(txn)?.map(Response::Txn),
         Request::LeaseRevoke { id } => change.revoke(*id)?.map(Response::LeaseRevoke),
-        Request::Compact { .. }
-        | Request::LeaseGrant { .. }
+        Request::Compact { .. } => unreachable!("compactions are applied by the batch"),
+        Request::LeaseGrant { .. }
         | Request::LeaseCheckpoint { .. }
         | Request::LeaseCheckpointClear { .. } => {
             unreachable!("handled above: they write no history")
@@ -118,10 +118,14 @@ fn rejected(state: &StoreState, rejection: Error) -> ApplyOutcome {
     }
 }
 
-fn compact_request(
+/// Moves the compact revision to `revision` and cleans at most `inline_entries` history entries
+/// of the window now; the rest stays in `pending` for `MvccStore::compact_step`.
+pub(crate) fn compact_request(
     tables: &mut WriteTables<'_, '_>,
     state: &mut StoreState,
     revision: u64,
+    pending: &mut Option<PendingCompaction>,
+    inline_entries: usize,
 ) -> Result<ApplyOutcome> {
     if revision > state.current_revision {
         let rejection = Error::FutureRevision {
@@ -137,8 +141,9 @@ fn compact_request(
         };
         return Ok(rejected(state, rejection));
     }
-    tables.compact_history(state.compact_revision, revision)?;
+    let window = PendingCompaction::extended(*pending, state.compact_revision, revision);
     state.compact_revision = revision;
+    *pending = tables.compact_some(window, inline_entries)?;
     Ok(ApplyOutcome {
         revision: state.current_revision,
         result: Ok(Response::Compact),

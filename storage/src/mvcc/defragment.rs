@@ -30,12 +30,15 @@ pub struct Defragmented {
 }
 
 impl MvccStore {
-    /// Compacts the state file in place, so it shrinks to about the data it holds. Every applied
-    /// change is made durable first. `Busy` when transactions kept running throughout the bounded
+    /// Compacts the state file in place, so it shrinks to about the data it holds. A pending
+    /// compaction is cleaned first, and every applied change is made durable. `Busy` when transactions kept running throughout the bounded
     /// wait for them.
     pub fn defragment(&self) -> Result<Defragmented> {
         let started = Instant::now();
         let file_bytes_before = self.file_bytes()?;
+        // What compaction freed is only free once its window is cleaned; finish it first, in
+        // the usual bounded steps (applies go on between them).
+        self.finish_compaction(crate::mvcc::DEFAULT_COMPACTION_INLINE_ENTRIES)?;
         for _ in 0..MAX_ATTEMPTS {
             let mut database = self
                 .database

@@ -72,7 +72,8 @@ impl MvccStore {
         })
     }
 
-    /// A hash of every history entry at or below `revision` (default: current) and of the leases
+    /// A hash of every history entry at or below `revision` (default: current) that compaction
+    /// keeps (`TableSet::is_compacted_away`), and of the leases
     /// granted now, equal on every member that has applied the same log. Each field is hashed with
     /// a length or fixed width so that different states cannot hash the same bytes.
     ///
@@ -97,6 +98,17 @@ impl MvccStore {
             let (key, bytes) = entry.map_err(db_error(file))?;
             let (entry_revision, position) = key.value();
             let record: VersionRecord = codec::decode(bytes.value()).map_err(corrupt(file))?;
+            // A version a pending compaction has not cleaned yet is not part of the state:
+            // members clean at their own pace and must still hash equal.
+            let compact_revision = state.compact_revision;
+            if tables.is_compacted_away(
+                &record.key,
+                entry_revision,
+                record.tombstone,
+                compact_revision,
+            )? {
+                continue;
+            }
             hasher.update(&entry_revision.to_be_bytes());
             hasher.update(&position.to_be_bytes());
             hasher.update(&(record.key.len() as u64).to_be_bytes());

@@ -32,6 +32,7 @@ pub use snapshot_frames::inspect_snapshot;
 pub use validate::{validate_range, validate_request};
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 use std::time::{Duration, Instant};
@@ -48,6 +49,7 @@ use crate::types::{
     Alarm, AppliedState, ApplyEntry, ApplyOutcome, EntryPayload, KeyRange, LogId, RangeRequest,
     ReadResult, Request, Response, StoreStats,
 };
+use compact::PendingCompaction;
 use leases::{open_write_lease_tables, LeaseTables, ReadLeaseTables, WriteLeaseTables};
 use read::ResolvedRange;
 use tables::{
@@ -58,6 +60,10 @@ use tables::{
 /// The file kind written into the state file's marker.
 const STATE_FILE_KIND: &str = "state";
 
+/// Default `StoreOptions::compaction_inline_entries`: about a millisecond of cleaning, the same
+/// order as etcd's compaction batch (1,000 keys).
+pub const DEFAULT_COMPACTION_INLINE_ENTRIES: usize = 1_000;
+
 /// How the store is opened.
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
@@ -66,6 +72,9 @@ pub struct StoreOptions {
     pub durable_commit_interval: Duration,
     /// redb page cache size in bytes.
     pub cache_bytes: usize,
+    /// History entries a compaction cleans inside its own apply; the rest of its window is left
+    /// to `MvccStore::compact_step`, so a huge window never stalls the apply loop.
+    pub compaction_inline_entries: usize,
 }
 
 impl Default for StoreOptions {
@@ -74,6 +83,7 @@ impl Default for StoreOptions {
             limits: Limits::default(),
             durable_commit_interval: Duration::from_millis(500),
             cache_bytes: 256 * 1024 * 1024,
+            compaction_inline_entries: DEFAULT_COMPACTION_INLINE_ENTRIES,
         }
     }
 }
@@ -88,14 +98,16 @@ struct DurabilityTracker {
     applied: Option<LogId>,
 }
 
-/// What one entry of a batch may change besides the state record: the data tables, the lease
-/// tables, the alarms raised, and the auth records (loaded only for a batch with an auth change).
-type BatchTables<'b, 'f, 't> = (
-    &'b mut WriteTables<'f, 't>,
-    &'b mut WriteLeaseTables<'f, 't>,
-    &'b mut Vec<Alarm>,
-    &'b mut Option<AuthState>,
-);
+/// What one entry of a batch may change besides the state record.
+struct BatchTables<'b, 'f, 't> {
+    tables: &'b mut WriteTables<'f, 't>,
+    leases: &'b mut WriteLeaseTables<'f, 't>,
+    raised: &'b mut Vec<Alarm>,
+    /// Loaded only for a batch with an auth change.
+    auth: &'b mut Option<AuthState>,
+    /// The compaction still to clean (`compact.rs`), loaded for every batch with a compaction.
+    pending_compaction: &'b mut Option<PendingCompaction>,
+}
 
 /// What an export reads from the meta table besides the state record, in the same transaction.
 pub(crate) struct ExportMeta {
@@ -117,6 +129,9 @@ pub struct MvccStore {
     /// The auth records as last committed, read on every request a front-end checks; replaced
     /// after a batch that changed them and after a snapshot import.
     auth: RwLock<Arc<AuthState>>,
+    /// True while a compaction window is not fully cleaned (`compact.rs`), so the background
+    /// compactor asks without a read transaction.
+    compaction_pending: AtomicBool,
 }
 
 impl MvccStore {
@@ -143,8 +158,10 @@ impl MvccStore {
                 applied: None,
             }),
             auth: RwLock::new(Arc::new(AuthState::default())),
+            compaction_pending: AtomicBool::new(false),
         };
         store.reload_auth()?;
+        store.reload_compaction_pending()?;
         let applied = store.read_state()?.applied.last_applied;
         let mut tracker = store.tracker();
         tracker.durable_applied = applied;
@@ -189,7 +206,7 @@ impl MvccStore {
         let durability = self.durability_for_next_commit();
         let mut write = self.database().begin_write().map_err(db_error(file))?;
         write.set_durability(durability).map_err(db_error(file))?;
-        let (outcomes, state, auth_changed) = {
+        let (outcomes, state, auth_changed, pending_changed) = {
             let mut meta = write.open_table(META).map_err(db_error(file))?;
             let mut state = load_state(&meta, file)?;
             let mut raised = alarms::load_alarms(&meta, file)?;
@@ -199,12 +216,23 @@ impl MvccStore {
                 false => None,
             };
             let auth_before = auth.clone();
+            let mut pending_compaction = match entries.iter().any(is_compaction) {
+                true => compact::load_pending(&meta, file)?,
+                false => None,
+            };
+            let pending_before = pending_compaction;
             let mut tables = open_write_tables(&write, file)?;
             let mut leases = open_write_lease_tables(&write, file)?;
             let mut outcomes = Vec::with_capacity(entries.len());
             for entry in entries {
                 check_applies_next(state.applied.last_applied, entry.log_id)?;
-                let batch = (&mut tables, &mut leases, &mut raised, &mut auth);
+                let batch = BatchTables {
+                    tables: &mut tables,
+                    leases: &mut leases,
+                    raised: &mut raised,
+                    auth: &mut auth,
+                    pending_compaction: &mut pending_compaction,
+                };
                 outcomes.push(self.apply_entry(batch, &mut state, entry)?);
                 state.applied.last_applied = Some(entry.log_id);
                 record_founding_cluster_id(&mut meta, file, entry)?;
@@ -213,27 +241,53 @@ impl MvccStore {
             if raised != raised_before {
                 alarms::save_alarms(&mut meta, file, &raised)?;
             }
+            let pending_changed =
+                (pending_compaction != pending_before).then_some(pending_compaction);
+            if let Some(pending) = &pending_changed {
+                compact::save_pending(&mut meta, file, pending.as_ref())?;
+            }
             let auth_changed = auth.filter(|auth| Some(auth) != auth_before.as_ref());
             if let Some(auth) = &auth_changed {
                 auth_record::save_auth(&mut meta, file, auth)?;
             }
-            (outcomes, state, auth_changed)
+            (outcomes, state, auth_changed, pending_changed)
         };
         write.commit().map_err(db_error(file))?;
         self.record_commit(durability, state.applied.last_applied);
         if let Some(auth) = auth_changed {
             *self.auth_cache_mut() = Arc::new(auth);
         }
+        if let Some(pending) = pending_changed {
+            self.compaction_pending
+                .store(pending.is_some(), Ordering::Release);
+        }
         Ok(outcomes)
     }
 
     fn apply_entry<'f, 't>(
         &self,
-        (tables, leases, raised, auth): BatchTables<'_, 'f, 't>,
+        batch: BatchTables<'_, 'f, 't>,
         state: &mut StoreState,
         entry: &ApplyEntry,
     ) -> Result<ApplyOutcome> {
+        let BatchTables {
+            tables,
+            leases,
+            raised,
+            auth,
+            pending_compaction,
+        } = batch;
         match &entry.payload {
+            EntryPayload::Request(request @ Request::Compact { revision }) => {
+                if let Err(rejection) = validate_request(request, &self.options.limits) {
+                    return Ok(ApplyOutcome {
+                        revision: state.current_revision,
+                        result: Err(rejection),
+                    });
+                }
+                let inline_entries = self.options.compaction_inline_entries;
+                apply::compact_request(tables, state, *revision, pending_compaction, inline_entries)
+            }
             EntryPayload::Request(Request::Auth(change)) => {
                 let records = auth.as_mut().ok_or_else(|| {
                     Error::Invariant(
@@ -651,4 +705,12 @@ fn initialise_tables(write: &redb::WriteTransaction, file: &Path) -> Result<()> 
     migrate::mark_current_layout(write, file)?;
     let mut meta = write.open_table(META).map_err(db_error(file))?;
     save_state(&mut meta, file, &StoreState::empty())
+}
+
+/// True when `entry` compacts.
+fn is_compaction(entry: &ApplyEntry) -> bool {
+    matches!(
+        entry.payload,
+        EntryPayload::Request(Request::Compact { .. })
+    )
 }

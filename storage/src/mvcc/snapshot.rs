@@ -24,6 +24,7 @@ use crate::error::{corrupt, db_error, Result};
 use crate::file::META;
 use crate::mvcc::alarms::save_alarms;
 use crate::mvcc::auth_record::save_auth;
+use crate::mvcc::compact::{save_pending, PendingCompaction};
 use crate::mvcc::leases::{open_write_lease_tables, WriteLeaseTables};
 use crate::mvcc::snapshot_frames::{bad, read_stream, FrameSink};
 use crate::mvcc::tables::{
@@ -247,6 +248,13 @@ impl MvccStore {
             // Users, roles and auth's state come along even into a new cluster, as etcd's restore
             // keeps its auth bucket: a restored cluster keeps out whoever the old one did.
             save_auth(&mut meta, &file, &auth)?;
+            // The stream may hold versions its writer had not cleaned yet (a pending compaction
+            // there); cleaning the whole window here, in the background, removes them.
+            let pending = (summary.compact_revision > 0).then_some(PendingCompaction {
+                next: (0, 0),
+                through_revision: summary.compact_revision,
+            });
+            save_pending(&mut meta, &file, pending.as_ref())?;
             if let Some(cluster_id) = summary.cluster_id {
                 save_cluster_id(&mut meta, &file, cluster_id)?;
             }
@@ -255,6 +263,7 @@ impl MvccStore {
         write.commit().map_err(db_error(&file))?;
         self.record_commit(Durability::Immediate, summary.applied.last_applied);
         self.reload_auth()?;
+        self.reload_compaction_pending()?;
         Ok(summary)
     }
 }
