@@ -39,8 +39,10 @@ impl Default for RaftTiming {
 /// Bounds on what peers may send and how long calls may take.
 #[derive(Clone, Debug)]
 pub struct PeerLimits {
-    /// Largest peer request body (append batches and whole snapshots).
+    /// Largest peer request body (append batches; snapshots are streamed and have their own).
     pub max_body_bytes: usize,
+    /// Largest snapshot a member accepts from the leader, streamed to a file.
+    pub max_snapshot_bytes: u64,
     /// How long a forwarded write, read index or membership change may take.
     pub call_timeout: Duration,
     /// How long connecting to a peer may take.
@@ -53,6 +55,7 @@ impl Default for PeerLimits {
     fn default() -> Self {
         PeerLimits {
             max_body_bytes: 1024 * 1024 * 1024,
+            max_snapshot_bytes: 64 * 1024 * 1024 * 1024,
             call_timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(1),
             leader_change_attempts: 5,

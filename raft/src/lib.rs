@@ -35,6 +35,7 @@ pub mod member;
 mod member_inner;
 pub mod peer;
 pub mod restore;
+pub mod snapshot_file;
 pub mod snapshot_stream;
 pub mod state_machine;
 pub mod status;

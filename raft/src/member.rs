@@ -30,6 +30,7 @@ use crate::peer::{
     paths, AdminRequest, ForwardedWrite, LeaseGrantCall, LeaseTimeToLive, LeaseTimeToLiveCall,
     PeerError,
 };
+use crate::snapshot_file::SnapshotFiles;
 use crate::state_machine::{AppliedPosition, StateMachine};
 use crate::status::{RaftStatus, RaftStatusFeed};
 use crate::types::{ClientRequest, MemberNode, WriteResult};
@@ -79,7 +80,13 @@ impl RaftMember {
                  never acknowledged); the leader resends whatever this member lacks"
             );
         }
-        let state_machine = StateMachine::new(store.clone(), config.timings.clone())?;
+        let snapshot_files = SnapshotFiles::open(config.data_dir.join("snapshots"))
+            .map_err(|error| startup("snapshot directory", &error))?;
+        let state_machine = StateMachine::new(
+            store.clone(),
+            snapshot_files.clone(),
+            config.timings.clone(),
+        )?;
         let applied = state_machine.subscribe();
         let lessor = state_machine.lessor();
         lessor.set_checkpoint_interval(config.lease.checkpoint_interval);
@@ -117,6 +124,7 @@ impl RaftMember {
             config,
             lessor,
             lease_check_now: tokio::sync::Notify::new(),
+            snapshot_files,
         });
         let stop_peer_server = crate::peer::server::spawn(inner.clone(), peer_listener);
         let stop_lease_expiry = watch::Sender::new(false);

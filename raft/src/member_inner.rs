@@ -30,4 +30,6 @@ pub(crate) struct MemberInner {
     pub lessor: Arc<Lessor>,
     /// Wakes the lease expiry task for a check now (after this member took over the leases).
     pub lease_check_now: tokio::sync::Notify,
+    /// Where snapshots sent and received are written (`DATA_DIR/snapshots/`).
+    pub snapshot_files: Arc<crate::snapshot_file::SnapshotFiles>,
 }

@@ -9,12 +9,12 @@
 //! clear (before the applied position moves past them), and reloaded from the store when a
 //! snapshot is installed, so every member's lessor holds the store's leases and checkpoints.
 //!
-//! Snapshots are the store's own export stream, built in memory (`Cursor<Vec<u8>>`): simple, and
-//! bounded by the state's size; streaming snapshots through a file is future work. A snapshot is
-//! identified by its last log id (openraft 0.10 dropped the separate snapshot id).
+//! Snapshots are the store's own export stream written to a file (`snapshot_file`), sent and
+//! received as a stream (`peer::snapshot_transfer`) and imported from the file, so no member
+//! holds a snapshot in memory. A snapshot is identified by its last log id (openraft 0.10
+//! dropped the separate snapshot id).
 
 use std::io;
-use std::io::Cursor;
 use std::sync::Arc;
 
 use futures::{Stream, TryStreamExt};
@@ -25,6 +25,7 @@ use tokio::sync::watch;
 
 use crate::blocking::{invalid_data, run_blocking};
 use crate::lessor::Lessor;
+use crate::snapshot_file::{SnapshotFile, SnapshotFiles};
 use crate::timings::StorageTimings;
 use crate::types::alias::{
     Entry, EntryResponder, LogId, Snapshot, SnapshotData, SnapshotMeta, StoredMembership,
@@ -44,6 +45,7 @@ pub struct AppliedPosition {
 /// The state machine of one member.
 pub struct StateMachine {
     store: Arc<MvccStore>,
+    snapshot_files: Arc<SnapshotFiles>,
     applied: watch::Sender<AppliedPosition>,
     timings: StorageTimings,
     lessor: Arc<Lessor>,
@@ -51,7 +53,11 @@ pub struct StateMachine {
 
 impl StateMachine {
     /// Wraps a store; the watch channel starts at the store's current position.
-    pub fn new(store: Arc<MvccStore>, timings: StorageTimings) -> revkv_storage::Result<Self> {
+    pub fn new(
+        store: Arc<MvccStore>,
+        snapshot_files: Arc<SnapshotFiles>,
+        timings: StorageTimings,
+    ) -> revkv_storage::Result<Self> {
         let position = AppliedPosition {
             log_index: store
                 .applied_state()?
@@ -63,6 +69,7 @@ impl StateMachine {
         lessor.load(&store.leases()?, tokio::time::Instant::now());
         Ok(StateMachine {
             store,
+            snapshot_files,
             applied: watch::Sender::new(position),
             timings,
             lessor,
@@ -181,15 +188,8 @@ fn decode_membership(bytes: Option<&[u8]>) -> io::Result<StoredMembership> {
     }
 }
 
-/// Exports the store into an in-memory snapshot (possibly of an empty store).
-fn export(store: &MvccStore) -> revkv_storage::Result<(Vec<u8>, revkv_storage::SnapshotSummary)> {
-    let mut data = Vec::new();
-    let summary = store.export_snapshot(&mut data)?;
-    Ok((data, summary))
-}
-
 fn snapshot_from_export(
-    data: Vec<u8>,
+    data: SnapshotFile,
     summary: &revkv_storage::SnapshotSummary,
 ) -> io::Result<Snapshot> {
     let last_log_id: Option<LogId> = summary.applied.last_applied.map(from_storage_log_id);
@@ -199,7 +199,7 @@ fn snapshot_from_export(
     };
     Ok(Snapshot {
         meta,
-        snapshot: Cursor::new(data),
+        snapshot: data,
     })
 }
 
@@ -231,7 +231,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
         };
         Ok(Snapshot {
             meta,
-            snapshot: Cursor::new(Vec::new()),
+            snapshot: SnapshotFile::empty(),
         })
     }
 }
@@ -281,8 +281,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         snapshot: SnapshotData,
     ) -> Result<(), io::Error> {
         let store = self.store.clone();
-        let data = snapshot.into_inner();
-        let summary = run_blocking(move || store.import_snapshot(&mut data.as_slice())).await?;
+        let summary = run_blocking(move || {
+            let mut reader = snapshot.reader()?;
+            store.import_snapshot(&mut reader)
+        })
+        .await?;
         let store = self.store.clone();
         let leases = run_blocking(move || store.leases()).await?;
         self.lessor.load(&leases, tokio::time::Instant::now());
@@ -303,7 +306,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, io::Error> {
         // Before anything is applied there is no snapshot to offer a follower.
         let store = self.store.clone();
-        let (data, summary) = run_blocking(move || export(&store)).await?;
+        let files = self.snapshot_files.clone();
+        let (data, summary) = run_blocking(move || files.export(&store)).await?;
         if summary.applied.last_applied.is_none() {
             return Ok(None);
         }

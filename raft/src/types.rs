@@ -173,8 +173,9 @@ pub mod alias {
     pub type Entry = <TypeConfig as openraft::RaftTypeConfig>::Entry;
     pub type StoredMembership = openraft::alias::StoredMembershipOf<TypeConfig>;
     pub type SnapshotMeta = openraft::alias::SnapshotMetaOf<TypeConfig>;
-    pub type SnapshotData = std::io::Cursor<Vec<u8>>;
+    pub type SnapshotData = crate::snapshot_file::SnapshotFile;
     pub type Snapshot = openraft::alias::SnapshotOf<TypeConfig, SnapshotData>;
+    pub type SnapshotResponse = openraft::raft::SnapshotResponse<TypeConfig>;
     pub type EntryResponder = openraft::storage::EntryResponder<TypeConfig>;
     pub type LogState = openraft::storage::LogState<TypeConfig>;
     pub type IOFlushed = openraft::storage::IOFlushed<TypeConfig>;

@@ -28,8 +28,11 @@ impl StoreBuilder<TypeConfig, LogStorage, StateMachine, tempfile::TempDir> for R
             )
             .expect("open log file"),
         );
-        let state_machine =
-            StateMachine::new(state.clone(), Default::default()).expect("state machine");
+        let snapshot_files =
+            revkv_raft::snapshot_file::SnapshotFiles::open(dir.path().join("snapshots"))
+                .expect("snapshot directory");
+        let state_machine = StateMachine::new(state.clone(), snapshot_files, Default::default())
+            .expect("state machine");
         Ok((
             dir,
             LogStorage::new(log, state, Default::default(), Default::default())

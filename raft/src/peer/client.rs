@@ -41,7 +41,7 @@ pub enum CallError {
 /// A pooled HTTP client for peer calls. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct PeerClient {
-    http: reqwest::Client,
+    pub(super) http: reqwest::Client,
 }
 
 impl PeerClient {
@@ -99,7 +99,7 @@ impl PeerClient {
     }
 }
 
-fn classify(error: reqwest::Error, timeout: Duration) -> CallError {
+pub(super) fn classify(error: reqwest::Error, timeout: Duration) -> CallError {
     if error.is_timeout() {
         CallError::Timeout(timeout)
     } else if error.is_connect() {
@@ -189,11 +189,9 @@ impl RaftNetworkV2<TypeConfig> for PeerConnection {
         cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
         option: RPCOption,
     ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
-        let request = (vote, snapshot.meta, snapshot.snapshot.into_inner());
         let timeout = option.hard_ttl();
-        let call = self
-            .client
-            .call(&self.peer_url, paths::SNAPSHOT, &request, timeout);
+        let url = format!("{}{}", self.peer_url.trim_end_matches('/'), paths::SNAPSHOT);
+        let call = self.client.send_snapshot(&url, vote, snapshot, timeout);
         tokio::select! {
             result = call => result.map_err(|error| match rpc_error(error) {
                 RPCError::Unreachable(unreachable) => StreamingError::Unreachable(unreachable),

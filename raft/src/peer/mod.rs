@@ -9,6 +9,7 @@
 
 pub mod client;
 pub mod server;
+pub mod snapshot_transfer;
 
 use serde::{Deserialize, Serialize};
 

@@ -20,7 +20,6 @@ use tokio::sync::oneshot;
 
 use crate::member_inner::MemberInner;
 use crate::peer::{paths, AdminRequest, LeaseGrantCall, LeaseTimeToLiveCall, PeerError};
-use crate::types::alias::{SnapshotMeta, Vote};
 use crate::types::{ClientRequest, TypeConfig};
 
 type Shared = State<Arc<MemberInner>>;
@@ -106,22 +105,10 @@ async fn vote(State(member): Shared, body: Bytes) -> Response {
     .await
 }
 
-async fn snapshot(State(member): Shared, body: Bytes) -> Response {
-    serve(
-        body,
-        |(vote, meta, data): (Vote, SnapshotMeta, Vec<u8>)| async move {
-            let snapshot = openraft::alias::SnapshotOf::<TypeConfig, _> {
-                meta,
-                snapshot: std::io::Cursor::new(data),
-            };
-            member
-                .raft
-                .install_full_snapshot(vote, snapshot)
-                .await
-                .map_err(fatal)
-        },
-    )
-    .await
+/// Streamed to a file, not read into memory (`snapshot_transfer`); the body limit of the other
+/// routes does not apply, `PeerLimits::max_snapshot_bytes` does.
+async fn snapshot(State(member): Shared, body: axum::body::Body) -> Response {
+    crate::peer::snapshot_transfer::receive_snapshot(member, body).await
 }
 
 async fn transfer_leader(State(member): Shared, body: Bytes) -> Response {
