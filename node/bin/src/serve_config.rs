@@ -176,6 +176,10 @@ pub struct ServeArgs {
     /// The sliding window of the hot-key top-k, in seconds (default 300).
     #[arg(long, env = "REVKV_HOT_KEYS_WINDOW_SECONDS")]
     pub hot_keys_window_seconds: Option<u64>,
+    /// Largest raft snapshot this member accepts from a leader, in bytes (default 64 GiB); it is
+    /// streamed to a file under the data directory, so this bounds disk, not memory.
+    #[arg(long, env = "REVKV_MAX_SNAPSHOT_BYTES")]
+    pub max_snapshot_bytes: Option<u64>,
     /// History entries one step of compaction cleans, inside the compacting apply and then in
     /// the background (default 1000, etcd's `--experimental-compaction-batch-limit`).
     #[arg(long, env = "REVKV_COMPACTION_BATCH_LIMIT")]
@@ -294,7 +298,7 @@ impl ServeArgs {
             max_leases, max_keys_per_lease, max_lease_ttl_seconds, lease_expiry_check_interval_ms,
             lease_checkpoint_interval_ms, max_leases_per_checkpoint, max_lease_keepalive_streams,
             lease_keepalive_idle_timeout_ms, max_client_connections, max_connections_per_client,
-            header_read_timeout_ms, max_header_bytes, max_snapshot_streams, hot_keys_capacity, hot_keys_window_seconds, compaction_batch_limit,
+            header_read_timeout_ms, max_header_bytes, max_snapshot_streams, hot_keys_capacity, hot_keys_window_seconds, max_snapshot_bytes, compaction_batch_limit,
             compaction_sleep_interval_ms, auth_token_ttl_seconds,
             max_concurrent_password_checks, log_format, auto_compaction_mode, auto_compaction_retention,
             quota_backend_bytes,
@@ -384,6 +388,9 @@ impl ServeArgs {
             timing,
             peer_limits: PeerLimits {
                 call_timeout: request_timeout,
+                max_snapshot_bytes: self
+                    .max_snapshot_bytes
+                    .unwrap_or(PeerLimits::default().max_snapshot_bytes),
                 ..PeerLimits::default()
             },
             store,
