@@ -16,12 +16,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
-use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use revkv_storage::{
-    codec, inspect_snapshot, LogOptions, MvccStore, RaftLogStore, RestoreTarget, SnapshotSummary,
-    StoreOptions,
+    codec, inspect_snapshot, open_backup_file, LogOptions, MvccStore, RaftLogStore, RestoreTarget,
+    SnapshotSummary, StoreOptions,
 };
 
 use crate::types::alias::{LogId, StoredMembership};
@@ -97,8 +96,8 @@ fn check_plan(plan: &RestorePlan) -> Result<(), RestoreError> {
 
 /// Reads the whole backup and checks it (frames, order, count, checksum) without writing.
 fn read_backup(path: &Path) -> Result<SnapshotSummary, RestoreError> {
-    let file = File::open(path).map_err(io_error(path))?;
-    inspect_snapshot(&mut BufReader::new(file)).map_err(|source| RestoreError::BadBackup {
+    let mut reader = open_backup_file(path).map_err(io_error(path))?;
+    inspect_snapshot(&mut reader).map_err(|source| RestoreError::BadBackup {
         file: path.to_path_buf(),
         source,
     })
@@ -150,9 +149,9 @@ fn build_data_dir(
 ) -> Result<SnapshotSummary, RestoreError> {
     let summary = {
         let store = MvccStore::open(staging.join("state.redb"), StoreOptions::default())?;
-        let file = File::open(&plan.backup).map_err(io_error(&plan.backup))?;
+        let mut reader = open_backup_file(&plan.backup).map_err(io_error(&plan.backup))?;
         store
-            .import_for_restore(&mut BufReader::new(file), target)
+            .import_for_restore(&mut reader, target)
             .map_err(|source| RestoreError::BadBackup {
                 file: plan.backup.clone(),
                 source,

@@ -179,3 +179,41 @@ fn a_restore_from_a_bad_stream_changes_nothing() {
         assert_eq!(after, before);
     }
 }
+
+/// etcd's snapshot envelope (`codec::etcd_envelope`): a stream wrapped in zero padding and a
+/// SHA-256 reads as the stream; a damaged checksum makes the file read as plain bytes, which the
+/// stream checker then refuses; and padding without a valid checksum is refused too.
+#[test]
+fn a_backup_in_etcds_envelope_reads_as_the_stream_and_a_bad_envelope_is_refused() {
+    use revkv_storage::codec::etcd_envelope::Enveloper;
+    use revkv_storage::open_backup_file;
+
+    let mut store = support::TestStore::new();
+    store.put("a", "1");
+    store.put("b", "2");
+    let mut stream = Vec::new();
+    let plain = store.store.export_snapshot(&mut stream).unwrap();
+    let mut enveloper = Enveloper::default();
+    enveloper.feed(&stream);
+    let mut enveloped = stream.clone();
+    enveloped.extend_from_slice(&enveloper.finish());
+    assert_eq!(enveloped.len() % 512, 32);
+
+    let directory = tempfile::tempdir().unwrap();
+    let file = directory.path().join("etcdctl-saved.db");
+    std::fs::write(&file, &enveloped).unwrap();
+    let summary = revkv_storage::inspect_snapshot(&mut open_backup_file(&file).unwrap()).unwrap();
+    assert_eq!(summary.checksum, plain.checksum);
+
+    let mut damaged = enveloped.clone();
+    let last = damaged.len() - 1;
+    damaged[last] ^= 1;
+    std::fs::write(&file, &damaged).unwrap();
+    assert!(revkv_storage::inspect_snapshot(&mut open_backup_file(&file).unwrap()).is_err());
+
+    // Padding alone, with no checksum, is more than the stream: refused.
+    let mut padded = stream.clone();
+    padded.extend_from_slice(&[0u8; 512]);
+    std::fs::write(&file, &padded).unwrap();
+    assert!(revkv_storage::inspect_snapshot(&mut open_backup_file(&file).unwrap()).is_err());
+}

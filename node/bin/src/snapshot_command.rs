@@ -6,7 +6,6 @@
 //! (`revkv_raft::restore`): run it once per member with the same file and `--initial-cluster`, then
 //! start each member with `revkv serve` on its data directory with the same `--id` and peer URL.
 
-use std::io::BufReader;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -79,8 +78,8 @@ pub fn run(args: SnapshotArgs) -> ExitCode {
 fn status(file: &std::path::Path, write_out: WriteOut) -> Result<(), String> {
     let named = |error: &dyn std::fmt::Display| format!("{}: {error}", file.display());
     let size = std::fs::metadata(file).map_err(|e| named(&e))?.len();
-    let reader = std::fs::File::open(file).map_err(|e| named(&e))?;
-    let summary = inspect_snapshot(&mut BufReader::new(reader))
+    let mut reader = revkv_storage::open_backup_file(file).map_err(|e| named(&e))?;
+    let summary = inspect_snapshot(&mut reader)
         .map_err(|error| named(&format!("checksum state: bad ({error})")))?;
     match write_out {
         WriteOut::Json => println!("{}", status_json(&summary, size)),

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use futures_util::{Stream, StreamExt};
 use revkv_node::KvBackend;
 use revkv_raft::snapshot_stream::{ChunkLimits, ChunkedExport};
+use revkv_storage::codec::etcd_envelope::Enveloper;
 use revkv_storage::{Alarm, AlarmAction, AlarmKind, Request};
 use tokio::sync::Semaphore;
 use tonic::{Request as GrpcRequest, Response as GrpcResponse, Status};
@@ -166,7 +167,7 @@ impl<B: KvBackend> pb::maintenance_server::Maintenance for MaintenanceService<B>
         let source = self.backend.backup_source();
         let export =
             ChunkedExport::start(source.store, Some(source.member_id), ChunkLimits::default());
-        let answers = export.into_stream().map(move |chunk| {
+        let answers = enveloped(export).map(move |chunk| {
             // The permit is held until the stream ends or the client goes away.
             let _held = &permit;
             chunk
@@ -209,4 +210,23 @@ fn alarm_member(alarm: &Alarm) -> pb::AlarmMember {
         member_id: alarm.member_id,
         alarm: kind as i32,
     }
+}
+
+/// The export's chunks inside etcd's snapshot envelope (`codec::etcd_envelope`): the same bytes,
+/// then zero padding and a SHA-256, so `etcdctl snapshot save` accepts the stream.
+fn enveloped(
+    export: ChunkedExport,
+) -> impl Stream<Item = std::io::Result<Vec<u8>>> + Send + 'static {
+    let start = Some((Box::pin(export.into_stream()), Enveloper::default()));
+    futures_util::stream::unfold(start, |state| async move {
+        let (mut chunks, mut enveloper) = state?;
+        match chunks.next().await {
+            Some(Ok(blob)) => {
+                enveloper.feed(&blob);
+                Some((Ok(blob), Some((chunks, enveloper))))
+            }
+            Some(Err(failure)) => Some((Err(failure), None)),
+            None => Some((Ok(enveloper.finish()), None)),
+        }
+    })
 }

@@ -28,7 +28,7 @@ mod validate;
 
 pub use defragment::Defragmented;
 pub use snapshot::{RestoreTarget, SnapshotSummary};
-pub use snapshot_frames::inspect_snapshot;
+pub use snapshot_frames::{inspect_snapshot, open_backup_file};
 pub use validate::{validate_range, validate_request};
 
 use std::path::{Path, PathBuf};

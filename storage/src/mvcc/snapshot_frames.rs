@@ -52,6 +52,15 @@ pub fn inspect_snapshot<R: Read>(reader: &mut R) -> Result<SnapshotSummary> {
     read_stream(reader, &mut Discard)
 }
 
+/// A backup file opened for reading: a revkv stream as `revkv ctl snapshot save` writes it, or
+/// as `etcdctl snapshot save` writes it from a revkv member (inside etcd's envelope, whose
+/// checksum is checked here, `codec::etcd_envelope`).
+pub fn open_backup_file(path: &std::path::Path) -> std::io::Result<impl Read> {
+    let mut file = std::fs::File::open(path)?;
+    let length = codec::etcd_envelope::stream_length(&mut file)?;
+    Ok(std::io::BufReader::new(file.take(length)))
+}
+
 pub(crate) fn bad(detail: impl Into<String>) -> Error {
     Error::BadSnapshot(detail.into())
 }
