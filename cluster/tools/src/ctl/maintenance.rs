@@ -1,6 +1,10 @@
 //! `revkv ctl alarm list|disarm` and `revkv ctl defrag`, printed as etcdctl prints them, or as the
 //! API's answers with `-o json`.
 
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
 use revkv_client::{AlarmMember, Client, ClientError};
 
 use super::commands::{ask_each_endpoint, print_either};
@@ -38,8 +42,19 @@ fn alarm_lines(alarms: &[AlarmMember]) -> String {
 /// Defragments every endpoint in turn (one member at a time, as etcd's documentation advises: a
 /// member defragmenting answers nothing meanwhile).
 pub async fn defrag(client: &Client, format: OutputFormat) -> Result<(), ClientError> {
-    let asked =
-        ask_each_endpoint(client, |member| async move { member.defragment().await }).await?;
+    let progress = defrag_progress();
+    let members = client.endpoints().len();
+    let mut started = 0;
+    let asked = ask_each_endpoint(client, |member| {
+        started += 1;
+        let endpoint = member.endpoints().first().cloned().unwrap_or_default();
+        progress.set_message(format!(
+            "defragmenting member {started} of {members} ({endpoint})"
+        ));
+        async move { member.defragment().await }
+    })
+    .await?;
+    progress.finish_and_clear();
     let rows: Vec<_> = asked
         .answers
         .iter()
@@ -61,4 +76,18 @@ pub async fn defrag(client: &Client, format: OutputFormat) -> Result<(), ClientE
     let headers = ["ENDPOINT", "ID", "BYTES BEFORE", "BYTES AFTER", "MS"];
     print_either(format, &printed, || output::table(&headers, &rows));
     asked.outcome()
+}
+
+/// Which member is being defragmented and for how long, on a terminal (a defragmentation of a
+/// large file takes a while and answers nothing meanwhile); nothing drawn otherwise.
+fn defrag_progress() -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let progress = ProgressBar::new_spinner();
+    if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} {elapsed}") {
+        progress.set_style(style);
+    }
+    progress.enable_steady_tick(Duration::from_millis(200));
+    progress
 }
