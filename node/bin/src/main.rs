@@ -73,12 +73,16 @@ async fn serve(args: ServeArgs) -> ExitCode {
         Err(error) => return fail(&error),
     };
     let client_tls = config.client_tls.clone();
+    let grpc_limits = revkv_grpc::GrpcLimits {
+        auth: config.http.auth.clone(),
+        ..revkv_grpc::GrpcLimits::default()
+    };
     let node = match Node::start(config).await {
         Ok(node) => node,
         Err(error) => return fail(&error.to_string()),
     };
     let grpc = match listen_grpc {
-        Some(address) => match start_grpc(&node, address, client_tls).await {
+        Some(address) => match start_grpc(&node, address, client_tls, grpc_limits).await {
             Ok(stop) => Some(stop),
             Err(error) => {
                 let _ = node.shutdown().await;
@@ -124,6 +128,7 @@ async fn start_grpc(
     node: &Node,
     address: std::net::SocketAddr,
     tls: Option<revkv_tls::ServerTls>,
+    limits: revkv_grpc::GrpcLimits,
 ) -> Result<tokio::sync::oneshot::Sender<()>, String> {
     let listener = tokio::net::TcpListener::bind(address)
         .await
@@ -132,7 +137,7 @@ async fn start_grpc(
         backend: node.backend().clone(),
         metrics: Some(node.backend().metrics().clone()),
         cluster_id: 0,
-        limits: revkv_grpc::GrpcLimits::default(),
+        limits,
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {

@@ -10,6 +10,7 @@ use revkv_node::{KvBackend, ReadConsistency};
 use revkv_storage::{Request, Response, TxnRequest};
 use tonic::{Request as GrpcRequest, Response as GrpcResponse, Status};
 
+use crate::auth;
 use crate::convert::{self, to_i64};
 use crate::error::status;
 use crate::proto::etcdserverpb as pb;
@@ -25,6 +26,7 @@ type Answer<T> = Result<GrpcResponse<T>, Status>;
 #[tonic::async_trait]
 impl<B: KvBackend> pb::kv_server::Kv for KvService<B> {
     async fn range(&self, request: GrpcRequest<pb::RangeRequest>) -> Answer<pb::RangeResponse> {
+        let backend = auth::acting_for(&self.backend, &request)?;
         let request = request.into_inner();
         let consistency = if request.serializable {
             ReadConsistency::Serializable { min_revision: None }
@@ -33,7 +35,7 @@ impl<B: KvBackend> pb::kv_server::Kv for KvService<B> {
         };
         let (read, view) = convert::range(request)?;
         let past = read.revision.is_some();
-        let answer = self.backend.read(read, consistency).await.map_err(status)?;
+        let answer = backend.read(read, consistency).await.map_err(status)?;
         let mut header = answer.header;
         if past {
             // etcd's header carries the store's current revision even for a read at a past one
@@ -61,6 +63,7 @@ impl<B: KvBackend> pb::kv_server::Kv for KvService<B> {
     }
 
     async fn put(&self, request: GrpcRequest<pb::PutRequest>) -> Answer<pb::PutResponse> {
+        let backend = auth::acting_for(&self.backend, &request)?;
         let request = request.into_inner();
         let put = convert::put(&request)?;
         let (header, response) = if request.ignore_value || request.ignore_lease {
@@ -68,15 +71,11 @@ impl<B: KvBackend> pb::kv_server::Kv for KvService<B> {
                 value: request.ignore_value,
                 lease: request.ignore_lease,
             };
-            put_keeping_current(self.backend.as_ref(), put, keep)
+            put_keeping_current(&backend, put, keep)
                 .await
                 .map_err(status)?
         } else {
-            let written = self
-                .backend
-                .write(Request::Put(put))
-                .await
-                .map_err(status)?;
+            let written = backend.write(Request::Put(put)).await.map_err(status)?;
             let Response::Put(response) = written.response else {
                 return Err(status(unexpected_response("put")));
             };
@@ -92,9 +91,9 @@ impl<B: KvBackend> pb::kv_server::Kv for KvService<B> {
         &self,
         request: GrpcRequest<pb::DeleteRangeRequest>,
     ) -> Answer<pb::DeleteRangeResponse> {
+        let backend = auth::acting_for(&self.backend, &request)?;
         let delete = convert::delete_range(request.into_inner())?;
-        let written = self
-            .backend
+        let written = backend
             .write(Request::DeleteRange(delete))
             .await
             .map_err(status)?;
@@ -113,6 +112,7 @@ impl<B: KvBackend> pb::kv_server::Kv for KvService<B> {
     }
 
     async fn txn(&self, request: GrpcRequest<pb::TxnRequest>) -> Answer<pb::TxnResponse> {
+        let backend = auth::acting_for(&self.backend, &request)?;
         let request = request.into_inner();
         let compare = request
             .compare
@@ -127,11 +127,7 @@ impl<B: KvBackend> pb::kv_server::Kv for KvService<B> {
             success,
             failure,
         };
-        let written = self
-            .backend
-            .write(Request::Txn(txn))
-            .await
-            .map_err(status)?;
+        let written = backend.write(Request::Txn(txn)).await.map_err(status)?;
         let Response::Txn(response) = written.response else {
             return Err(status(unexpected_response("txn")));
         };
@@ -164,8 +160,9 @@ impl<B: KvBackend> pb::kv_server::Kv for KvService<B> {
         &self,
         request: GrpcRequest<pb::CompactionRequest>,
     ) -> Answer<pb::CompactionResponse> {
-        // revkv's compaction is always physical: the history is gone when the entry is applied,
-        // so `physical` (wait until it is) needs nothing more.
+        // `physical` (wait until the history is gone) needs nothing more: the compact revision
+        // holds once the entry is applied, and no read can tell the versions the background
+        // cleaner has not removed yet from removed ones. Root only (the auth gate).
         let revision = u64::try_from(request.into_inner().revision).unwrap_or(0);
         let written = self
             .backend

@@ -15,6 +15,7 @@ use revkv_storage::Request;
 use tokio::sync::Semaphore;
 use tonic::{Request as GrpcRequest, Response as GrpcResponse, Status, Streaming};
 
+use crate::auth;
 use crate::convert;
 use crate::error::{self, status};
 use crate::proto::etcdserverpb as pb;
@@ -53,9 +54,9 @@ impl<B: KvBackend> pb::lease_server::Lease for LeaseService<B> {
         &self,
         request: GrpcRequest<pb::LeaseRevokeRequest>,
     ) -> Answer<pb::LeaseRevokeResponse> {
+        let backend = auth::acting_for(&self.backend, &request)?;
         let id = request.into_inner().id;
-        let written = self
-            .backend
+        let written = backend
             .write(Request::LeaseRevoke { id })
             .await
             .map_err(status)?;
@@ -94,12 +95,9 @@ impl<B: KvBackend> pb::lease_server::Lease for LeaseService<B> {
         &self,
         request: GrpcRequest<pb::LeaseTimeToLiveRequest>,
     ) -> Answer<pb::LeaseTimeToLiveResponse> {
+        let backend = auth::acting_for(&self.backend, &request)?;
         let request = request.into_inner();
-        match self
-            .backend
-            .lease_time_to_live(request.id, request.keys)
-            .await
-        {
+        match backend.lease_time_to_live(request.id, request.keys).await {
             Ok(reading) => Ok(GrpcResponse::new(pb::LeaseTimeToLiveResponse {
                 header: convert::header(reading.header, self.cluster_id),
                 id: reading.id,

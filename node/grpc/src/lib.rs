@@ -12,6 +12,8 @@
 //! Not served yet: Auth (etcdctl without `--user` never calls it) and the lock and election
 //! services; tonic answers their methods `Unimplemented`.
 
+pub mod auth;
+pub mod auth_service;
 pub mod cluster;
 pub mod convert;
 pub mod error;
@@ -24,6 +26,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use revkv_metrics::Metrics;
+use revkv_node::auth::AuthOptions;
 use revkv_node::KvBackend;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -43,8 +46,8 @@ pub mod proto {
 }
 
 use proto::etcdserverpb::{
-    cluster_server::ClusterServer, kv_server::KvServer, lease_server::LeaseServer,
-    maintenance_server::MaintenanceServer, watch_server::WatchServer,
+    auth_server::AuthServer, cluster_server::ClusterServer, kv_server::KvServer,
+    lease_server::LeaseServer, maintenance_server::MaintenanceServer, watch_server::WatchServer,
 };
 
 /// Bounds of the gRPC listener.
@@ -60,6 +63,9 @@ pub struct GrpcLimits {
     /// Backups (`Snapshot`) streaming at once through the gRPC port; one more is
     /// `ResourceExhausted`.
     pub max_snapshot_streams: usize,
+    /// Token lifetime and concurrent password checks of the `Auth` service (the member's, as
+    /// the HTTP API's).
+    pub auth: AuthOptions,
 }
 
 impl Default for GrpcLimits {
@@ -70,6 +76,7 @@ impl Default for GrpcLimits {
             max_keepalive_streams: 10_000,
             max_watches_per_stream: 1024,
             max_snapshot_streams: 2,
+            auth: AuthOptions::default(),
         }
     }
 }
@@ -100,10 +107,6 @@ impl<B: KvBackend> GrpcServer<B> {
             limits,
         } = self;
         let max = limits.max_request_bytes;
-        let auth_records = {
-            let backend = backend.clone();
-            move || backend.auth_records().enabled
-        };
         let kv = KvServer::new(kv::KvService {
             backend: backend.clone(),
             metrics,
@@ -127,8 +130,17 @@ impl<B: KvBackend> GrpcServer<B> {
             max_watches_per_stream: limits.max_watches_per_stream,
         })
         .max_decoding_message_size(max);
+        let auth = AuthServer::new(auth_service::AuthService {
+            backend: backend.clone(),
+            cluster_id,
+            options: limits.auth.clone(),
+            password_checks: Arc::new(Semaphore::new(
+                limits.auth.max_concurrent_password_checks.max(1),
+            )),
+        })
+        .max_decoding_message_size(max);
         let maintenance = MaintenanceServer::new(maintenance::MaintenanceService {
-            backend,
+            backend: backend.clone(),
             cluster_id,
             snapshot_streams: Arc::new(Semaphore::new(limits.max_snapshot_streams)),
         })
@@ -139,35 +151,23 @@ impl<B: KvBackend> GrpcServer<B> {
             .add_service(cluster)
             .add_service(maintenance)
             .add_service(watch)
+            .add_service(auth)
             .clone()
             .routes();
         // Served by revkv-tls's listener like the client HTTP API, so the gRPC port gets the same
         // TLS (and certificate reloading) when `tls` is given; hyper tells HTTP/2 (gRPC) by its
         // connection preface.
+        // Every call passes the auth gate first (`auth.rs`).
+        let (gate_backend, gate_options) = (backend, limits.auth.clone());
         let router =
             routes
                 .into_axum_router()
                 .layer(axum::middleware::from_fn(move |request, next| {
-                    refuse_while_auth_is_enabled(auth_records.clone(), request, next)
+                    auth::gate(gate_backend.clone(), gate_options.clone(), request, next)
                 }));
         // revkv-tls's connection loop sets TCP_NODELAY on every connection (a gRPC answer is
         // several small writes, and Nagle's algorithm would hold the last one for the client's
         // delayed ACK, about 40 ms a call) and bounds connections as on the client listener.
         revkv_tls::serve(listener, tls, router, shutdown).await
     }
-}
-
-/// The gRPC port does not authenticate yet (etcd's Auth service and token metadata are still to
-/// come), so while auth is enabled it refuses every call with etcd's `Unauthenticated` rather
-/// than serve anyone unchecked. The HTTP API serves authenticated users meanwhile.
-async fn refuse_while_auth_is_enabled(
-    auth_is_enabled: impl Fn() -> bool,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    if auth_is_enabled() {
-        let refusal = tonic::Status::unauthenticated(error::INVALID_AUTH_TOKEN);
-        return refusal.into_http::<axum::body::Body>();
-    }
-    next.run(request).await
 }

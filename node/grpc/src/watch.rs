@@ -23,6 +23,7 @@ use tokio::task::{AbortHandle, JoinSet};
 use tonic::{Request as GrpcRequest, Response as GrpcResponse, Status, Streaming};
 
 use crate::convert::{self, to_i64};
+use crate::error::PERMISSION_DENIED;
 use crate::proto::etcdserverpb as pb;
 use crate::proto::mvccpb;
 
@@ -44,9 +45,11 @@ impl<B: KvBackend> pb::watch_server::Watch for WatchService<B> {
     type WatchStream = Responses;
 
     async fn watch(&self, request: GrpcRequest<Streaming<pb::WatchRequest>>) -> Answer<Responses> {
+        // Each create on the stream is checked against the caller who opened it.
+        let backend = Arc::new(crate::auth::acting_for(&self.backend, &request)?);
         let (sender, receiver) = mpsc::channel(RESPONSE_BUFFER);
         let stream = WatchStream {
-            backend: self.backend.clone(),
+            backend,
             cluster_id: self.cluster_id,
             max_watches: self.max_watches_per_stream,
             sender,
@@ -124,6 +127,9 @@ impl<B: KvBackend> WatchStream<B> {
             Ok(request) => request,
             Err(reason) => return self.refuse(id, reason, 0).await,
         };
+        if self.backend.authorize_watch(&request.filter.range).is_err() {
+            return self.refuse(id, PERMISSION_DENIED.to_string(), 0).await;
+        }
         match self.backend.watch_hub().open(request) {
             Ok(watch) => {
                 let hub_id = watch.id();

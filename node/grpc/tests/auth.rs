@@ -1,53 +1,85 @@
-//! The gRPC port while auth is enabled: it has no authentication of its own yet, so it must
-//! refuse every call (etcd's `Unauthenticated`) rather than serve anyone unchecked.
+//! Auth on the gRPC port with etcd's own client: users, roles and permissions made through the
+//! Auth service, then enabled; a client without credentials is refused (`Unauthenticated`), a
+//! user reaches only its keys (`PermissionDenied` elsewhere, for reads, writes and watches) and
+//! no administration, and root may do everything, including turning auth off again.
 
 mod support;
 
-use revkv_node::KvBackend;
-use revkv_storage::auth::{AuthRequest, ROOT_ROLE, ROOT_USER};
-use revkv_storage::Request;
+use etcd_client::{Client, ConnectOptions, EventType, Permission, WatchOptions};
 use support::{grpc_status, GrpcMember};
 use tonic::Code;
 
+async fn client_as(member: &GrpcMember, user: &str, password: &str) -> Client {
+    let options = ConnectOptions::new().with_user(user, password);
+    Client::connect([member.endpoint.as_str()], Some(options))
+        .await
+        .expect("connect and authenticate")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_call_is_refused_while_auth_is_enabled() {
+async fn a_user_reaches_only_its_keys_and_root_administers() {
     let member = GrpcMember::start().await;
-    let mut client = member.client().await;
-    client.put("k", "v", None).await.unwrap();
+    let mut setup = member.client().await;
+    setup.put("secret/key", "s", None).await.unwrap();
+    setup.user_add("root", "root-pw", None).await.unwrap();
+    setup.user_grant_role("root", "root").await.unwrap();
+    setup.role_add("app-rw").await.unwrap();
+    let permission = Permission::read_write("app/").with_prefix();
+    setup.role_grant_permission("app-rw", permission).await.unwrap();
+    setup.user_add("app", "app-pw", None).await.unwrap();
+    setup.user_grant_role("app", "app-rw").await.unwrap();
+    setup.auth_enable().await.unwrap();
 
-    let backend = member.node.backend().clone();
-    for change in [
-        AuthRequest::UserAdd {
-            name: ROOT_USER.into(),
-            password_hash: "not-a-real-hash".into(),
-        },
-        AuthRequest::UserGrantRole {
-            user: ROOT_USER.into(),
-            role: ROOT_ROLE.into(),
-        },
-        AuthRequest::Enable {
-            token_key: vec![3; 32],
-        },
+    // Without credentials: refused before anything runs.
+    let anonymous = setup.get("app/x", None).await.unwrap_err();
+    assert_eq!(grpc_status(anonymous).0, Code::Unauthenticated);
+    let wrong = Client::connect(
+        [member.endpoint.as_str()],
+        Some(ConnectOptions::new().with_user("app", "wrong")),
+    )
+    .await;
+    assert!(wrong.is_err(), "a wrong password authenticated");
+
+    let mut app = client_as(&member, "app", "app-pw").await;
+    app.put("app/x", "1", None).await.unwrap();
+    let read = app.get("app/x", None).await.unwrap();
+    assert_eq!(read.kvs()[0].value(), b"1");
+    for refused in [
+        app.get("secret/key", None).await.map(|_| ()),
+        app.put("secret/key", "stolen", None).await.map(|_| ()),
+        app.compact(1, None).await.map(|_| ()),
+        app.user_add("mallory", "pw", None).await.map(|_| ()),
     ] {
-        backend.write(Request::Auth(change)).await.unwrap();
+        assert_eq!(grpc_status(refused.unwrap_err()).0, Code::PermissionDenied);
     }
-
-    let read = client.get("k", None).await.unwrap_err();
-    assert_eq!(grpc_status(read).0, Code::Unauthenticated);
-    let write = client.put("k", "stolen", None).await.unwrap_err();
-    assert_eq!(grpc_status(write).0, Code::Unauthenticated);
-    let status = client.status().await.unwrap_err();
-    assert_eq!(grpc_status(status).0, Code::Unauthenticated);
-
-    backend
-        .write(Request::Auth(AuthRequest::Disable))
+    let mut events = app
+        .watch("secret/", Some(WatchOptions::new().with_prefix()))
         .await
         .unwrap();
-    let after = client.get("k", None).await.unwrap();
-    assert_eq!(
-        after.kvs()[0].value(),
-        b"v",
-        "the refused put changed nothing"
-    );
+    // Answered created, then canceled with etcd's reason, as a refused create is.
+    let mut answer = events.message().await.unwrap().expect("an answer");
+    if !answer.canceled() {
+        assert!(answer.events().is_empty(), "events outside the user's keys");
+        answer = events.message().await.unwrap().expect("the cancel");
+    }
+    assert!(answer.canceled(), "a watch outside the user's keys was kept");
+    assert!(answer.cancel_reason().contains("permission denied"));
+
+    let mut root = client_as(&member, "root", "root-pw").await;
+    assert_eq!(root.get("secret/key", None).await.unwrap().kvs()[0].value(), b"s");
+    let mut events = root
+        .watch("secret/", Some(WatchOptions::new().with_prefix()))
+        .await
+        .unwrap();
+    root.put("secret/key", "t", None).await.unwrap();
+    let created = events.message().await.unwrap().expect("an answer");
+    let changed = match created.events().is_empty() {
+        true => events.message().await.unwrap().expect("the change"),
+        false => created,
+    };
+    assert_eq!(changed.events()[0].event_type(), EventType::Put);
+    root.auth_disable().await.unwrap();
+    let after = setup.get("secret/key", None).await.unwrap();
+    assert_eq!(after.kvs()[0].value(), b"t", "the refused put changed nothing");
     member.stop().await;
 }
