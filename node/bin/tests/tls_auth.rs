@@ -51,7 +51,8 @@ async fn a_tls_cluster_with_auth_serves_only_who_belongs_and_only_where() {
         key_file: member.key_file,
         client_cert_auth: false,
     };
-    let cluster = ProcessCluster::start(3, cluster_options().with_tls(tls.clone())).await;
+    let options = cluster_options().with_tls(tls.clone()).with_grpc();
+    let cluster = ProcessCluster::start(3, options).await;
     cluster.wait_for_published_client_urls().await;
     let urls = cluster.client_urls();
     let endpoints = urls.join(",");
@@ -116,6 +117,8 @@ async fn a_tls_cluster_with_auth_serves_only_who_belongs_and_only_where() {
     assert!(refused.stderr.contains("forbidden"), "{}", refused.stderr);
     assert!(!refused.stderr.contains("secret"), "{}", refused.stderr);
 
+    etcdctl_as_a_user(&cluster, ca_file);
+
     // A refused auth change is an answer, not a fault: every member stays up and serving.
     let again = ctl_as(&endpoints, ca_file, Some(ROOT), &["role", "add", "app-rw"]).await;
     assert_eq!(again.code, 1, "{}", again.stderr);
@@ -164,6 +167,39 @@ async fn set_up_auth_with_ctl(endpoints: &str, ca: &Path) {
     assert!(status.expect_success().stdout.contains("true"));
     let role = ctl_as(endpoints, ca, Some(ROOT), &["role", "get", "app-rw"]).await;
     assert!(role.expect_success().stdout.contains("readwrite app/"));
+}
+
+/// etcd's own client, unchanged, on the gRPC port of the same cluster: `--user` authenticates
+/// and reaches the user's keys only; without it nothing is served.
+fn etcdctl_as_a_user(cluster: &ProcessCluster, ca: &Path) {
+    let endpoint = cluster.grpc_endpoints()[1].clone();
+    let endpoint = format!("https://{}", endpoint.trim_start_matches("http://"));
+    let etcdctl = |user: Option<&str>, args: &[&str]| {
+        let mut command = std::process::Command::new("/usr/bin/etcdctl");
+        command
+            .env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints={endpoint}"))
+            .arg(format!("--cacert={}", ca.display()))
+            .arg("--command-timeout=10s");
+        if let Some(user) = user {
+            command.arg(format!("--user={user}"));
+        }
+        let output = command.args(args).output().expect("run etcdctl");
+        let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+        let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+        (output.status.success(), stdout, stderr)
+    };
+    let (written, _, stderr) = etcdctl(Some(APP), &["put", "app/from-etcdctl", "yes"]);
+    assert!(written, "{stderr}");
+    let (read, stdout, stderr) = etcdctl(Some(APP), &["get", "app/from-etcdctl"]);
+    assert!(read && stdout.contains("yes"), "{stdout} {stderr}");
+    let (forbidden, _, stderr) = etcdctl(Some(APP), &["get", "secret/key"]);
+    assert!(
+        !forbidden && stderr.contains("permission denied"),
+        "{stderr}"
+    );
+    let (anonymous, _, stderr) = etcdctl(None, &["get", "app/from-etcdctl"]);
+    assert!(!anonymous, "served without credentials: {stderr}");
 }
 
 /// The peer port requires a client certificate of the cluster's CA (mutual TLS): a caller that

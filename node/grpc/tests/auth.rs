@@ -25,7 +25,10 @@ async fn a_user_reaches_only_its_keys_and_root_administers() {
     setup.user_grant_role("root", "root").await.unwrap();
     setup.role_add("app-rw").await.unwrap();
     let permission = Permission::read_write("app/").with_prefix();
-    setup.role_grant_permission("app-rw", permission).await.unwrap();
+    setup
+        .role_grant_permission("app-rw", permission)
+        .await
+        .unwrap();
     setup.user_add("app", "app-pw", None).await.unwrap();
     setup.user_grant_role("app", "app-rw").await.unwrap();
     setup.auth_enable().await.unwrap();
@@ -62,11 +65,17 @@ async fn a_user_reaches_only_its_keys_and_root_administers() {
         assert!(answer.events().is_empty(), "events outside the user's keys");
         answer = events.message().await.unwrap().expect("the cancel");
     }
-    assert!(answer.canceled(), "a watch outside the user's keys was kept");
+    assert!(
+        answer.canceled(),
+        "a watch outside the user's keys was kept"
+    );
     assert!(answer.cancel_reason().contains("permission denied"));
 
     let mut root = client_as(&member, "root", "root-pw").await;
-    assert_eq!(root.get("secret/key", None).await.unwrap().kvs()[0].value(), b"s");
+    assert_eq!(
+        root.get("secret/key", None).await.unwrap().kvs()[0].value(),
+        b"s"
+    );
     let mut events = root
         .watch("secret/", Some(WatchOptions::new().with_prefix()))
         .await
@@ -80,6 +89,10 @@ async fn a_user_reaches_only_its_keys_and_root_administers() {
     assert_eq!(changed.events()[0].event_type(), EventType::Put);
     root.auth_disable().await.unwrap();
     let after = setup.get("secret/key", None).await.unwrap();
-    assert_eq!(after.kvs()[0].value(), b"t", "the refused put changed nothing");
+    assert_eq!(
+        after.kvs()[0].value(),
+        b"t",
+        "the refused put changed nothing"
+    );
     member.stop().await;
 }
