@@ -99,8 +99,18 @@ pub(crate) struct ApiState<B> {
 impl<B: KvBackend> ApiState<B> {
     /// The same state with a backend that acts for `caller` and checks every request.
     pub fn acting_for(&self, caller: Caller) -> ApiState<CheckedBackend<B>> {
+        self.with_backend(Arc::new(CheckedBackend::new(
+            Arc::clone(&self.backend),
+            caller,
+        )))
+    }
+}
+
+impl<B> ApiState<B> {
+    /// The same state (limits, metrics, bounds) over another backend.
+    fn with_backend<C>(&self, backend: Arc<C>) -> ApiState<C> {
         ApiState {
-            backend: Arc::new(CheckedBackend::new(Arc::clone(&self.backend), caller)),
+            backend,
             limits: self.limits.clone(),
             lease_stream: self.lease_stream.clone(),
             metrics: Arc::clone(&self.metrics),
@@ -115,15 +125,6 @@ impl<B: KvBackend> ApiState<B> {
 // A derived `Clone` would demand `B: Clone`; only the `Arc` is cloned.
 impl<B> Clone for ApiState<B> {
     fn clone(&self) -> Self {
-        ApiState {
-            backend: Arc::clone(&self.backend),
-            limits: self.limits.clone(),
-            lease_stream: self.lease_stream.clone(),
-            metrics: Arc::clone(&self.metrics),
-            lease_streams: Arc::clone(&self.lease_streams),
-            snapshot_streams: Arc::clone(&self.snapshot_streams),
-            hot_keys: Arc::clone(&self.hot_keys),
-            password_checks: Arc::clone(&self.password_checks),
-        }
+        self.with_backend(Arc::clone(&self.backend))
     }
 }

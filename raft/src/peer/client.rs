@@ -82,21 +82,30 @@ impl PeerClient {
             codec::encode(request).map_err(|error| CallError::BadAnswer(error.to_string()))?;
         let url = format!("{}{}", base_url.trim_end_matches('/'), path);
         let sent = self.http.post(&url).body(body).timeout(timeout).send();
-        let response = sent.await.map_err(|error| classify(error, timeout))?;
-        if !response.status().is_success() {
-            return Err(CallError::BadAnswer(format!(
-                "{url} answered {}",
-                response.status()
-            )));
-        }
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|error| classify(error, timeout))?;
-        let reply: Result<Reply, PeerError> =
-            codec::decode(&bytes).map_err(|error| CallError::BadAnswer(error.to_string()))?;
-        Ok(reply?)
+        decode_reply(sent.await, &url, timeout).await
     }
+}
+
+/// The reply of a peer call: the codec record of `Result<Reply, PeerError>` in a 2xx answer.
+pub(super) async fn decode_reply<Reply: DeserializeOwned>(
+    sent: reqwest::Result<reqwest::Response>,
+    url: &str,
+    timeout: Duration,
+) -> Result<Reply, CallError> {
+    let response = sent.map_err(|error| classify(error, timeout))?;
+    if !response.status().is_success() {
+        return Err(CallError::BadAnswer(format!(
+            "{url} answered {}",
+            response.status()
+        )));
+    }
+    let bytes = response
+        .bytes()
+        .await
+        .map_err(|error| classify(error, timeout))?;
+    let reply: Result<Reply, PeerError> =
+        codec::decode(&bytes).map_err(|error| CallError::BadAnswer(error.to_string()))?;
+    Ok(reply?)
 }
 
 pub(super) fn classify(error: reqwest::Error, timeout: Duration) -> CallError {

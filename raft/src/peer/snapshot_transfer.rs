@@ -26,7 +26,7 @@ use revkv_storage::codec;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
-use super::client::{classify, CallError, PeerClient};
+use super::client::{decode_reply, CallError, PeerClient};
 use super::PeerError;
 use crate::member_inner::MemberInner;
 use crate::snapshot_file::SnapshotFile;
@@ -69,20 +69,7 @@ impl PeerClient {
         }
         let body = reqwest::Body::wrap(ChannelBody { receiver });
         let sent = self.http.post(url).body(body).timeout(timeout).send();
-        let response = sent.await.map_err(|error| classify(error, timeout))?;
-        if !response.status().is_success() {
-            return Err(CallError::BadAnswer(format!(
-                "{url} answered {}",
-                response.status()
-            )));
-        }
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|error| classify(error, timeout))?;
-        let reply: Result<SnapshotResponse, PeerError> =
-            codec::decode(&bytes).map_err(|error| CallError::BadAnswer(error.to_string()))?;
-        Ok(reply?)
+        decode_reply(sent.await, url, timeout).await
     }
 }
 
