@@ -41,9 +41,9 @@ pub fn access_of_method(path: &str) -> MethodAccess {
         ("etcdserverpb.Watch", "Watch") => Authenticated,
         ("etcdserverpb.Lease", _) => Authenticated,
         ("etcdserverpb.Cluster", "MemberList") => Authenticated,
-        ("etcdserverpb.Maintenance", "Status" | "Alarm") => Authenticated,
-        // Compaction, membership changes, hashes, snapshots, defragmentation, leader moves and
-        // every auth change.
+        ("etcdserverpb.Maintenance", "Status") => Authenticated,
+        // Compaction, membership changes, alarms (one method lists and clears them), hashes,
+        // snapshots, defragmentation, leader moves and every auth change.
         _ => Root,
     }
 }
