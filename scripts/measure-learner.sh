@@ -6,7 +6,7 @@
 # RSS, sampled every 0.2 s from /proc, before and at its peak. Not part of the test suite: it
 # takes minutes.
 #
-#   scripts/measure-learner.sh [KEYS]     (default 1000000)
+#   scripts/measure-learner.sh [KEYS]     (default 1000000; extra serve flags in REVKV_SERVE_FLAGS)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 keys=${1:-1000000}
@@ -20,7 +20,7 @@ serve() {
   local id=$1
   shift
   "$binary" serve --id "$id" --data-dir "$work/member-$id" \
-    --listen-client "127.0.0.1:760$id" --listen-peer "127.0.0.1:761$id" "$@" \
+    --listen-client "127.0.0.1:760$id" --listen-peer "127.0.0.1:761$id" ${REVKV_SERVE_FLAGS:-} "$@" \
     >"$work/member-$id.log" 2>&1 &
   pids[$id]=$!
 }
