@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use revkv_node::auth::authenticate::{fill_random, issue_token, unix_now};
-use revkv_node::auth::password::hash_password;
+use revkv_node::auth::password::{hash_password, run_password_work};
 use revkv_node::auth::AuthOptions;
 use revkv_node::{KvBackend, NodeError};
 use revkv_storage::auth::{AuthRequest, Permission, PermissionKind};
@@ -53,19 +53,15 @@ impl<B: KvBackend> AuthService<B> {
         Ok(convert::header(written.header, self.cluster_id))
     }
 
-    /// Runs argon2 work off the async threads, at most the configured number at once.
+    /// Runs argon2 work off the async threads, at most the configured number at once, waiting
+    /// at most the request timeout for a turn (as the HTTP API does).
     async fn password_work<T: Send + 'static>(
         &self,
         work: impl FnOnce() -> Result<T, NodeError> + Send + 'static,
     ) -> Result<T, Status> {
-        let _permit = self
-            .password_checks
-            .acquire()
+        let wait = self.backend.request_timeout();
+        run_password_work(&self.password_checks, wait, work)
             .await
-            .map_err(|_| Status::internal("the password-check semaphore closed"))?;
-        tokio::task::spawn_blocking(work)
-            .await
-            .map_err(|error| Status::internal(format!("a password check failed: {error}")))?
             .map_err(status)
     }
 

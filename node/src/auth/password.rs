@@ -34,6 +34,30 @@ pub fn verify_password(password: &str, stored_hash: &str) -> Result<(), AuthErro
         .map_err(|_| AuthError::BadCredentials)
 }
 
+/// Runs slow password work (an argon2 hash or check) on a blocking thread, at most as many at
+/// once as `permits` holds; a caller waits at most `wait` for its turn, then gets `503
+/// unavailable`. The HTTP and gRPC front-ends share it, so both bound the same way.
+pub async fn run_password_work<T: Send + 'static>(
+    permits: &std::sync::Arc<tokio::sync::Semaphore>,
+    wait: std::time::Duration,
+    work: impl FnOnce() -> Result<T, crate::error::NodeError> + Send + 'static,
+) -> Result<T, crate::error::NodeError> {
+    use crate::error::NodeError;
+    let permit = tokio::time::timeout(wait, permits.clone().acquire_owned())
+        .await
+        .map_err(|_| NodeError::Unavailable {
+            reason: "too many password checks at once".into(),
+            retry_after: std::time::Duration::from_secs(1),
+        })?
+        .map_err(|_| NodeError::Internal("the password-check semaphore closed".into()))?;
+    tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        work()
+    })
+    .await
+    .map_err(|error| NodeError::Internal(format!("a password check failed: {error}")))?
+}
+
 fn check_length(password: &str) -> Result<(), AuthError> {
     if password.len() > MAX_PASSWORD_BYTES {
         return Err(AuthError::Internal(format!(

@@ -94,28 +94,14 @@ async fn authenticate<B: KvBackend>(
     Ok(Json(TokenAnswer { header, token }).into_response())
 }
 
-/// Runs slow password work (argon2) on a blocking thread, at most
-/// `max_concurrent_password_checks` at once; a caller waits at most the request timeout for its
-/// turn, then gets `503 unavailable`.
+/// Slow password work (argon2) for a handler: `auth::password::run_password_work` with this
+/// member's bound and request timeout.
 pub async fn run_password_work<B: KvBackend, T: Send + 'static>(
     state: &ApiState<B>,
     work: impl FnOnce() -> Result<T, NodeError> + Send + 'static,
 ) -> Result<T, NodeError> {
     let wait = state.backend.request_timeout();
-    let permit = tokio::time::timeout(wait, state.password_checks.clone().acquire_owned())
-        .await
-        .map_err(|_| NodeError::Unavailable {
-            reason: "too many password checks at once".into(),
-            retry_after: std::time::Duration::from_secs(1),
-        })?
-        .map_err(|_| NodeError::Internal("the password-check semaphore closed".into()))?;
-    let result = tokio::task::spawn_blocking(move || {
-        let _permit = permit;
-        work()
-    })
-    .await
-    .map_err(|error| NodeError::Internal(format!("a password check failed: {error}")))?;
-    result
+    crate::auth::password::run_password_work(&state.password_checks, wait, work).await
 }
 
 /// `GET /v1/auth/status`.
