@@ -1,8 +1,9 @@
 //! Feeds a member's [`Metrics`] from its raft member and stores, without polling:
 //!
-//! - Raft gauges and leader changes follow the member's raft status feed: a task wakes on each
+//! - Term, role and leader changes follow the member's raft status feed: a task wakes on each
 //!   change, turns the new `RaftStatus` into a plain [`RaftObservation`], and stops when raft
-//!   shuts down and closes the feed.
+//!   shuts down and closes the feed. The commit and applied indexes move with every write, so they
+//!   are read just before each scrape instead, which keeps the write path free of this task.
 //! - Store gauges (revisions, live keys, leases granted now, file sizes) are read just before each
 //!   scrape: one read transaction and two file-size lookups per scrape, nothing between scrapes.
 //! - Append (fsync) and apply durations are handed over by the raft layer as they happen, through
@@ -19,7 +20,7 @@ use tokio::task::JoinHandle;
 
 /// Starts both feeds for `member`. The returned task ends by itself when raft stops.
 pub fn start_metrics_feeds(member: &RaftMember, metrics: &Arc<Metrics>) -> JoinHandle<()> {
-    install_store_refresh(metrics, member.store().clone(), member.log_store().clone());
+    install_scrape_refresh(metrics, member);
     follow_raft_metrics(member, metrics.raft.clone())
 }
 
@@ -83,17 +84,25 @@ fn raft_observation(status: &RaftStatus) -> RaftObservation {
     }
 }
 
-/// Makes every scrape read the store's revisions, key and lease counts and file sizes first. A failed read
-/// leaves the previous values in place (and is logged), so a scrape never fails because of it.
-fn install_store_refresh(metrics: &Metrics, store: Arc<MvccStore>, log: Arc<RaftLogStore>) {
+/// Makes every scrape read the raft indexes, the store's revisions, key and lease counts and file
+/// sizes first. A failed store read leaves the previous values in place (and is logged), so a
+/// scrape never fails because of it.
+fn install_scrape_refresh(metrics: &Metrics, member: &RaftMember) {
+    let raft_metrics = metrics.raft.clone();
     let store_metrics = metrics.store.clone();
     let lease_metrics = metrics.lease.clone();
-    metrics.set_before_scrape(move || match store_observation(&store, &log) {
-        Ok((observation, leases)) => {
-            store_metrics.observe(&observation);
-            lease_metrics.observe_active(leases);
+    let raft_status = member.status_feed();
+    let store = member.store().clone();
+    let log = member.log_store().clone();
+    metrics.set_before_scrape(move || {
+        raft_metrics.observe(&raft_observation(&raft_status.current()));
+        match store_observation(&store, &log) {
+            Ok((observation, leases)) => {
+                store_metrics.observe(&observation);
+                lease_metrics.observe_active(leases);
+            }
+            Err(error) => tracing::warn!(%error, "could not read store statistics for metrics"),
         }
-        Err(error) => tracing::warn!(%error, "could not read store statistics for metrics"),
     });
 }
 

@@ -253,9 +253,11 @@ impl RaftMember {
         RaftStatus::of(&self.inner.raft.metrics().borrow_watched())
     }
 
-    /// A feed of every change of [`status`](Self::status), for metrics that follow it.
+    /// A feed of the changes of term, role and leader, for metrics that follow them. Commit and
+    /// applied indexes move with every write and do not wake the feed: read them with
+    /// [`status`](Self::status) when they are needed.
     pub fn status_feed(&self) -> RaftStatusFeed {
-        RaftStatusFeed::new(self.inner.raft.metrics())
+        RaftStatusFeed::new(self.inner.raft.server_metrics(), self.inner.raft.metrics())
     }
 
     /// Waits until raft stops on its own, because a storage operation failed (a write or fsync of
@@ -263,14 +265,18 @@ impl RaftMember {
     /// nothing more, and whoever runs it should stop it: after a failed fsync nobody knows what
     /// the file holds (fail-stop). It never resolves for a member stopped by `shutdown`.
     pub async fn stopped_by_fault(&self) -> String {
-        let mut metrics = self.inner.raft.metrics();
+        // The server metrics change only with the vote, role, leader or membership, and close when
+        // raft's core task ends, after it has recorded why in the full metrics. Waiting on the
+        // full metrics instead would wake this task several times per write.
+        let mut server = self.inner.raft.server_metrics();
+        let fault = || fault_of(&self.inner.raft.metrics().borrow_watched().running_state);
         loop {
-            if let Some(reason) = fault_of(&metrics.borrow_watched().running_state) {
+            if let Some(reason) = fault() {
                 return reason;
             }
-            if metrics.changed().await.is_err() {
+            if server.changed().await.is_err() {
                 // Raft is gone; its last word was read above or is read now.
-                if let Some(reason) = fault_of(&metrics.borrow_watched().running_state) {
+                if let Some(reason) = fault() {
                     return reason;
                 }
                 return std::future::pending().await;

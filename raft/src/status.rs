@@ -1,6 +1,7 @@
 //! What a running member reports about its raft state, in this crate's own types, so that callers
 //! (the node's status endpoint, its metrics feed, automatic compaction, response headers) never see
-//! openraft's metrics types: [`RaftStatus`] is one reading, [`RaftStatusFeed`] follows every change.
+//! openraft's metrics types: [`RaftStatus`] is one reading, [`RaftStatusFeed`] follows changes of term,
+//! role and leader.
 
 use openraft::async_runtime::WatchReceiver;
 use openraft::type_config::alias::WatchReceiverOf;
@@ -69,26 +70,30 @@ impl RaftStatus {
     }
 }
 
-/// Follows a member's raft state: every change raft publishes, with no polling.
+/// Follows the changes of a member's term, role and leader, with no polling. It wakes only when
+/// one of them (or the membership) changes, not on every write; each reading it answers is complete.
 pub struct RaftStatusFeed {
+    server: WatchReceiverOf<TypeConfig, openraft::metrics::RaftServerMetrics<TypeConfig>>,
     metrics: WatchReceiverOf<TypeConfig, openraft::RaftMetrics<TypeConfig>>,
 }
 
 impl RaftStatusFeed {
     pub(crate) fn new(
+        server: WatchReceiverOf<TypeConfig, openraft::metrics::RaftServerMetrics<TypeConfig>>,
         metrics: WatchReceiverOf<TypeConfig, openraft::RaftMetrics<TypeConfig>>,
     ) -> RaftStatusFeed {
-        RaftStatusFeed { metrics }
+        RaftStatusFeed { server, metrics }
     }
 
-    /// The state as of now.
+    /// The state as of now, commit and applied indexes included.
     pub fn current(&self) -> RaftStatus {
         RaftStatus::of(&self.metrics.borrow_watched())
     }
 
-    /// Waits for the next change and returns the new state; `None` once raft has shut down.
+    /// Waits for the next change of term, role, leader or membership and returns the new state;
+    /// `None` once raft has shut down.
     pub async fn next_change(&mut self) -> Option<RaftStatus> {
-        self.metrics.changed().await.ok()?;
+        self.server.changed().await.ok()?;
         Some(self.current())
     }
 }
