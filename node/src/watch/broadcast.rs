@@ -1,4 +1,5 @@
-//! The hub's broadcast loop: follows the applied revision, reads each new slice of history once,
+//! The hub's broadcast loop: follows the applied revision, reads each new slice of history that a
+//! synced watcher needs once (and skips, without reading, what none needs),
 //! and hands it to the registry, which offers every revision's events to the synced watchers and
 //! then the bookmarks that became due. What happens when the hub's next revision was compacted
 //! away, or the store cannot be read, is decided here and carried out by the registry.
@@ -29,7 +30,7 @@ impl BroadcastLoop {
     pub async fn run(mut self, mut feed: impl RevisionFeed) {
         let mut applied = feed.current();
         loop {
-            while self.registry.broadcast_through() < applied && !*self.stop.borrow() {
+            while self.registry.fast_forward(applied) < applied && !*self.stop.borrow() {
                 if !self.broadcast_round().await {
                     // The store could not be read; try again a little later rather than spin.
                     tokio::time::sleep(READ_RETRY_DELAY).await;
