@@ -8,9 +8,11 @@
 //!
 //! The vote, truncation and purge travel the same queue, so the file sees every change in the
 //! order openraft issued it, and each of them is answered only once it is durable. The committed
-//! log id is different: openraft saves it often and it needs no fsync, so it is handed over in a
-//! slot the thread reads before each write, and it is written only once the log holds the entry it
-//! names (a crash never leaves a committed id beyond the log's end).
+//! log id is different: openraft saves it with every commit and it needs no fsync, and it must be
+//! written only once the log holds the entry it names (a crash never leaves a committed id beyond
+//! the log's end). So it goes into a slot: the caller writes it at once when the entry is durable
+//! and the log files are free (one `pwrite`, no thread wakes), and otherwise the thread writes it
+//! after its next write. Waking the thread for every commit cost a context switch per write.
 
 use std::io;
 use std::sync::{Arc, Mutex};
@@ -62,8 +64,47 @@ enum Command {
 /// one closes the queue and waits for the thread to finish what it was given.
 pub(crate) struct LogWriter {
     queue: Option<mpsc::Sender<Command>>,
-    committed: Arc<Mutex<Option<StorageLogId>>>,
+    committed: Arc<Mutex<CommittedSlot>>,
+    log: Arc<RaftLogStore>,
+    tail: Arc<Mutex<LogTail>>,
     thread: Option<JoinHandle<()>>,
+}
+
+/// The committed id: the newest handed over, and the newest written to the log's metadata.
+#[derive(Default)]
+struct CommittedSlot {
+    pending: Option<StorageLogId>,
+    written: Option<StorageLogId>,
+}
+
+impl CommittedSlot {
+    /// Writes the pending id if it is new and the log holds its entry durably (`durable_through`);
+    /// `try_write` answers `None` when it could not write now. Answers false when it could not.
+    fn write_if_due(
+        &mut self,
+        durable_through: Option<u64>,
+        try_write: impl FnOnce(Option<StorageLogId>) -> Option<revkv_storage::Result<()>>,
+    ) -> bool {
+        let Some(pending) = self.pending.filter(|_| self.pending != self.written) else {
+            return true;
+        };
+        // The entry must be in the file, not only queued: otherwise a crash could leave a
+        // committed id past the log's end. The writer saves it after the write that holds it.
+        if durable_through.is_none_or(|durable| pending.index > durable) {
+            return true;
+        }
+        match try_write(Some(pending)) {
+            None => false,
+            Some(Ok(())) => {
+                self.written = Some(pending);
+                true
+            }
+            Some(Err(error)) => {
+                tracing::warn!(%error, "could not save the committed log id");
+                true
+            }
+        }
+    }
 }
 
 impl LogWriter {
@@ -74,14 +115,13 @@ impl LogWriter {
         timings: StorageTimings,
     ) -> io::Result<Self> {
         let (queue, commands) = mpsc::channel(QUEUE_CAPACITY);
-        let committed = Arc::new(Mutex::new(None));
+        let committed = Arc::new(Mutex::new(CommittedSlot::default()));
         let thread = WriterThread {
-            log,
-            tail,
+            log: log.clone(),
+            tail: tail.clone(),
             timings,
             commands,
             committed: committed.clone(),
-            written_committed: None,
         };
         let thread = std::thread::Builder::new()
             .name("raft-log-writer".into())
@@ -89,6 +129,8 @@ impl LogWriter {
         Ok(LogWriter {
             queue: Some(queue),
             committed,
+            log,
+            tail,
             thread: Some(thread),
         })
     }
@@ -120,16 +162,26 @@ impl LogWriter {
         self.call(|done| Command::PurgeThrough { upto, done }).await
     }
 
-    /// Hands over a new committed id; the thread saves it (without an fsync) when it can.
+    /// Hands over a new committed id and saves it (without an fsync) now if its entry is durable
+    /// and the log files are free; otherwise the thread saves it after its next write.
     pub(crate) fn save_committed(&self, committed: Option<StorageLogId>) {
-        *self.committed.lock().expect("committed slot") = committed;
-        // A full queue means the thread is busy and will look at the slot anyway.
-        let _ = self.queue().try_send(Command::Wake);
+        let mut slot = self.committed.lock().expect("committed slot");
+        slot.pending = committed;
+        // The slot is set before the durable point is read, and the thread marks entries durable
+        // before it reads the slot, so at least one of the two sees both and writes the id.
+        let durable_through = self.tail.lock().expect("log tail").durable_through();
+        let written = slot.write_if_due(durable_through, |id| self.log.try_save_committed(id));
+        drop(slot);
+        if !written {
+            // The files are busy (an fsync, a read): the thread writes it when it is done. A
+            // full queue means the thread is busy and will look at the slot anyway.
+            let _ = self.queue().try_send(Command::Wake);
+        }
     }
 
     /// The committed id handed over most recently, if any was in this process.
     pub(crate) fn pending_committed(&self) -> Option<StorageLogId> {
-        *self.committed.lock().expect("committed slot")
+        self.committed.lock().expect("committed slot").pending
     }
 
     async fn call(
@@ -170,8 +222,7 @@ struct WriterThread {
     tail: Arc<Mutex<LogTail>>,
     timings: StorageTimings,
     commands: mpsc::Receiver<Command>,
-    committed: Arc<Mutex<Option<StorageLogId>>>,
-    written_committed: Option<StorageLogId>,
+    committed: Arc<Mutex<CommittedSlot>>,
 }
 
 /// Appends taken from the queue to be written together.
@@ -297,22 +348,9 @@ impl WriterThread {
 
     /// Saves the committed id handed over, if it changed and the log holds the entry it names.
     fn save_committed_if_changed(&mut self) {
-        let committed = *self.committed.lock().expect("committed slot");
-        if committed == self.written_committed {
-            return;
-        }
-        let Some(committed_id) = committed else {
-            return;
-        };
+        let mut slot = self.committed.lock().expect("committed slot");
         let durable_through = self.tail.lock().expect("log tail").durable_through();
-        // The entry must be in the file, not only queued: otherwise a crash could leave a
-        // committed id past the log's end. It will be saved after a later write.
-        if durable_through.is_none_or(|durable| committed_id.index > durable) {
-            return;
-        }
-        match self.log.save_committed(committed) {
-            Ok(()) => self.written_committed = committed,
-            Err(error) => tracing::warn!(%error, "could not save the committed log id"),
-        }
+        let log = &self.log;
+        slot.write_if_due(durable_through, |id| Some(log.save_committed(id)));
     }
 }

@@ -166,6 +166,11 @@ impl RaftLogStore {
             .last()
             .is_none_or(|active| active.byte_len() >= self.options.segment_bytes);
         if rotate {
+            // Only the newest segment keeps preallocated space: a scan of an older one that meets
+            // zeros reports damage.
+            if let Some(active) = files.segments.last_mut() {
+                active.cut_after_last_record()?;
+            }
             files.segments.push(Segment::create(
                 &self.directory,
                 first_index,
@@ -319,6 +324,26 @@ impl RaftLogStore {
         files.stop_on_failure(result)
     }
 
+    /// Like [`save_committed`](Self::save_committed), but only if no other thread holds the log
+    /// files right now (the writer thread in an fsync, say): `None` then, and nothing is written.
+    /// So an async task can save the committed id without ever waiting for a disk.
+    pub fn try_save_committed(&self, committed: Option<LogId>) -> Option<Result<()>> {
+        let mut files = match self.files.try_lock() {
+            Ok(files) => files,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        if let Err(error) = files.refuse_if_failed() {
+            return Some(Err(error));
+        }
+        let meta = LogMeta {
+            committed,
+            ..files.meta.current().clone()
+        };
+        let result = files.meta.write(meta, false, &self.disk_faults);
+        Some(files.stop_on_failure(result))
+    }
+
     /// The saved committed log id, if any.
     pub fn committed(&self) -> Result<Option<LogId>> {
         Ok(self.lock().meta.current().committed)
@@ -394,7 +419,20 @@ fn open_segments(directory: &Path) -> Result<(Vec<Segment>, Option<String>)> {
     let mut repaired_tail = None;
     for first_index in first_indexes {
         let path = directory.join(Segment::file_name(first_index));
-        let (segment, scan_end) = Segment::open(&path, first_index)?;
+        let (mut segment, scan_end) = Segment::open(&path, first_index)?;
+        if scan_end == ScanEnd::Preallocated {
+            if Some(first_index) != newest {
+                return Err(Error::Corrupt {
+                    file: path,
+                    detail: "zeros after the last record, in a segment that later segments \
+                             follow; restore the member from a snapshot or remove it from the \
+                             cluster and add it again"
+                        .into(),
+                });
+            }
+            // Dropped so that the space after the last record is known to hold nothing at all.
+            segment.cut_after_last_record()?;
+        }
         if let ScanEnd::Damaged { detail } = scan_end {
             if Some(first_index) != newest {
                 return Err(Error::Corrupt {
@@ -405,7 +443,7 @@ fn open_segments(directory: &Path) -> Result<(Vec<Segment>, Option<String>)> {
                     ),
                 });
             }
-            segment.cut_damaged_tail()?;
+            segment.cut_after_last_record()?;
             repaired_tail = Some(format!("{}: {detail}", path.display()));
         }
         if let Some(previous) = segments.last() {
