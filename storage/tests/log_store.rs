@@ -639,6 +639,8 @@ fn entries_spread_over_many_segments_read_back_and_purging_removes_whole_segment
 fn a_write_torn_by_a_crash_at_the_end_of_the_newest_segment_is_cut_off() {
     let mut on_disk = LogOnDisk::create();
     on_disk.append_indexes(1..=3).unwrap();
+    // A reopen cuts the newest segment's preallocated space, so the file ends at its last record.
+    on_disk.close_and_reopen();
     drop(on_disk.log.take());
     let segment = segment_files(&on_disk.path()).pop().unwrap();
     let whole_length = std::fs::metadata(&segment).unwrap().len();
@@ -665,6 +667,97 @@ fn a_write_torn_by_a_crash_at_the_end_of_the_newest_segment_is_cut_off() {
     on_disk.append_indexes(4..=5).unwrap();
     on_disk.close_and_reopen();
     assert_eq!(on_disk.every_entry(), expected_entries(1..=5));
+}
+
+/// Writes `bytes` into the newest segment at `offset`, as a crash might have left them.
+fn overwrite_newest_segment_at(path: &Path, offset: u64, bytes: &[u8]) -> PathBuf {
+    use std::os::unix::fs::FileExt;
+    let segment = segment_files(path).pop().unwrap();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&segment)
+        .unwrap();
+    file.write_all_at(bytes, offset).unwrap();
+    segment
+}
+
+/// The length of the newest segment's records, found by a reopen (which cuts what follows them).
+fn records_length_after_reopen(on_disk: &mut LogOnDisk) -> u64 {
+    on_disk.close_and_reopen();
+    let segment = segment_files(&on_disk.path()).pop().unwrap();
+    std::fs::metadata(&segment).unwrap().len()
+}
+
+#[test]
+fn appends_preallocate_space_that_a_reopen_gives_back_and_the_next_append_takes_again() {
+    let mut on_disk = LogOnDisk::create();
+    on_disk.append_indexes(1..=3).unwrap();
+    let segment = segment_files(&on_disk.path()).pop().unwrap();
+    let preallocated = std::fs::metadata(&segment).unwrap().len();
+    let records = records_length_after_reopen(&mut on_disk);
+    assert!(
+        preallocated > records,
+        "the file grew ahead of its records: {preallocated} bytes for {records} of records"
+    );
+    assert_eq!(on_disk.log().repaired_tail(), None, "zeros are not damage");
+    assert_eq!(on_disk.every_entry(), expected_entries(1..=3));
+    on_disk.append_indexes(4..=6).unwrap();
+    assert_eq!(std::fs::metadata(&segment).unwrap().len(), preallocated);
+    on_disk.close_and_reopen();
+    assert_eq!(on_disk.every_entry(), expected_entries(1..=6));
+}
+
+#[test]
+fn a_write_torn_inside_preallocated_space_is_cut_off() {
+    let mut on_disk = LogOnDisk::create();
+    on_disk.append_indexes(1..=3).unwrap();
+    let records = records_length_after_reopen(&mut on_disk);
+    on_disk.append_indexes(4..=4).unwrap();
+    drop(on_disk.log.take());
+    // Entry 5 was being written into the zeros after entry 4 when the crash came.
+    let entry_four_end = {
+        let mut record = Vec::new();
+        revkv_storage::codec::encode_log_record(&mut record, 4, &entry_bytes_for_index(4)).unwrap();
+        records + record.len() as u64
+    };
+    let mut torn = Vec::new();
+    revkv_storage::codec::encode_log_record(&mut torn, 5, &entry_bytes_for_index(5)).unwrap();
+    torn.truncate(torn.len() / 2);
+    let segment = overwrite_newest_segment_at(&on_disk.path(), entry_four_end, &torn);
+
+    on_disk.close_and_reopen();
+    assert_eq!(on_disk.every_entry(), expected_entries(1..=4));
+    assert_eq!(std::fs::metadata(&segment).unwrap().len(), entry_four_end);
+    let repaired = on_disk
+        .log()
+        .repaired_tail()
+        .expect("the open reports the cut");
+    assert!(
+        repaired.contains(&segment.display().to_string()),
+        "{repaired}"
+    );
+    on_disk.append_indexes(5..=6).unwrap();
+    on_disk.close_and_reopen();
+    assert_eq!(on_disk.every_entry(), expected_entries(1..=6));
+}
+
+#[test]
+fn bytes_after_a_gap_of_zeros_are_cut_and_never_read_as_entries() {
+    let mut on_disk = LogOnDisk::create();
+    on_disk.append_indexes(1..=3).unwrap();
+    let records = records_length_after_reopen(&mut on_disk);
+    on_disk.append_indexes(4..=4).unwrap();
+    drop(on_disk.log.take());
+    // A later page of an unacknowledged write reached the disk, an earlier one did not: a whole,
+    // valid record for index 5 sits a page past the end, behind zeros.
+    let mut stray = Vec::new();
+    revkv_storage::codec::encode_log_record(&mut stray, 5, &entry_bytes_for_index(5)).unwrap();
+    let segment = overwrite_newest_segment_at(&on_disk.path(), records + 8192, &stray);
+
+    on_disk.close_and_reopen();
+    assert_eq!(on_disk.every_entry(), expected_entries(1..=4));
+    assert!(std::fs::metadata(&segment).unwrap().len() < records + 8192);
+    assert!(on_disk.log().repaired_tail().is_some());
 }
 
 #[test]

@@ -9,6 +9,14 @@
 //! checksum ends the valid part: at the end of the newest segment that is a write torn by a crash
 //! (never acknowledged, because acknowledgement waits for the fsync), and the file is cut back to
 //! the last whole record; anywhere else it is corruption, and the open fails naming the file.
+//!
+//! Space is preallocated: the file grows by [`PREALLOCATION_BYTES`] of written zeros at a time, so
+//! an append overwrites bytes the file already has and its `fdatasync` flushes only data. When an
+//! append grows the file instead, the fsync must also write the inode (its size), one more
+//! synchronous I/O: on this project's test machine 130 µs against 98 µs per fsync. Zeros after the
+//! last record are the preallocated space; the newest segment is cut back to its last record at
+//! open (so no stale bytes can ever follow a gap), and a segment is cut back when the next one
+//! starts, so only the newest segment ever holds preallocated space.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufReader, Read};
@@ -20,6 +28,13 @@ use crate::codec::{self, LOG_RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES};
 use crate::disk_faults::{DiskFaults, DiskOperation};
 use crate::error::{io_error, Error, Result};
 
+/// How much the file grows at a time when an append needs room: one write of zeros and its fsync
+/// (about 4 ms here) for every 4 MiB of log, instead of an inode write with every append.
+pub(super) const PREALLOCATION_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The largest buffer of zeros written at once while preallocating.
+const ZERO_WRITE_BYTES: usize = 1024 * 1024;
+
 /// One segment. Entry `first_index + i` starts at `offsets[i]`; `end` is where the next goes.
 pub(super) struct Segment {
     pub(super) first_index: u64,
@@ -27,6 +42,8 @@ pub(super) struct Segment {
     file: Arc<File>,
     offsets: Vec<u64>,
     end: u64,
+    /// The file's length: `end` plus the preallocated zeros after it.
+    allocated: u64,
 }
 
 /// What a scan of an existing segment found after its last whole record.
@@ -34,6 +51,8 @@ pub(super) struct Segment {
 pub(super) enum ScanEnd {
     /// The file ends exactly after a whole record.
     Clean,
+    /// Only zeros follow: space preallocated for appends.
+    Preallocated,
     /// Bytes follow that are not a whole, intact record (`detail` says why).
     Damaged { detail: String },
 }
@@ -74,6 +93,7 @@ impl Segment {
             file: Arc::new(file),
             offsets: Vec::new(),
             end: SEGMENT_HEADER_BYTES as u64,
+            allocated: SEGMENT_HEADER_BYTES as u64,
         })
     }
 
@@ -107,6 +127,7 @@ impl Segment {
             file: Arc::new(file.try_clone().map_err(io_error(path))?),
             offsets: Vec::new(),
             end: SEGMENT_HEADER_BYTES as u64,
+            allocated: file.metadata().map_err(io_error(path))?.len(),
         };
         let scan_end = segment.scan_records(&mut reader)?;
         Ok((segment, scan_end))
@@ -117,15 +138,18 @@ impl Segment {
         let mut payload = Vec::new();
         loop {
             let mut header = [0u8; LOG_RECORD_HEADER_BYTES];
-            match read_fully(reader, &mut header).map_err(io_error(&self.path))? {
-                0 => return Ok(ScanEnd::Clean),
-                read if read < header.len() => {
-                    return Ok(damaged(format!(
-                        "a record header cut short at byte {}",
-                        self.end
-                    )))
-                }
-                _ => {}
+            let read = read_fully(reader, &mut header).map_err(io_error(&self.path))?;
+            if read == 0 {
+                return Ok(ScanEnd::Clean);
+            }
+            if header[..read].iter().all(|byte| *byte == 0) {
+                return self.rest_is_zeros(reader);
+            }
+            if read < header.len() {
+                return Ok(damaged(format!(
+                    "a record header cut short at byte {}",
+                    self.end
+                )));
             }
             let record = match codec::decode_log_record_header(&header) {
                 Ok(record) => record,
@@ -154,10 +178,33 @@ impl Segment {
         }
     }
 
-    /// Cuts the file back to its last whole record, durably (after a torn write).
-    pub(super) fn cut_damaged_tail(&self) -> Result<()> {
+    /// After a header of zeros: preallocated space if only zeros follow, damage otherwise.
+    fn rest_is_zeros(&self, reader: &mut impl Read) -> Result<ScanEnd> {
+        let mut buffer = vec![0u8; ZERO_WRITE_BYTES];
+        loop {
+            let read = read_fully(reader, &mut buffer).map_err(io_error(&self.path))?;
+            if buffer[..read].iter().any(|byte| *byte != 0) {
+                return Ok(damaged(format!(
+                    "bytes other than zeros after a gap of zeros at byte {}",
+                    self.end
+                )));
+            }
+            if read < buffer.len() {
+                return Ok(ScanEnd::Preallocated);
+            }
+        }
+    }
+
+    /// Cuts the file back to its last whole record, durably: after a torn write, to drop the
+    /// preallocated space of the newest segment at open, and when the next segment starts.
+    pub(super) fn cut_after_last_record(&mut self) -> Result<()> {
+        if self.allocated == self.end {
+            return Ok(());
+        }
         self.file.set_len(self.end).map_err(io_error(&self.path))?;
-        self.file.sync_data().map_err(io_error(&self.path))
+        self.file.sync_data().map_err(io_error(&self.path))?;
+        self.allocated = self.end;
+        Ok(())
     }
 
     pub(super) fn path(&self) -> &Path {
@@ -194,6 +241,11 @@ impl Segment {
         faults
             .check(DiskOperation::Write)
             .map_err(io_error(&self.path))?;
+        let new_end = self.end + records.len() as u64;
+        if new_end > self.allocated {
+            // The append's own fsync below makes the zeros and the new length durable too.
+            self.preallocate_through(new_end)?;
+        }
         self.file
             .write_all_at(records, self.end)
             .map_err(io_error(&self.path))?;
@@ -212,6 +264,23 @@ impl Segment {
             "record lengths cover the batch"
         );
         self.end = offset;
+        Ok(())
+    }
+
+    /// Grows the file with written zeros to the next multiple of [`PREALLOCATION_BYTES`] at or
+    /// past `needed`.
+    fn preallocate_through(&mut self, needed: u64) -> Result<()> {
+        let target = needed.div_ceil(PREALLOCATION_BYTES) * PREALLOCATION_BYTES;
+        let zeros = vec![0u8; ZERO_WRITE_BYTES];
+        let mut offset = self.allocated;
+        while offset < target {
+            let length = (target - offset).min(ZERO_WRITE_BYTES as u64) as usize;
+            self.file
+                .write_all_at(&zeros[..length], offset)
+                .map_err(io_error(&self.path))?;
+            offset += length as u64;
+        }
+        self.allocated = target;
         Ok(())
     }
 
@@ -270,6 +339,7 @@ impl Segment {
         self.file.sync_data().map_err(io_error(&self.path))?;
         self.offsets.truncate(keep);
         self.end = new_end;
+        self.allocated = new_end;
         Ok(())
     }
 
