@@ -354,3 +354,56 @@ impl WriterThread {
         slot.write_if_due(durable_through, |id| Some(log.save_committed(id)));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log_id(index: u64) -> StorageLogId {
+        StorageLogId {
+            term: 1,
+            node_id: 1,
+            index,
+        }
+    }
+
+    #[test]
+    fn the_committed_id_is_written_only_once_its_entry_is_durable_and_only_once() {
+        let mut slot = CommittedSlot {
+            pending: Some(log_id(5)),
+            written: None,
+        };
+        let mut writes = Vec::new();
+        assert!(slot.write_if_due(Some(4), |id| {
+            writes.push(id);
+            Some(Ok(()))
+        }));
+        assert!(writes.is_empty(), "entry 5 is not durable yet");
+        assert!(slot.write_if_due(Some(5), |id| {
+            writes.push(id);
+            Some(Ok(()))
+        }));
+        assert_eq!(writes, vec![Some(log_id(5))]);
+        assert!(slot.write_if_due(Some(9), |id| {
+            writes.push(id);
+            Some(Ok(()))
+        }));
+        assert_eq!(
+            writes.len(),
+            1,
+            "an id already written is not written again"
+        );
+    }
+
+    #[test]
+    fn busy_log_files_leave_the_committed_id_pending_for_the_writer() {
+        let mut slot = CommittedSlot {
+            pending: Some(log_id(3)),
+            written: None,
+        };
+        assert!(!slot.write_if_due(Some(3), |_| None));
+        assert_eq!(slot.written, None);
+        assert!(slot.write_if_due(Some(3), |_| Some(Ok(()))));
+        assert_eq!(slot.written, Some(log_id(3)));
+    }
+}
