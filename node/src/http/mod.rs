@@ -70,7 +70,7 @@ use crate::error::NodeError;
 use crate::hot_keys::HotKeys;
 pub use error::ApiError;
 pub use openapi::openapi_document_json;
-use state::ApiState;
+use state::{ApiShared, ApiState};
 pub use state::{
     HttpLimits, LeaseStreamLimits, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SNAPSHOT_STREAMS,
 };
@@ -122,16 +122,18 @@ fn build_router<B: KvBackend>(
     let password_checks = Arc::new(Semaphore::new(
         limits.auth.max_concurrent_password_checks.max(1),
     ));
-    let state = ApiState {
+    let state = ApiState::new(
         backend,
-        limits,
-        lease_stream,
-        metrics,
-        lease_streams,
-        snapshot_streams,
-        hot_keys,
-        password_checks,
-    };
+        ApiShared {
+            limits,
+            lease_stream,
+            metrics,
+            lease_streams,
+            snapshot_streams,
+            hot_keys,
+            password_checks,
+        },
+    );
     let retries_layer =
         from_fn_with_state(state.clone(), client_retries::record_client_retries::<B>);
     let auth_layer = from_fn_with_state(state.clone(), auth_gate::gate::<B>);

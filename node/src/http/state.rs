@@ -81,8 +81,17 @@ impl Default for LeaseStreamLimits {
 }
 
 /// What every handler receives: the backend, the limits and the member's metrics.
+///
+/// axum clones the state for every layer and handler a request passes through, so everything but
+/// the backend sits behind one `Arc` ([`ApiShared`], reached through `Deref`): a clone is two
+/// reference-count increments, not a copy of the limits and one increment per shared part.
 pub(crate) struct ApiState<B> {
     pub backend: Arc<B>,
+    shared: Arc<ApiShared>,
+}
+
+/// The parts of [`ApiState`] every backend view shares.
+pub(crate) struct ApiShared {
     pub limits: HttpLimits,
     pub lease_stream: LeaseStreamLimits,
     pub metrics: Arc<Metrics>,
@@ -94,6 +103,23 @@ pub(crate) struct ApiState<B> {
     pub hot_keys: Arc<HotKeys>,
     /// One permit per password check running now (`AuthOptions::max_concurrent_password_checks`).
     pub password_checks: Arc<Semaphore>,
+}
+
+impl<B> ApiState<B> {
+    pub fn new(backend: Arc<B>, shared: ApiShared) -> Self {
+        ApiState {
+            backend,
+            shared: Arc::new(shared),
+        }
+    }
+}
+
+impl<B> std::ops::Deref for ApiState<B> {
+    type Target = ApiShared;
+
+    fn deref(&self) -> &ApiShared {
+        &self.shared
+    }
 }
 
 impl<B: KvBackend> ApiState<B> {
@@ -111,13 +137,7 @@ impl<B> ApiState<B> {
     fn with_backend<C>(&self, backend: Arc<C>) -> ApiState<C> {
         ApiState {
             backend,
-            limits: self.limits.clone(),
-            lease_stream: self.lease_stream.clone(),
-            metrics: Arc::clone(&self.metrics),
-            lease_streams: Arc::clone(&self.lease_streams),
-            snapshot_streams: Arc::clone(&self.snapshot_streams),
-            hot_keys: Arc::clone(&self.hot_keys),
-            password_checks: Arc::clone(&self.password_checks),
+            shared: Arc::clone(&self.shared),
         }
     }
 }
