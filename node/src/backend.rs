@@ -104,6 +104,10 @@ pub trait KvBackend: Send + Sync + 'static {
     /// This member's id.
     fn member_id(&self) -> u64;
 
+    /// The id of the cluster this member belongs to, 0 while it knows none (etcd's headers carry
+    /// it; revkv's HTTP answers do not). Cheap: no read transaction.
+    fn cluster_id(&self) -> u64;
+
     /// The header for an answer that reflects no particular read: this member's current revision
     /// and term. Cheap (no file statistics), unlike `status`.
     fn header(&self) -> Result<ResponseHeader, NodeError>;

@@ -402,6 +402,10 @@ impl KvBackend for MemberBackend {
         self.member.id()
     }
 
+    fn cluster_id(&self) -> u64 {
+        self.member.store().known_cluster_id()
+    }
+
     fn backup_source(&self) -> BackupSource {
         BackupSource {
             store: self.member.store().clone(),

@@ -398,6 +398,10 @@ impl KvBackend for RacingBackend {
         self.inner.member_id()
     }
 
+    fn cluster_id(&self) -> u64 {
+        self.inner.cluster_id()
+    }
+
     fn header(&self) -> Result<ResponseHeader, NodeError> {
         self.inner.header()
     }

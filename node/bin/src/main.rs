@@ -136,7 +136,6 @@ async fn start_grpc(
     let server = revkv_grpc::GrpcServer {
         backend: node.backend().clone(),
         metrics: Some(node.backend().metrics().clone()),
-        cluster_id: 0,
         limits,
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -22,7 +22,6 @@ use crate::proto::etcdserverpb as pb;
 
 pub struct AuthService<B> {
     pub backend: Arc<B>,
-    pub cluster_id: u64,
     pub options: AuthOptions,
     pub password_checks: Arc<Semaphore>,
 }
@@ -36,7 +35,7 @@ impl<B: KvBackend> AuthService<B> {
     fn header(&self) -> Result<Option<pb::ResponseHeader>, Status> {
         Ok(convert::header(
             self.backend.header().map_err(status)?,
-            self.cluster_id,
+            self.backend.cluster_id(),
         ))
     }
 
@@ -50,7 +49,7 @@ impl<B: KvBackend> AuthService<B> {
         let Response::Auth { .. } = written.response else {
             return Err(status(revkv_node::writes::unexpected_response("auth")));
         };
-        Ok(convert::header(written.header, self.cluster_id))
+        Ok(convert::header(written.header, self.backend.cluster_id()))
     }
 
     /// Runs argon2 work off the async threads, at most the configured number at once, waiting

@@ -17,7 +17,6 @@ use crate::proto::etcdserverpb as pb;
 
 pub struct ClusterService<B> {
     pub backend: Arc<B>,
-    pub cluster_id: u64,
 }
 
 type Answer<T> = Result<GrpcResponse<T>, Status>;
@@ -37,7 +36,7 @@ impl<B: KvBackend> ClusterService<B> {
     fn header(&self) -> Result<Option<pb::ResponseHeader>, Status> {
         Ok(convert::header(
             self.backend.header().map_err(status)?,
-            self.cluster_id,
+            self.backend.cluster_id(),
         ))
     }
 }

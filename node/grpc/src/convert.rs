@@ -15,8 +15,7 @@ use crate::error;
 use crate::proto::etcdserverpb as pb;
 use crate::proto::mvccpb;
 
-/// etcd's response header for revkv's. revkv has no cluster id yet: `cluster_id` is the value the
-/// server was started with.
+/// etcd's response header for revkv's, with the member's cluster id (`KvBackend::cluster_id`).
 pub fn header(header: ResponseHeader, cluster_id: u64) -> Option<pb::ResponseHeader> {
     Some(pb::ResponseHeader {
         cluster_id,

@@ -18,7 +18,6 @@ use crate::proto::etcdserverpb as pb;
 pub struct KvService<B> {
     pub backend: Arc<B>,
     pub metrics: Option<Arc<Metrics>>,
-    pub cluster_id: u64,
 }
 
 type Answer<T> = Result<GrpcResponse<T>, Status>;
@@ -43,7 +42,7 @@ impl<B: KvBackend> pb::kv_server::Kv for KvService<B> {
             let now = self.backend.header().map_err(status)?;
             header.revision = header.revision.max(now.revision);
         }
-        let header = convert::header(header, self.cluster_id);
+        let header = convert::header(header, self.backend.cluster_id());
         Ok(GrpcResponse::new(convert::range_response(
             answer.response,
             &view,
@@ -82,7 +81,7 @@ impl<B: KvBackend> pb::kv_server::Kv for KvService<B> {
             (written.header, response)
         };
         Ok(GrpcResponse::new(pb::PutResponse {
-            header: convert::header(header, self.cluster_id),
+            header: convert::header(header, self.backend.cluster_id()),
             prev_kv: response.prev_kv.map(convert::key_value),
         }))
     }
@@ -101,7 +100,7 @@ impl<B: KvBackend> pb::kv_server::Kv for KvService<B> {
             return Err(status(unexpected_response("delete range")));
         };
         Ok(GrpcResponse::new(pb::DeleteRangeResponse {
-            header: convert::header(written.header, self.cluster_id),
+            header: convert::header(written.header, self.backend.cluster_id()),
             deleted: to_i64(response.deleted),
             prev_kvs: response
                 .prev_kvs
@@ -137,7 +136,7 @@ impl<B: KvBackend> pb::kv_server::Kv for KvService<B> {
         } else {
             failure_views
         };
-        let header = convert::header(written.header, self.cluster_id);
+        let header = convert::header(written.header, self.backend.cluster_id());
         // etcd's answers inside a txn carry only the revision in their headers.
         let inner_header = Some(pb::ResponseHeader {
             revision: to_i64(written.header.revision),
@@ -170,7 +169,7 @@ impl<B: KvBackend> pb::kv_server::Kv for KvService<B> {
             .await
             .map_err(status)?;
         Ok(GrpcResponse::new(pb::CompactionResponse {
-            header: convert::header(written.header, self.cluster_id),
+            header: convert::header(written.header, self.backend.cluster_id()),
         }))
     }
 }

@@ -22,7 +22,6 @@ use crate::proto::etcdserverpb as pb;
 
 pub struct LeaseService<B> {
     pub backend: Arc<B>,
-    pub cluster_id: u64,
     /// One permit per open keep-alive stream.
     pub keepalive_streams: Arc<Semaphore>,
 }
@@ -43,7 +42,7 @@ impl<B: KvBackend> pb::lease_server::Lease for LeaseService<B> {
             .await
             .map_err(status)?;
         Ok(GrpcResponse::new(pb::LeaseGrantResponse {
-            header: convert::header(granted.header, self.cluster_id),
+            header: convert::header(granted.header, self.backend.cluster_id()),
             id: granted.id,
             ttl: granted.ttl_seconds,
             error: String::new(),
@@ -61,7 +60,7 @@ impl<B: KvBackend> pb::lease_server::Lease for LeaseService<B> {
             .await
             .map_err(status)?;
         Ok(GrpcResponse::new(pb::LeaseRevokeResponse {
-            header: convert::header(written.header, self.cluster_id),
+            header: convert::header(written.header, self.backend.cluster_id()),
         }))
     }
 
@@ -78,14 +77,13 @@ impl<B: KvBackend> pb::lease_server::Lease for LeaseService<B> {
             .try_acquire_owned()
             .map_err(|_| Status::resource_exhausted(error::TOO_MANY_REQUESTS))?;
         let backend = self.backend.clone();
-        let cluster_id = self.cluster_id;
         let answers = request.into_inner().then(move |next| {
             let backend = backend.clone();
             // Each answer holds the permit until the stream ends: it is dropped with the stream.
             let _permit = &permit;
             async move {
                 let id = next?.id;
-                keep_alive_answer(backend.as_ref(), id, cluster_id).await
+                keep_alive_answer(backend.as_ref(), id).await
             }
         });
         Ok(GrpcResponse::new(Box::pin(answers)))
@@ -99,7 +97,7 @@ impl<B: KvBackend> pb::lease_server::Lease for LeaseService<B> {
         let request = request.into_inner();
         match backend.lease_time_to_live(request.id, request.keys).await {
             Ok(reading) => Ok(GrpcResponse::new(pb::LeaseTimeToLiveResponse {
-                header: convert::header(reading.header, self.cluster_id),
+                header: convert::header(reading.header, self.backend.cluster_id()),
                 id: reading.id,
                 ttl: reading.remaining_ttl_seconds,
                 granted_ttl: reading.granted_ttl_seconds,
@@ -124,7 +122,7 @@ impl<B: KvBackend> pb::lease_server::Lease for LeaseService<B> {
     ) -> Answer<pb::LeaseLeasesResponse> {
         let (header, ids) = self.backend.lease_ids().await.map_err(status)?;
         Ok(GrpcResponse::new(pb::LeaseLeasesResponse {
-            header: convert::header(header, self.cluster_id),
+            header: convert::header(header, self.backend.cluster_id()),
             leases: ids.into_iter().map(|id| pb::LeaseStatus { id }).collect(),
         }))
     }
@@ -135,8 +133,8 @@ impl<B: KvBackend> pb::lease_server::Lease for LeaseService<B> {
 async fn keep_alive_answer<B: KvBackend>(
     backend: &B,
     id: i64,
-    cluster_id: u64,
 ) -> Result<pb::LeaseKeepAliveResponse, Status> {
+    let cluster_id = backend.cluster_id();
     match backend.lease_keep_alive(id).await {
         Ok((header, ttl)) => Ok(pb::LeaseKeepAliveResponse {
             header: convert::header(header, cluster_id),

@@ -86,8 +86,6 @@ pub struct GrpcServer<B> {
     pub backend: Arc<B>,
     /// Conflict metrics are recorded here when given (the member's `GET /metrics` registry).
     pub metrics: Option<Arc<Metrics>>,
-    /// The `cluster_id` of every response header (revkv has no cluster id of its own yet).
-    pub cluster_id: u64,
     pub limits: GrpcLimits,
 }
 
@@ -103,36 +101,30 @@ impl<B: KvBackend> GrpcServer<B> {
         let GrpcServer {
             backend,
             metrics,
-            cluster_id,
             limits,
         } = self;
         let max = limits.max_request_bytes;
         let kv = KvServer::new(kv::KvService {
             backend: backend.clone(),
             metrics,
-            cluster_id,
         })
         .max_decoding_message_size(max);
         let lease = LeaseServer::new(lease::LeaseService {
             backend: backend.clone(),
-            cluster_id,
             keepalive_streams: Arc::new(Semaphore::new(limits.max_keepalive_streams)),
         })
         .max_decoding_message_size(max);
         let cluster = ClusterServer::new(cluster::ClusterService {
             backend: backend.clone(),
-            cluster_id,
         })
         .max_decoding_message_size(max);
         let watch = WatchServer::new(watch::WatchService {
             backend: backend.clone(),
-            cluster_id,
             max_watches_per_stream: limits.max_watches_per_stream,
         })
         .max_decoding_message_size(max);
         let auth = AuthServer::new(auth_service::AuthService {
             backend: backend.clone(),
-            cluster_id,
             options: limits.auth.clone(),
             password_checks: Arc::new(Semaphore::new(
                 limits.auth.max_concurrent_password_checks.max(1),
@@ -141,7 +133,6 @@ impl<B: KvBackend> GrpcServer<B> {
         .max_decoding_message_size(max);
         let maintenance = MaintenanceServer::new(maintenance::MaintenanceService {
             backend: backend.clone(),
-            cluster_id,
             snapshot_streams: Arc::new(Semaphore::new(limits.max_snapshot_streams)),
         })
         .max_decoding_message_size(max);

@@ -25,7 +25,6 @@ pub const ETCD_VERSION: &str = "3.4.0";
 
 pub struct MaintenanceService<B> {
     pub backend: Arc<B>,
-    pub cluster_id: u64,
     /// Backups streaming at once through this service (`GrpcLimits::max_snapshot_streams`).
     pub snapshot_streams: Arc<Semaphore>,
 }
@@ -42,7 +41,7 @@ impl<B: KvBackend> MaintenanceService<B> {
     fn header(&self) -> Result<Option<pb::ResponseHeader>, Status> {
         Ok(convert::header(
             self.backend.header().map_err(status)?,
-            self.cluster_id,
+            self.backend.cluster_id(),
         ))
     }
 }
@@ -84,7 +83,7 @@ impl<B: KvBackend> pb::maintenance_server::Maintenance for MaintenanceService<B>
             .await
             .map_err(status)?;
         Ok(GrpcResponse::new(pb::AlarmResponse {
-            header: convert::header(written.header, self.cluster_id),
+            header: convert::header(written.header, self.backend.cluster_id()),
             alarms: vec![alarm_member(&alarm)],
         }))
     }
@@ -92,7 +91,7 @@ impl<B: KvBackend> pb::maintenance_server::Maintenance for MaintenanceService<B>
     async fn status(&self, _request: GrpcRequest<pb::StatusRequest>) -> Answer<pb::StatusResponse> {
         let member = self.backend.status().await.map_err(status)?;
         let header = pb::ResponseHeader {
-            cluster_id: self.cluster_id,
+            cluster_id: self.backend.cluster_id(),
             member_id: member.member_id,
             revision: to_i64(member.revision),
             raft_term: member.raft_term,
@@ -127,7 +126,7 @@ impl<B: KvBackend> pb::maintenance_server::Maintenance for MaintenanceService<B>
     async fn hash(&self, _request: GrpcRequest<pb::HashRequest>) -> Answer<pb::HashResponse> {
         let (header, hash) = self.backend.hash(None).await.map_err(status)?;
         Ok(GrpcResponse::new(pb::HashResponse {
-            header: convert::header(header, self.cluster_id),
+            header: convert::header(header, self.backend.cluster_id()),
             hash: fold_hash(hash.hash),
         }))
     }
@@ -138,7 +137,7 @@ impl<B: KvBackend> pb::maintenance_server::Maintenance for MaintenanceService<B>
             .filter(|revision| *revision > 0);
         let (header, hash) = self.backend.hash(revision).await.map_err(status)?;
         Ok(GrpcResponse::new(pb::HashKvResponse {
-            header: convert::header(header, self.cluster_id),
+            header: convert::header(header, self.backend.cluster_id()),
             hash: fold_hash(hash.hash),
             // etcd answers -1 when nothing was ever compacted; revkv's compact revision is 0 then.
             compact_revision: match hash.compact_revision {

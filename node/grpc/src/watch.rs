@@ -32,7 +32,6 @@ const RESPONSE_BUFFER: usize = 128;
 
 pub struct WatchService<B> {
     pub backend: Arc<B>,
-    pub cluster_id: u64,
     /// Watches one stream may hold at once; a create beyond it is answered canceled.
     pub max_watches_per_stream: usize,
 }
@@ -50,7 +49,6 @@ impl<B: KvBackend> pb::watch_server::Watch for WatchService<B> {
         let (sender, receiver) = mpsc::channel(RESPONSE_BUFFER);
         let stream = WatchStream {
             backend,
-            cluster_id: self.cluster_id,
             max_watches: self.max_watches_per_stream,
             sender,
             watches: HashMap::new(),
@@ -68,7 +66,6 @@ impl<B: KvBackend> pb::watch_server::Watch for WatchService<B> {
 /// One client stream: its watches by stream watch id, and the tasks forwarding them.
 struct WatchStream<B> {
     backend: Arc<B>,
-    cluster_id: u64,
     max_watches: usize,
     sender: mpsc::Sender<pb::WatchResponse>,
     /// Stream watch id → the hub's id of that watch, and its forwarder.
@@ -133,13 +130,7 @@ impl<B: KvBackend> WatchStream<B> {
         match self.backend.watch_hub().open(request) {
             Ok(watch) => {
                 let hub_id = watch.id();
-                let forwarder = forward(
-                    watch,
-                    id,
-                    self.backend.clone(),
-                    self.cluster_id,
-                    self.sender.clone(),
-                );
+                let forwarder = forward(watch, id, self.backend.clone(), self.sender.clone());
                 let abort = self.forwarders.spawn(forwarder);
                 self.watches.insert(id, (hub_id, abort));
                 Ok(())
@@ -213,7 +204,7 @@ impl<B: KvBackend> WatchStream<B> {
     }
 
     fn header(&self, revision: Option<u64>) -> Option<pb::ResponseHeader> {
-        stream_header(self.backend.as_ref(), self.cluster_id, revision)
+        stream_header(self.backend.as_ref(), revision)
     }
 
     async fn send(&self, response: pb::WatchResponse) -> Result<(), ClientGone> {
@@ -222,16 +213,12 @@ impl<B: KvBackend> WatchStream<B> {
 }
 
 /// The member's header, with `revision` in place of the current one when given.
-fn stream_header<B: KvBackend>(
-    backend: &B,
-    cluster_id: u64,
-    revision: Option<u64>,
-) -> Option<pb::ResponseHeader> {
+fn stream_header<B: KvBackend>(backend: &B, revision: Option<u64>) -> Option<pb::ResponseHeader> {
     let mut header = backend.header().ok()?;
     if let Some(revision) = revision {
         header.revision = revision;
     }
-    convert::header(header, cluster_id)
+    convert::header(header, backend.cluster_id())
 }
 
 /// The hub's request for an etcd create request, or the reason it cannot be served.
@@ -268,11 +255,10 @@ async fn forward<B: KvBackend>(
     mut watch: revkv_node::watch::Watch,
     id: i64,
     backend: Arc<B>,
-    cluster_id: u64,
     sender: mpsc::Sender<pb::WatchResponse>,
 ) -> i64 {
     while let Some(message) = watch.next().await {
-        let response = response_of(&message, id, backend.as_ref(), cluster_id);
+        let response = response_of(&message, id, backend.as_ref());
         if sender.send(response).await.is_err() {
             break;
         }
@@ -281,13 +267,8 @@ async fn forward<B: KvBackend>(
 }
 
 /// A hub message as etcd's response for stream watch `id`.
-fn response_of<B: KvBackend>(
-    message: &WatchMessage,
-    id: i64,
-    backend: &B,
-    cluster_id: u64,
-) -> pb::WatchResponse {
-    let header = |revision| stream_header(backend, cluster_id, revision);
+fn response_of<B: KvBackend>(message: &WatchMessage, id: i64, backend: &B) -> pb::WatchResponse {
+    let header = |revision| stream_header(backend, revision);
     match message {
         WatchMessage::Created { revision, .. } => pb::WatchResponse {
             header: header(Some(*revision)),

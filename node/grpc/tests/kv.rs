@@ -359,3 +359,25 @@ async fn compare_and_swap_under_contention_loses_no_increment() {
     assert_eq!(total, TASKS * INCREMENTS);
     member.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn response_headers_carry_the_cluster_id_the_store_recorded() {
+    let member = GrpcMember::start().await;
+    let mut client = member.client().await;
+    let recorded = member
+        .node
+        .backend()
+        .member()
+        .store()
+        .cluster_id()
+        .expect("read the store's cluster id")
+        .expect("a new cluster records its id when it applies its founding membership");
+    assert_ne!(recorded, 0);
+    let put = client.put("k", "v", None).await.expect("put");
+    assert_eq!(put.header().expect("a header").cluster_id(), recorded);
+    let get = client.get("k", None).await.expect("get");
+    assert_eq!(get.header().expect("a header").cluster_id(), recorded);
+    let status = client.status().await.expect("status");
+    assert_eq!(status.header().expect("a header").cluster_id(), recorded);
+    member.stop().await;
+}

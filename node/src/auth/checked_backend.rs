@@ -55,6 +55,10 @@ impl<B: KvBackend> KvBackend for CheckedBackend<B> {
         self.inner.member_id()
     }
 
+    fn cluster_id(&self) -> u64 {
+        self.inner.cluster_id()
+    }
+
     fn header(&self) -> Result<ResponseHeader, NodeError> {
         self.inner.header()
     }

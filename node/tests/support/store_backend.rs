@@ -129,6 +129,10 @@ impl KvBackend for StoreBackend {
         MEMBER_ID
     }
 
+    fn cluster_id(&self) -> u64 {
+        self.store.known_cluster_id()
+    }
+
     async fn write(&self, request: Request) -> Result<Written, NodeError> {
         let outcome = {
             let mut next_index = self.next_index.lock().unwrap();

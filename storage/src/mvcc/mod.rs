@@ -32,7 +32,7 @@ pub use snapshot_frames::{inspect_snapshot, open_backup_file};
 pub use validate::{validate_range, validate_request};
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 use std::time::{Duration, Instant};
@@ -132,6 +132,9 @@ pub struct MvccStore {
     /// True while a compaction window is not fully cleaned (`compact.rs`), so the background
     /// compactor asks without a read transaction.
     compaction_pending: AtomicBool,
+    /// The cluster id as last committed (0 until the founding membership is applied), read for
+    /// every gRPC response header; reloaded after the batch that records it and after an import.
+    cluster_id_cache: AtomicU64,
 }
 
 impl MvccStore {
@@ -159,8 +162,10 @@ impl MvccStore {
             }),
             auth: RwLock::new(Arc::new(AuthState::default())),
             compaction_pending: AtomicBool::new(false),
+            cluster_id_cache: AtomicU64::new(0),
         };
         store.reload_auth()?;
+        store.reload_cluster_id()?;
         store.reload_compaction_pending()?;
         let applied = store.read_state()?.applied.last_applied;
         let mut tracker = store.tracker();
@@ -260,6 +265,9 @@ impl MvccStore {
         if let Some(pending) = pending_changed {
             self.compaction_pending
                 .store(pending.is_some(), Ordering::Release);
+        }
+        if entries.iter().any(|entry| entry.log_id.index == 0) {
+            self.reload_cluster_id()?;
         }
         Ok(outcomes)
     }
@@ -389,6 +397,19 @@ impl MvccStore {
     /// The last applied log id and membership, as committed (durable or not).
     pub fn applied_state(&self) -> Result<AppliedState> {
         Ok(self.read_state()?.applied)
+    }
+
+    /// The cluster id as last committed, without a read transaction: 0 while there is none (a
+    /// cluster founded before cluster ids existed, or one whose founding entry is not applied yet),
+    /// which is also what etcd's headers carry when they know no cluster.
+    pub fn known_cluster_id(&self) -> u64 {
+        self.cluster_id_cache.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn reload_cluster_id(&self) -> Result<()> {
+        let cluster_id = self.cluster_id()?.unwrap_or(0);
+        self.cluster_id_cache.store(cluster_id, Ordering::Release);
+        Ok(())
     }
 
     /// The id of the cluster this store belongs to (None for a store that predates cluster ids and

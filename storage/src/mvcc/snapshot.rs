@@ -264,6 +264,7 @@ impl MvccStore {
         self.record_commit(Durability::Immediate, summary.applied.last_applied);
         self.reload_auth()?;
         self.reload_compaction_pending()?;
+        self.reload_cluster_id()?;
         Ok(summary)
     }
 }

@@ -32,7 +32,6 @@ impl GrpcMember {
         let server = GrpcServer {
             backend: node.backend().clone(),
             metrics: Some(node.backend().metrics().clone()),
-            cluster_id: 0,
             limits: GrpcLimits::default(),
         };
         let (stop, stopped) = oneshot::channel::<()>();
