@@ -176,6 +176,15 @@ pub trait KvBackend: Send + Sync + 'static {
         member: MemberInfo,
     ) -> impl Future<Output = Result<Vec<MemberInfo>, NodeError>> + Send;
 
+    /// Adds the member already running (`revkv serve --join`) at `peer_url`, which says its own
+    /// id: as a learner that has caught up, then as a voter unless `as_learner`. Answers the added
+    /// member and the membership after the change (etcd's `MemberAdd`).
+    fn add_member_at(
+        &self,
+        peer_url: String,
+        as_learner: bool,
+    ) -> impl Future<Output = Result<(MemberInfo, Vec<MemberInfo>), NodeError>> + Send;
+
     /// Makes a learner a voter.
     fn promote(&self, id: u64) -> impl Future<Output = Result<Vec<MemberInfo>, NodeError>> + Send;
 

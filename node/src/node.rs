@@ -580,6 +580,29 @@ impl KvBackend for MemberBackend {
         .await
     }
 
+    async fn add_member_at(
+        &self,
+        peer_url: String,
+        as_learner: bool,
+    ) -> Result<(MemberInfo, Vec<MemberInfo>), NodeError> {
+        let identity = self
+            .member
+            .identify_new_member(&peer_url)
+            .await
+            .map_err(node_error)?;
+        let added = MemberInfo {
+            id: identity.id,
+            peer_url,
+            client_url: identity.node.client_url,
+            is_learner: as_learner,
+        };
+        let mut members = self.add_learner(added.clone()).await?;
+        if !as_learner {
+            members = self.promote(added.id).await?;
+        }
+        Ok((added, members))
+    }
+
     async fn promote(&self, id: u64) -> Result<Vec<MemberInfo>, NodeError> {
         self.admin(AdminRequest::Promote { id }).await
     }

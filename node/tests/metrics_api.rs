@@ -471,6 +471,14 @@ impl KvBackend for RacingBackend {
         self.inner.add_learner(member).await
     }
 
+    async fn add_member_at(
+        &self,
+        peer_url: String,
+        as_learner: bool,
+    ) -> Result<(MemberInfo, Vec<MemberInfo>), NodeError> {
+        self.inner.add_member_at(peer_url, as_learner).await
+    }
+
     async fn promote(&self, id: u64) -> Result<Vec<MemberInfo>, NodeError> {
         self.inner.promote(id).await
     }

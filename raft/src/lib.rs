@@ -48,7 +48,7 @@ pub use lease_events::{LeaseEvents, LeaseObserver};
 pub use log_storage::LogStorage;
 pub use log_tail::TailLimits;
 pub use member::{Membership, RaftMember};
-pub use peer::{AdminRequest, LeaseTimeToLive};
+pub use peer::{AdminRequest, LeaseTimeToLive, PeerIdentity};
 pub use restore::{restore_member, RestoreError, RestorePlan};
 pub use snapshot_stream::{ChunkLimits, ChunkedExport};
 pub use state_machine::{AppliedPosition, StateMachine};

@@ -28,7 +28,7 @@ pub use crate::member_inner::Raft;
 use crate::peer::client::{CallError, PeerClient, PeerNetworkFactory};
 use crate::peer::{
     paths, AdminRequest, ForwardedWrite, LeaseGrantCall, LeaseTimeToLive, LeaseTimeToLiveCall,
-    PeerError,
+    PeerError, PeerIdentity,
 };
 use crate::snapshot_file::SnapshotFiles;
 use crate::state_machine::{AppliedPosition, StateMachine};
@@ -420,6 +420,40 @@ impl RaftMember {
             }
             _ => Ok(()),
         }
+    }
+
+    /// Asks the member listening at `peer_url` who it is, so that it can be added by its peer URL
+    /// alone (etcd's `MemberAdd`; revkv members choose their own ids). Refused when nobody answers
+    /// there, when it already belongs to a cluster, or when its id is taken.
+    pub async fn identify_new_member(&self, peer_url: &str) -> Result<PeerIdentity, MemberError> {
+        let timeout = self.inner.config.peer_limits.call_timeout;
+        let identity: PeerIdentity = self
+            .inner
+            .peers
+            .call(peer_url, paths::IDENTITY, &(), timeout)
+            .await
+            .map_err(|error| match error {
+                CallError::Unreachable(detail) | CallError::BadAnswer(detail) => {
+                    MemberError::Refused(format!(
+                        "no revkv member answers at {peer_url} ({detail}); start it first with \
+                         `revkv serve --join`, listening for peers there"
+                    ))
+                }
+                other => member_error(other),
+            })?;
+        if identity.initialized {
+            return Err(MemberError::Refused(format!(
+                "the member at {peer_url} (id {}) already belongs to a cluster",
+                identity.id
+            )));
+        }
+        if self.members().iter().any(|member| member.id == identity.id) {
+            return Err(MemberError::Refused(format!(
+                "the member at {peer_url} has id {}, which is a member already",
+                identity.id
+            )));
+        }
+        Ok(identity)
     }
 
     /// Waits until this member has applied at least `revision`.

@@ -242,3 +242,73 @@ async fn a_leader_transfer_moves_leadership_to_the_named_member() {
         .expect_ok("a transfer to the current leader");
     assert_eq!(cluster.leader().await, leader);
 }
+
+/// Runs Debian's etcdctl 3.4 against `endpoint`: (success, stdout, stderr).
+fn etcdctl(endpoint: &str, arguments: &[&str]) -> (bool, String, String) {
+    const ETCDCTL: &str = "/usr/bin/etcdctl";
+    assert!(
+        std::path::Path::new(ETCDCTL).is_file(),
+        "{ETCDCTL} is missing: install Debian's etcd-client (scripts/install-test-deps.sh)"
+    );
+    let output = std::process::Command::new(ETCDCTL)
+        .env("ETCDCTL_API", "3")
+        .arg(format!("--endpoints={endpoint}"))
+        .args(["--dial-timeout=5s", "--command-timeout=30s"])
+        .args(arguments)
+        .output()
+        .expect("run etcdctl");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcdctl_member_add_adds_a_running_joining_member_by_its_peer_url() {
+    let mut cluster = ProcessCluster::start(3, cluster_options().with_grpc()).await;
+    cluster.wait_for_published_client_urls().await;
+    let written = cluster.client(1).put_ok("members/before-add", "v").await;
+    let endpoint = cluster.grpc_endpoints()[0].clone();
+
+    // Where no joining member answers, nothing is added and etcdctl says how to start one.
+    let (added, _, said) = tokio::task::block_in_place(|| {
+        etcdctl(
+            &endpoint,
+            &["member", "add", "ghost", "--peer-urls=http://127.0.0.1:9"],
+        )
+    });
+    assert!(!added, "a peer URL nobody listens on is refused");
+    assert!(said.contains("revkv serve --join"), "{said}");
+
+    let joining = cluster.start_joining_member(4).await;
+    let peer_urls = format!("--peer-urls={}", joining.peer_url());
+    let (added, stdout, stderr) =
+        tokio::task::block_in_place(|| etcdctl(&endpoint, &["member", "add", "m4", &peer_urls]));
+    assert!(added, "etcdctl member add: {stdout} {stderr}");
+    assert!(
+        regex::Regex::new(r"Member\s+4 added to cluster")
+            .unwrap()
+            .is_match(&stdout),
+        "etcdctl names the id the joining member chose: {stdout}"
+    );
+    let four_voters = [(1, false), (2, false), (3, false), (4, false)];
+    wait_for_membership(&cluster, &[1, 2, 3, 4], &four_voters).await;
+    let on_new_member = cluster
+        .client(4)
+        .get_key(
+            "members/before-add",
+            &format!("consistency=serializable&min_revision={written}"),
+        )
+        .await
+        .expect_ok("a read on the added member");
+    assert_eq!(on_new_member.json["kv"]["value"], "v");
+
+    // It belongs to the cluster now: adding it again is refused and changes nothing.
+    let (again, _, said) = tokio::task::block_in_place(|| {
+        etcdctl(&endpoint, &["member", "add", "m4-again", &peer_urls])
+    });
+    assert!(!again, "a member is added once");
+    assert!(said.contains("already"), "{said}");
+    wait_for_membership(&cluster, &[1, 2, 3, 4], &four_voters).await;
+}

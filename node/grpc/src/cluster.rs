@@ -1,10 +1,12 @@
 //! etcd's Cluster service over `KvBackend`'s membership operations, as `/v1/members` uses them.
 //!
 //! revkv adds a member differently from etcd: the new member runs first (`revkv serve --join`
-//! with its own id), then is added as a learner, which waits until it has caught up. etcd's
-//! `MemberAdd` names only peer URLs and gets an id back before the member runs, so it cannot be
-//! mapped; it answers `FailedPrecondition` saying how to add a member. `MemberUpdate` (changing
-//! a member's peer URLs) has no revkv operation yet and answers `Unimplemented`.
+//! with its own id), then is added as a learner, which waits until it has caught up. So
+//! `MemberAdd` (`etcdctl member add NAME --peer-urls URL`) asks the member already running at the
+//! one peer URL for its id and adds it (`KvBackend::add_member_at`): as a learner with
+//! `--learner`, otherwise as a learner that is promoted to a voter once it has caught up. A URL
+//! where no joining member answers is refused with the way to start one. `MemberUpdate`
+//! (changing a member's peer URLs) has no revkv operation yet and answers `Unimplemented`.
 
 use std::sync::Arc;
 
@@ -49,12 +51,25 @@ fn members(infos: Vec<MemberInfo>) -> Vec<pb::Member> {
 impl<B: KvBackend> pb::cluster_server::Cluster for ClusterService<B> {
     async fn member_add(
         &self,
-        _request: GrpcRequest<pb::MemberAddRequest>,
+        request: GrpcRequest<pb::MemberAddRequest>,
     ) -> Answer<pb::MemberAddResponse> {
-        Err(Status::failed_precondition(
-            "revkv: start the new member with `revkv serve --join --id N` first, then add it with \
-             `revkv ctl member add` (POST /v1/members); MemberAdd cannot choose its id",
-        ))
+        let request = request.into_inner();
+        let [peer_url] = <[String; 1]>::try_from(request.peer_ur_ls).map_err(|urls| {
+            Status::invalid_argument(format!(
+                "revkv: a member has exactly one peer URL, {} were given",
+                urls.len()
+            ))
+        })?;
+        let (added, infos) = self
+            .backend
+            .add_member_at(peer_url, request.is_learner)
+            .await
+            .map_err(status)?;
+        Ok(GrpcResponse::new(pb::MemberAddResponse {
+            header: self.header()?,
+            member: Some(member(added)),
+            members: members(infos),
+        }))
     }
 
     async fn member_remove(

@@ -118,11 +118,16 @@ async fn member_list_status_hash_and_alarms() {
     assert!(alarms.alarms().is_empty());
     alarm_raise_refuse_and_clear(&mut client).await;
     client.defragment().await.expect("Defragment answers");
+    // MemberAdd asks the member at the peer URL for its id; nobody answers at port 1.
     let added = client.member_add(["http://127.0.0.1:1"], None).await;
-    assert_eq!(
-        added.err().map(grpc_status).map(|status| status.0),
-        Some(Code::FailedPrecondition)
-    );
+    let (code, message) = grpc_status(added.expect_err("nobody to add"));
+    assert_eq!(code, Code::InvalidArgument);
+    assert!(message.contains("revkv serve --join"), "{message}");
+    let two_urls = ["http://127.0.0.1:1", "http://127.0.0.1:2"];
+    let added = client.member_add(two_urls, None).await;
+    let (code, message) = grpc_status(added.expect_err("one peer URL per member"));
+    assert_eq!(code, Code::InvalidArgument);
+    assert!(message.contains("exactly one peer URL"), "{message}");
     // A keep-alive of nothing in particular must not leave the member unusable.
     tokio::time::timeout(Duration::from_secs(5), client.get("s", None))
         .await

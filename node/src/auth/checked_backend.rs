@@ -149,6 +149,14 @@ impl<B: KvBackend> KvBackend for CheckedBackend<B> {
         self.inner.add_learner(member)
     }
 
+    fn add_member_at(
+        &self,
+        peer_url: String,
+        as_learner: bool,
+    ) -> impl Future<Output = Result<(MemberInfo, Vec<MemberInfo>), NodeError>> + Send {
+        self.inner.add_member_at(peer_url, as_learner)
+    }
+
     fn promote(&self, id: u64) -> impl Future<Output = Result<Vec<MemberInfo>, NodeError>> + Send {
         self.inner.promote(id)
     }

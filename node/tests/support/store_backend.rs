@@ -293,6 +293,16 @@ impl KvBackend for StoreBackend {
         Ok(self.members.lock().unwrap().clone())
     }
 
+    async fn add_member_at(
+        &self,
+        peer_url: String,
+        _as_learner: bool,
+    ) -> Result<(MemberInfo, Vec<MemberInfo>), NodeError> {
+        Err(NodeError::Invalid(format!(
+            "this single-store test backend has no peers to reach at {peer_url}"
+        )))
+    }
+
     async fn add_learner(&self, new: MemberInfo) -> Result<Vec<MemberInfo>, NodeError> {
         let mut members = self.members.lock().unwrap();
         if members.iter().any(|member| member.id == new.id) {

@@ -27,6 +27,18 @@ pub mod paths {
     pub const LEASE_GRANT: &str = "/raft/lease/grant";
     pub const LEASE_KEEP_ALIVE: &str = "/raft/lease/keep-alive";
     pub const LEASE_TIME_TO_LIVE: &str = "/raft/lease/time-to-live";
+    pub const IDENTITY: &str = "/raft/identity";
+}
+
+/// What a member says about itself over the peer port: how a member is added by its peer URL
+/// alone (etcd's `MemberAdd`), since revkv members choose their own ids.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerIdentity {
+    pub id: u64,
+    /// The addresses it advertises.
+    pub node: MemberNode,
+    /// True once it belongs to a cluster (founded one, restarted with data, or was added).
+    pub initialized: bool,
 }
 
 /// Why a peer call was refused by the member that received it.

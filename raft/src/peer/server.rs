@@ -19,7 +19,9 @@ use serde::Serialize;
 use tokio::sync::oneshot;
 
 use crate::member_inner::MemberInner;
-use crate::peer::{paths, AdminRequest, LeaseGrantCall, LeaseTimeToLiveCall, PeerError};
+use crate::peer::{
+    paths, AdminRequest, LeaseGrantCall, LeaseTimeToLiveCall, PeerError, PeerIdentity,
+};
 use crate::types::{ClientRequest, TypeConfig};
 
 type Shared = State<Arc<MemberInner>>;
@@ -42,6 +44,7 @@ pub(crate) fn spawn(
         .route(paths::LEASE_GRANT, post(lease_grant))
         .route(paths::LEASE_KEEP_ALIVE, post(lease_keep_alive))
         .route(paths::LEASE_TIME_TO_LIVE, post(lease_time_to_live))
+        .route(paths::IDENTITY, post(identity))
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .with_state(member.clone());
     let tls = member.config.peer_tls.clone();
@@ -164,6 +167,18 @@ async fn lease_keep_alive(State(member): Shared, body: Bytes) -> Response {
 async fn lease_time_to_live(State(member): Shared, body: Bytes) -> Response {
     serve(body, |call: LeaseTimeToLiveCall| async move {
         member.lease_time_to_live_as_leader(call).await
+    })
+    .await
+}
+
+async fn identity(State(member): Shared, body: Bytes) -> Response {
+    serve(body, |(): ()| async move {
+        let initialized = member.raft.is_initialized().await.map_err(fatal)?;
+        Ok(PeerIdentity {
+            id: member.id,
+            node: member.config.advertise.clone(),
+            initialized,
+        })
     })
     .await
 }
