@@ -646,16 +646,26 @@ fn a_write_torn_by_a_crash_at_the_end_of_the_newest_segment_is_cut_off() {
     let whole_length = std::fs::metadata(&segment).unwrap().len();
 
     // Half of a fourth record: its header promises more bytes than the file holds.
-    let mut torn = Vec::new();
-    revkv_storage::codec::encode_log_record(&mut torn, 4, &entry_bytes_for_index(4)).unwrap();
+    let mut torn = encoded_record(4);
     torn.truncate(torn.len() / 2);
     let mut bytes = std::fs::read(&segment).unwrap();
     bytes.extend_from_slice(&torn);
     std::fs::write(&segment, &bytes).unwrap();
 
+    assert_tail_cut_and_log_continues(&mut on_disk, &segment, 3, whole_length);
+}
+
+/// Reopens the log and checks that the damaged tail of `segment` was cut back to `length` bytes,
+/// reported, and that entries 1 to `kept` are there and the log continues after them.
+fn assert_tail_cut_and_log_continues(
+    on_disk: &mut LogOnDisk,
+    segment: &Path,
+    kept: u64,
+    length: u64,
+) {
     on_disk.close_and_reopen();
-    assert_eq!(on_disk.every_entry(), expected_entries(1..=3));
-    assert_eq!(std::fs::metadata(&segment).unwrap().len(), whole_length);
+    assert_eq!(on_disk.every_entry(), expected_entries(1..=kept));
+    assert_eq!(std::fs::metadata(segment).unwrap().len(), length);
     let repaired = on_disk
         .log()
         .repaired_tail()
@@ -664,9 +674,9 @@ fn a_write_torn_by_a_crash_at_the_end_of_the_newest_segment_is_cut_off() {
         repaired.contains(&segment.display().to_string()),
         "{repaired}"
     );
-    on_disk.append_indexes(4..=5).unwrap();
+    on_disk.append_indexes(kept + 1..=kept + 2).unwrap();
     on_disk.close_and_reopen();
-    assert_eq!(on_disk.every_entry(), expected_entries(1..=5));
+    assert_eq!(on_disk.every_entry(), expected_entries(1..=kept + 2));
 }
 
 /// Writes `bytes` into the newest segment at `offset`, as a crash might have left them.
@@ -715,30 +725,12 @@ fn a_write_torn_inside_preallocated_space_is_cut_off() {
     on_disk.append_indexes(4..=4).unwrap();
     drop(on_disk.log.take());
     // Entry 5 was being written into the zeros after entry 4 when the crash came.
-    let entry_four_end = {
-        let mut record = Vec::new();
-        revkv_storage::codec::encode_log_record(&mut record, 4, &entry_bytes_for_index(4)).unwrap();
-        records + record.len() as u64
-    };
-    let mut torn = Vec::new();
-    revkv_storage::codec::encode_log_record(&mut torn, 5, &entry_bytes_for_index(5)).unwrap();
+    let entry_four_end = records + encoded_record(4).len() as u64;
+    let mut torn = encoded_record(5);
     torn.truncate(torn.len() / 2);
     let segment = overwrite_newest_segment_at(&on_disk.path(), entry_four_end, &torn);
 
-    on_disk.close_and_reopen();
-    assert_eq!(on_disk.every_entry(), expected_entries(1..=4));
-    assert_eq!(std::fs::metadata(&segment).unwrap().len(), entry_four_end);
-    let repaired = on_disk
-        .log()
-        .repaired_tail()
-        .expect("the open reports the cut");
-    assert!(
-        repaired.contains(&segment.display().to_string()),
-        "{repaired}"
-    );
-    on_disk.append_indexes(5..=6).unwrap();
-    on_disk.close_and_reopen();
-    assert_eq!(on_disk.every_entry(), expected_entries(1..=6));
+    assert_tail_cut_and_log_continues(&mut on_disk, &segment, 4, entry_four_end);
 }
 
 #[test]
@@ -750,14 +742,17 @@ fn bytes_after_a_gap_of_zeros_are_cut_and_never_read_as_entries() {
     drop(on_disk.log.take());
     // A later page of an unacknowledged write reached the disk, an earlier one did not: a whole,
     // valid record for index 5 sits a page past the end, behind zeros.
-    let mut stray = Vec::new();
-    revkv_storage::codec::encode_log_record(&mut stray, 5, &entry_bytes_for_index(5)).unwrap();
-    let segment = overwrite_newest_segment_at(&on_disk.path(), records + 8192, &stray);
+    let segment = overwrite_newest_segment_at(&on_disk.path(), records + 8192, &encoded_record(5));
+    let entry_four_end = records + encoded_record(4).len() as u64;
+    assert_tail_cut_and_log_continues(&mut on_disk, &segment, 4, entry_four_end);
+}
 
-    on_disk.close_and_reopen();
-    assert_eq!(on_disk.every_entry(), expected_entries(1..=4));
-    assert!(std::fs::metadata(&segment).unwrap().len() < records + 8192);
-    assert!(on_disk.log().repaired_tail().is_some());
+/// Entry `index`'s record as the log writes it.
+fn encoded_record(index: u64) -> Vec<u8> {
+    let mut record = Vec::new();
+    revkv_storage::codec::encode_log_record(&mut record, index, &entry_bytes_for_index(index))
+        .unwrap();
+    record
 }
 
 #[test]
