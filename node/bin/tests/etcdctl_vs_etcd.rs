@@ -27,13 +27,12 @@
 mod etcdctl_contention;
 mod process_cluster;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use etcdctl_contention::{contend, Contention};
+use etcdctl_contention::{contend, Contention, Running};
 use process_cluster::{cluster_options, ProcessCluster};
 use regex::Regex;
 use revkv_tools::harness::etcd::{required_etcd, EtcdServer};
@@ -273,28 +272,11 @@ const WATCH_DEADLINE: Duration = Duration::from_secs(30);
 /// Runs `etcdctl watch` until it printed `expected` events (or the deadline), then stops it.
 /// Answers the events, normalized, and the highest header revision of the responses.
 fn watched_events(binary: &Path, endpoint: &str, expected: usize) -> (Vec<Value>, i64) {
-    let mut child = Command::new(binary)
-        .env("ETCDCTL_API", "3")
-        .arg(format!("--endpoints={endpoint}"))
-        .args(WATCH_ARGUMENTS)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("run etcdctl watch");
-    let stdout = child.stdout.take().expect("stdout");
-    let (lines, received) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if lines.send(line).is_err() {
-                return;
-            }
-        }
-    });
+    let watch = Running::start(binary, endpoint, WATCH_ARGUMENTS);
     let deadline = Instant::now() + WATCH_DEADLINE;
     let (mut events, mut revision) = (Vec::new(), 0);
     while events.len() < expected {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let Ok(line) = received.recv_timeout(left) else {
+        let Some(line) = watch.next_line(deadline) else {
             break;
         };
         let response: Value = serde_json::from_str(&line).expect("a JSON watch response");
@@ -302,8 +284,7 @@ fn watched_events(binary: &Path, endpoint: &str, expected: usize) -> (Vec<Value>
         let batch = response["Events"].as_array().cloned().unwrap_or_default();
         events.extend(batch.into_iter().map(normalize_json));
     }
-    let _ = child.kill();
-    let _ = child.wait();
+    // Dropping `watch` stops etcdctl.
     (events, revision)
 }
 

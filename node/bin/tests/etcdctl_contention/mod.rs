@@ -33,14 +33,15 @@ pub struct Contention<'a> {
     pub prefix: &'a str,
 }
 
-/// A running etcdctl and the lines it printed so far.
-struct Running {
+/// A running etcdctl and the lines it printed so far; killed when dropped. Also what the watch
+/// comparison reads `etcdctl watch` through.
+pub struct Running {
     child: Child,
     lines: Receiver<String>,
 }
 
 impl Running {
-    fn start(binary: &Path, endpoint: &str, arguments: &[&str]) -> Running {
+    pub fn start(binary: &Path, endpoint: &str, arguments: &[&str]) -> Running {
         let mut child = Command::new(binary)
             .env("ETCDCTL_API", "3")
             .arg(format!("--endpoints={endpoint}"))
@@ -61,15 +62,19 @@ impl Running {
         Running { child, lines }
     }
 
+    /// The next line it prints, if one comes before `deadline`.
+    pub fn next_line(&self, deadline: Instant) -> Option<String> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        self.lines.recv_timeout(left).ok()
+    }
+
     /// The next `count` lines it prints, waiting at most the step deadline for them.
     fn read_lines(&self, count: usize, what: &str) -> Vec<String> {
         let deadline = Instant::now() + STEP_DEADLINE;
         (0..count)
             .map(|_| {
-                let left = deadline.saturating_duration_since(Instant::now());
-                self.lines
-                    .recv_timeout(left)
-                    .unwrap_or_else(|_| panic!("{what} printed nothing in {STEP_DEADLINE:?}"))
+                self.next_line(deadline)
+                    .unwrap_or_else(|| panic!("{what} printed nothing in {STEP_DEADLINE:?}"))
             })
             .collect()
     }
