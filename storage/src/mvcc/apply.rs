@@ -143,6 +143,9 @@ pub(crate) fn compact_request(
     }
     let window = PendingCompaction::extended(*pending, state.compact_revision, revision);
     state.compact_revision = revision;
+    // Readers below the new compact revision are refused from here on, before any version they
+    // might need leaves the index (`key_index.rs`).
+    tables.index.write()?.raise_compact_revision(revision);
     *pending = tables.compact_some(window, inline_entries)?;
     Ok(ApplyOutcome {
         revision: state.current_revision,

@@ -30,7 +30,7 @@ use std::sync::atomic::Ordering;
 use crate::codec::{self, VersionRecord};
 use crate::error::{corrupt, db_error, Result};
 use crate::file::META;
-use crate::mvcc::tables::{load_state, HistoryTable, IndexTable, TableSet, WriteTables};
+use crate::mvcc::tables::{load_state, HistoryTable, TableSet, WriteTables};
 use crate::mvcc::{open_write_tables, MvccStore};
 
 /// How many history entries one chunk of the compaction walk holds in memory.
@@ -103,6 +103,12 @@ impl MvccStore {
     /// Cleans at most `max_entries` history entries of the pending compaction in one write
     /// transaction (as durable as an apply batch would be); answers whether any remain.
     pub fn compact_step(&self, max_entries: usize) -> Result<bool> {
+        let changes_before = self.key_index.read().change_count();
+        let step = self.compact_step_once(max_entries);
+        self.undo_index_on_failure(changes_before, step)
+    }
+
+    fn compact_step_once(&self, max_entries: usize) -> Result<bool> {
         let file = self.file.as_path();
         let durability = self.durability_for_next_commit();
         let mut write = self.database().begin_write().map_err(db_error(file))?;
@@ -113,7 +119,7 @@ impl MvccStore {
                 self.compaction_pending.store(false, Ordering::Release);
                 return Ok(false);
             };
-            let mut tables = open_write_tables(&write, file)?;
+            let mut tables = open_write_tables(&write, file, &self.key_index)?;
             let rest = tables.compact_some(pending, max_entries.max(1))?;
             save_pending(&mut meta, file, rest.as_ref())?;
             (rest, load_state(&meta, file)?.applied.last_applied)
@@ -225,17 +231,22 @@ impl WriteTables<'_, '_> {
         self.history
             .remove((revision, position))
             .map_err(db_error(self.file))?;
-        self.index
-            .remove((key, revision))
-            .map_err(db_error(self.file))?;
+        self.index.write()?.remove(key, revision);
         Ok(())
     }
 }
 
-impl<H: HistoryTable, I: IndexTable> TableSet<'_, H, I> {
+impl<H: HistoryTable> TableSet<'_, H> {
     /// True for a version a finished compaction at `compact_revision` would have removed: a
     /// tombstone at or before it, or a version superseded by another at or before it. Such a
     /// version may still be on disk while compaction is pending; nothing logical may count it.
+    ///
+    /// The caller's history snapshot may be older than the index, whose cleaning may have gone
+    /// further: a version of the snapshot the index no longer holds was removed by cleaning, so it
+    /// is compacted away. That holds only while the index's compact revision is still
+    /// `compact_revision` (the hash checks it before and after its walk): cleaning removes a
+    /// version before the newer one that supersedes it, so a version still indexed still has its
+    /// successor indexed.
     pub(crate) fn is_compacted_away(
         &self,
         key: &[u8],
@@ -249,14 +260,15 @@ impl<H: HistoryTable, I: IndexTable> TableSet<'_, H, I> {
         if tombstone {
             return Ok(true);
         }
+        let index = self.index.read_at(compact_revision)?;
+        if !index.contains(key, revision) {
+            return Ok(true);
+        }
         if revision == compact_revision {
             // Nothing at or before the compact revision comes after it.
             return Ok(false);
         }
-        let mut later = self
-            .index
-            .range((key, revision + 1)..=(key, compact_revision))
-            .map_err(db_error(self.file))?;
-        Ok(later.next().is_some())
+        let later = index.versions_between(key, (revision + 1, compact_revision), 1);
+        Ok(!later.is_empty())
     }
 }

@@ -8,6 +8,13 @@ use crate::mvcc::tables::version_to_kv;
 use crate::mvcc::{check_readable_revision, MvccStore};
 use crate::types::{Event, EventBatch, EventKind, StateHash};
 
+/// How many times `hash` walks the history before it gives up on a compaction being applied.
+const HASH_ATTEMPTS: usize = 5;
+
+/// The pause between two attempts: about one apply batch, long enough for the compaction's batch
+/// to commit.
+const HASH_PAUSE_BETWEEN_ATTEMPTS: std::time::Duration = std::time::Duration::from_millis(2);
+
 impl MvccStore {
     /// Every event with revision `>= from_revision`, in revision order and, within a revision, in
     /// the order the request made them; at most about `max_events` (whole revisions only, so a
@@ -84,9 +91,27 @@ impl MvccStore {
     /// a revision, so including it would make members that applied the same revisions hash
     /// differently for a moment. Snapshots carry it.
     pub fn hash(&self, revision: Option<u64>) -> Result<StateHash> {
+        for _attempt in 0..HASH_ATTEMPTS {
+            if let Some(hash) = self.hash_once(revision)? {
+                return Ok(hash);
+            }
+            std::thread::sleep(HASH_PAUSE_BETWEEN_ATTEMPTS);
+        }
+        Err(Error::Busy(format!(
+            "a compaction moved the compact revision during each of {HASH_ATTEMPTS} attempts to \
+             hash the store; try again"
+        )))
+    }
+
+    /// One attempt at `hash`: `None` when the key index's compact revision was not the snapshot's
+    /// before and after the walk (a compaction was being applied), which `is_compacted_away` needs.
+    fn hash_once(&self, revision: Option<u64>) -> Result<Option<StateHash>> {
         let (tables, leases, state) = self.read_tables_with_leases()?;
         let revision = revision.unwrap_or(state.current_revision);
         check_readable_revision(revision, &state)?;
+        if self.key_index.read().compact_revision() != state.compact_revision {
+            return Ok(None);
+        }
         let file = tables.file;
         let mut hasher = Xxh3::new();
         hasher.update(&state.compact_revision.to_be_bytes());
@@ -125,10 +150,13 @@ impl MvccStore {
             hasher.update(&lease.granted_ttl_seconds.to_be_bytes());
             hasher.update(&lease.attached_keys.to_be_bytes());
         }
-        Ok(StateHash {
+        if self.key_index.read().compact_revision() != state.compact_revision {
+            return Ok(None);
+        }
+        Ok(Some(StateHash {
             hash: hasher.digest(),
             revision,
             compact_revision: state.compact_revision,
-        })
+        }))
     }
 }

@@ -1,9 +1,9 @@
 //! One key's history: every version (and tombstone) of a key from a revision on, oldest first, in
-//! pages. The key index is ordered by (key, revision), so a page is one seek and a walk over that
-//! key's entries alone, plus one history lookup per version returned: the cost follows the
-//! versions returned, not the size of the store or of other keys' histories.
+//! pages. The key index holds each key's versions together, so a page is one lookup of the key
+//! plus one history lookup per version returned: the cost follows the versions returned, not the
+//! size of the store or of other keys' histories.
 
-use crate::error::{db_error, Error, Result};
+use crate::error::{Error, Result};
 use crate::mvcc::tables::IndexEntry;
 use crate::mvcc::MvccStore;
 use crate::types::{KeyHistory, KeyValue, KeyVersion};
@@ -36,18 +36,20 @@ impl MvccStore {
                 compact_revision: state.compact_revision,
             });
         }
-        let file = tables.file;
+        // A version at or above `from_revision` is never compacted away by a compaction below
+        // it, so the index answers for this read unless compaction passed `from_revision - 1`.
+        let wanted = usize::try_from(limit)
+            .unwrap_or(usize::MAX)
+            .saturating_add(1);
+        let entries = tables.index.read_at(from_revision - 1)?.versions_between(
+            key,
+            (from_revision, state.current_revision),
+            wanted,
+        );
+        let index_entries_visited = entries.len();
         let mut versions = Vec::new();
         let mut next_from_revision = None;
-        let mut index_entries_visited = 0;
-        for entry in tables
-            .index
-            .range((key, from_revision)..=(key, u64::MAX))
-            .map_err(db_error(file))?
-        {
-            index_entries_visited += 1;
-            let (stored_key, value) = entry.map_err(db_error(file))?;
-            let entry = IndexEntry::from_stored(stored_key.value().1, value.value());
+        for entry in entries {
             if versions.len() as u64 == limit {
                 next_from_revision = Some(entry.revision);
                 break;
@@ -63,14 +65,13 @@ impl MvccStore {
     }
 }
 
-fn version_of<H, I>(
-    tables: &crate::mvcc::tables::TableSet<'_, H, I>,
+fn version_of<H>(
+    tables: &crate::mvcc::tables::TableSet<'_, H>,
     key: &[u8],
     entry: &IndexEntry,
 ) -> Result<KeyVersion>
 where
     H: crate::mvcc::tables::HistoryTable,
-    I: crate::mvcc::tables::IndexTable,
 {
     if entry.tombstone {
         let kv = KeyValue {

@@ -2,38 +2,52 @@
 //! Each step upgrades one layout to the next in one durable transaction, so a crash between steps
 //! leaves a file of the intermediate layout, which the next open upgrades further.
 //!
+//! Layout 4 (issue 11) keeps the key index in memory, built from `history` at open
+//! (`key_index.rs`); the step from layout 3 deletes the `key_index` table.
+//!
 //! Layout 3 (issue 13) adds the `leases` and `lease_keys` tables; the step from layout 2 creates
 //! them empty. Before layout 3 a put's `lease` field was stored unchecked, so such keys keep the
 //! field but are attached to no lease (see `leases.rs`).
 //!
 //! Layout 1 (wave 1) kept three tables: `live` (a second copy of every current value), `history`
 //! and a `key_index` of (position, tombstone). Layout 2 drops `live` and widens the key index with
-//! each version's metadata. `history` is the same in both, so the upgrade rebuilds the key index
-//! from it and recounts the live keys, in one durable transaction: a crash during the upgrade
-//! leaves the layout-1 file as it was, and the next open upgrades it again.
+//! each version's metadata. `history` is the same in all layouts, so the upgrade from layout 1
+//! drops both tables and recounts the live keys from an index built in memory, in one durable
+//! transaction: a crash during the upgrade leaves the layout-1 file as it was, and the next open
+//! upgrades it again. (The layout-2 file it leaves has no `key_index` table, which only the step
+//! to layout 4 would have deleted.)
 
 use std::path::Path;
 
-use redb::{Database, Durability, ReadableTable, TableDefinition};
+use redb::{Database, Durability, TableDefinition};
 use serde::Deserialize;
 
-use crate::codec::{self, VersionRecord};
+use crate::codec;
 use crate::error::{corrupt, db_error, Error, Result};
 use crate::file::META;
+use crate::mvcc::key_index::{IndexHandle, KeyIndex, SharedKeyIndex};
 use crate::mvcc::leases::open_write_lease_tables;
-use crate::mvcc::tables::{
-    index_version, load_state_record, save_state, StoreState, TableSet, HISTORY, KEY_INDEX,
-};
+use crate::mvcc::tables::{load_state_record, save_state, StoreState, TableSet, HISTORY};
 use crate::types::AppliedState;
 
 /// The meta entry naming the table layout of a state file.
 const LAYOUT_KEY: &str = "layout";
 
 /// The layout this build writes and reads.
-pub(crate) const CURRENT_LAYOUT: u8 = 3;
+pub(crate) const CURRENT_LAYOUT: u8 = 4;
 
 /// The layout with `history` and the wide `key_index`, but no lease tables.
 const LAYOUT_2: u8 = 2;
+
+/// Layout 2 plus the lease tables; its key index is a table.
+const LAYOUT_3: u8 = 3;
+
+/// A key-index value of layouts 2 and 3: (position, tombstone, create revision, version, lease).
+type Layout3IndexValue = (u32, bool, u64, u64, i64);
+
+/// The key index of layouts 2 and 3: (key, revision) -> `Layout3IndexValue`. Layout 4 deletes it.
+const LAYOUT_3_KEY_INDEX: TableDefinition<(&[u8], u64), Layout3IndexValue> =
+    TableDefinition::new("key_index");
 
 /// Layout 1's table of current values, deleted by the upgrade.
 const LAYOUT_1_LIVE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("live");
@@ -72,6 +86,7 @@ pub(crate) fn upgrade_if_needed(database: &Database, file: &Path) -> Result<()> 
             Some(CURRENT_LAYOUT) => return Ok(()),
             None => upgrade_from_layout_1(database, file)?,
             Some(LAYOUT_2) => upgrade_from_layout_2(database, file)?,
+            Some(LAYOUT_3) => upgrade_from_layout_3(database, file)?,
             Some(other) => {
                 return Err(Error::Corrupt {
                     file: file.to_path_buf(),
@@ -99,7 +114,21 @@ fn upgrade_from_layout_2(database: &Database, file: &Path) -> Result<()> {
         .set_durability(Durability::Immediate)
         .map_err(db_error(file))?;
     open_write_lease_tables(&write, file)?;
-    mark_layout(&write, file, 3)?;
+    mark_layout(&write, file, LAYOUT_3)?;
+    write.commit().map_err(db_error(file))
+}
+
+/// Layout 3 to 4: delete the `key_index` table (the index is built in memory at every open).
+fn upgrade_from_layout_3(database: &Database, file: &Path) -> Result<()> {
+    tracing::info!(file = %file.display(), "upgrading the state file from table layout 3 to 4");
+    let mut write = database.begin_write().map_err(db_error(file))?;
+    write
+        .set_durability(Durability::Immediate)
+        .map_err(db_error(file))?;
+    write
+        .delete_table(LAYOUT_3_KEY_INDEX)
+        .map_err(db_error(file))?;
+    mark_layout(&write, file, CURRENT_LAYOUT)?;
     write.commit().map_err(db_error(file))
 }
 
@@ -125,13 +154,15 @@ fn upgrade_from_layout_1(database: &Database, file: &Path) -> Result<()> {
         .delete_table(LAYOUT_1_KEY_INDEX)
         .map_err(db_error(file))?;
     {
-        let mut tables = TableSet {
-            file,
-            history: write.open_table(HISTORY).map_err(db_error(file))?,
-            index: write.open_table(KEY_INDEX).map_err(db_error(file))?,
-        };
-        rebuild_key_index(&mut tables)?;
+        let history = write.open_table(HISTORY).map_err(db_error(file))?;
         let old_state = read_layout_1_state(&write, file)?;
+        let index = KeyIndex::build(&history, file, old_state.compact_revision)?;
+        let shared = SharedKeyIndex::new(index);
+        let tables = TableSet {
+            file,
+            history,
+            index: IndexHandle::writer(&shared),
+        };
         let state = StoreState {
             live_keys: tables.count_live_keys(old_state.current_revision)?,
             current_revision: old_state.current_revision,
@@ -143,17 +174,6 @@ fn upgrade_from_layout_1(database: &Database, file: &Path) -> Result<()> {
     }
     mark_layout(&write, file, LAYOUT_2)?;
     write.commit().map_err(db_error(file))
-}
-
-fn rebuild_key_index(tables: &mut crate::mvcc::tables::WriteTables<'_, '_>) -> Result<()> {
-    let file = tables.file;
-    for entry in tables.history.iter().map_err(db_error(file))? {
-        let (stored_key, bytes) = entry.map_err(db_error(file))?;
-        let (revision, position) = stored_key.value();
-        let record: VersionRecord = codec::decode(bytes.value()).map_err(corrupt(file))?;
-        index_version(&mut tables.index, file, revision, position, &record)?;
-    }
-    Ok(())
 }
 
 fn read_layout_1_state(write: &redb::WriteTransaction, file: &Path) -> Result<Layout1StoreState> {
@@ -169,8 +189,9 @@ mod tests {
 
     use super::*;
     use crate::codec::FileMarker;
+    use crate::codec::VersionRecord;
     use crate::file::FILE_KIND_KEY;
-    use crate::mvcc::tables::{IndexEntry, STATE_KEY};
+    use crate::mvcc::tables::STATE_KEY;
     use crate::mvcc::{MvccStore, StoreOptions};
     use crate::types::{ApplyOutcome, KeyRange, RangeRequest};
 
@@ -335,22 +356,22 @@ mod tests {
         write.delete_table(crate::mvcc::tables::LEASES).unwrap();
         write.delete_table(crate::mvcc::tables::LEASE_KEYS).unwrap();
         {
-            let mut tables = TableSet {
-                file: path,
-                history: write.open_table(HISTORY).unwrap(),
-                index: write.open_table(KEY_INDEX).unwrap(),
-            };
-            let record = VersionRecord {
+            // Layouts 2 and 3 kept the key index as a table, one entry per history entry.
+            let mut history = write.open_table(HISTORY).unwrap();
+            let mut index = write.open_table(LAYOUT_3_KEY_INDEX).unwrap();
+            let a = version("a", "1", 2, 1);
+            let b = VersionRecord {
                 lease: 7,
                 ..version("b", "1", 3, 1)
             };
-            let bytes = codec::encode(&record).unwrap();
-            tables.history.insert((3, 0u32), bytes.as_slice()).unwrap();
-            let entry = IndexEntry::for_record(&record, 3, 0);
-            tables
-                .index
-                .insert((b"b".as_slice(), 3), entry.to_stored())
-                .unwrap();
+            for (revision, record) in [(2, &a), (3, &b)] {
+                let bytes = codec::encode(record).unwrap();
+                history.insert((revision, 0u32), bytes.as_slice()).unwrap();
+                let entry = (0u32, false, record.create_revision, 1u64, record.lease);
+                index
+                    .insert((record.key.as_slice(), revision), entry)
+                    .unwrap();
+            }
             let mut meta = write.open_table(META).unwrap();
             let mut state = crate::mvcc::tables::load_state(&meta, path).unwrap();
             state.current_revision = 3;
@@ -389,6 +410,11 @@ mod tests {
         drop(store);
         let database = Database::create(&path).unwrap();
         assert_eq!(read_layout(&database, &path).unwrap(), Some(CURRENT_LAYOUT));
+        let read = redb::ReadableDatabase::begin_read(&database).unwrap();
+        assert!(
+            read.open_table(LAYOUT_3_KEY_INDEX).is_err(),
+            "layout 4 keeps the key index in memory; the table is gone"
+        );
     }
 
     #[test]

@@ -16,6 +16,9 @@ mod compact;
 mod defragment;
 mod history;
 mod key_history;
+mod key_index;
+#[cfg(test)]
+mod key_index_tests;
 #[cfg(test)]
 mod lease_format_tests;
 mod leases;
@@ -50,11 +53,11 @@ use crate::types::{
     ReadResult, Request, Response, StoreStats,
 };
 use compact::PendingCompaction;
+use key_index::{IndexHandle, KeyIndex, SharedKeyIndex};
 use leases::{open_write_lease_tables, LeaseTables, ReadLeaseTables, WriteLeaseTables};
 use read::ResolvedRange;
 use tables::{
-    load_state, save_state, ReadTables, StoreState, WriteTables, HISTORY, KEY_INDEX, LEASES,
-    LEASE_KEYS,
+    load_state, save_state, ReadTables, StoreState, WriteTables, HISTORY, LEASES, LEASE_KEYS,
 };
 
 /// The file kind written into the state file's marker.
@@ -135,6 +138,9 @@ pub struct MvccStore {
     /// The cluster id as last committed (0 until the founding membership is applied), read for
     /// every gRPC response header; reloaded after the batch that records it and after an import.
     cluster_id_cache: AtomicU64,
+    /// Every version in `history`, by key (`key_index.rs`): built at open, changed by the writer
+    /// with the history, rebuilt after a write that failed.
+    key_index: SharedKeyIndex,
 }
 
 impl MvccStore {
@@ -163,7 +169,9 @@ impl MvccStore {
             auth: RwLock::new(Arc::new(AuthState::default())),
             compaction_pending: AtomicBool::new(false),
             cluster_id_cache: AtomicU64::new(0),
+            key_index: SharedKeyIndex::default(),
         };
+        store.rebuild_key_index()?;
         store.reload_auth()?;
         store.reload_cluster_id()?;
         store.reload_compaction_pending()?;
@@ -182,6 +190,49 @@ impl MvccStore {
         self.database
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Builds the key index from the committed history and swaps it in. A write transaction is
+    /// held meanwhile (and then dropped without a commit), so no writer changes either under it.
+    pub(crate) fn rebuild_key_index(&self) -> Result<()> {
+        let file = self.file.as_path();
+        let write = self.database().begin_write().map_err(db_error(file))?;
+        let index = {
+            let meta = write.open_table(META).map_err(db_error(file))?;
+            let compact_revision = load_state(&meta, file)?.compact_revision;
+            let history = write.open_table(HISTORY).map_err(db_error(file))?;
+            KeyIndex::build(&history, file, compact_revision)?
+        };
+        self.key_index.replace(index);
+        drop(write);
+        Ok(())
+    }
+
+    /// A write that failed may have left the key index ahead of the file (its changes are made
+    /// before the commit): unless the index did not change since `changes_before`, it is rebuilt
+    /// from the file before the failure is reported. A rebuild that fails too says so.
+    pub(crate) fn undo_index_on_failure<T>(
+        &self,
+        changes_before: u64,
+        result: Result<T>,
+    ) -> Result<T> {
+        let Err(error) = result else {
+            return result;
+        };
+        if self.key_index.read().change_count() == changes_before {
+            return Err(error);
+        }
+        match self.rebuild_key_index() {
+            Ok(()) => Err(error),
+            Err(rebuild_error) => Err(Error::Invariant(format!(
+                "{error}; and rebuilding the key index afterwards failed too: {rebuild_error}"
+            ))),
+        }
+    }
+
+    /// How many keys (live or deleted but not compacted) and versions the key index holds.
+    pub fn key_index_sizes(&self) -> (usize, u64) {
+        self.key_index.read().sizes()
     }
 
     /// The path of the state file.
@@ -207,6 +258,12 @@ impl MvccStore {
         if entries.is_empty() {
             return Ok(Vec::new());
         }
+        let changes_before = self.key_index.read().change_count();
+        let applied = self.apply_batch_once(entries);
+        self.undo_index_on_failure(changes_before, applied)
+    }
+
+    fn apply_batch_once(&self, entries: &[ApplyEntry]) -> Result<Vec<ApplyOutcome>> {
         let file = self.file.as_path();
         let durability = self.durability_for_next_commit();
         let mut write = self.database().begin_write().map_err(db_error(file))?;
@@ -226,7 +283,7 @@ impl MvccStore {
                 false => None,
             };
             let pending_before = pending_compaction;
-            let mut tables = open_write_tables(&write, file)?;
+            let mut tables = open_write_tables(&write, file, &self.key_index)?;
             let mut leases = open_write_lease_tables(&write, file)?;
             let mut outcomes = Vec::with_capacity(entries.len());
             for entry in entries {
@@ -454,6 +511,16 @@ impl MvccStore {
     /// Reads a range (or one key) at the current or a past revision, with paging.
     pub fn range(&self, request: &RangeRequest) -> Result<ReadResult> {
         validate_range(request, &self.options.limits)?;
+        let at_current_revision = request.revision.is_none() && request.continue_token.is_none();
+        match self.range_once(request) {
+            // A compaction to a revision above this read's snapshot was applied while it read
+            // (`key_index.rs`); a read of the current revision reads the newer one instead.
+            Err(Error::Compacted { .. }) if at_current_revision => self.range_once(request),
+            answer => answer,
+        }
+    }
+
+    fn range_once(&self, request: &RangeRequest) -> Result<ReadResult> {
         let (tables, state) = self.read_tables()?;
         let keys = request
             .range
@@ -526,7 +593,7 @@ impl MvccStore {
     pub(crate) fn read_tables(&self) -> Result<(ReadTables<'_>, StoreState)> {
         let file = self.file.as_path();
         let read = self.database().begin_read().map_err(db_error(file))?;
-        read_tables_of(&read, file)
+        read_tables_of(&read, file, &self.key_index)
     }
 
     /// The data tables, the lease tables and the state, all from one read transaction.
@@ -535,7 +602,7 @@ impl MvccStore {
     ) -> Result<(ReadTables<'_>, ReadLeaseTables<'_>, StoreState)> {
         let file = self.file.as_path();
         let read = self.database().begin_read().map_err(db_error(file))?;
-        let (tables, state) = read_tables_of(&read, file)?;
+        let (tables, state) = read_tables_of(&read, file, &self.key_index)?;
         Ok((tables, read_lease_tables_of(&read, file)?, state))
     }
 
@@ -547,7 +614,7 @@ impl MvccStore {
     ) -> Result<(ReadTables<'_>, ReadLeaseTables<'_>, StoreState, ExportMeta)> {
         let file = self.file.as_path();
         let read = self.database().begin_read().map_err(db_error(file))?;
-        let (tables, state) = read_tables_of(&read, file)?;
+        let (tables, state) = read_tables_of(&read, file, &self.key_index)?;
         let export_meta = {
             let meta = read.open_table(META).map_err(db_error(file))?;
             ExportMeta {
@@ -663,27 +730,30 @@ fn check_token_fits(token: &PageToken, keys: &KeyRange, request: &RangeRequest) 
     Ok(())
 }
 
+/// The write transaction's tables, changing `key_index` with the history.
 pub(crate) fn open_write_tables<'f, 't>(
     write: &'t redb::WriteTransaction,
     file: &'f Path,
+    key_index: &'f SharedKeyIndex,
 ) -> Result<WriteTables<'f, 't>> {
     Ok(WriteTables {
         file,
         history: write.open_table(HISTORY).map_err(db_error(file))?,
-        index: write.open_table(KEY_INDEX).map_err(db_error(file))?,
+        index: IndexHandle::writer(key_index),
     })
 }
 
 fn read_tables_of<'f>(
     read: &redb::ReadTransaction,
     file: &'f Path,
+    key_index: &'f SharedKeyIndex,
 ) -> Result<(ReadTables<'f>, StoreState)> {
     let meta = read.open_table(META).map_err(db_error(file))?;
     let state = load_state(&meta, file)?;
     let tables = ReadTables {
         file,
         history: read.open_table(HISTORY).map_err(db_error(file))?,
-        index: read.open_table(KEY_INDEX).map_err(db_error(file))?,
+        index: IndexHandle::reader(key_index),
     };
     Ok((tables, state))
 }
@@ -721,7 +791,7 @@ pub(crate) fn read_lease_tables_of<'f>(
 }
 
 fn initialise_tables(write: &redb::WriteTransaction, file: &Path) -> Result<()> {
-    open_write_tables(write, file)?;
+    write.open_table(HISTORY).map_err(db_error(file))?;
     open_write_lease_tables(write, file)?;
     migrate::mark_current_layout(write, file)?;
     let mut meta = write.open_table(META).map_err(db_error(file))?;

@@ -8,7 +8,7 @@
 //! the rest of the range per page.
 
 use crate::error::Result;
-use crate::mvcc::tables::{HistoryTable, IndexTable, TableSet};
+use crate::mvcc::tables::{HistoryTable, TableSet};
 use crate::types::{KeyValue, RangeResponse};
 
 /// A range read with every option resolved: which keys, at which revision, how many to return.
@@ -77,7 +77,7 @@ impl Collector<'_> {
     }
 }
 
-impl<H: HistoryTable, I: IndexTable> TableSet<'_, H, I> {
+impl<H: HistoryTable> TableSet<'_, H> {
     /// Reads a resolved range. The answer has no continue token; the caller adds one.
     pub fn read_range(&self, range: &ResolvedRange) -> Result<RangeResponse> {
         let mut collector = Collector {

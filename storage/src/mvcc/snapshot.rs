@@ -25,10 +25,11 @@ use crate::file::META;
 use crate::mvcc::alarms::save_alarms;
 use crate::mvcc::auth_record::save_auth;
 use crate::mvcc::compact::{save_pending, PendingCompaction};
+use crate::mvcc::key_index::SharedKeyIndex;
 use crate::mvcc::leases::{open_write_lease_tables, WriteLeaseTables};
 use crate::mvcc::snapshot_frames::{bad, read_stream, FrameSink};
 use crate::mvcc::tables::{
-    save_cluster_id, save_state, StoreState, WriteTables, HISTORY, KEY_INDEX, LEASES, LEASE_KEYS,
+    save_cluster_id, save_state, StoreState, WriteTables, HISTORY, LEASES, LEASE_KEYS,
 };
 use crate::mvcc::{open_write_tables, ExportMeta, MvccStore};
 use crate::types::{Alarm, AppliedState};
@@ -202,11 +203,13 @@ impl MvccStore {
             .set_durability(Durability::Immediate)
             .map_err(db_error(&file))?;
         write.delete_table(HISTORY).map_err(db_error(&file))?;
-        write.delete_table(KEY_INDEX).map_err(db_error(&file))?;
         write.delete_table(LEASES).map_err(db_error(&file))?;
         write.delete_table(LEASE_KEYS).map_err(db_error(&file))?;
+        // The imported versions are indexed apart from the live index, which readers keep using
+        // until the import is complete; it is swapped in just before the commit (`key_index.rs`).
+        let imported_index = SharedKeyIndex::default();
         let summary = {
-            let mut tables = open_write_tables(&write, &file)?;
+            let mut tables = open_write_tables(&write, &file, &imported_index)?;
             let mut leases = open_write_lease_tables(&write, &file)?;
             let mut sink = TableSink {
                 tables: &mut tables,
@@ -260,7 +263,11 @@ impl MvccStore {
             }
             summary
         };
-        write.commit().map_err(db_error(&file))?;
+        let mut imported_index = imported_index.into_inner();
+        imported_index.raise_compact_revision(summary.compact_revision);
+        self.key_index.replace(imported_index);
+        let committed = write.commit().map_err(db_error(&file));
+        self.undo_index_on_failure(0, committed)?;
         self.record_commit(Durability::Immediate, summary.applied.last_applied);
         self.reload_auth()?;
         self.reload_compaction_pending()?;
