@@ -185,6 +185,15 @@ pub trait KvBackend: Send + Sync + 'static {
         as_learner: bool,
     ) -> impl Future<Output = Result<(MemberInfo, Vec<MemberInfo>), NodeError>> + Send;
 
+    /// Points the cluster at a member's new peer URL (etcd's `MemberUpdate`): replicated as a
+    /// membership change, after which every member sends that member's raft traffic there. The
+    /// member itself is then (re)started listening there, as with etcd. Answers the membership.
+    fn update_member_peer_url(
+        &self,
+        id: u64,
+        peer_url: String,
+    ) -> impl Future<Output = Result<Vec<MemberInfo>, NodeError>> + Send;
+
     /// Makes a learner a voter.
     fn promote(&self, id: u64) -> impl Future<Output = Result<Vec<MemberInfo>, NodeError>> + Send;
 

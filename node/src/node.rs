@@ -603,6 +603,34 @@ impl KvBackend for MemberBackend {
         Ok((added, members))
     }
 
+    async fn update_member_peer_url(
+        &self,
+        id: u64,
+        peer_url: String,
+    ) -> Result<Vec<MemberInfo>, NodeError> {
+        let url: axum::http::Uri = peer_url
+            .parse()
+            .map_err(|error| NodeError::Invalid(format!("peer URL {peer_url:?}: {error}")))?;
+        if !matches!(url.scheme_str(), Some("http" | "https")) || url.host().is_none() {
+            return Err(NodeError::Invalid(format!(
+                "peer URL {peer_url:?} is not an http:// or https:// URL with a host"
+            )));
+        }
+        let current = self
+            .member_infos()
+            .into_iter()
+            .find(|member| member.id == id);
+        let Some(current) = current else {
+            return Err(NodeError::NotFound(format!("member {id} does not exist")));
+        };
+        // The client URL stays as the member published it; only the peer URL moves.
+        let node = MemberNode {
+            peer_url,
+            client_url: current.client_url,
+        };
+        self.admin(AdminRequest::UpdateNode { id, node }).await
+    }
+
     async fn promote(&self, id: u64) -> Result<Vec<MemberInfo>, NodeError> {
         self.admin(AdminRequest::Promote { id }).await
     }

@@ -483,6 +483,14 @@ impl KvBackend for RacingBackend {
         self.inner.promote(id).await
     }
 
+    async fn update_member_peer_url(
+        &self,
+        id: u64,
+        peer_url: String,
+    ) -> Result<Vec<MemberInfo>, NodeError> {
+        self.inner.update_member_peer_url(id, peer_url).await
+    }
+
     async fn remove_member(&self, id: u64) -> Result<Vec<MemberInfo>, NodeError> {
         self.inner.remove_member(id).await
     }

@@ -7,7 +7,7 @@
 //! over the peer protocol; when leadership moves underneath, the call is retried on the new leader,
 //! at most `PeerLimits::leader_change_attempts` times and never past `PeerLimits::call_timeout`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,7 +25,7 @@ use crate::config::MemberConfig;
 use crate::error::MemberError;
 use crate::member_inner::MemberInner;
 pub use crate::member_inner::Raft;
-use crate::peer::client::{CallError, PeerClient, PeerNetworkFactory};
+use crate::peer::client::{CallError, PeerAddresses, PeerClient, PeerNetworkFactory};
 use crate::peer::{
     paths, AdminRequest, ForwardedWrite, LeaseGrantCall, LeaseTimeToLive, LeaseTimeToLiveCall,
     PeerError, PeerIdentity,
@@ -97,9 +97,11 @@ impl RaftMember {
             config.peer_source_address,
             config.peer_tls.as_ref(),
         );
+        let peer_addresses = Arc::new(PeerAddresses::default());
         let network = PeerNetworkFactory {
             client: peers.clone(),
             minimum_call_timeout: config.timing.election_timeout_min,
+            addresses: peer_addresses.clone(),
         };
         let log_storage = LogStorage::new(
             log.clone(),
@@ -135,9 +137,33 @@ impl RaftMember {
             stop_peer_server: std::sync::Mutex::new(Some(stop_peer_server)),
             stop_lease_expiry,
         };
+        member.spawn_follow_peer_addresses(peer_addresses);
         member.bootstrap_if_new().await?;
         member.spawn_publish_advertised_addresses();
         Ok(member)
+    }
+
+    /// Keeps the peer connections' address book equal to the newest membership's peer URLs. It
+    /// wakes only when the term, role, leader or membership change (openraft's server metrics),
+    /// and ends when raft does.
+    fn spawn_follow_peer_addresses(&self, addresses: Arc<PeerAddresses>) {
+        let mut server = self.inner.raft.server_metrics();
+        tokio::spawn(async move {
+            loop {
+                let urls: BTreeMap<u64, String> = {
+                    let metrics = server.borrow_watched();
+                    let membership = metrics.membership_config.membership();
+                    let nodes = membership.nodes();
+                    nodes
+                        .map(|(id, node)| (*id, node.peer_url.clone()))
+                        .collect()
+                };
+                addresses.replace_all(urls);
+                if server.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
     }
 
     /// Initialises a new cluster once: only when this member has never been initialised and was

@@ -312,3 +312,69 @@ async fn etcdctl_member_add_adds_a_running_joining_member_by_its_peer_url() {
     assert!(said.contains("already"), "{said}");
     wait_for_membership(&cluster, &[1, 2, 3, 4], &four_voters).await;
 }
+
+/// The peer URL `GET /v1/members` on member `on` lists for member `id`.
+async fn listed_peer_url(cluster: &ProcessCluster, on: u64, id: u64) -> Option<String> {
+    let answer = cluster.client(on).get("/v1/members").await;
+    let members = answer.json["members"].as_array()?.clone();
+    let member = members.iter().find(|member| member["id"] == id)?;
+    member["peer_url"].as_str().map(str::to_string)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcdctl_member_update_moves_a_member_to_a_new_peer_url() {
+    let mut cluster = ProcessCluster::start(3, cluster_options().with_grpc()).await;
+    cluster.wait_for_published_client_urls().await;
+    let leader = cluster.leader().await;
+    let moved = cluster.ids().into_iter().find(|id| *id != leader).unwrap();
+    // Membership changes run on the leader; ask it directly (the ids are 1 to 3, in order).
+    let endpoint = cluster.grpc_endpoints()[leader as usize - 1].clone();
+
+    // An id that is not a member is refused and changes nothing.
+    let (updated, _, said) = tokio::task::block_in_place(|| {
+        etcdctl(
+            &endpoint,
+            &["member", "update", "63", "--peer-urls=http://127.0.0.1:9"],
+        )
+    });
+    assert!(!updated, "member 0x63 does not exist");
+    assert!(said.contains("member not found"), "etcd's message: {said}");
+
+    // The member moves to another port, as it would to another host, in etcd's order: stopped,
+    // the membership updated (the other two are a quorum), then started where it now listens.
+    cluster.stop(moved);
+    let new_peer_url = cluster.move_peer_listener(moved);
+    let peer_urls = format!("--peer-urls={new_peer_url}");
+    let hex_id = format!("{moved:x}");
+    let (updated, stdout, stderr) = tokio::task::block_in_place(|| {
+        etcdctl(&endpoint, &["member", "update", &hex_id, &peer_urls])
+    });
+    assert!(updated, "etcdctl member update: {stdout} {stderr}");
+    assert!(stdout.contains("updated in cluster"), "{stdout}");
+    cluster.restart(moved).await;
+    for on in cluster.ids() {
+        let what = format!("member {on} to list member {moved} at {new_peer_url}");
+        wait_until(what, CONVERGENCE_TIMEOUT, async || {
+            let listed = listed_peer_url(&cluster, on, moved).await;
+            (listed.as_deref() == Some(new_peer_url.as_str())).then_some(())
+        })
+        .await;
+    }
+
+    // Raft traffic follows: a write through the leader reaches the moved member.
+    let written = cluster
+        .client(leader)
+        .put_ok("members/after-move", "v")
+        .await;
+    let query = format!("consistency=serializable&min_revision={written}");
+    let what = format!("member {moved} to apply revision {written} at its new peer URL");
+    let on_moved = wait_until(what, CONVERGENCE_TIMEOUT, async || {
+        let answer = cluster
+            .client(moved)
+            .get_key("members/after-move", &query)
+            .await;
+        (answer.status == StatusCode::OK).then_some(answer.json)
+    })
+    .await;
+    assert_eq!(on_moved["kv"]["value"], "v");
+}

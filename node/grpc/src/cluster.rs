@@ -5,8 +5,8 @@
 //! `MemberAdd` (`etcdctl member add NAME --peer-urls URL`) asks the member already running at the
 //! one peer URL for its id and adds it (`KvBackend::add_member_at`): as a learner with
 //! `--learner`, otherwise as a learner that is promoted to a voter once it has caught up. A URL
-//! where no joining member answers is refused with the way to start one. `MemberUpdate`
-//! (changing a member's peer URLs) has no revkv operation yet and answers `Unimplemented`.
+//! where no joining member answers is refused with the way to start one. `MemberUpdate` points the
+//! cluster at a member's new peer URL, as etcd's does; the member is then started listening there.
 
 use std::sync::Arc;
 
@@ -43,6 +43,17 @@ impl<B: KvBackend> ClusterService<B> {
     }
 }
 
+/// revkv members have exactly one peer URL; etcd's requests carry a list.
+fn one_peer_url(peer_urls: Vec<String>) -> Result<String, Status> {
+    let [peer_url] = <[String; 1]>::try_from(peer_urls).map_err(|urls| {
+        Status::invalid_argument(format!(
+            "revkv: a member has exactly one peer URL, {} were given",
+            urls.len()
+        ))
+    })?;
+    Ok(peer_url)
+}
+
 fn members(infos: Vec<MemberInfo>) -> Vec<pb::Member> {
     infos.into_iter().map(member).collect()
 }
@@ -54,12 +65,7 @@ impl<B: KvBackend> pb::cluster_server::Cluster for ClusterService<B> {
         request: GrpcRequest<pb::MemberAddRequest>,
     ) -> Answer<pb::MemberAddResponse> {
         let request = request.into_inner();
-        let [peer_url] = <[String; 1]>::try_from(request.peer_ur_ls).map_err(|urls| {
-            Status::invalid_argument(format!(
-                "revkv: a member has exactly one peer URL, {} were given",
-                urls.len()
-            ))
-        })?;
+        let peer_url = one_peer_url(request.peer_ur_ls)?;
         let (added, infos) = self
             .backend
             .add_member_at(peer_url, request.is_learner)
@@ -86,11 +92,19 @@ impl<B: KvBackend> pb::cluster_server::Cluster for ClusterService<B> {
 
     async fn member_update(
         &self,
-        _request: GrpcRequest<pb::MemberUpdateRequest>,
+        request: GrpcRequest<pb::MemberUpdateRequest>,
     ) -> Answer<pb::MemberUpdateResponse> {
-        Err(Status::unimplemented(
-            "revkv: changing a member's peer URLs is not supported yet",
-        ))
+        let request = request.into_inner();
+        let peer_url = one_peer_url(request.peer_ur_ls)?;
+        let infos = self
+            .backend
+            .update_member_peer_url(request.id, peer_url)
+            .await
+            .map_err(status)?;
+        Ok(GrpcResponse::new(pb::MemberUpdateResponse {
+            header: self.header()?,
+            members: members(infos),
+        }))
     }
 
     async fn member_list(

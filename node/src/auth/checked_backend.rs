@@ -157,6 +157,14 @@ impl<B: KvBackend> KvBackend for CheckedBackend<B> {
         self.inner.add_member_at(peer_url, as_learner)
     }
 
+    fn update_member_peer_url(
+        &self,
+        id: u64,
+        peer_url: String,
+    ) -> impl Future<Output = Result<Vec<MemberInfo>, NodeError>> + Send {
+        self.inner.update_member_peer_url(id, peer_url)
+    }
+
     fn promote(&self, id: u64) -> impl Future<Output = Result<Vec<MemberInfo>, NodeError>> + Send {
         self.inner.promote(id)
     }

@@ -322,6 +322,17 @@ impl KvBackend for StoreBackend {
         })
     }
 
+    async fn update_member_peer_url(
+        &self,
+        id: u64,
+        peer_url: String,
+    ) -> Result<Vec<MemberInfo>, NodeError> {
+        self.find_member(id, |members, index| {
+            members[index].peer_url = peer_url;
+            Ok(members.clone())
+        })
+    }
+
     async fn remove_member(&self, id: u64) -> Result<Vec<MemberInfo>, NodeError> {
         self.find_member(id, |members, index| {
             members.remove(index);

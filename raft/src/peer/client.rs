@@ -2,8 +2,10 @@
 //! openraft's network factory on top of it. With peer TLS on, it speaks only HTTPS, presents this
 //! member's certificate and accepts only peers whose certificate the peer CA signed.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::IpAddr;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
@@ -125,21 +127,53 @@ fn rpc_error(error: CallError) -> RPCError<TypeConfig> {
     }
 }
 
+/// The peer URL of every member as the newest membership names it, kept up to date by the member
+/// (`RaftMember::spawn_follow_peer_addresses`). openraft keeps a replication stream, and the
+/// connection object it was made with, across membership changes, so a connection looks its peer's
+/// URL up here on every call: after `etcdctl member update` moves a member, the leader's stream to
+/// it follows at the next call.
+#[derive(Debug, Default)]
+pub struct PeerAddresses {
+    urls: RwLock<BTreeMap<u64, String>>,
+}
+
+impl PeerAddresses {
+    /// Replaces the whole book with the URLs of a newer membership.
+    pub fn replace_all(&self, urls: BTreeMap<u64, String>) {
+        // The map is replaced whole, so a panic elsewhere cannot leave it half-written.
+        *self
+            .urls
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = urls;
+    }
+
+    pub fn url_of(&self, id: u64) -> Option<String> {
+        let urls = self
+            .urls
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        urls.get(&id).cloned()
+    }
+}
+
 /// openraft's network factory: one connection object per target, all sharing the pooled client.
 #[derive(Clone, Debug)]
 pub struct PeerNetworkFactory {
     pub client: PeerClient,
     /// The shortest time an append or a vote request may take (see `PeerConnection::timeout`).
     pub minimum_call_timeout: Duration,
+    pub addresses: Arc<PeerAddresses>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for PeerNetworkFactory {
     type Network = PeerConnection;
 
-    async fn new_client(&mut self, _target: u64, node: &MemberNode) -> Self::Network {
+    async fn new_client(&mut self, target: u64, node: &MemberNode) -> Self::Network {
         PeerConnection {
             client: self.client.clone(),
-            peer_url: node.peer_url.clone(),
+            target,
+            peer_url_when_made: node.peer_url.clone(),
+            addresses: self.addresses.clone(),
             minimum_call_timeout: self.minimum_call_timeout,
         }
     }
@@ -148,11 +182,22 @@ impl RaftNetworkFactory<TypeConfig> for PeerNetworkFactory {
 /// openraft's view of one peer.
 pub struct PeerConnection {
     client: PeerClient,
-    peer_url: String,
+    target: u64,
+    /// The URL openraft gave when it made this connection; used while the address book does not
+    /// know the target yet (a learner being added).
+    peer_url_when_made: String,
+    addresses: Arc<PeerAddresses>,
     minimum_call_timeout: Duration,
 }
 
 impl PeerConnection {
+    /// The target's peer URL as the newest membership names it.
+    fn peer_url(&self) -> String {
+        self.addresses
+            .url_of(self.target)
+            .unwrap_or_else(|| self.peer_url_when_made.clone())
+    }
+
     /// How long an append or vote request may take. openraft suggests 3/4 of the heartbeat
     /// interval, which a link slower than that (a round trip over 37.5 ms with the test harness's
     /// 50 ms heartbeat, 75 ms with the defaults) never meets: every append timed out, nothing
@@ -173,9 +218,10 @@ impl RaftNetworkV2<TypeConfig> for PeerConnection {
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
         let timeout = self.timeout(&option);
+        let peer_url = self.peer_url();
         let call = self
             .client
-            .call(&self.peer_url, paths::APPEND, &request, timeout);
+            .call(&peer_url, paths::APPEND, &request, timeout);
         call.await.map_err(rpc_error)
     }
 
@@ -185,9 +231,8 @@ impl RaftNetworkV2<TypeConfig> for PeerConnection {
         option: RPCOption,
     ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
         let timeout = self.timeout(&option);
-        let call = self
-            .client
-            .call(&self.peer_url, paths::VOTE, &request, timeout);
+        let peer_url = self.peer_url();
+        let call = self.client.call(&peer_url, paths::VOTE, &request, timeout);
         call.await.map_err(rpc_error)
     }
 
@@ -199,7 +244,11 @@ impl RaftNetworkV2<TypeConfig> for PeerConnection {
         option: RPCOption,
     ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
         let timeout = option.hard_ttl();
-        let url = format!("{}{}", self.peer_url.trim_end_matches('/'), paths::SNAPSHOT);
+        let url = format!(
+            "{}{}",
+            self.peer_url().trim_end_matches('/'),
+            paths::SNAPSHOT
+        );
         let call = self.client.send_snapshot(&url, vote, snapshot, timeout);
         tokio::select! {
             result = call => result.map_err(|error| match rpc_error(error) {
@@ -215,8 +264,9 @@ impl RaftNetworkV2<TypeConfig> for PeerConnection {
         request: TransferLeaderRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<TransferLeaderResponse<TypeConfig>, RPCError<TypeConfig>> {
+        let peer_url = self.peer_url();
         let call = self.client.call(
-            &self.peer_url,
+            &peer_url,
             paths::TRANSFER_LEADER,
             &request,
             option.soft_ttl(),

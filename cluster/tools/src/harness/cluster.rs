@@ -461,6 +461,17 @@ impl ProcessCluster {
         assert!(status.success(), "member {id} stopped with {status}");
     }
 
+    /// Makes stopped member `id` listen for peers at a new free loopback port when it is next
+    /// restarted, and answers its new peer URL.
+    pub fn move_peer_listener(&mut self, id: u64) -> String {
+        let address = free_addresses(1).expect("a free loopback port")[0];
+        let member = self.member_mut(id);
+        member
+            .move_peer_listener(address)
+            .expect("move a stopped member");
+        member.peer_url()
+    }
+
     /// Freezes member `id` (SIGSTOP): its sockets stay open but it answers nothing.
     pub fn pause(&mut self, id: u64) {
         self.member_mut(id).pause().expect("pause a member");

@@ -69,6 +69,23 @@ impl MemberProcess {
         }
     }
 
+    /// Makes the next start listen for peers at `address` instead (a member moved to another
+    /// host or port): its `--listen-peer` and its own `--initial-cluster` entry change. Only for a
+    /// member that is not running.
+    pub fn move_peer_listener(&mut self, address: SocketAddr) -> Result<(), String> {
+        if self.child.is_some() {
+            return Err(format!("member {} runs; stop it before moving it", self.id));
+        }
+        let old = self.peer_address.to_string();
+        let new = address.to_string();
+        for argument in &mut self.launch.arguments {
+            *argument = argument.replace(&old, &new);
+        }
+        self.launch.peer_address = address;
+        self.peer_address = address;
+        Ok(())
+    }
+
     pub fn is_running(&self) -> bool {
         self.child.is_some()
     }
