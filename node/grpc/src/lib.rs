@@ -21,6 +21,7 @@ pub mod kv;
 pub mod lease;
 pub mod maintenance;
 pub mod watch;
+mod watch_fragment;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -121,6 +122,7 @@ impl<B: KvBackend> GrpcServer<B> {
         let watch = WatchServer::new(watch::WatchService {
             backend: backend.clone(),
             max_watches_per_stream: limits.max_watches_per_stream,
+            fragment_bytes: limits.max_request_bytes,
         })
         .max_decoding_message_size(max);
         let auth = AuthServer::new(auth_service::AuthService {

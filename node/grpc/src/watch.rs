@@ -7,7 +7,8 @@
 //! from 0); a `WatchProgressRequest` makes every watch of the stream send a progress response
 //! (no events) once everything up to the member's current revision was sent; a start revision at
 //! or below the compact revision answers `created` and then `canceled` with `compact_revision`.
-//! Not done: `fragment` (a large revision is sent whole; etcd's clients accept that).
+//! A watch created with `fragment` gets responses larger than the largest request split into
+//! fragments (`watch_fragment.rs`), as from etcd.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -34,6 +35,8 @@ pub struct WatchService<B> {
     pub backend: Arc<B>,
     /// Watches one stream may hold at once; a create beyond it is answered canceled.
     pub max_watches_per_stream: usize,
+    /// A watch created with `fragment` gets responses of this many bytes or more in fragments.
+    pub fragment_bytes: usize,
 }
 
 type Answer<T> = Result<GrpcResponse<T>, Status>;
@@ -50,6 +53,7 @@ impl<B: KvBackend> pb::watch_server::Watch for WatchService<B> {
         let stream = WatchStream {
             backend,
             max_watches: self.max_watches_per_stream,
+            fragment_bytes: self.fragment_bytes,
             sender,
             watches: HashMap::new(),
             forwarders: JoinSet::new(),
@@ -67,6 +71,7 @@ impl<B: KvBackend> pb::watch_server::Watch for WatchService<B> {
 struct WatchStream<B> {
     backend: Arc<B>,
     max_watches: usize,
+    fragment_bytes: usize,
     sender: mpsc::Sender<pb::WatchResponse>,
     /// Stream watch id → the hub's id of that watch, and its forwarder.
     watches: HashMap<i64, (u64, AbortHandle)>,
@@ -120,6 +125,8 @@ impl<B: KvBackend> WatchStream<B> {
             let reason = format!("this stream already holds {} watches", self.max_watches);
             return self.refuse(id, reason, 0).await;
         }
+        // Fragments are etcd's `fragment` flag; without it every response goes whole.
+        let fragment_bytes = create.fragment.then_some(self.fragment_bytes);
         let request = match hub_request(create) {
             Ok(request) => request,
             Err(reason) => return self.refuse(id, reason, 0).await,
@@ -130,7 +137,8 @@ impl<B: KvBackend> WatchStream<B> {
         match self.backend.watch_hub().open(request) {
             Ok(watch) => {
                 let hub_id = watch.id();
-                let forwarder = forward(watch, id, self.backend.clone(), self.sender.clone());
+                let sender = (self.sender.clone(), fragment_bytes);
+                let forwarder = forward(watch, id, self.backend.clone(), sender);
                 let abort = self.forwarders.spawn(forwarder);
                 self.watches.insert(id, (hub_id, abort));
                 Ok(())
@@ -251,16 +259,23 @@ fn hub_request(create: pb::WatchCreateRequest) -> Result<HubRequest, String> {
 }
 
 /// Forwards one watch's messages until it ends or the client goes away; answers its stream id.
+/// With `fragment_bytes`, a response of that many bytes or more goes in fragments.
 async fn forward<B: KvBackend>(
     mut watch: revkv_node::watch::Watch,
     id: i64,
     backend: Arc<B>,
-    sender: mpsc::Sender<pb::WatchResponse>,
+    (sender, fragment_bytes): (mpsc::Sender<pb::WatchResponse>, Option<usize>),
 ) -> i64 {
     while let Some(message) = watch.next().await {
         let response = response_of(&message, id, backend.as_ref());
-        if sender.send(response).await.is_err() {
-            break;
+        let pieces = match fragment_bytes {
+            Some(limit) => crate::watch_fragment::fragments(response, limit),
+            None => vec![response],
+        };
+        for piece in pieces {
+            if sender.send(piece).await.is_err() {
+                return id;
+            }
         }
     }
     id

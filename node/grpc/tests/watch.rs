@@ -157,3 +157,70 @@ async fn a_compacted_start_revision_is_created_then_canceled_with_the_compact_re
     assert_eq!(canceled.compact_revision(), compact_at);
     member.stop().await;
 }
+
+/// The events of responses read from `stream` until `wanted` events have arrived, response by
+/// response, with whether each response said it was a fragment. (etcd-client has no accessor for
+/// the flag; its Debug form is the generated message's, which names every field.)
+async fn responses_until(stream: &mut WatchStream, wanted: usize) -> Vec<(usize, bool)> {
+    let mut pieces = Vec::new();
+    let mut events = 0;
+    while events < wanted {
+        let response = next(stream).await;
+        if response.events().is_empty() {
+            continue;
+        }
+        events += response.events().len();
+        pieces.push((
+            response.events().len(),
+            format!("{response:?}").contains("fragment: true"),
+        ));
+    }
+    assert_eq!(events, wanted, "no events beyond the revision's");
+    pieces
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_with_fragment_gets_a_large_revision_in_pieces_and_one_without_gets_it_whole() {
+    let member = GrpcMember::start().await;
+    let mut client = member.client().await;
+    // Five keys of 600 KiB, then one delete of all five: a revision whose events, with their
+    // previous values, take about 3 MiB, more than the largest request (2 MiB).
+    let value = "v".repeat(600 * 1024);
+    for number in 0..5 {
+        client
+            .put(format!("big/{number}"), value.clone(), None)
+            .await
+            .unwrap();
+    }
+    let options = WatchOptions::new().with_prefix().with_prev_key();
+    let mut whole = client.watch("big/", Some(options.clone())).await.unwrap();
+    let mut in_pieces = client
+        .watch("big/", Some(options.with_fragment()))
+        .await
+        .unwrap();
+    assert!(next(&mut whole).await.created());
+    assert!(next(&mut in_pieces).await.created());
+
+    let deleted = client
+        .delete(
+            "big/",
+            Some(etcd_client::DeleteOptions::new().with_prefix()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(deleted.deleted(), 5);
+
+    assert_eq!(
+        responses_until(&mut whole, 5).await,
+        vec![(5, false)],
+        "without the flag the revision comes whole, as from etcd"
+    );
+    let pieces = responses_until(&mut in_pieces, 5).await;
+    assert!(pieces.len() > 1, "{pieces:?}");
+    let (last, before) = pieces.split_last().unwrap();
+    assert!(!last.1, "the last piece ends the revision: {pieces:?}");
+    assert!(
+        before.iter().all(|(_, fragment)| *fragment),
+        "every other piece says more follows: {pieces:?}"
+    );
+}
