@@ -1,5 +1,5 @@
 //! Store metrics: the current and compact revisions, the number of live keys, the size of each
-//! database file, and the alarms raised. The node refreshes them from cheap reads just before a scrape is answered (see
+//! database file and the state file's bytes in use, and the alarms raised. The node refreshes them from cheap reads just before a scrape is answered (see
 //! [`Metrics::set_before_scrape`](crate::Metrics::set_before_scrape)), so they cost nothing between
 //! scrapes.
 
@@ -16,6 +16,8 @@ pub struct StoreObservation {
     pub keys: u64,
     /// Size of the MVCC state file.
     pub state_file_bytes: u64,
+    /// Bytes of records the state file holds (without its B-tree's pages).
+    pub state_bytes_in_use: u64,
     /// Size of the raft log file.
     pub log_file_bytes: u64,
     /// NOSPACE alarms raised in the cluster (one per member past its quota).
@@ -29,6 +31,7 @@ pub struct StoreMetrics {
     compact_revision: IntGauge,
     keys: IntGauge,
     db_size_bytes: IntGaugeVec,
+    state_bytes_in_use: IntGauge,
     alarms: IntGaugeVec,
 }
 
@@ -57,6 +60,13 @@ impl StoreMetrics {
                  file=\"log\" (raft log).",
                 &["file"],
             )?,
+            state_bytes_in_use: gauge(
+                registry,
+                "revkv_store_state_bytes_in_use",
+                "Bytes of records the state file holds (every uncompacted version as stored, \
+                 without the B-tree's own pages); the state file's size less this is at most \
+                 what defragmentation can give back.",
+            )?,
             alarms: gauge_vec(
                 registry,
                 "revkv_alarms",
@@ -78,6 +88,8 @@ impl StoreMetrics {
         self.db_size_bytes
             .with_label_values(&["log"])
             .set(saturating_i64(observation.log_file_bytes));
+        self.state_bytes_in_use
+            .set(saturating_i64(observation.state_bytes_in_use));
         self.alarms
             .with_label_values(&["NOSPACE"])
             .set(saturating_i64(observation.no_space_alarms));

@@ -153,6 +153,7 @@ fn the_before_scrape_callback_refreshes_gauges() {
         store.observe(&StoreObservation {
             revision: 42,
             state_file_bytes: 4096,
+            state_bytes_in_use: 1500,
             no_space_alarms: 2,
             ..StoreObservation::default()
         })
@@ -160,6 +161,7 @@ fn the_before_scrape_callback_refreshes_gauges() {
     let text = metrics.render().unwrap();
     assert!(text.contains("revkv_store_revision 42"));
     assert!(text.contains("revkv_store_db_size_bytes{file=\"state\"} 4096"));
+    assert!(text.contains("revkv_store_state_bytes_in_use 1500"));
     assert!(text.contains("revkv_alarms{kind=\"NOSPACE\"} 2"));
 }
 

@@ -93,6 +93,9 @@ pub struct MemberStatus {
     pub revision: u64,
     pub compact_revision: u64,
     pub state_db_bytes: u64,
+    /// The bytes of records the state file holds (`StoreStats::bytes_in_use`); `state_db_bytes`
+    /// less this is at most what `POST /v1/defragment` can give back.
+    pub state_db_bytes_in_use: u64,
     pub log_db_bytes: u64,
     pub version: String,
     /// "leader", "follower", "candidate", "learner" or "shutdown".

@@ -123,6 +123,7 @@ fn store_observation(
         compact_revision: stats.compact_revision,
         keys: stats.live_keys,
         state_file_bytes: stats.file_bytes,
+        state_bytes_in_use: stats.bytes_in_use,
         log_file_bytes,
         no_space_alarms,
     };

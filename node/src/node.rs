@@ -558,6 +558,7 @@ impl KvBackend for MemberBackend {
             revision: stats.current_revision,
             compact_revision: stats.compact_revision,
             state_db_bytes: stats.file_bytes,
+            state_db_bytes_in_use: stats.bytes_in_use,
             log_db_bytes,
             version: env!("CARGO_PKG_VERSION").to_string(),
             role: raft.role.as_str().to_string(),

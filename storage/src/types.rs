@@ -484,6 +484,10 @@ pub struct StoreStats {
     pub history_entries: u64,
     /// Size of the state file on disk.
     pub file_bytes: u64,
+    /// The stored size of every history record (each uncompacted version and tombstone): the
+    /// bytes of data the state file holds, without the B-tree's own pages. `file_bytes` less this
+    /// is at most what defragmentation can give back. (etcd's "db size in use" counts pages.)
+    pub bytes_in_use: u64,
     /// Leases granted now.
     pub leases: u64,
 }

@@ -76,16 +76,47 @@ fn a_reopened_store_rebuilds_the_index_from_its_history() {
         all_keys(&test.store),
         test.store.key_index_sizes(),
         test.store.hash(None).unwrap(),
+        test.store.stats().unwrap().bytes_in_use,
     );
     test.reopen(StoreOptions::default());
     let after = (
         all_keys(&test.store),
         test.store.key_index_sizes(),
         test.store.hash(None).unwrap(),
+        test.store.stats().unwrap().bytes_in_use,
     );
     assert_eq!(before, after);
     assert_eq!(after.0.len(), 49, "k13 was deleted");
     assert_eq!(test.get("k07").unwrap().version, 2);
+}
+
+#[test]
+fn bytes_in_use_follow_the_records_written_and_compacted_away() {
+    let mut test = TestStore::new();
+    assert_eq!(test.store.stats().unwrap().bytes_in_use, 0);
+    let value = "v".repeat(1_000);
+    for number in 0..20 {
+        test.put(&format!("k{number:02}"), &value);
+    }
+    let written = test.store.stats().unwrap().bytes_in_use;
+    // Each record holds its key and value plus a few bytes of framing and numbers.
+    assert!((20 * 1_003..20 * 1_100).contains(&written), "{written}");
+
+    // Overwriting every key doubles the records until a compaction removes the old versions.
+    for number in 0..20 {
+        test.put(&format!("k{number:02}"), &value);
+    }
+    let doubled = test.store.stats().unwrap().bytes_in_use;
+    assert!(doubled > written * 19 / 10, "{doubled} after {written}");
+    let revision = test.store.current_revision().unwrap();
+    test.apply(Request::Compact { revision });
+    test.store.finish_compaction(1_000).unwrap();
+    let compacted = test.store.stats().unwrap();
+    assert!(
+        compacted.bytes_in_use.abs_diff(written) <= 20 * 2,
+        "{compacted:?}"
+    );
+    assert!(compacted.bytes_in_use < compacted.file_bytes);
 }
 
 /// Each revision after the first `KEYS` moves one key of a window of `KEYS` live keys: a txn

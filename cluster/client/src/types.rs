@@ -121,6 +121,10 @@ pub struct StatusResponse {
     pub compact_revision: u64,
     #[serde(default)]
     pub state_db_bytes: u64,
+    /// Bytes of records the state file holds; its size less this is at most what defragmenting
+    /// gives back (0 from a member too old to report it).
+    #[serde(default)]
+    pub state_db_bytes_in_use: u64,
     #[serde(default)]
     pub log_db_bytes: u64,
     #[serde(default)]

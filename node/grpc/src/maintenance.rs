@@ -106,7 +106,7 @@ impl<B: KvBackend> pb::maintenance_server::Maintenance for MaintenanceService<B>
             raft_term: member.raft_term,
             raft_applied_index: member.applied_index,
             errors: Vec::new(),
-            db_size_in_use: db_size,
+            db_size_in_use: to_i64(member.state_db_bytes_in_use),
             is_learner: member.role == "learner",
             ..pb::StatusResponse::default()
         }))

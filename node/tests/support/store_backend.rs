@@ -283,6 +283,7 @@ impl KvBackend for StoreBackend {
             revision: stats.current_revision,
             compact_revision: stats.compact_revision,
             state_db_bytes: stats.file_bytes,
+            state_db_bytes_in_use: stats.bytes_in_use,
             log_db_bytes: 0,
             version: "test".into(),
             role: "leader".into(),

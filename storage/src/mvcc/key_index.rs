@@ -92,6 +92,8 @@ pub(crate) struct KeyIndex {
     compact_revision: u64,
     /// How many versions the index holds, all keys together.
     entries: u64,
+    /// The stored size of their history records, all together.
+    record_bytes: u64,
     /// How many changes (inserts, removals, compact revisions) were made since it was built, so a
     /// failed write can tell whether it changed anything.
     changes: u64,
@@ -120,7 +122,7 @@ impl KeyIndex {
             let (stored_key, bytes) = stored.map_err(db_error(file))?;
             let (revision, position) = stored_key.value();
             let record: VersionRecord = codec::decode(bytes.value()).map_err(corrupt(file))?;
-            let entry = IndexEntry::for_record(&record, revision, position);
+            let entry = IndexEntry::for_record(&record, (revision, position), bytes.value().len());
             index.insert(&record.key, entry)?;
         }
         Ok(index)
@@ -137,6 +139,12 @@ impl KeyIndex {
     /// How many keys (live or not) and versions the index holds.
     pub fn sizes(&self) -> (usize, u64) {
         (self.keys.len(), self.entries)
+    }
+
+    /// The stored size of every history record the index describes: the bytes of records the
+    /// state file holds, without its B-tree's own pages.
+    pub fn record_bytes(&self) -> u64 {
+        self.record_bytes
     }
 
     /// Adds the version `entry` of `key`, which must be newer than every version of it indexed.
@@ -158,6 +166,7 @@ impl KeyIndex {
             }
         }
         self.entries += 1;
+        self.record_bytes += u64::from(entry.record_bytes);
         self.changes += 1;
         Ok(())
     }
@@ -169,11 +178,15 @@ impl KeyIndex {
         let Some(versions) = self.keys.get_mut(key) else {
             return;
         };
-        let before = versions.as_slice().len();
-        let left = versions.remove(revision);
-        let after = if left { versions.as_slice().len() } else { 0 };
-        self.entries -= (before - after) as u64;
-        if !left {
+        let Some(removed) = versions
+            .at(revision)
+            .filter(|entry| entry.revision == revision)
+        else {
+            return;
+        };
+        self.entries -= 1;
+        self.record_bytes -= u64::from(removed.record_bytes);
+        if !versions.remove(revision) {
             self.keys.remove(key);
         }
     }
@@ -338,6 +351,7 @@ mod tests {
             create_revision: if tombstone { 0 } else { 2 },
             version: if tombstone { 0 } else { revision },
             lease: 0,
+            record_bytes: 100,
         }
     }
 
@@ -373,9 +387,15 @@ mod tests {
         index.insert(b"a", version(3, true)).unwrap();
         index.remove(b"a", 2);
         assert_eq!(index.sizes(), (1, 1));
+        assert_eq!(index.record_bytes(), 100);
         index.remove(b"a", 3);
         index.remove(b"a", 3);
         assert_eq!(index.sizes(), (0, 0));
+        assert_eq!(
+            index.record_bytes(),
+            0,
+            "a second removal takes nothing more off"
+        );
         assert_eq!(index.entry_at(b"a", 9), None);
     }
 

@@ -504,6 +504,7 @@ impl MvccStore {
             live_keys: state.live_keys,
             history_entries: tables.history.len().map_err(db_error(file))?,
             file_bytes,
+            bytes_in_use: self.key_index.read().record_bytes(),
             leases: leases.count()?,
         })
     }

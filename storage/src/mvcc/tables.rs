@@ -84,11 +84,18 @@ pub(crate) struct IndexEntry {
     pub create_revision: u64,
     pub version: u64,
     pub lease: i64,
+    /// The size of the version's history record as stored, so the index can tell how many bytes
+    /// of records the state file holds (`StoreStats::bytes_in_use`).
+    pub record_bytes: u32,
 }
 
 impl IndexEntry {
-    /// The index entry describing `record`, written at (revision, position).
-    pub fn for_record(record: &VersionRecord, revision: u64, position: u32) -> Self {
+    /// The index entry describing `record`, stored at (revision, position) in `record_bytes`.
+    pub fn for_record(
+        record: &VersionRecord,
+        (revision, position): (u64, u32),
+        record_bytes: usize,
+    ) -> Self {
         IndexEntry {
             revision,
             position,
@@ -96,6 +103,8 @@ impl IndexEntry {
             create_revision: record.create_revision,
             version: record.version,
             lease: record.lease,
+            // Records are bounded far below 4 GiB (`codec::MAX_RECORD_BYTES`).
+            record_bytes: u32::try_from(record_bytes).unwrap_or(u32::MAX),
         }
     }
 
@@ -219,7 +228,7 @@ impl WriteTables<'_, '_> {
         self.history
             .insert((revision, position), bytes.as_slice())
             .map_err(db_error(self.file))?;
-        let entry = IndexEntry::for_record(record, revision, position);
+        let entry = IndexEntry::for_record(record, (revision, position), bytes.len());
         self.index.write()?.insert(&record.key, entry)
     }
 }
