@@ -51,6 +51,8 @@ pub struct RaftMember {
     stop_peer_server: std::sync::Mutex<Option<oneshot::Sender<()>>>,
     /// Turns true at shutdown, ending the lease expiry task.
     stop_lease_expiry: watch::Sender<bool>,
+    /// True once this member has applied everything it knew to be committed (see `is_ready`).
+    caught_up_once: std::sync::atomic::AtomicBool,
 }
 
 impl RaftMember {
@@ -136,6 +138,7 @@ impl RaftMember {
             peer_address,
             stop_peer_server: std::sync::Mutex::new(Some(stop_peer_server)),
             stop_lease_expiry,
+            caught_up_once: std::sync::atomic::AtomicBool::new(false),
         };
         member.spawn_follow_peer_addresses(peer_addresses);
         member.bootstrap_if_new().await?;
@@ -539,10 +542,25 @@ impl RaftMember {
             .collect()
     }
 
-    /// True when the member knows a leader and has applied everything it knows to be committed.
+    /// True when the member runs, knows a leader, and has once applied everything it knew to be
+    /// committed (after a start, its recovery and catch-up). Once caught up it stays ready while it
+    /// knows a leader: under load the applied index trails the commit index by the entries being
+    /// applied at any moment, and a readiness that flapped with each write would take a busy
+    /// member out of service.
     pub fn is_ready(&self) -> bool {
+        use std::sync::atomic::Ordering;
         let status = self.status();
-        status.running && status.leader.is_some() && status.applied_index >= status.commit_index
+        if !status.running || status.leader.is_none() {
+            return false;
+        }
+        if self.caught_up_once.load(Ordering::Acquire) {
+            return true;
+        }
+        let caught_up = status.applied_index >= status.commit_index;
+        if caught_up {
+            self.caught_up_once.store(true, Ordering::Release);
+        }
+        caught_up
     }
 
     /// Stops raft and the peer server, and makes the store durable.

@@ -1,6 +1,7 @@
 //! Member-wide routes: `GET /v1/status`, `POST /v1/compact`, `GET /v1/hash`, and the probes
 //! `GET /healthz` (the process serves HTTP) and `GET /readyz` (the member has a leader and has
-//! caught up; `503 unavailable` with `Retry-After` otherwise, so load balancers skip it).
+//! caught up once since it started, so it does not flap with the writes in flight; `503
+//! unavailable` with `Retry-After` otherwise, so load balancers skip it).
 
 use std::time::Duration;
 
