@@ -4,10 +4,8 @@
 
 mod support;
 
-use revkv_storage::{
-    ApplyEntry, DeleteRangeRequest, EntryPayload, Error, KeyRange, LogId, Request,
-};
-use support::{put_request, TestStore};
+use revkv_storage::{ApplyEntry, DeleteRangeRequest, Error, KeyRange, Request};
+use support::{log_entry, put_request, TestStore};
 
 /// Applies `requests` as one batch of consecutive log entries (one write transaction).
 fn apply_all(store: &mut TestStore, requests: Vec<Request>) {
@@ -16,14 +14,7 @@ fn apply_all(store: &mut TestStore, requests: Vec<Request>) {
         .map(|request| {
             let index = store.next_index;
             store.next_index += 1;
-            ApplyEntry {
-                log_id: LogId {
-                    term: 1,
-                    node_id: 1,
-                    index,
-                },
-                payload: EntryPayload::Request(request),
-            }
+            log_entry(index, request)
         })
         .collect();
     store.store.apply_batch(&entries).expect("apply");

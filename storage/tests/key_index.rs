@@ -10,21 +10,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use revkv_storage::{
-    ApplyEntry, DeleteRangeRequest, EntryPayload, Error, KeyRange, LogId, MvccStore, PutRequest,
-    RangeRequest, Request, StoreOptions, TxnOp, TxnRequest,
+    DeleteRangeRequest, Error, KeyRange, MvccStore, PutRequest, RangeRequest, Request,
+    StoreOptions, TxnOp, TxnRequest,
 };
-use support::{put_request, TestStore};
-
-fn entry(index: u64, request: Request) -> ApplyEntry {
-    ApplyEntry {
-        log_id: LogId {
-            term: 1,
-            node_id: 1,
-            index,
-        },
-        payload: EntryPayload::Request(request),
-    }
-}
+use support::{log_entry, put_request, TestStore};
 
 fn all_keys(store: &MvccStore) -> Vec<Vec<u8>> {
     let read = store
@@ -41,8 +30,8 @@ fn a_batch_that_fails_half_way_leaves_nothing_in_the_index() {
     // The first entry applies (and indexes "lost" at revision 3), the second repeats a log index,
     // which fails the whole batch: nothing of it may remain, in the file or in the index.
     let batch = [
-        entry(2, put_request("lost", "1")),
-        entry(2, put_request("also-lost", "1")),
+        log_entry(2, put_request("lost", "1")),
+        log_entry(2, put_request("also-lost", "1")),
     ];
     let error = test.store.apply_batch(&batch).unwrap_err();
     assert!(matches!(error, Error::Invariant(_)), "{error}");
@@ -53,7 +42,7 @@ fn a_batch_that_fails_half_way_leaves_nothing_in_the_index() {
     // Revision 3 is taken again, by another key, and reads see only it.
     let outcome = test
         .store
-        .apply_batch(&[entry(2, put_request("next", "1"))]);
+        .apply_batch(&[log_entry(2, put_request("next", "1"))]);
     assert_eq!(outcome.unwrap()[0].revision, 3);
     assert_eq!(
         all_keys(&test.store),
@@ -225,7 +214,9 @@ fn readers_racing_puts_deletes_and_compactions_see_whole_revisions() {
     let mut next_index = 0;
     let mut apply = |request: Request| {
         next_index += 1;
-        store.apply_batch(&[entry(next_index, request)]).unwrap();
+        store
+            .apply_batch(&[log_entry(next_index, request)])
+            .unwrap();
     };
     for number in 0..KEYS {
         apply(put_request(std::str::from_utf8(&key(number)).unwrap(), "v"));

@@ -3,22 +3,9 @@
 //! `IndexHandle::read_at` guards against happen every time.
 
 use crate::error::Error;
+use crate::mvcc::test_support::apply;
 use crate::mvcc::{MvccStore, StoreOptions};
-use crate::types::{
-    ApplyEntry, DeleteRangeRequest, EntryPayload, KeyRange, LogId, PutRequest, Request,
-};
-
-fn apply(store: &MvccStore, index: u64, request: Request) {
-    let entry = ApplyEntry {
-        log_id: LogId {
-            term: 1,
-            node_id: 1,
-            index,
-        },
-        payload: EntryPayload::Request(request),
-    };
-    store.apply_batch(&[entry]).unwrap();
-}
+use crate::types::{DeleteRangeRequest, KeyRange, PutRequest, Request};
 
 fn put(key: &str, value: &str) -> Request {
     Request::Put(PutRequest {

@@ -9,22 +9,9 @@ use xxhash_rust::xxh3::Xxh3;
 
 use crate::codec::{self, LeaseRecordV1, SnapshotFrame};
 use crate::mvcc::tables::LEASES;
+use crate::mvcc::test_support::apply;
 use crate::mvcc::{MvccStore, StoreOptions};
-use crate::types::{
-    ApplyEntry, ApplyOutcome, CheckpointedLease, EntryPayload, LeaseInfo, LogId, Request, Response,
-};
-
-fn apply(store: &MvccStore, index: u64, request: Request) -> ApplyOutcome {
-    let entry = ApplyEntry {
-        log_id: LogId {
-            term: 1,
-            node_id: 1,
-            index,
-        },
-        payload: EntryPayload::Request(request),
-    };
-    store.apply_batch(&[entry]).unwrap().pop().unwrap()
-}
+use crate::types::{CheckpointedLease, LeaseInfo, Request, Response};
 
 fn checkpoint(computed_at_index: u64, id: i64, remaining_ttl_ms: u64) -> Request {
     Request::LeaseCheckpoint {

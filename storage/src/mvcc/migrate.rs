@@ -192,8 +192,9 @@ mod tests {
     use crate::codec::VersionRecord;
     use crate::file::FILE_KIND_KEY;
     use crate::mvcc::tables::STATE_KEY;
+    use crate::mvcc::test_support::apply;
     use crate::mvcc::{MvccStore, StoreOptions};
-    use crate::types::{ApplyOutcome, KeyRange, RangeRequest};
+    use crate::types::{KeyRange, RangeRequest};
 
     #[derive(Serialize)]
     struct Layout1State {
@@ -322,18 +323,6 @@ mod tests {
             reopened.leases().unwrap().is_empty(),
             "the upgrade went on to layout 3, which has the lease tables"
         );
-    }
-
-    fn apply(store: &MvccStore, index: u64, request: crate::types::Request) -> ApplyOutcome {
-        let entry = crate::types::ApplyEntry {
-            log_id: crate::types::LogId {
-                term: 1,
-                node_id: 1,
-                index,
-            },
-            payload: crate::types::EntryPayload::Request(request),
-        };
-        store.apply_batch(&[entry]).unwrap().pop().unwrap()
     }
 
     /// Turns a fresh file into a layout-2 file: no lease tables, the marker at 2, and a key "b"

@@ -27,6 +27,8 @@ mod read;
 mod snapshot;
 mod snapshot_frames;
 mod tables;
+#[cfg(test)]
+mod test_support;
 mod validate;
 
 pub use defragment::Defragmented;

@@ -43,14 +43,7 @@ impl TestStore {
     }
 
     pub fn apply(&mut self, request: Request) -> ApplyOutcome {
-        let entry = ApplyEntry {
-            log_id: LogId {
-                term: 1,
-                node_id: 1,
-                index: self.next_index,
-            },
-            payload: EntryPayload::Request(request),
-        };
+        let entry = log_entry(self.next_index, request);
         self.next_index += 1;
         let mut outcomes = self.store.apply_batch(&[entry]).expect("apply");
         outcomes.pop().expect("one outcome")
@@ -85,6 +78,18 @@ impl TestStore {
 
     pub fn revision(&self) -> u64 {
         self.store.current_revision().expect("revision")
+    }
+}
+
+/// `request` as the committed log entry at `index` (term 1, from member 1).
+pub fn log_entry(index: u64, request: Request) -> ApplyEntry {
+    ApplyEntry {
+        log_id: LogId {
+            term: 1,
+            node_id: 1,
+            index,
+        },
+        payload: EntryPayload::Request(request),
     }
 }
 
