@@ -137,8 +137,8 @@ impl<B: KvBackend> WatchStream<B> {
         match self.backend.watch_hub().open(request) {
             Ok(watch) => {
                 let hub_id = watch.id();
-                let sender = (self.sender.clone(), fragment_bytes);
-                let forwarder = forward(watch, id, self.backend.clone(), sender);
+                let sender = self.sender.clone();
+                let forwarder = forward(watch, id, self.backend.clone(), sender, fragment_bytes);
                 let abort = self.forwarders.spawn(forwarder);
                 self.watches.insert(id, (hub_id, abort));
                 Ok(())
@@ -264,7 +264,8 @@ async fn forward<B: KvBackend>(
     mut watch: revkv_node::watch::Watch,
     id: i64,
     backend: Arc<B>,
-    (sender, fragment_bytes): (mpsc::Sender<pb::WatchResponse>, Option<usize>),
+    sender: mpsc::Sender<pb::WatchResponse>,
+    fragment_bytes: Option<usize>,
 ) -> i64 {
     while let Some(message) = watch.next().await {
         let response = response_of(&message, id, backend.as_ref());

@@ -212,7 +212,7 @@ impl MvccStore {
 
     /// A write that failed may have left the key index ahead of the file (its changes are made
     /// before the commit): unless the index did not change since `changes_before`, it is rebuilt
-    /// from the file before the failure is reported. A rebuild that fails too says so.
+    /// from the file before the failure is reported.
     pub(crate) fn undo_index_on_failure<T>(
         &self,
         changes_before: u64,
@@ -224,11 +224,17 @@ impl MvccStore {
         if self.key_index.read().change_count() == changes_before {
             return Err(error);
         }
+        Err(self.rebuild_key_index_after(error))
+    }
+
+    /// Rebuilds the key index from the file after `error` left it ahead, and answers the error to
+    /// report: `error` itself, or both when the rebuild fails too.
+    pub(crate) fn rebuild_key_index_after(&self, error: Error) -> Error {
         match self.rebuild_key_index() {
-            Ok(()) => Err(error),
-            Err(rebuild_error) => Err(Error::Invariant(format!(
+            Ok(()) => error,
+            Err(rebuild_error) => Error::Invariant(format!(
                 "{error}; and rebuilding the key index afterwards failed too: {rebuild_error}"
-            ))),
+            )),
         }
     }
 

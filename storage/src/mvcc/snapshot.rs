@@ -266,8 +266,10 @@ impl MvccStore {
         let mut imported_index = imported_index.into_inner();
         imported_index.raise_compact_revision(summary.compact_revision);
         self.key_index.replace(imported_index);
-        let committed = write.commit().map_err(db_error(&file));
-        self.undo_index_on_failure(0, committed)?;
+        // The imported index is already in place: a failed commit must put the file's back.
+        write
+            .commit()
+            .map_err(|error| self.rebuild_key_index_after(db_error(&file)(error)))?;
         self.record_commit(Durability::Immediate, summary.applied.last_applied);
         self.reload_auth()?;
         self.reload_compaction_pending()?;
