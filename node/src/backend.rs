@@ -78,6 +78,9 @@ pub struct MemberInfo {
     pub id: u64,
     pub peer_url: String,
     pub client_url: String,
+    /// The URL of the member's etcd gRPC API (`revkv serve --listen-grpc`), if it serves one:
+    /// what etcd clients see as its client URL in `MemberList`.
+    pub grpc_url: Option<String>,
     /// A learner receives the log but does not vote.
     pub is_learner: bool,
 }

@@ -75,6 +75,7 @@ impl NodeConfig {
         let advertise = MemberNode {
             peer_url: format!("http://{listen_peer}"),
             client_url: format!("http://{listen_client}"),
+            grpc_url: None,
         };
         let request_timeout = Duration::from_secs(5);
         let member = MemberConfig {
@@ -116,6 +117,16 @@ impl NodeConfig {
             space_quota: SpaceQuota::default(),
             client_connections: revkv_tls::ConnectionLimits::default(),
         }
+    }
+
+    /// Advertises `grpc_url` as this member's etcd gRPC URL (where the embedder serves
+    /// `revkv-grpc`), in its own entry of the initial cluster too; `MemberList` then names it.
+    pub fn advertising_grpc_url(mut self, grpc_url: String) -> NodeConfig {
+        self.member.advertise.grpc_url = Some(grpc_url);
+        if let Some(own) = self.member.initial_cluster.get_mut(&self.member.id) {
+            own.grpc_url = self.member.advertise.grpc_url.clone();
+        }
+        self
     }
 }
 
@@ -386,6 +397,7 @@ impl MemberBackend {
                 id: member.id,
                 peer_url: member.node.peer_url,
                 client_url: member.node.client_url,
+                grpc_url: member.node.grpc_url,
                 is_learner: member.is_learner,
             })
             .collect()
@@ -573,6 +585,7 @@ impl KvBackend for MemberBackend {
         let node = MemberNode {
             peer_url: member.peer_url,
             client_url: member.client_url,
+            grpc_url: member.grpc_url,
         };
         self.admin(AdminRequest::AddLearner {
             id: member.id,
@@ -595,6 +608,7 @@ impl KvBackend for MemberBackend {
             id: identity.id,
             peer_url,
             client_url: identity.node.client_url,
+            grpc_url: identity.node.grpc_url,
             is_learner: as_learner,
         };
         let mut members = self.add_learner(added.clone()).await?;
@@ -624,10 +638,11 @@ impl KvBackend for MemberBackend {
         let Some(current) = current else {
             return Err(NodeError::NotFound(format!("member {id} does not exist")));
         };
-        // The client URL stays as the member published it; only the peer URL moves.
+        // The client URLs stay as the member published them; only the peer URL moves.
         let node = MemberNode {
             peer_url,
             client_url: current.client_url,
+            grpc_url: current.grpc_url,
         };
         self.admin(AdminRequest::UpdateNode { id, node }).await
     }

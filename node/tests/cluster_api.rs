@@ -83,6 +83,16 @@ async fn members_can_be_listed_added_promoted_and_removed() {
     let added = api.post("/v1/members", new_member).await;
     assert_eq!(added.status, StatusCode::OK, "{:?}", added.json);
     assert_eq!(added.json["members"][1], json!(member(2, true)));
+    let with_grpc = json!({ "id": 3, "peer_url": "http://127.0.0.3:2380",
+                            "client_url": "http://127.0.0.3:2379",
+                            "grpc_url": "http://127.0.0.3:2479" });
+    let added = api.post("/v1/members", with_grpc).await;
+    assert_eq!(added.status, StatusCode::OK, "{:?}", added.json);
+    assert_eq!(
+        added.json["members"][2]["grpc_url"],
+        "http://127.0.0.3:2479"
+    );
+    assert_eq!(api.delete("/v1/members/3").await.status, StatusCode::OK);
 
     let promoted = api.post("/v1/members/2/promote", json!(null)).await;
     assert_eq!(promoted.status, StatusCode::OK);
@@ -105,6 +115,10 @@ async fn bad_member_requests_are_invalid() {
         json!({ "id": 0, "peer_url": "http://a:1", "client_url": "http://a:2" }),
         json!({ "id": 2, "peer_url": "a:1", "client_url": "http://a:2" }),
         json!({ "id": 2, "peer_url": "http://a:1" }),
+        json!({ "id": 2, "peer_url": "http://a:1", "client_url": "http://a:2",
+                "grpc_url": "http://a b:3" }),
+        json!({ "id": 2, "peer_url": "http://a:1", "client_url": "http://a:2",
+                "grpc_url": "a:3" }),
     ];
     for body in bad_bodies {
         let answer = api.post("/v1/members", body).await;

@@ -147,11 +147,54 @@ pub struct WriteResult {
     pub outcome: Result<Response, Rejection>,
 }
 
-/// How to reach a member: its peer URL (raft traffic) and client URL (the HTTP API).
+/// How to reach a member: its peer URL (raft traffic), client URL (the HTTP API) and, when it
+/// serves etcd's gRPC API, that listener's URL (what etcd clients find in `MemberList`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "MemberNodeRecord", into = "MemberNodeRecord")]
 pub struct MemberNode {
     pub peer_url: String,
     pub client_url: String,
+    pub grpc_url: Option<String>,
+}
+
+/// How a `MemberNode` is encoded in the log, the state file and peer messages. The record keeps
+/// the shape members wrote before the gRPC URL existed (two strings), and the second string holds
+/// the client URLs separated by a space: the HTTP URL, then the gRPC URL if there is one (etcd
+/// keeps a list of client URLs too). Old records therefore decode as members without gRPC, and an
+/// older member that reads a new record sees one odd client URL, not an undecodable entry; so the
+/// change needs neither a new format version nor a stopped cluster. A URL never holds a space
+/// (`revkv serve` and the membership APIs refuse one).
+#[derive(Clone, Serialize, Deserialize)]
+struct MemberNodeRecord {
+    peer_url: String,
+    client_urls: String,
+}
+
+impl From<MemberNode> for MemberNodeRecord {
+    fn from(node: MemberNode) -> MemberNodeRecord {
+        let client_urls = match node.grpc_url {
+            Some(grpc_url) => format!("{} {grpc_url}", node.client_url),
+            None => node.client_url,
+        };
+        MemberNodeRecord {
+            peer_url: node.peer_url,
+            client_urls,
+        }
+    }
+}
+
+impl From<MemberNodeRecord> for MemberNode {
+    fn from(record: MemberNodeRecord) -> MemberNode {
+        let (client_url, grpc_url) = match record.client_urls.split_once(' ') {
+            Some((client_url, grpc_url)) => (client_url.to_string(), Some(grpc_url.to_string())),
+            None => (record.client_urls, None),
+        };
+        MemberNode {
+            peer_url: record.peer_url,
+            client_url,
+            grpc_url,
+        }
+    }
 }
 
 openraft::declare_raft_types!(
@@ -234,5 +277,46 @@ mod tests {
             assert_eq!(rejection.into_storage().to_string(), text);
         }
         assert!(Rejection::from_storage(&Error::Invariant("bug".into())).is_none());
+    }
+
+    /// The record members wrote before the gRPC URL existed.
+    #[derive(Serialize, Deserialize, PartialEq, Debug)]
+    struct MemberNodeBeforeGrpc {
+        peer_url: String,
+        client_url: String,
+    }
+
+    #[test]
+    fn member_nodes_without_grpc_keep_the_old_encoding() {
+        use revkv_storage::codec;
+        let old = MemberNodeBeforeGrpc {
+            peer_url: "http://127.0.0.1:7101".into(),
+            client_url: "http://127.0.0.1:7001".into(),
+        };
+        let node = MemberNode {
+            peer_url: old.peer_url.clone(),
+            client_url: old.client_url.clone(),
+            grpc_url: None,
+        };
+        let old_bytes = codec::encode(&old).unwrap();
+        assert_eq!(codec::encode(&node).unwrap(), old_bytes);
+        assert_eq!(codec::decode::<MemberNode>(&old_bytes).unwrap(), node);
+    }
+
+    #[test]
+    fn member_nodes_with_grpc_round_trip_and_read_as_one_url_to_old_members() {
+        use revkv_storage::codec;
+        let node = MemberNode {
+            peer_url: "http://127.0.0.1:7101".into(),
+            client_url: "http://127.0.0.1:7001".into(),
+            grpc_url: Some("http://127.0.0.1:7201".into()),
+        };
+        let bytes = codec::encode(&node).unwrap();
+        assert_eq!(codec::decode::<MemberNode>(&bytes).unwrap(), node);
+        let as_old_member_reads_it: MemberNodeBeforeGrpc = codec::decode(&bytes).unwrap();
+        assert_eq!(
+            as_old_member_reads_it.client_url,
+            "http://127.0.0.1:7001 http://127.0.0.1:7201"
+        );
     }
 }

@@ -44,6 +44,7 @@ fn members(ids: &[u64]) -> BTreeMap<u64, MemberNode> {
             let node = MemberNode {
                 peer_url: format!("http://127.0.0.1:{}", 7100 + id),
                 client_url: String::new(),
+                grpc_url: None,
             };
             (*id, node)
         })

@@ -72,14 +72,17 @@ impl Client {
         self.call_json(&Call::read("/v1/members".to_string())).await
     }
 
-    /// Adds a learner (it receives the log but does not vote until promoted).
+    /// Adds a learner (it receives the log but does not vote until promoted); `grpc_url` is its
+    /// etcd gRPC URL if it serves etcd's API.
     pub async fn add_learner(
         &self,
         id: u64,
         peer_url: &str,
         client_url: &str,
+        grpc_url: Option<&str>,
     ) -> Result<MembersResponse, ClientError> {
-        let body = json!({ "id": id, "peer_url": peer_url, "client_url": client_url });
+        let body = json!({ "id": id, "peer_url": peer_url, "client_url": client_url,
+                           "grpc_url": grpc_url });
         let call = Call::write(Method::POST, "/v1/members".to_string(), Some(body));
         self.call_json(&call).await
     }

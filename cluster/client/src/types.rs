@@ -139,6 +139,9 @@ pub struct Member {
     pub id: u64,
     pub peer_url: String,
     pub client_url: String,
+    /// The member's etcd gRPC URL, if it serves etcd's API.
+    #[serde(default)]
+    pub grpc_url: Option<String>,
     pub is_learner: bool,
 }
 

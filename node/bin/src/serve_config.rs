@@ -62,6 +62,11 @@ pub struct ServeArgs {
     /// Client URL other members and clients use to reach this member.
     #[arg(long, env = "REVKV_ADVERTISE_CLIENT")]
     pub advertise_client: Option<String>,
+    /// gRPC URL etcd clients use to reach this member (default: from `--listen-grpc`). etcd's
+    /// `MemberList` names it as the member's client URL, so `etcdctl --cluster` and clients that
+    /// sync their endpoints reach every member's gRPC listener.
+    #[arg(long, env = "REVKV_ADVERTISE_GRPC")]
+    pub advertise_grpc: Option<String>,
     /// Peer URL other members use to reach this member.
     #[arg(long, env = "REVKV_ADVERTISE_PEER")]
     pub advertise_peer: Option<String>,
@@ -291,7 +296,7 @@ impl ServeArgs {
             toml::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?;
         Ok(
             prefer!(self, file; id, data_dir, listen_client, listen_grpc, listen_peer, advertise_client,
-            advertise_peer, peer_source_address, initial_cluster, join, heartbeat_ms,
+            advertise_grpc, advertise_peer, peer_source_address, initial_cluster, join, heartbeat_ms,
             election_timeout_ms, snapshot_entries, snapshot_keep_entries, durable_commit_interval_ms,
             state_cache_bytes, log_segment_bytes, log_tail_entries, log_tail_bytes,
             request_timeout_ms, max_body_bytes, max_key_bytes, max_value_bytes, max_txn_ops,
@@ -343,6 +348,7 @@ impl ServeArgs {
         let (client_tls, peer_tls) = (self.client_tls()?, self.peer_tls()?);
         let (client_scheme, peer_scheme) =
             (scheme(client_tls.is_some()), scheme(peer_tls.is_some()));
+        let grpc_url = self.advertised_grpc_url(client_scheme)?;
         let advertise = MemberNode {
             peer_url: advertised_url(self.advertise_peer, listen_peer, "peer", peer_scheme)?,
             client_url: advertised_url(
@@ -351,6 +357,7 @@ impl ServeArgs {
                 "client",
                 client_scheme,
             )?,
+            grpc_url,
         };
         let join = self.join.unwrap_or(false);
         let initial_cluster = match (&self.initial_cluster, join) {
@@ -802,6 +809,20 @@ impl ServeArgs {
 
 /// The advertised URL, or `<scheme>://<listen address>` when the listen address is a specific
 /// one. A given URL must use the listener's scheme (`https` exactly when it has TLS).
+impl ServeArgs {
+    /// The gRPC listener's advertised URL (its scheme is the client listener's, whose TLS it
+    /// uses); none without a gRPC listener.
+    fn advertised_grpc_url(&self, client_scheme: &str) -> Result<Option<String>, String> {
+        match (self.listen_grpc, &self.advertise_grpc) {
+            (Some(listen), given) => {
+                advertised_url(given.clone(), listen, "grpc", client_scheme).map(Some)
+            }
+            (None, Some(_)) => Err("--advertise-grpc needs --listen-grpc".to_string()),
+            (None, None) => Ok(None),
+        }
+    }
+}
+
 fn advertised_url(
     given: Option<String>,
     listen: SocketAddr,
@@ -811,10 +832,15 @@ fn advertised_url(
     match given {
         Some(url) => {
             check_scheme(&url, scheme, &format!("--advertise-{which}"))?;
+            // A member's client URLs are stored space-separated (`MemberNode`).
+            if url.contains(char::is_whitespace) {
+                return Err(format!("--advertise-{which}: {url:?} holds a space"));
+            }
             Ok(url.trim_end_matches('/').to_string())
         }
         None if listen.ip().is_unspecified() => Err(format!(
-            "listening for {which}s on {listen} (all interfaces): give --advertise-{which} too"
+            "listening for {which} connections on {listen} (all interfaces): give \
+             --advertise-{which} too"
         )),
         None => Ok(format!("{scheme}://{listen}")),
     }
@@ -888,6 +914,7 @@ pub(crate) fn parse_member_list(text: &str) -> Result<BTreeMap<u64, MemberNode>,
         let node = MemberNode {
             peer_url,
             client_url: String::new(),
+            grpc_url: None,
         };
         if members.insert(id, node).is_some() {
             return Err(format!("initial cluster names member {id} twice"));
@@ -1189,6 +1216,52 @@ mod tests {
             ..ServeArgs::default()
         };
         assert!(unknown.with_config_file().is_err());
+    }
+
+    #[test]
+    fn the_grpc_url_is_advertised_from_its_listener_or_the_flag() {
+        let none = ServeArgs::default().into_node_config().unwrap();
+        assert_eq!(none.member.advertise.grpc_url, None);
+        let listening = ServeArgs {
+            listen_grpc: Some(([127, 0, 0, 1], 7201).into()),
+            ..ServeArgs::default()
+        };
+        let config = listening.clone().into_node_config().unwrap();
+        assert_eq!(
+            config.member.advertise.grpc_url.as_deref(),
+            Some("http://127.0.0.1:7201")
+        );
+        let given = ServeArgs {
+            advertise_grpc: Some("http://etcd.example:2379/".into()),
+            ..listening.clone()
+        };
+        let config = given.into_node_config().unwrap();
+        assert_eq!(
+            config.member.advertise.grpc_url.as_deref(),
+            Some("http://etcd.example:2379")
+        );
+        let refused = |args: ServeArgs, expected: &str| {
+            let error = args.into_node_config().unwrap_err();
+            assert!(
+                error.contains(expected),
+                "{error:?} should say {expected:?}"
+            );
+        };
+        let without_listener = ServeArgs {
+            advertise_grpc: Some("http://127.0.0.1:7201".into()),
+            ..ServeArgs::default()
+        };
+        refused(without_listener, "--advertise-grpc needs --listen-grpc");
+        let with_space = ServeArgs {
+            advertise_grpc: Some("http://a b:7201".into()),
+            ..listening.clone()
+        };
+        refused(with_space, "holds a space");
+        let all_interfaces = ServeArgs {
+            listen_grpc: Some(([0, 0, 0, 0], 7201).into()),
+            ..ServeArgs::default()
+        };
+        refused(all_interfaces, "give --advertise-grpc too");
     }
 
     #[test]

@@ -14,6 +14,9 @@
 //! Revisions, versions, values, counts and `more` are compared as they are. `member list` is
 //! compared per member, since the revkv cluster has three members and etcd one.
 //!
+//! `member list` must name each revkv member's gRPC URL as its client URL, and `endpoint health
+//! --cluster` (which dials those) must find every member healthy.
+//!
 //! Then `etcdctl watch --prefix --rev R --prev-kv -w json` from a revision before the script's
 //! last changes: its events (types, keys, values, revisions, previous values) must be equal, as
 //! must the highest header revision. How events are grouped into responses is not compared: etcd
@@ -322,16 +325,54 @@ fn snapshots_saved_by_etcdctl(binary: &Path, etcd: &str, revkv: &str, dir: &Path
     said
 }
 
-fn listed_members(binary: &Path, endpoint: String) -> Vec<Value> {
-    let mut etcdctl = Etcdctl {
-        binary,
-        endpoint,
-        lease: None,
-    };
-    let outcome = etcdctl.run(&["member", "list", "-w", "json"], "");
-    assert!(outcome.success, "member list failed: {outcome:?}");
-    let json: Value = serde_json::from_str(&outcome.stdout).expect("member list JSON");
+/// Runs `etcdctl ARGUMENTS -w json` at `endpoint` and parses its output as it is: not through
+/// `Etcdctl::run`, whose normalizing would drop the ids and addresses these checks look at.
+fn etcdctl_json(binary: &Path, endpoint: &str, arguments: &[&str]) -> Value {
+    let output = Command::new(binary)
+        .env("ETCDCTL_API", "3")
+        .arg(format!("--endpoints={endpoint}"))
+        .args(["--dial-timeout=5s", "--command-timeout=10s"])
+        .args(arguments)
+        .args(["-w", "json"])
+        .output()
+        .expect("run etcdctl");
+    assert!(
+        output.status.success(),
+        "etcdctl {arguments:?} at {endpoint}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("etcdctl's JSON")
+}
+
+fn listed_members(binary: &Path, endpoint: &str) -> Vec<Value> {
+    let json = etcdctl_json(binary, endpoint, &["member", "list"]);
     json["members"].as_array().expect("a member array").clone()
+}
+
+/// Every member's client URLs, sorted.
+fn client_urls(members: &[Value]) -> Vec<String> {
+    let mut urls: Vec<String> = members
+        .iter()
+        .flat_map(|member| member["clientURLs"].as_array().cloned().unwrap_or_default())
+        .filter_map(|url| url.as_str().map(str::to_string))
+        .collect();
+    urls.sort();
+    urls
+}
+
+/// `etcdctl endpoint health --cluster` from `endpoint`: the endpoints it found in the member list
+/// and reached, healthy, sorted.
+fn healthy_cluster_endpoints(binary: &Path, endpoint: &str) -> Vec<String> {
+    let health = etcdctl_json(binary, endpoint, &["endpoint", "health", "--cluster"]);
+    let mut healthy: Vec<String> = health
+        .as_array()
+        .expect("one entry per endpoint")
+        .iter()
+        .filter(|entry| entry["health"] == Value::Bool(true))
+        .filter_map(|entry| entry["endpoint"].as_str().map(str::to_string))
+        .collect();
+    healthy.sort();
+    healthy
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -432,9 +473,25 @@ async fn compare_etcdctl_runs(etcdctl: &Path, etcd_binary: &Path) {
         assert_eq!(on_revkv, on_etcd, "{:?} differs", contention.holder);
     }
 
-    let etcd_members = tokio::task::block_in_place(|| listed_members(etcdctl, etcd_endpoint));
-    let revkv_members = tokio::task::block_in_place(|| listed_members(etcdctl, revkv_endpoint));
+    let etcd_members = tokio::task::block_in_place(|| listed_members(etcdctl, &etcd_endpoint));
+    let revkv_members = tokio::task::block_in_place(|| listed_members(etcdctl, &revkv_endpoint));
     assert_eq!((etcd_members.len(), revkv_members.len()), (1, 3));
+    // Each member's client URLs are its gRPC URL, as etcd's are its client listener: what etcdctl
+    // `--cluster` and clients that sync their endpoints dial.
+    assert_eq!(client_urls(&etcd_members), vec![etcd.client_url.clone()]);
+    let mut revkv_grpc_urls: Vec<String> = revkv
+        .grpc_endpoints()
+        .iter()
+        .map(|endpoint| format!("http://{endpoint}"))
+        .collect();
+    revkv_grpc_urls.sort();
+    assert_eq!(client_urls(&revkv_members), revkv_grpc_urls);
+    let healthy_on_etcd =
+        tokio::task::block_in_place(|| healthy_cluster_endpoints(etcdctl, &etcd_endpoint));
+    let healthy_on_revkv =
+        tokio::task::block_in_place(|| healthy_cluster_endpoints(etcdctl, &revkv_endpoint));
+    assert_eq!(healthy_on_etcd, vec![etcd.client_url.clone()]);
+    assert_eq!(healthy_on_revkv, revkv_grpc_urls);
     for member in &revkv_members {
         let field_names = |member: &Value| -> Vec<String> {
             member.as_object().unwrap().keys().cloned().collect()

@@ -23,13 +23,15 @@ pub struct ClusterService<B> {
 
 type Answer<T> = Result<GrpcResponse<T>, Status>;
 
-/// etcd's member message. revkv members have no names; the name is `member-<id>`.
+/// etcd's member message. revkv members have no names; the name is `member-<id>`. The client URLs
+/// are the member's gRPC URL: etcd clients dial them (`etcdctl --cluster`, endpoint sync), and a
+/// member without a gRPC listener has none they could use.
 pub fn member(info: MemberInfo) -> pb::Member {
     pb::Member {
         id: info.id,
         name: format!("member-{}", info.id),
         peer_ur_ls: vec![info.peer_url],
-        client_ur_ls: vec![info.client_url],
+        client_ur_ls: info.grpc_url.into_iter().collect(),
         is_learner: info.is_learner,
     }
 }

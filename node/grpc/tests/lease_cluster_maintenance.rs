@@ -76,10 +76,8 @@ async fn member_list_status_hash_and_alarms() {
     let listed = &members.members()[0];
     assert_eq!(listed.id(), 1);
     assert!(!listed.is_learner());
-    assert_eq!(
-        listed.client_urls(),
-        [format!("http://{}", member.node.client_address())]
-    );
+    // etcd clients dial a member's client URLs, so they are its gRPC URL, not its HTTP one.
+    assert_eq!(listed.client_urls(), std::slice::from_ref(&member.endpoint));
 
     let put = client.put("s", "1", None).await.unwrap();
     let status = client.status().await.unwrap();

@@ -42,6 +42,9 @@ struct NewMemberBody {
     id: u64,
     peer_url: String,
     client_url: String,
+    /// The member's etcd gRPC URL, if it serves etcd's API.
+    #[serde(default)]
+    grpc_url: Option<String>,
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -118,17 +121,21 @@ fn new_learner(body: NewMemberBody) -> Result<MemberInfo, NodeError> {
     if body.id == 0 {
         return Err(NodeError::Invalid("a member id must be positive".into()));
     }
-    for (name, url) in [
-        ("peer_url", &body.peer_url),
-        ("client_url", &body.client_url),
-    ] {
+    let urls = [
+        ("peer_url", Some(&body.peer_url)),
+        ("client_url", Some(&body.client_url)),
+        ("grpc_url", body.grpc_url.as_ref()),
+    ];
+    for (name, url) in urls {
+        let Some(url) = url else { continue };
+        // A member's client URLs are stored space-separated (`MemberNode`), so no URL holds one.
         let has_host = ["http://", "https://"].iter().any(|scheme| {
             url.strip_prefix(scheme)
-                .is_some_and(|rest| !rest.is_empty())
+                .is_some_and(|rest| !rest.is_empty() && !rest.contains(char::is_whitespace))
         });
         if !has_host {
             return Err(NodeError::Invalid(format!(
-                "{name} must be an http:// or https:// URL, not {url:?}"
+                "{name} must be an http:// or https:// URL without spaces, not {url:?}"
             )));
         }
     }
@@ -136,6 +143,7 @@ fn new_learner(body: NewMemberBody) -> Result<MemberInfo, NodeError> {
         id: body.id,
         peer_url: body.peer_url,
         client_url: body.client_url,
+        grpc_url: body.grpc_url,
         is_learner: true,
     })
 }

@@ -120,6 +120,7 @@ pub fn member(id: u64, is_learner: bool) -> MemberInfo {
         id,
         peer_url: format!("http://127.0.0.{id}:2380"),
         client_url: format!("http://127.0.0.{id}:2379"),
+        grpc_url: None,
         is_learner,
     }
 }

@@ -38,6 +38,7 @@ pub async fn start_cluster(size: u64) -> TestCluster {
             MemberNode {
                 peer_url,
                 client_url: String::new(),
+                grpc_url: None,
             },
         );
         listeners.push((id, listener));

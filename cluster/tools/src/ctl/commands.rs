@@ -530,8 +530,11 @@ async fn member(
             id,
             peer_url,
             client_url,
+            grpc_url,
         } => (
-            client.add_learner(id, &peer_url, &client_url).await?,
+            client
+                .add_learner(id, &peer_url, &client_url, grpc_url.as_deref())
+                .await?,
             format!("added member {id} as a learner\n"),
         ),
         MemberCommand::Promote { id } => (

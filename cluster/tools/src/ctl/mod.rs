@@ -320,6 +320,9 @@ pub enum MemberCommand {
         peer_url: String,
         #[arg(long)]
         client_url: String,
+        /// Its etcd gRPC URL, if it serves etcd's API (`revkv serve --listen-grpc`).
+        #[arg(long)]
+        grpc_url: Option<String>,
     },
     /// Make a learner a voter.
     Promote { id: u64 },

@@ -68,7 +68,7 @@ pub fn kv_table(kvs: &[KeyValue]) -> String {
     table(&["KEY", "VALUE", "CREATE_REV", "MOD_REV", "VERSION"], &rows)
 }
 
-/// Members as a table: ID, ROLE, PEER_URL, CLIENT_URL.
+/// Members as a table: ID, ROLE, PEER_URL, CLIENT_URL, GRPC_URL.
 pub fn member_table(members: &[Member]) -> String {
     let rows: Vec<Vec<String>> = members
         .iter()
@@ -83,10 +83,11 @@ pub fn member_table(members: &[Member]) -> String {
                 role.to_string(),
                 or_dash(&member.peer_url),
                 or_dash(&member.client_url),
+                or_dash(member.grpc_url.as_deref().unwrap_or_default()),
             ]
         })
         .collect();
-    table(&["ID", "ROLE", "PEER_URL", "CLIENT_URL"], &rows)
+    table(&["ID", "ROLE", "PEER_URL", "CLIENT_URL", "GRPC_URL"], &rows)
 }
 
 /// `text`, or `-` when it is empty (a member that has not published its URL yet).

@@ -365,15 +365,24 @@ impl ProcessCluster {
     }
 
     /// Founding members bootstrap with a membership that holds only peer URLs, and then each
-    /// publishes its client URL with a membership change of its own. Waits until every member lists
-    /// every member's client URL: the membership has settled (a test's own membership change
-    /// meanwhile could be refused as in progress).
+    /// publishes its client URLs (HTTP, and gRPC if it serves it) with a membership change of its
+    /// own. Waits until every member lists every member's client URLs: the membership has settled
+    /// (a test's own membership change meanwhile could be refused as in progress).
     pub async fn wait_for_published_client_urls(&self) {
         let clients: Vec<MemberClient> = self.ids().iter().map(|id| self.client(*id)).collect();
-        let expected: BTreeMap<u64, String> = self
+        let expected: BTreeMap<u64, (String, Option<String>)> = self
             .members
             .values()
-            .map(|member| (member.id, member.client_url()))
+            .map(|member| {
+                // The gRPC listener uses the client listener's TLS, so its scheme too.
+                let client_url = member.client_url();
+                let scheme = client_url.split("://").next().unwrap_or("http").to_string();
+                let grpc_url = self
+                    .grpc_addresses
+                    .get(&member.id)
+                    .map(|address| format!("{scheme}://{address}"));
+                (member.id, (client_url, grpc_url))
+            })
             .collect();
         let what = format!("every member to list the client URLs {expected:?}");
         wait_until(what, STARTUP_TIMEOUT, async || {
@@ -382,12 +391,13 @@ impl ProcessCluster {
                     .try_send(Method::GET, "/v1/members", None, &[])
                     .await
                     .ok()?;
-                let listed: BTreeMap<u64, String> = answer.json["members"]
+                let listed: BTreeMap<u64, (String, Option<String>)> = answer.json["members"]
                     .as_array()?
                     .iter()
                     .filter_map(|member| {
                         let url = member["client_url"].as_str()?.to_string();
-                        Some((member["id"].as_u64()?, url))
+                        let grpc_url = member["grpc_url"].as_str().map(str::to_string);
+                        Some((member["id"].as_u64()?, (url, grpc_url)))
                     })
                     .collect();
                 if listed != expected {

@@ -20,15 +20,16 @@ impl GrpcMember {
         let directory = tempfile::tempdir().expect("a temporary directory");
         let bind = || async { TcpListener::bind("127.0.0.1:0").await.expect("bind") };
         let (client, peer, grpc) = (bind().await, bind().await, bind().await);
+        let endpoint = format!("http://{}", grpc.local_addr().unwrap());
         let config = NodeConfig::single_member(
             directory.path().join("data"),
             client.local_addr().unwrap(),
             peer.local_addr().unwrap(),
-        );
+        )
+        .advertising_grpc_url(endpoint.clone());
         let node = Node::start_with_listeners(config, client, peer)
             .await
             .expect("the member starts");
-        let endpoint = format!("http://{}", grpc.local_addr().unwrap());
         let server = GrpcServer {
             backend: node.backend().clone(),
             metrics: Some(node.backend().metrics().clone()),
