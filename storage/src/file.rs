@@ -38,10 +38,20 @@ pub(crate) fn open_revkv_file(
         .open(path)
         .map_err(crate::error::io_error(path))?;
     let backend = FileBackend::new(file).map_err(|error| classify_open_error(path, kind, error))?;
-    let mut database = Database::builder()
-        .set_cache_size(cache_bytes)
-        .create_with_backend(FaultableFile::new(backend, faults.clone()))
-        .map_err(|error| classify_open_error(path, kind, error))?;
+    let backend = FaultableFile::new(backend, faults.clone());
+    // redb's debug builds walk every page while opening and panic on a damaged one (its
+    // `mark_allocated_page_for_debug`); release builds do not, and `verify_integrity` below refuses
+    // the file. Either way a damaged file must be an error naming it, never a panic.
+    let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        Database::builder()
+            .set_cache_size(cache_bytes)
+            .create_with_backend(backend)
+    }))
+    .map_err(|_| Error::Corrupt {
+        file: path.to_path_buf(),
+        detail: "redb panicked while opening it (a damaged page)".to_string(),
+    })?;
+    let mut database = opened.map_err(|error| classify_open_error(path, kind, error))?;
     verify_integrity(&mut database, path, kind)?;
     match read_marker(&database, path, kind)? {
         Some(marker) if marker.kind == kind => Ok(database),
