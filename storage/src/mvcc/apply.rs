@@ -20,11 +20,12 @@ use crate::mvcc::leases::WriteLeaseTables;
 use crate::mvcc::read::ResolvedRange;
 use crate::mvcc::tables::{IndexEntry, StoreState, WriteTables};
 use crate::mvcc::validate::validate_request;
-use crate::types::{ApplyOutcome, DeleteRangeResponse, LeaseGrantResponse};
+use crate::types::{ApplyEntry, ApplyOutcome, DeleteRangeResponse, EntryPayload, KeyRange};
 use crate::types::{
     Compare, CompareOp, CompareTarget, DeleteRangeRequest, KeyValue, PutRequest, PutResponse,
     RangeRequest, RangeResponse, Request, Response, TxnOp, TxnOpResponse, TxnRequest, TxnResponse,
 };
+use crate::types::{LeaseGrantResponse, RangeEnd};
 
 /// Applies one request. `Err` is a storage fault that must abort the whole batch; a rejected
 /// request is an `Ok` outcome carrying the rejection.
@@ -453,5 +454,26 @@ pub(crate) fn compare_holds(current: Option<&KeyValue>, compare: &Compare) -> bo
         CompareOp::NotEqual => ordering != Ordering::Equal,
         CompareOp::Less => ordering == Ordering::Less,
         CompareOp::Greater => ordering == Ordering::Greater,
+    }
+}
+
+/// The most entries `MvccStore::is_small_apply` counts as small.
+pub(super) const SMALL_APPLY_MAX_ENTRIES: usize = 8;
+
+/// An entry whose apply touches a bounded number of keys: a put, or a txn whose every op names one
+/// key; the work of a range delete or a lease revoke grows with the keys it finds.
+pub(super) fn is_small_entry(entry: &ApplyEntry) -> bool {
+    let single = |range: &KeyRange| matches!(range.end, RangeEnd::Single);
+    match &entry.payload {
+        EntryPayload::Blank => true,
+        EntryPayload::Request(Request::Put(_)) => true,
+        EntryPayload::Request(Request::Txn(txn)) => {
+            txn.success.iter().chain(&txn.failure).all(|op| match op {
+                TxnOp::Put(_) => true,
+                TxnOp::DeleteRange(delete) => single(&delete.range),
+                TxnOp::Get(get) => get.range.as_ref().is_some_and(single),
+            })
+        }
+        _ => false,
     }
 }

@@ -258,6 +258,17 @@ impl MvccStore {
         &self.options.limits
     }
 
+    /// Whether applying `entries` is a short, bounded piece of work: at most
+    /// `SMALL_APPLY_MAX_ENTRIES` entries, each a put or a txn of single-key ops (no range deletes,
+    /// lease revokes or compactions, whose work grows with the store), and no durable commit (an
+    /// fsync of the state file) due. The raft layer runs such batches on its own task instead of
+    /// handing them to a blocking thread: the hand-off costs more than the work.
+    pub fn is_small_apply(&self, entries: &[ApplyEntry]) -> bool {
+        entries.len() <= apply::SMALL_APPLY_MAX_ENTRIES
+            && entries.iter().all(apply::is_small_entry)
+            && matches!(self.durability_for_next_commit(), Durability::None)
+    }
+
     /// Applies committed log entries in one write transaction, returning one outcome per entry.
     ///
     /// `Err` means nothing was written (a storage fault, or an entry at or below the last applied
