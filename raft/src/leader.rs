@@ -3,6 +3,7 @@
 //! indexes and membership changes; each answers `NotLeader` when this member does not lead, so
 //! the caller can find the leader and retry.
 
+use crate::write_path_trace::{self, Stage};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -52,7 +53,12 @@ impl MemberInner {
         &self,
         request: ClientRequest,
     ) -> Result<ForwardedWrite, PeerError> {
-        match self.raft.client_write(request).await {
+        write_path_trace::mark(Stage::Submitted, 0);
+        let written = self.raft.client_write(request).await;
+        if let Ok(response) = &written {
+            write_path_trace::mark(Stage::Written, response.log_id.index);
+        }
+        match written {
             Ok(response) => Ok(ForwardedWrite {
                 log_index: response.log_id.index,
                 result: response.data,

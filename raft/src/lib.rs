@@ -41,6 +41,7 @@ pub mod state_machine;
 pub mod status;
 pub mod timings;
 pub mod types;
+mod write_path_trace;
 
 pub use config::{LeaseSettings, MemberConfig, PeerLimits, RaftTiming};
 pub use error::MemberError;

@@ -12,6 +12,7 @@
 //! this log. So before purging through index P, the state machine is flushed if its last durable
 //! applied index is below P. See docs/ARCHITECTURE.md, "Why the state file may skip fsyncs".
 
+use crate::write_path_trace::{self, Stage};
 use std::fmt::Debug;
 use std::io;
 use std::ops::{Bound, RangeBounds};
@@ -190,6 +191,9 @@ impl RaftLogStorage<TypeConfig> for LogStorage {
             held.push((entry, encoded.last().map_or(0, |(_, bytes)| bytes.len())));
         }
         self.tail().push_all(held).map_err(invalid_data)?;
+        if let Some((last_index, _)) = encoded.last() {
+            write_path_trace::mark(Stage::Appended, *last_index);
+        }
         self.writer.append(encoded, callback).await;
         Ok(())
     }

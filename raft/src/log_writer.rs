@@ -14,6 +14,7 @@
 //! and the log files are free (one `pwrite`, no thread wakes), and otherwise the thread writes it
 //! after its next write. Waking the thread for every commit cost a context switch per write.
 
+use crate::write_path_trace::{self, Stage};
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -301,6 +302,7 @@ impl WriterThread {
         match result {
             Ok(()) => {
                 if let Some(last_index) = last_index {
+                    write_path_trace::mark(Stage::Durable, last_index);
                     self.tail.lock().expect("log tail").mark_durable(last_index);
                 }
                 self.timings

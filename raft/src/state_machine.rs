@@ -15,6 +15,7 @@
 //! holds a snapshot in memory. A snapshot is identified by its last log id (openraft 0.10
 //! dropped the separate snapshot id).
 
+use crate::write_path_trace::{self, Stage};
 use std::io;
 use std::sync::Arc;
 
@@ -99,6 +100,7 @@ impl StateMachine {
         let entry_count = entries.len();
         let lease_changes: Vec<Option<Request>> = entries.iter().map(lease_change).collect();
         let started = std::time::Instant::now();
+        write_path_trace::mark(Stage::Applying, last_log_index);
         // A small chunk (a few puts or single-key txns, no fsync due) takes about 20 µs to apply,
         // less than handing it to a blocking thread and back costs in wake-ups; a single client's
         // write waits for both. Anything bigger, or a durable commit, runs off the runtime.
@@ -107,6 +109,7 @@ impl StateMachine {
         } else {
             run_blocking(move || store.apply_batch(&entries)).await?
         };
+        write_path_trace::mark(Stage::Applied, last_log_index);
         self.timings.entries_applied(started.elapsed(), entry_count);
         let mut last_revision = None;
         for ((outcome, responder), change) in

@@ -2,6 +2,7 @@
 //! openraft's network factory on top of it. With peer TLS on, it speaks only HTTPS, presents this
 //! member's certificate and accepts only peers whose certificate the peer CA signed.
 
+use crate::write_path_trace::{self, Stage};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::IpAddr;
@@ -219,10 +220,18 @@ impl RaftNetworkV2<TypeConfig> for PeerConnection {
     ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
         let timeout = self.timeout(&option);
         let peer_url = self.peer_url();
+        let last_index = request.entries.last().map(|entry| entry.log_id.index);
+        if let Some(index) = last_index {
+            write_path_trace::mark(Stage::Sent, index);
+        }
         let call = self
             .client
             .call(&peer_url, paths::APPEND, &request, timeout);
-        call.await.map_err(rpc_error)
+        let answer = call.await.map_err(rpc_error);
+        if let Some(index) = last_index {
+            write_path_trace::mark(Stage::Replied, index);
+        }
+        answer
     }
 
     async fn vote(

@@ -4,6 +4,7 @@
 //! signed by the peer CA, so a caller outside the cluster is refused at the handshake, before any
 //! append or vote is decoded.
 
+use crate::write_path_trace::{self, Stage};
 use std::future::Future;
 use std::sync::Arc;
 
@@ -92,7 +93,15 @@ async fn append(State(member): Shared, body: Bytes) -> Response {
     serve(
         body,
         |request: openraft::raft::AppendEntriesRequest<TypeConfig>| async move {
-            member.raft.append_entries(request).await.map_err(fatal)
+            let last_index = request.entries.last().map(|entry| entry.log_id.index);
+            if let Some(index) = last_index {
+                write_path_trace::mark(Stage::Received, index);
+            }
+            let answer = member.raft.append_entries(request).await.map_err(fatal);
+            if let Some(index) = last_index {
+                write_path_trace::mark(Stage::Answered, index);
+            }
+            answer
         },
     )
     .await
