@@ -23,7 +23,8 @@
 //! Lease grants, keep-alives and revokes are left to the lease checker ([`super::leases`]), and so
 //! are the revisions that only delete leased keys (a revoke's or an expiry's): no key-value
 //! operation of the workload deletes a key under the lease prefix. Puts that attach a key to a
-//! lease are ordinary writes here.
+//! lease are ordinary writes here. Since no operation holds such a revision, a 404's window
+//! extends through the ones right above it: the member may have expired a lease before the read.
 
 use std::collections::BTreeMap;
 
@@ -339,6 +340,19 @@ impl RealTimeOrder {
         count.checked_sub(1).map(|index| self.running_max[index])
     }
 
+    /// `ceiling`, raised through the revisions right above it that only delete leased keys (a
+    /// lease expiry or revoke). No key-value operation holds such a revision (their timing is the
+    /// lease checker's), so the operations' positions do not bound when one happened: it may
+    /// precede an operation that completed before any later operation was invoked, and a read
+    /// that saw it is not stale.
+    fn through_lease_deletes(history: &History, mut ceiling: u64) -> u64 {
+        while ceiling < history.last() && only_deletes_leased_keys(history.changes_at(ceiling + 1))
+        {
+            ceiling += 1;
+        }
+        ceiling
+    }
+
     /// The highest revision any operation invoked before `operation` completed could have made.
     fn ceiling(&self, operation: &Operation) -> u64 {
         let count = self
@@ -479,7 +493,8 @@ fn check_answer_without_revision(
     } else {
         history.first()
     };
-    let ceiling = order.ceiling(operation).max(floor);
+    let ceiling =
+        RealTimeOrder::through_lease_deletes(history, order.ceiling(operation).max(floor));
     match (&operation.request, &operation.outcome) {
         (Request::Get { key, .. }, Outcome::NotFound)
             if !history.held_between(key, None, floor, ceiling) =>

@@ -302,3 +302,51 @@ fn a_compare_and_swap_that_ignored_its_compare_is_reported() {
     let kinds = reported(&correct_changes(), &operations);
     assert!(kinds.contains(&"cas-applied-on-mismatch"), "{kinds:?}");
 }
+
+/// A leased key written at revision 2 and deleted at 3 by a lease expiry, which no operation made.
+fn expired_lease_key_changes() -> BTreeMap<u64, Vec<Change>> {
+    let key = format!("{}4", crate::chaos::workload::LEASE_KEY_PREFIX);
+    BTreeMap::from([
+        (
+            2,
+            vec![Change {
+                kind: Kind::Put,
+                key: key.clone(),
+                kv: kv(0, 2, 2, 1),
+                prev_kv: None,
+            }],
+        ),
+        (
+            3,
+            vec![Change {
+                kind: Kind::Delete,
+                key,
+                kv: Change::deleted_kv(3),
+                prev_kv: Some(kv(0, 2, 2, 1)),
+            }],
+        ),
+    ])
+}
+
+#[test]
+fn a_read_that_saw_a_lease_expiry_is_not_stale_and_a_missing_key_still_is() {
+    let key = format!("{}4", crate::chaos::workload::LEASE_KEY_PREFIX);
+    let written = operation(0, put(&key), (0, 10), ok(2, Answer::Written));
+    // Invoked after the put completed; the member expired the lease (revision 3) meanwhile. No
+    // operation holds revision 3, so nothing bounds when it happened: the 404 is legal. (A chaos
+    // run reported it as `stale-not-found` before the checker knew of the member's own deletes.)
+    let read = operation(
+        1,
+        get(&key, Consistency::Linearizable),
+        (20, 30),
+        Outcome::NotFound,
+    );
+    let operations = [written.clone(), read.clone()];
+    let violations = check_operations(&history_of(&expired_lease_key_changes()), &operations);
+    assert!(violations.is_empty(), "{violations:#?}");
+
+    // Without the expiry the key existed throughout: the same 404 is stale.
+    let mut changes = expired_lease_key_changes();
+    changes.remove(&3);
+    assert_eq!(reported(&changes, &[written, read]), ["stale-not-found"]);
+}
