@@ -21,8 +21,7 @@ pub async fn check_store(
     final_revision: u64,
 ) -> (u64, Vec<Violation>) {
     let mut violations = Vec::new();
-    let mut hashes = BTreeMap::new();
-    let mut compact_revision = 0;
+    let mut clients = BTreeMap::new();
     for (id, url) in members.client_urls() {
         let Ok(client) = Client::new([url]) else {
             continue;
@@ -35,16 +34,56 @@ pub async fn check_store(
         if let Err(error) = compare_range(&client, at_final, history, final_revision).await {
             violations.push(store_violation(format!("member {id}: {error}")));
         }
-        match client.hash(Some(final_revision)).await {
-            Ok(hash) => {
-                hashes.insert(id, hash.hash);
-                compact_revision = compact_revision.max(hash.compact_revision);
-            }
-            Err(error) => {
-                violations.push(store_violation(format!("member {id}: no hash: {error}")))
+        clients.insert(id, client);
+    }
+    let compact_revision = compare_hashes(&clients, final_revision, &mut violations).await;
+    let sampled = check_sampled_revisions(members, history, compact_revision, final_revision);
+    violations.extend(sampled.await);
+    (compact_revision, violations)
+}
+
+/// How many times the hashes are taken again while the members' applied log indexes differ or
+/// move, and the pause between tries.
+const HASH_ATTEMPTS: u32 = 20;
+const HASH_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Every member's hash at `final_revision`, compared once all of them had applied the same log
+/// index before and after hashing. The hash covers the leases as applied, and a lease grant, or
+/// the revoke of a lease without keys, takes no revision: members at one revision that have not
+/// applied the same log may differ there without being out of step (a chaos run compared them
+/// mid-way and reported a false mismatch). After `HASH_ATTEMPTS` the last hashes are compared
+/// anyway. Returns the highest compact revision reported.
+async fn compare_hashes(
+    clients: &BTreeMap<u64, Client>,
+    final_revision: u64,
+    violations: &mut Vec<Violation>,
+) -> u64 {
+    let mut hashes = BTreeMap::new();
+    let mut failures = Vec::new();
+    let mut compact_revision = 0;
+    for _ in 0..HASH_ATTEMPTS {
+        let applied_before = applied_indexes(clients).await;
+        hashes.clear();
+        failures.clear();
+        for (id, client) in clients {
+            match client.hash(Some(final_revision)).await {
+                Ok(hash) => {
+                    hashes.insert(*id, hash.hash);
+                    compact_revision = compact_revision.max(hash.compact_revision);
+                }
+                Err(error) => failures.push(format!("member {id}: no hash: {error}")),
             }
         }
+        let applied_after = applied_indexes(clients).await;
+        let settled = applied_before == applied_after
+            && applied_after.len() == clients.len()
+            && applied_after.values().collect::<BTreeSet<_>>().len() == 1;
+        if settled {
+            break;
+        }
+        tokio::time::sleep(HASH_RETRY_PAUSE).await;
     }
+    violations.extend(failures.into_iter().map(store_violation));
     let distinct: BTreeSet<u64> = hashes.values().copied().collect();
     if distinct.len() > 1 {
         violations.push(Violation {
@@ -53,9 +92,18 @@ pub async fn check_store(
             operations: Vec::new(),
         });
     }
-    let sampled = check_sampled_revisions(members, history, compact_revision, final_revision);
-    violations.extend(sampled.await);
-    (compact_revision, violations)
+    compact_revision
+}
+
+/// Each member's applied log index, for the members that answered.
+async fn applied_indexes(clients: &BTreeMap<u64, Client>) -> BTreeMap<u64, u64> {
+    let mut applied = BTreeMap::new();
+    for (id, client) in clients {
+        if let Ok(status) = client.status().await {
+            applied.insert(*id, status.applied_index);
+        }
+    }
+    applied
 }
 
 /// Historical range reads at revisions spread over the retained history equal the history.
