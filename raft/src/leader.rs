@@ -3,7 +3,6 @@
 //! indexes and membership changes; each answers `NotLeader` when this member does not lead, so
 //! the caller can find the leader and retry.
 
-use crate::write_path_trace::{self, Stage};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -16,6 +15,7 @@ use crate::member_inner::MemberInner;
 use crate::peer::client::CallError;
 use crate::peer::{paths, AdminRequest, ForwardedWrite, PeerError};
 use crate::types::{ClientRequest, TypeConfig};
+use crate::write_path_trace::{self, Stage};
 
 impl MemberInner {
     /// Runs a membership change on the leader this member knows of (once; no retries).

@@ -12,7 +12,6 @@
 //! this log. So before purging through index P, the state machine is flushed if its last durable
 //! applied index is below P. See docs/ARCHITECTURE.md, "Why the state file may skip fsyncs".
 
-use crate::write_path_trace::{self, Stage};
 use std::fmt::Debug;
 use std::io;
 use std::ops::{Bound, RangeBounds};
@@ -28,6 +27,7 @@ use crate::log_writer::LogWriter;
 use crate::timings::StorageTimings;
 use crate::types::alias::{Entry, IOFlushed, LogId, LogState, Vote};
 use crate::types::{from_storage_log_id, to_storage_log_id, TypeConfig};
+use crate::write_path_trace::{self, Stage};
 
 /// The raft log of one member. Cheap to clone: every clone shares the same file, tail and writer.
 #[derive(Clone)]

@@ -14,7 +14,6 @@
 //! and the log files are free (one `pwrite`, no thread wakes), and otherwise the thread writes it
 //! after its next write. Waking the thread for every commit cost a context switch per write.
 
-use crate::write_path_trace::{self, Stage};
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -26,6 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::log_tail::LogTail;
 use crate::timings::StorageTimings;
 use crate::types::alias::IOFlushed;
+use crate::write_path_trace::{self, Stage};
 
 /// Commands waiting for the writer, at most. A full queue makes `append` wait: backpressure from a
 /// slow disk reaches openraft instead of growing memory.

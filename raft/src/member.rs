@@ -129,6 +129,7 @@ impl RaftMember {
             lessor,
             lease_check_now: tokio::sync::Notify::new(),
             snapshot_files,
+            append_streams: Default::default(),
         });
         let stop_peer_server = crate::peer::server::spawn(inner.clone(), peer_listener);
         let stop_lease_expiry = watch::Sender::new(false);
@@ -253,6 +254,12 @@ impl RaftMember {
             }
             tracing::warn!("could not publish this member's client URL to the membership");
         });
+    }
+
+    /// How many append streams (other members' replication and heartbeat connections) this
+    /// member serves now.
+    pub fn open_append_streams(&self) -> usize {
+        self.inner.append_streams.count()
     }
 
     /// The address the peer listener is bound to.

@@ -32,4 +32,6 @@ pub(crate) struct MemberInner {
     pub lease_check_now: tokio::sync::Notify,
     /// Where snapshots sent and received are written (`DATA_DIR/snapshots/`).
     pub snapshot_files: Arc<crate::snapshot_file::SnapshotFiles>,
+    /// The append streams this member serves now (`peer/append_stream.rs`).
+    pub append_streams: Arc<crate::peer::append_stream::OpenStreams>,
 }

@@ -15,7 +15,6 @@
 //! holds a snapshot in memory. A snapshot is identified by its last log id (openraft 0.10
 //! dropped the separate snapshot id).
 
-use crate::write_path_trace::{self, Stage};
 use std::io;
 use std::sync::Arc;
 
@@ -33,6 +32,7 @@ use crate::types::alias::{
     Entry, EntryResponder, LogId, Snapshot, SnapshotData, SnapshotMeta, StoredMembership,
 };
 use crate::types::{from_storage_log_id, to_storage_log_id, Rejection, TypeConfig, WriteResult};
+use crate::write_path_trace::{self, Stage};
 
 /// Most entries applied in one storage transaction.
 pub const MAX_ENTRIES_PER_APPLY_BATCH: usize = 1024;

@@ -44,6 +44,23 @@ async fn writes_through_every_member_are_applied_everywhere() {
         hashes.windows(2).all(|pair| pair[0] == pair[1]),
         "{hashes:?}"
     );
+    // The leader replicated over append streams, not one HTTP request per append: every follower
+    // serves at least one (`peer/append_stream.rs`).
+    let leader = cluster.members[0]
+        .raft()
+        .metrics()
+        .borrow_watched()
+        .current_leader
+        .expect("a leader");
+    for member in &cluster.members {
+        if member.id() != leader {
+            assert!(
+                member.open_append_streams() >= 1,
+                "member {} serves no append stream",
+                member.id()
+            );
+        }
+    }
     for member in &cluster.members {
         member.shutdown().await.unwrap();
     }

@@ -2,7 +2,6 @@
 //! openraft's network factory on top of it. With peer TLS on, it speaks only HTTPS, presents this
 //! member's certificate and accepts only peers whose certificate the peer CA signed.
 
-use crate::write_path_trace::{self, Stage};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::IpAddr;
@@ -20,9 +19,11 @@ use revkv_storage::codec;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::peer::append_stream::{AppendStream, StreamCallError};
 use crate::peer::{paths, PeerError};
 use crate::types::alias::{Snapshot, SnapshotData, Vote};
 use crate::types::{MemberNode, TypeConfig};
+use crate::write_path_trace::{self, Stage};
 
 /// How a peer call failed from the caller's side.
 #[derive(Debug, thiserror::Error)]
@@ -176,6 +177,8 @@ impl RaftNetworkFactory<TypeConfig> for PeerNetworkFactory {
             peer_url_when_made: node.peer_url.clone(),
             addresses: self.addresses.clone(),
             minimum_call_timeout: self.minimum_call_timeout,
+            append_stream: None,
+            append_stream_not_served: false,
         }
     }
 }
@@ -189,6 +192,11 @@ pub struct PeerConnection {
     peer_url_when_made: String,
     addresses: Arc<PeerAddresses>,
     minimum_call_timeout: Duration,
+    /// The open append stream, if any; taken out for each call and put back only after a whole
+    /// answer, so a failed, timed-out or cancelled call leaves none behind.
+    append_stream: Option<AppendStream>,
+    /// The target answered 404 to the stream (an older member): appends go over HTTP POSTs.
+    append_stream_not_served: bool,
 }
 
 impl PeerConnection {
@@ -208,6 +216,50 @@ impl PeerConnection {
     fn timeout(&self, option: &RPCOption) -> Duration {
         option.soft_ttl().max(self.minimum_call_timeout)
     }
+
+    /// One append over the stream to `peer_url`, opening it first when there is none (or it was
+    /// opened to an address the target no longer has); falls back to a POST when the target does
+    /// not serve streams. The whole call, opening included, is bounded by `timeout`.
+    async fn append_over_stream(
+        &mut self,
+        peer_url: &str,
+        request: &AppendEntriesRequest<TypeConfig>,
+        timeout: Duration,
+    ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
+        let open = self
+            .append_stream
+            .take()
+            .filter(|stream| stream.peer_url == peer_url);
+        let max_reply_bytes = codec::MAX_RECORD_BYTES;
+        let exchange = async {
+            if let Some(mut stream) = open {
+                match stream.call(request, max_reply_bytes).await {
+                    Ok(reply) => return Ok((stream, reply)),
+                    // The peer closed the kept stream meanwhile (it restarted, or closed it as
+                    // idle): try once more on a new one, as an HTTP client retries a request sent
+                    // on a stale pooled connection. Raft appends may be repeated.
+                    Err(CallError::Unreachable(_)) => {}
+                    Err(other) => return Err(StreamCallError::Call(other)),
+                }
+            }
+            let mut stream = AppendStream::open(&self.client, peer_url, timeout).await?;
+            let reply = stream.call(request, max_reply_bytes).await;
+            Ok::<_, StreamCallError>((stream, reply.map_err(StreamCallError::Call)?))
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Ok(Ok((stream, reply))) => {
+                self.append_stream = Some(stream);
+                Ok(reply)
+            }
+            Ok(Err(StreamCallError::NotServed)) => {
+                self.append_stream_not_served = true;
+                let call = self.client.call(peer_url, paths::APPEND, request, timeout);
+                call.await.map_err(rpc_error)
+            }
+            Ok(Err(StreamCallError::Call(error))) => Err(rpc_error(error)),
+            Err(_) => Err(rpc_error(CallError::Timeout(timeout))),
+        }
+    }
 }
 
 impl RaftNetworkV2<TypeConfig> for PeerConnection {
@@ -224,10 +276,14 @@ impl RaftNetworkV2<TypeConfig> for PeerConnection {
         if let Some(index) = last_index {
             write_path_trace::mark(Stage::Sent, index);
         }
-        let call = self
-            .client
-            .call(&peer_url, paths::APPEND, &request, timeout);
-        let answer = call.await.map_err(rpc_error);
+        let answer = if self.append_stream_not_served {
+            let call = self
+                .client
+                .call(&peer_url, paths::APPEND, &request, timeout);
+            call.await.map_err(rpc_error)
+        } else {
+            self.append_over_stream(&peer_url, &request, timeout).await
+        };
         if let Some(index) = last_index {
             write_path_trace::mark(Stage::Replied, index);
         }

@@ -1,12 +1,15 @@
 //! The peer protocol: how members talk to each other on the peer listener.
 //!
 //! Every call is one HTTP POST whose body is a codec record (bincode, with the format-version byte)
-//! and whose answer is a codec record of `Result<Reply, PeerError>`. Besides openraft's own RPCs
+//! and whose answer is a codec record of `Result<Reply, PeerError>`; openraft's appends go over a
+//! long-lived upgraded connection instead, one frame per call (`append_stream.rs`), falling back
+//! to the POST against a member without it. Besides openraft's own RPCs
 //! (append, vote, full snapshot, transfer leader) there are the calls a follower needs from the
 //! leader: forward a client write, get a read index, run a membership change, and the lease calls
 //! only the leader can answer (grant, which picks the id; keep-alive and time-to-live, which read
 //! the leader's deadlines).
 
+pub(crate) mod append_stream;
 pub mod client;
 pub mod server;
 pub mod snapshot_transfer;
@@ -18,6 +21,8 @@ use crate::types::MemberNode;
 /// The peer listener's paths.
 pub mod paths {
     pub const APPEND: &str = "/raft/append";
+    /// AppendEntries over one upgraded connection (`append_stream.rs`).
+    pub const APPEND_STREAM: &str = "/raft/append-stream";
     pub const VOTE: &str = "/raft/vote";
     pub const SNAPSHOT: &str = "/raft/snapshot";
     pub const TRANSFER_LEADER: &str = "/raft/transfer-leader";

@@ -4,7 +4,6 @@
 //! signed by the peer CA, so a caller outside the cluster is refused at the handshake, before any
 //! append or vote is decoded.
 
-use crate::write_path_trace::{self, Stage};
 use std::future::Future;
 use std::sync::Arc;
 
@@ -24,6 +23,7 @@ use crate::peer::{
     paths, AdminRequest, LeaseGrantCall, LeaseTimeToLiveCall, PeerError, PeerIdentity,
 };
 use crate::types::{ClientRequest, TypeConfig};
+use crate::write_path_trace::{self, Stage};
 
 type Shared = State<Arc<MemberInner>>;
 
@@ -36,6 +36,7 @@ pub(crate) fn spawn(
     let max_body_bytes = member.config.peer_limits.max_body_bytes;
     let router = Router::new()
         .route(paths::APPEND, post(append))
+        .route(paths::APPEND_STREAM, post(super::append_stream::accept))
         .route(paths::VOTE, post(vote))
         .route(paths::SNAPSHOT, post(snapshot))
         .route(paths::TRANSFER_LEADER, post(transfer_leader))
