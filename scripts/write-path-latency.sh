@@ -10,21 +10,15 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 binary=${REVKV_BINARY:-$repo/target/release/revkv}
 work_dir=$(mktemp -d "${TMPDIR:-/tmp}/revkv-write-path.XXXXXX")
-export REVKV_BINARY=$binary REVKV_CLUSTER_DIR=$work_dir/cluster
+export REVKV_BINARY=$binary
 export REVKV_CLUSTER_FLAGS="--log-format json"
 export RUST_LOG="info,openraft=warn,revkv::write_path=trace"
-cleanup() { "$repo/scripts/cluster.sh" down >/dev/null 2>&1 || true; rm -rf "$work_dir"; }
+# shellcheck source=scripts/bench-lib.sh
+source "$repo/scripts/bench-lib.sh"
+cleanup() { stop_cluster; rm -rf "$work_dir"; }
 trap cleanup EXIT
-"$repo/scripts/cluster.sh" up >/dev/null
-leader=""
-for _ in $(seq 100); do
-  leader=$(curl -sf http://127.0.0.1:7001/v1/status |
-    python3 -c 'import json, sys; print(json.load(sys.stdin).get("leader_id") or "")' || true)
-  [[ -n "$leader" ]] && break
-  sleep 0.1
-done
-[[ -n "$leader" ]] || { echo "no leader" >&2; exit 1; }
+start_revkv >/dev/null
 "$binary" bench put --clients 1 --duration "${WRITE_PATH_DURATION:-4s}" \
-  --endpoints "http://127.0.0.1:700$leader" 2>/dev/null | grep -E "throughput|latency"
-"$repo/scripts/cluster.sh" down >/dev/null
-python3 "$repo/scripts/write_path_latency.py" "$work_dir"/cluster/member-*.log
+  --endpoints "$leader_endpoint" 2>/dev/null | grep -E "throughput|latency"
+logs=("$work_dir"/revkv/member-*.log)
+python3 "$repo/scripts/write_path_latency.py" "${logs[@]}"

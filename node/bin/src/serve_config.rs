@@ -1147,13 +1147,6 @@ mod tests {
             None
         );
 
-        let fails_with = |args: ServeArgs, expected: &str| {
-            let error = args.into_node_config().unwrap_err();
-            assert!(
-                error.contains(expected),
-                "{error:?} should say {expected:?}"
-            );
-        };
         let no_leases = ServeArgs {
             max_leases: Some(0),
             ..args.clone()
@@ -1218,6 +1211,15 @@ mod tests {
         assert!(unknown.with_config_file().is_err());
     }
 
+    /// Asserts that `args` are refused with an error that says `expected`.
+    fn fails_with(args: ServeArgs, expected: &str) {
+        let error = args.into_node_config().unwrap_err();
+        assert!(
+            error.contains(expected),
+            "{error:?} should say {expected:?}"
+        );
+    }
+
     #[test]
     fn the_grpc_url_is_advertised_from_its_listener_or_the_flag() {
         let none = ServeArgs::default().into_node_config().unwrap();
@@ -1240,28 +1242,21 @@ mod tests {
             config.member.advertise.grpc_url.as_deref(),
             Some("http://etcd.example:2379")
         );
-        let refused = |args: ServeArgs, expected: &str| {
-            let error = args.into_node_config().unwrap_err();
-            assert!(
-                error.contains(expected),
-                "{error:?} should say {expected:?}"
-            );
-        };
         let without_listener = ServeArgs {
             advertise_grpc: Some("http://127.0.0.1:7201".into()),
             ..ServeArgs::default()
         };
-        refused(without_listener, "--advertise-grpc needs --listen-grpc");
+        fails_with(without_listener, "--advertise-grpc needs --listen-grpc");
         let with_space = ServeArgs {
             advertise_grpc: Some("http://a b:7201".into()),
             ..listening.clone()
         };
-        refused(with_space, "holds a space");
+        fails_with(with_space, "holds a space");
         let all_interfaces = ServeArgs {
             listen_grpc: Some(([0, 0, 0, 0], 7201).into()),
             ..ServeArgs::default()
         };
-        refused(all_interfaces, "give --advertise-grpc too");
+        fails_with(all_interfaces, "give --advertise-grpc too");
     }
 
     #[test]
@@ -1287,13 +1282,6 @@ mod tests {
             "https://127.0.0.1:7101"
         );
 
-        let fails_with = |args: ServeArgs, expected: &str| {
-            let error = args.into_node_config().unwrap_err();
-            assert!(
-                error.contains(expected),
-                "{error:?} should say {expected:?}"
-            );
-        };
         let plain_peer_url = ServeArgs {
             initial_cluster: Some("1=http://127.0.0.1:7101".into()),
             ..tls.clone()
