@@ -3,7 +3,7 @@
 //! A record is one format-version byte followed by the bincode 2 (serde, standard config) encoding
 //! of the value. bincode is pinned at `=2.0.1` because the crate is unmaintained and 3.0.0 is an empty
 //! stub; nothing outside this module names bincode. Decoding is bounded by `MAX_RECORD_BYTES` so a
-//! corrupt length prefix cannot make us allocate without limit. Frames (for snapshot streams) are a
+//! corrupt length prefix cannot make us allocate without limit. Frames (for snapshot streams and the peer append stream) are a
 //! big-endian `u32` length followed by one record.
 
 use std::io::{Read, Write};
@@ -81,16 +81,29 @@ fn decode_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, CodecError> {
     Ok(value)
 }
 
-/// Writes one length-prefixed record to a stream.
-pub fn write_frame<W: Write, T: Serialize>(writer: &mut W, value: &T) -> Result<(), CodecError> {
-    let record = encode(value)?;
-    if record.len() > MAX_RECORD_BYTES {
-        return Err(CodecError::FrameTooLarge(record.len()));
+/// Encodes a value as one frame in one buffer: the record's length (big-endian `u32`), then the
+/// record. Encoding behind a placeholder for the length means the record is never copied, and a
+/// stream writes the frame whole. Snapshot streams (`write_frame`) and the peer append stream
+/// send these.
+pub fn encode_frame<T: Serialize>(value: &T) -> Result<Vec<u8>, CodecError> {
+    const LENGTH_BYTES: usize = 4;
+    let mut frame = vec![0; LENGTH_BYTES];
+    frame.push(FORMAT_VERSION);
+    bincode::serde::encode_into_std_write(value, &mut frame, config())
+        .map_err(|error| CodecError::Encode(error.to_string()))?;
+    let record_bytes = frame.len() - LENGTH_BYTES;
+    if record_bytes > MAX_RECORD_BYTES {
+        return Err(CodecError::FrameTooLarge(record_bytes));
     }
     let length =
-        u32::try_from(record.len()).map_err(|_| CodecError::FrameTooLarge(record.len()))?;
-    writer.write_all(&length.to_be_bytes())?;
-    writer.write_all(&record)?;
+        u32::try_from(record_bytes).map_err(|_| CodecError::FrameTooLarge(record_bytes))?;
+    frame[..LENGTH_BYTES].copy_from_slice(&length.to_be_bytes());
+    Ok(frame)
+}
+
+/// Writes one length-prefixed record to a stream.
+pub fn write_frame<W: Write, T: Serialize>(writer: &mut W, value: &T) -> Result<(), CodecError> {
+    writer.write_all(&encode_frame(value)?)?;
     Ok(())
 }
 

@@ -76,14 +76,9 @@ impl Drop for OpenStreamGuard {
 /// or idle: openraft's heartbeats keep a live one busy).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Writes one frame: the record's length, then the record, in one write.
-async fn write_frame(writer: &mut (impl AsyncWrite + Unpin), record: &[u8]) -> io::Result<()> {
-    let length = u32::try_from(record.len())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "frame over 4 GiB"))?;
-    let mut frame = Vec::with_capacity(4 + record.len());
-    frame.extend_from_slice(&length.to_be_bytes());
-    frame.extend_from_slice(record);
-    writer.write_all(&frame).await?;
+/// Sends one frame (`codec::encode_frame`) in one write.
+async fn send_frame(writer: &mut (impl AsyncWrite + Unpin), frame: &[u8]) -> io::Result<()> {
+    writer.write_all(frame).await?;
     writer.flush().await
 }
 
@@ -168,14 +163,14 @@ impl AppendStream {
         request: &AppendEntriesRequest<TypeConfig>,
         max_reply_bytes: usize,
     ) -> Result<AppendEntriesResponse<TypeConfig>, CallError> {
-        let record =
-            codec::encode(request).map_err(|error| CallError::BadAnswer(error.to_string()))?;
+        let frame = codec::encode_frame(request)
+            .map_err(|error| CallError::BadAnswer(error.to_string()))?;
         let unreachable = |error: io::Error| CallError::Unreachable(error.to_string());
         let io = self
             .io
             .get_mut()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        write_frame(io, &record).await.map_err(unreachable)?;
+        send_frame(io, &frame).await.map_err(unreachable)?;
         let answer = read_frame(io, max_reply_bytes).await.map_err(unreachable)?;
         let reply: Result<AppendEntriesResponse<TypeConfig>, PeerError> =
             codec::decode(&answer).map_err(|error| CallError::BadAnswer(error.to_string()))?;
@@ -266,10 +261,10 @@ async fn serve(
             write_path_trace::mark(Stage::Answered, index);
         }
         drop(member);
-        let Ok(record) = codec::encode(&reply) else {
+        let Ok(frame) = codec::encode_frame(&reply) else {
             return;
         };
-        if write_frame(&mut io, &record).await.is_err() {
+        if send_frame(&mut io, &frame).await.is_err() {
             return;
         }
     }
@@ -282,11 +277,18 @@ mod tests {
     #[tokio::test]
     async fn frames_round_trip_and_an_oversized_length_is_refused_before_reading_it() {
         let (mut writer, mut reader) = tokio::io::duplex(1024);
-        write_frame(&mut writer, b"first").await.unwrap();
-        write_frame(&mut writer, b"").await.unwrap();
-        assert_eq!(read_frame(&mut reader, 16).await.unwrap(), b"first");
-        assert_eq!(read_frame(&mut reader, 16).await.unwrap(), b"");
-        write_frame(&mut writer, &[7; 17]).await.unwrap();
+        let send = |value: &str| codec::encode_frame(&value.to_string()).unwrap();
+        send_frame(&mut writer, &send("first")).await.unwrap();
+        send_frame(&mut writer, &send("")).await.unwrap();
+        let received = |record: Vec<u8>| codec::decode::<String>(&record).unwrap();
+        assert_eq!(
+            received(read_frame(&mut reader, 16).await.unwrap()),
+            "first"
+        );
+        assert_eq!(received(read_frame(&mut reader, 16).await.unwrap()), "");
+        send_frame(&mut writer, &send("seventeen bytes.."))
+            .await
+            .unwrap();
         let refused = read_frame(&mut reader, 16).await.unwrap_err();
         assert_eq!(refused.kind(), io::ErrorKind::InvalidData);
         let (_, mut closed) = tokio::io::duplex(8);
