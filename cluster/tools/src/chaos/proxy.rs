@@ -171,14 +171,19 @@ impl Drop for LinkProxy {
 }
 
 impl LinkProxy {
-    /// Listens on a free loopback port and forwards to member `to`'s peer listener at `target`.
+    /// Listens on a free loopback port (one the harness never handed out, so that it cannot be a
+    /// member's port) and forwards to member `to`'s peer listener at `target`.
     pub async fn start(
         to: u64,
         target: SocketAddr,
         rules: LinkRules,
         seed: u64,
     ) -> std::io::Result<LinkProxy> {
-        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let listener = crate::harness::bind_fresh_loopback_listeners(1)
+            .map_err(std::io::Error::other)?
+            .remove(0);
+        listener.set_nonblocking(true)?;
+        let listener = TcpListener::from_std(listener)?;
         let address = listener.local_addr()?;
         let task = tokio::spawn(accept_loop(listener, to, target, rules, seed));
         Ok(LinkProxy { address, task })
