@@ -36,6 +36,9 @@ pub struct LogStorage {
     state_machine_store: Arc<MvccStore>,
     tail: Arc<Mutex<LogTail>>,
     writer: Arc<LogWriter>,
+    /// This member's id, when appends of other members' entries (a follower's) are written on
+    /// the calling task ([`LogWriter::append_inline`]). `None`: every append goes to the thread.
+    inline_appends_unless_leader: Option<u64>,
 }
 
 impl LogStorage {
@@ -62,7 +65,16 @@ impl LogStorage {
             state_machine_store,
             tail,
             writer: Arc::new(writer),
+            inline_appends_unless_leader: None,
         })
+    }
+
+    /// Writes appends of entries made by another member's leadership, which only a follower
+    /// appends, on openraft's task instead of the writer thread. A leader's own entries still go
+    /// to the thread, so that it replicates them while its fsync runs.
+    pub fn with_inline_follower_appends(mut self, own_node_id: u64) -> Self {
+        self.inline_appends_unless_leader = Some(own_node_id);
+        self
     }
 
     fn tail(&self) -> std::sync::MutexGuard<'_, LogTail> {
@@ -185,7 +197,11 @@ impl RaftLogStorage<TypeConfig> for LogStorage {
     {
         let mut encoded = Vec::new();
         let mut held = Vec::new();
+        let mut made_by_another_leader = false;
         for entry in entries {
+            made_by_another_leader = self
+                .inline_appends_unless_leader
+                .is_some_and(|own_id| entry.log_id.leader_id.node_id != own_id);
             let bytes = codec::encode(&entry).map_err(invalid_data)?;
             encoded.push((entry.log_id.index, bytes));
             held.push((entry, encoded.last().map_or(0, |(_, bytes)| bytes.len())));
@@ -194,7 +210,11 @@ impl RaftLogStorage<TypeConfig> for LogStorage {
         if let Some((last_index, _)) = encoded.last() {
             write_path_trace::mark(Stage::Appended, *last_index);
         }
-        self.writer.append(encoded, callback).await;
+        if made_by_another_leader {
+            self.writer.append_inline(encoded, callback).await;
+        } else {
+            self.writer.append(encoded, callback).await;
+        }
         Ok(())
     }
 

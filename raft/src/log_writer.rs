@@ -15,6 +15,7 @@
 //! after its next write. Waking the thread for every commit cost a context switch per write.
 
 use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -65,9 +66,14 @@ enum Command {
 /// one closes the queue and waits for the thread to finish what it was given.
 pub(crate) struct LogWriter {
     queue: Option<mpsc::Sender<Command>>,
+    /// Ordered commands (every kind but `Wake`) queued or being carried out by the thread. While
+    /// it is zero the thread touches the log only to save the committed id, so an append may be
+    /// written on the caller's thread without overtaking anything.
+    unfinished: Arc<AtomicUsize>,
     committed: Arc<Mutex<CommittedSlot>>,
     log: Arc<RaftLogStore>,
     tail: Arc<Mutex<LogTail>>,
+    timings: StorageTimings,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -117,21 +123,25 @@ impl LogWriter {
     ) -> io::Result<Self> {
         let (queue, commands) = mpsc::channel(QUEUE_CAPACITY);
         let committed = Arc::new(Mutex::new(CommittedSlot::default()));
+        let unfinished = Arc::new(AtomicUsize::new(0));
         let thread = WriterThread {
             log: log.clone(),
             tail: tail.clone(),
-            timings,
+            timings: timings.clone(),
             commands,
             committed: committed.clone(),
+            unfinished: unfinished.clone(),
         };
         let thread = std::thread::Builder::new()
             .name("raft-log-writer".into())
             .spawn(move || thread.run())?;
         Ok(LogWriter {
             queue: Some(queue),
+            unfinished,
             committed,
             log,
             tail,
+            timings,
             thread: Some(thread),
         })
     }
@@ -143,11 +153,32 @@ impl LogWriter {
             callback,
             queued_at: Instant::now(),
         };
+        self.unfinished.fetch_add(1, Ordering::SeqCst);
         if let Err(mpsc::error::SendError(Command::Append { callback, .. })) =
             self.queue().send(command).await
         {
+            self.unfinished.fetch_sub(1, Ordering::SeqCst);
             callback.io_completed(Err(writer_gone()));
         }
+    }
+
+    /// Writes entries durably on the caller's thread and fires `callback`, when the writer thread
+    /// has nothing queued that this append would overtake; otherwise queues them as
+    /// [`LogWriter::append`] does. A follower uses this: it answers its leader only once the entries
+    /// are durable, and it has one append from its leader at a time, so the thread's wake-ups (one
+    /// to start the write, one to report it) are pure latency there.
+    pub(crate) async fn append_inline(&self, entries: Vec<(u64, Vec<u8>)>, callback: IOFlushed) {
+        if self.unfinished.load(Ordering::SeqCst) > 0 {
+            return self.append(entries, callback).await;
+        }
+        let batch = AppendBatch {
+            bytes: entries.iter().map(|(_, bytes)| bytes.len()).sum(),
+            entries,
+            callbacks: vec![callback],
+            first_queued_at: Instant::now(),
+        };
+        write_batch(&self.log, &self.tail, &self.timings, batch);
+        save_committed_if_changed(&self.log, &self.tail, &self.committed);
     }
 
     pub(crate) async fn save_vote(&self, encoded: Vec<u8>) -> io::Result<()> {
@@ -190,10 +221,11 @@ impl LogWriter {
         command: impl FnOnce(oneshot::Sender<io::Result<()>>) -> Command,
     ) -> io::Result<()> {
         let (done, answer) = oneshot::channel();
-        self.queue()
-            .send(command(done))
-            .await
-            .map_err(|_| writer_gone())?;
+        self.unfinished.fetch_add(1, Ordering::SeqCst);
+        if self.queue().send(command(done)).await.is_err() {
+            self.unfinished.fetch_sub(1, Ordering::SeqCst);
+            return Err(writer_gone());
+        }
         answer.await.map_err(|_| writer_gone())?
     }
 
@@ -224,6 +256,7 @@ struct WriterThread {
     timings: StorageTimings,
     commands: mpsc::Receiver<Command>,
     committed: Arc<Mutex<CommittedSlot>>,
+    unfinished: Arc<AtomicUsize>,
 }
 
 /// Appends taken from the queue to be written together.
@@ -244,9 +277,14 @@ impl WriterThread {
                     callback,
                     queued_at,
                 } => self.write_appends(entries, callback, queued_at),
+                Command::Wake => {
+                    self.save_committed_if_changed();
+                    self.commands.blocking_recv()
+                }
                 other => {
                     self.run_ordered(other);
                     self.save_committed_if_changed();
+                    self.finished(1);
                     self.commands.blocking_recv()
                 }
             };
@@ -285,39 +323,20 @@ impl WriterThread {
                 Err(_) => break,
             }
         }
-        self.write_batch(batch);
+        let appends = batch.callbacks.len();
+        write_batch(&self.log, &self.tail, &self.timings, batch);
         self.save_committed_if_changed();
+        self.finished(appends);
         left_over.or_else(|| self.commands.blocking_recv())
     }
 
-    fn write_batch(&mut self, batch: AppendBatch) {
-        let last_index = batch.entries.last().map(|(index, _)| *index);
-        let entry_count = batch.entries.len();
-        let result = self.log.append(
-            batch
-                .entries
-                .iter()
-                .map(|(index, bytes)| (*index, bytes.as_slice())),
+    /// Counts `commands` ordered commands as carried out, after their effects and answers.
+    fn finished(&self, commands: usize) {
+        let before = self.unfinished.fetch_sub(commands, Ordering::SeqCst);
+        assert!(
+            before >= commands,
+            "more commands finished than were queued"
         );
-        match result {
-            Ok(()) => {
-                if let Some(last_index) = last_index {
-                    write_path_trace::mark(Stage::Durable, last_index);
-                    self.tail.lock().expect("log tail").mark_durable(last_index);
-                }
-                self.timings
-                    .log_appended(batch.first_queued_at.elapsed(), entry_count);
-                for callback in batch.callbacks {
-                    callback.io_completed(Ok(()));
-                }
-            }
-            Err(error) => {
-                tracing::error!(%error, "raft log append failed");
-                for callback in batch.callbacks {
-                    callback.io_completed(Err(io::Error::other(error.to_string())));
-                }
-            }
-        }
     }
 
     fn run_ordered(&mut self, command: Command) {
@@ -348,13 +367,55 @@ impl WriterThread {
         }
     }
 
-    /// Saves the committed id handed over, if it changed and the log holds the entry it names.
     fn save_committed_if_changed(&mut self) {
-        let mut slot = self.committed.lock().expect("committed slot");
-        let durable_through = self.tail.lock().expect("log tail").durable_through();
-        let log = &self.log;
-        slot.write_if_due(durable_through, |id| Some(log.save_committed(id)));
+        save_committed_if_changed(&self.log, &self.tail, &self.committed);
     }
+}
+
+/// Writes one batch of appends durably, marks it durable in the tail and fires its callbacks.
+fn write_batch(
+    log: &RaftLogStore,
+    tail: &Mutex<LogTail>,
+    timings: &StorageTimings,
+    batch: AppendBatch,
+) {
+    let last_index = batch.entries.last().map(|(index, _)| *index);
+    let entry_count = batch.entries.len();
+    let result = log.append(
+        batch
+            .entries
+            .iter()
+            .map(|(index, bytes)| (*index, bytes.as_slice())),
+    );
+    match result {
+        Ok(()) => {
+            if let Some(last_index) = last_index {
+                write_path_trace::mark(Stage::Durable, last_index);
+                tail.lock().expect("log tail").mark_durable(last_index);
+            }
+            timings.log_appended(batch.first_queued_at.elapsed(), entry_count);
+            for callback in batch.callbacks {
+                callback.io_completed(Ok(()));
+            }
+        }
+        Err(error) => {
+            tracing::error!(%error, "raft log append failed");
+            for callback in batch.callbacks {
+                callback.io_completed(Err(io::Error::other(error.to_string())));
+            }
+        }
+    }
+}
+
+/// Saves the committed id handed over, if it changed and the log holds the entry it names.
+fn save_committed_if_changed(
+    log: &RaftLogStore,
+    tail: &Mutex<LogTail>,
+    committed: &Mutex<CommittedSlot>,
+) {
+    let mut slot = committed.lock().expect("committed slot");
+    let durable_through = tail.lock().expect("log tail").durable_through();
+    slot.write_if_due(durable_through, |id| Some(log.save_committed(id)));
 }
 
 #[cfg(test)]

@@ -111,7 +111,8 @@ impl RaftMember {
             config.timings.clone(),
             config.log_tail,
         )
-        .map_err(|error| startup("raft log writer", &error))?;
+        .map_err(|error| startup("raft log writer", &error))?
+        .with_inline_follower_appends(config.id);
         let raft = Raft::new(config.id, raft_config, network, log_storage, state_machine)
             .await
             .map_err(|error| startup("raft", &error))?;

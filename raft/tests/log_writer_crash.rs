@@ -6,7 +6,9 @@
 //! (or fired callbacks out of order) would let openraft count an entry toward a quorum that a crash
 //! then loses. This test re-executes its own binary as a child that keeps up to 64 appends in flight
 //! and reports `FLUSHED <index>` when each callback fires; the parent kills it mid-stream, reopens
-//! the log and checks every reported entry.
+//! the log and checks every reported entry. It runs twice: as a leader's log (every append through
+//! the writer thread) and as a follower's (appends of another leader's entries written on the
+//! calling task when the thread is idle, `LogStorage::with_inline_follower_appends`).
 #![cfg(unix)]
 
 use std::io::{BufRead, BufReader, Write};
@@ -24,6 +26,10 @@ use revkv_storage::{LogOptions, MvccStore, PutRequest, RaftLogStore, Request, St
 
 const CHILD_TEST_NAME: &str = "crash_child_appender";
 const CHILD_DATA_DIR_ENV: &str = "REVKV_LOG_WRITER_CRASH_CHILD_DATA_DIR";
+/// Set (to anything) when the child's log is a follower's.
+const CHILD_AS_FOLLOWER_ENV: &str = "REVKV_LOG_WRITER_CRASH_CHILD_AS_FOLLOWER";
+/// The id of the member whose log the follower's runs are, not the entries' leader (member 1).
+const FOLLOWER_ID: u64 = 2;
 const CHILD_REPORT_MARKER: &str = "REVKV-LOG-WRITER-CHILD";
 /// Appends the child keeps in flight (answered by `append`, callback not yet fired).
 const IN_FLIGHT: usize = 64;
@@ -51,7 +57,7 @@ fn entry(index: u64) -> Entry {
     )
 }
 
-fn open_storage(data_dir: &Path) -> (Arc<RaftLogStore>, LogStorage) {
+fn open_storage(data_dir: &Path, as_follower: bool) -> (Arc<RaftLogStore>, LogStorage) {
     let log = Arc::new(
         RaftLogStore::open(data_dir.join("raft-log"), LogOptions::default()).expect("open log"),
     );
@@ -60,6 +66,9 @@ fn open_storage(data_dir: &Path) -> (Arc<RaftLogStore>, LogStorage) {
     );
     let storage = LogStorage::new(log.clone(), state, Default::default(), Default::default())
         .expect("start the log writer");
+    if as_follower {
+        return (log, storage.with_inline_follower_appends(FOLLOWER_ID));
+    }
     (log, storage)
 }
 
@@ -73,12 +82,13 @@ fn crash_child_appender() {
         .enable_all()
         .build()
         .expect("runtime");
-    runtime.block_on(append_until_killed(Path::new(&data_dir)));
+    let as_follower = std::env::var_os(CHILD_AS_FOLLOWER_ENV).is_some();
+    runtime.block_on(append_until_killed(Path::new(&data_dir), as_follower));
     panic!("the child appender was never killed");
 }
 
-async fn append_until_killed(data_dir: &Path) {
-    let (_log, mut storage) = open_storage(data_dir);
+async fn append_until_killed(data_dir: &Path, as_follower: bool) {
+    let (_log, mut storage) = open_storage(data_dir, as_follower);
     println!();
     let (report, mut reports) = tokio::sync::mpsc::unbounded_channel::<u64>();
     // One task prints reports in the order callbacks fire.
@@ -113,16 +123,30 @@ async fn append_until_killed(data_dir: &Path) {
 
 #[test]
 fn every_append_reported_flushed_survives_a_sigkill() {
+    kill_mid_stream_then_check(false);
+}
+
+#[test]
+fn every_follower_append_reported_flushed_survives_a_sigkill() {
+    kill_mid_stream_then_check(true);
+}
+
+fn kill_mid_stream_then_check(as_follower: bool) {
     let data_dir = tempfile::tempdir().expect("temporary directory");
     let test_binary = std::env::current_exe().expect("the test binary's path");
-    let mut child = Command::new(test_binary)
+    let mut child = Command::new(test_binary);
+    child
         .args([
             "--exact",
             CHILD_TEST_NAME,
             "--nocapture",
             "--test-threads=1",
         ])
-        .env(CHILD_DATA_DIR_ENV, data_dir.path())
+        .env(CHILD_DATA_DIR_ENV, data_dir.path());
+    if as_follower {
+        child.env(CHILD_AS_FOLLOWER_ENV, "1");
+    }
+    let mut child = child
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -163,7 +187,7 @@ fn every_append_reported_flushed_survives_a_sigkill() {
 
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
-        let (log, mut storage) = open_storage(data_dir.path());
+        let (log, mut storage) = open_storage(data_dir.path(), as_follower);
         let (last_index, _) = log
             .last_entry()
             .expect("read")

@@ -9,8 +9,12 @@ use revkv_raft::{LogStorage, StateMachine, TypeConfig};
 use revkv_storage::{MvccStore, RaftLogStore, StoreOptions};
 
 /// Builds a fresh log and state machine in a new temporary directory for every suite case; the
-/// directory lives as long as the case (the suite's "guard" value).
-struct RedbStoreBuilder;
+/// directory lives as long as the case (the suite's "guard" value). With `inline_as_member`, the
+/// log is that member's as a follower: appends of entries other leaders made are written on the
+/// calling task whenever the writer thread is idle.
+struct RedbStoreBuilder {
+    inline_as_member: Option<u64>,
+}
 
 impl StoreBuilder<TypeConfig, LogStorage, StateMachine, tempfile::TempDir> for RedbStoreBuilder {
     async fn build(
@@ -33,18 +37,31 @@ impl StoreBuilder<TypeConfig, LogStorage, StateMachine, tempfile::TempDir> for R
                 .expect("snapshot directory");
         let state_machine = StateMachine::new(state.clone(), snapshot_files, Default::default())
             .expect("state machine");
-        Ok((
-            dir,
-            LogStorage::new(log, state, Default::default(), Default::default())
-                .expect("start the log writer"),
-            state_machine,
-        ))
+        let mut log_storage = LogStorage::new(log, state, Default::default(), Default::default())
+            .expect("start the log writer");
+        if let Some(member_id) = self.inline_as_member {
+            log_storage = log_storage.with_inline_follower_appends(member_id);
+        }
+        Ok((dir, log_storage, state_machine))
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_redb_storage_passes_openraft_conformance_suite() {
-    Suite::test_all(RedbStoreBuilder)
-        .await
-        .expect("every case of the suite passes");
+    Suite::test_all(RedbStoreBuilder {
+        inline_as_member: None,
+    })
+    .await
+    .expect("every case of the suite passes");
+}
+
+/// The suite's entries name leaders 0 to 9 or so; member 1000 is none of them, so every append
+/// the thread does not hold up is written inline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_redb_storage_with_inline_follower_appends_passes_openraft_conformance_suite() {
+    Suite::test_all(RedbStoreBuilder {
+        inline_as_member: Some(1000),
+    })
+    .await
+    .expect("every case of the suite passes");
 }
