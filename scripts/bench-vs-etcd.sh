@@ -33,6 +33,12 @@
 #                            get-ser-64 cas-16-2)
 #   REVKV_BENCH_RESULTS_DIR  where each run's JSON report and the summary go
 #                            (default target/bench-vs-etcd)
+#   REVKV_BENCH_ROUNDS       how many times to run every system, in the same order each round
+#                            (default 1). With more than one, each round's reports go to
+#                            round-K/ and its own summary is printed, and then the median over
+#                            the rounds of each per-round ratio: on a noisy machine a ratio from
+#                            one round can be a fifth off, and the systems of one round ran
+#                            minutes apart.
 #   REVKV_BENCH_PROFILE      a workload name (e.g. put-64): record `perf record -g` of the revkv
 #                            leader during it, into the results directory (needs perf)
 set -euo pipefail
@@ -44,6 +50,10 @@ pause_seconds=${REVKV_BENCH_PAUSE:-2}
 systems=${REVKV_BENCH_SYSTEMS:-revkv etcd3.4-grpc etcd3.4-gateway etcd3.5-grpc etcd3.5-gateway}
 selected_workloads=${REVKV_BENCH_WORKLOADS:-put-1 put-64 put-256 get-lin-64 get-ser-64 cas-16-2}
 results_dir=${REVKV_BENCH_RESULTS_DIR:-$repo/target/bench-vs-etcd}
+rounds=${REVKV_BENCH_ROUNDS:-1}
+[[ "$rounds" =~ ^[1-9][0-9]?$ ]] || { echo "bench-vs-etcd: REVKV_BENCH_ROUNDS must be 1 to 99" >&2; exit 2; }
+# Where run_workloads writes: the results directory, or with several rounds, this round's.
+round_dir=$results_dir
 profile_workload=${REVKV_BENCH_PROFILE:-}
 binary="$repo/target/release/revkv"
 
@@ -102,17 +112,17 @@ run_workloads() {
     echo "== $system $name: revkv bench $arguments --target $target --endpoints $leader_endpoint --duration $duration"
     perf_pid=""
     if [[ "$system" == revkv && "$name" == "$profile_workload" ]]; then
-      perf record -g -o "$results_dir/perf-$name.data" -p "$leader_pid" >"$results_dir/perf-$name.log" 2>&1 &
+      perf record -g -o "$round_dir/perf-$name.data" -p "$leader_pid" >"$round_dir/perf-$name.log" 2>&1 &
       perf_pid=$!
     fi
     before=$(members_cpu_ticks)
     # shellcheck disable=SC2086 # the arguments are a list of words on purpose
     "$binary" bench $arguments --target "$target" --endpoints "$leader_endpoint" \
-      --duration "$duration" -o json 2>/dev/null >"$results_dir/$system-$name.json"
+      --duration "$duration" -o json 2>/dev/null >"$round_dir/$system-$name.json"
     after=$(members_cpu_ticks)
     if [[ -n "$perf_pid" ]]; then kill -INT "$perf_pid" 2>/dev/null || true; wait "$perf_pid" || true; fi
-    echo "$((after - before))" >"$results_dir/$system-$name.cpu_ticks"
-    python3 - "$results_dir/$system-$name.json" "$((after - before))" "$(getconf CLK_TCK)" <<'PYTHON'
+    echo "$((after - before))" >"$round_dir/$system-$name.cpu_ticks"
+    python3 - "$round_dir/$system-$name.json" "$((after - before))" "$(getconf CLK_TCK)" <<'PYTHON'
 import json, sys
 report, ticks, hertz = json.load(open(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3])
 latency = report["latency"]
@@ -122,8 +132,8 @@ print("   %.0f ops/s, p50 %.3f ms, p99 %.3f ms, members' CPU %.0f us/op, %d fail
     cpu, report["failed"], report["failures"] or ""))
 PYTHON
   done
-  members_rss_kib >"$results_dir/$system.rss_kib"
-  echo "   RSS per member after the run (KiB): $(cat "$results_dir/$system.rss_kib")"
+  members_rss_kib >"$round_dir/$system.rss_kib"
+  echo "   RSS per member after the run (KiB): $(cat "$round_dir/$system.rss_kib")"
 }
 
 run_system() {
@@ -151,8 +161,26 @@ unset CARGO_TARGET_DIR
 echo "== building the release binary"
 (cd "$repo" && cargo build --release --quiet --bin revkv)
 mkdir -p "$results_dir"
-rm -f "$results_dir"/*.json "$results_dir"/*.cpu_ticks "$results_dir"/*.rss_kib
+rm -rf "$results_dir"/*.json "$results_dir"/*.cpu_ticks "$results_dir"/*.rss_kib "$results_dir"/round-*
 print_machine | tee "$results_dir/machine.txt"
-for system in $systems; do run_system "$system"; done
+if (( rounds == 1 )); then
+  for system in $systems; do run_system "$system"; done
+  echo
+  python3 "$repo/scripts/bench_summary.py" "$results_dir" $systems | tee "$results_dir/summary.md"
+  exit 0
+fi
+round_dirs=()
+for round in $(seq "$rounds"); do
+  round_dir="$results_dir/round-$round"
+  round_dirs+=("$round_dir")
+  mkdir -p "$round_dir"
+  echo "== round $round of $rounds ($(date -u '+%H:%M:%S UTC'))"
+  # Only the first round is profiled.
+  (( round == 1 )) || profile_workload=""
+  for system in $systems; do run_system "$system"; done
+  echo
+  python3 "$repo/scripts/bench_summary.py" "$round_dir" $systems | tee "$round_dir/summary.md"
+done
 echo
-python3 "$repo/scripts/bench_summary.py" "$results_dir" $systems | tee "$results_dir/summary.md"
+python3 "$repo/scripts/bench_summary.py" --median-of "${round_dirs[@]}" -- $systems |
+  tee "$results_dir/summary.md"

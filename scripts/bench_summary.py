@@ -2,16 +2,22 @@
 """Summarises one run of scripts/bench-vs-etcd.sh as Markdown tables.
 
 usage: bench_summary.py RESULTS_DIR SYSTEM...
+       bench_summary.py --median-of ROUND_DIR... -- SYSTEM...
 
 Reads RESULTS_DIR/<system>-<workload>.json (revkv bench -o json), <system>-<workload>.cpu_ticks
 (the members' CPU time during the workload) and <system>.rss_kib (each member's RSS after the
 run). Prints one table per workload group with every system, then the ratios revkv / better etcd,
 (and revkv-grpc / better etcd when revkv's gRPC port was measured too), where "better etcd" is, per workload, the etcd row with the highest throughput; every ratio of that
 workload (throughput, latencies, CPU) is against that row.
+
+With --median-of, each ROUND_DIR is one round of the same systems (REVKV_BENCH_ROUNDS): every
+ratio is computed within each round, against that round's better etcd, and the table gives the
+median over the rounds with the lowest and highest beside it.
 """
 
 import json
 import os
+import statistics
 import sys
 
 WORKLOADS = ["put-1", "put-64", "put-256", "get-lin-64", "get-ser-64", "cas-16-2"]
@@ -74,6 +80,28 @@ def main():
         print_ratios(results_dir, systems, ours_name)
 
 
+def round_ratios(results_dir, systems, ours_name, workload):
+    """The ratios ours / better etcd of one round and workload, or None when a side is missing.
+    A ratio is None when a value is missing."""
+    ours = load(results_dir, ours_name, workload)
+    theirs = [(system, load(results_dir, system, workload))
+              for system in systems if system.startswith("etcd")]
+    theirs = [(system, report) for system, report in theirs if report is not None]
+    if ours is None or not theirs:
+        return None
+    best_name, best = max(theirs, key=lambda pair: pair[1]["throughput_ops_per_second"])
+    def ratio(a, b):
+        return a / b if a is not None and b else None
+    return {
+        "better": best_name,
+        "throughput": ratio(ours["throughput_ops_per_second"],
+                            best["throughput_ops_per_second"]),
+        "p50": ratio(ours["latency"]["p50_us"], best["latency"]["p50_us"]),
+        "p99": ratio(ours["latency"]["p99_us"], best["latency"]["p99_us"]),
+        "cpu": ratio(ours["cpu_us_per_op"], best["cpu_us_per_op"]),
+    }
+
+
 def print_ratios(results_dir, systems, ours_name):
     """One table of ratios: `ours_name` (revkv through HTTP, or revkv-grpc) / the better etcd."""
     print()
@@ -83,20 +111,45 @@ def print_ratios(results_dir, systems, ours_name):
     print("| workload | better etcd | throughput | p50 | p99 | CPU per op |")
     print("|---|---|---|---|---|---|")
     for workload in WORKLOADS:
-        ours = load(results_dir, ours_name, workload)
-        theirs = [(system, load(results_dir, system, workload))
-                  for system in systems if system.startswith("etcd")]
-        theirs = [(system, report) for system, report in theirs if report is not None]
-        if ours is None or not theirs:
+        ratios = round_ratios(results_dir, systems, ours_name, workload)
+        if ratios is None:
             continue
-        best_name, best = max(theirs, key=lambda pair: pair[1]["throughput_ops_per_second"])
-        def ratio(a, b):
-            return f"{a / b:.2f}" if a is not None and b else "-"
-        print(f"| {workload} | {best_name} | "
-              f"{ratio(ours['throughput_ops_per_second'], best['throughput_ops_per_second'])} | "
-              f"{ratio(ours['latency']['p50_us'], best['latency']['p50_us'])} | "
-              f"{ratio(ours['latency']['p99_us'], best['latency']['p99_us'])} | "
-              f"{ratio(ours['cpu_us_per_op'], best['cpu_us_per_op'])} |")
+        cells = ["-" if ratios[field] is None else f"{ratios[field]:.2f}"
+                 for field in ("throughput", "p50", "p99", "cpu")]
+        print(f"| {workload} | {ratios['better']} | " + " | ".join(cells) + " |")
+
+
+def print_median_ratios(round_dirs, systems, ours_name):
+    """The median over rounds of each per-round ratio, with its range."""
+    print()
+    print(f"Median over {len(round_dirs)} rounds of the per-round ratios, {ours_name} / better "
+          "etcd of that round (lowest–highest in brackets):")
+    print()
+    print("| workload | throughput | p50 | p99 | CPU per op |")
+    print("|---|---|---|---|---|")
+    for workload in WORKLOADS:
+        rounds = [round_ratios(directory, systems, ours_name, workload)
+                  for directory in round_dirs]
+        rounds = [ratios for ratios in rounds if ratios is not None]
+        if not rounds:
+            continue
+        cells = []
+        for field in ("throughput", "p50", "p99", "cpu"):
+            values = [ratios[field] for ratios in rounds if ratios[field] is not None]
+            cells.append("-" if not values else
+                         f"{statistics.median(values):.2f} ({min(values):.2f}–{max(values):.2f})")
+        print(f"| {workload} | " + " | ".join(cells) + " |")
+
+
+def median_main(arguments):
+    separator = arguments.index("--")
+    round_dirs, systems = arguments[:separator], arguments[separator + 1:]
+    for ours_name in [system for system in systems if system.startswith("revkv")]:
+        print_median_ratios(round_dirs, systems, ours_name)
+
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--median-of"]:
+        median_main(sys.argv[2:])
+    else:
+        main()
