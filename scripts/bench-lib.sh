@@ -35,7 +35,11 @@ install_etcd_if_absent() {
 
 stop_cluster() {
   case "$running" in
-    revkv) REVKV_CLUSTER_DIR="$work_dir/revkv" "$repo/scripts/cluster.sh" down >/dev/null ;;
+    revkv)
+      REVKV_CLUSTER_DIR="$work_dir/revkv" "$repo/scripts/cluster.sh" down >/dev/null
+      # The next start must find an empty store, as etcd's anchor does: with several rounds,
+      # revkv would otherwise start each round with every key the rounds before wrote.
+      rm -rf "$work_dir/revkv" ;;
     etcd)
       bash "$etcd_anchor" stop "$work_dir/etcd" || true
       # The anchor sends SIGTERM; a leader may take a while to hand over, so wait for each pid.
