@@ -2,7 +2,7 @@
 //!
 //! Committed entries arrive as a stream; they are applied in chunks of at most
 //! `MAX_ENTRIES_PER_APPLY_BATCH`, each chunk in one storage transaction, and every entry's
-//! responder is answered after its chunk commits. A small chunk (`MvccStore::is_small_apply`)
+//! responder is answered after its chunk commits. A small chunk (`MvccStore::apply_batch_if_small`)
 //! is applied on the state machine's own task; any other on the blocking pool. After each chunk the applied position (log index
 //! and store revision) is published on a watch channel, which the read paths wait on.
 //!
@@ -104,10 +104,9 @@ impl StateMachine {
         // A small chunk (a few puts or single-key txns, no fsync due) takes about 20 µs to apply,
         // less than handing it to a blocking thread and back costs in wake-ups; a single client's
         // write waits for both. Anything bigger, or a durable commit, runs off the runtime.
-        let outcomes = if store.is_small_apply(&entries) {
-            store.apply_batch(&entries).map_err(io::Error::other)?
-        } else {
-            run_blocking(move || store.apply_batch(&entries)).await?
+        let outcomes = match store.apply_batch_if_small(&entries) {
+            Some(applied) => applied.map_err(io::Error::other)?,
+            None => run_blocking(move || store.apply_batch(&entries)).await?,
         };
         write_path_trace::mark(Stage::Applied, last_log_index);
         self.timings.entries_applied(started.elapsed(), entry_count);

@@ -1,5 +1,6 @@
-//! Which batches `MvccStore::is_small_apply` lets the raft layer apply on its own task: bounded
-//! work only (puts and single-key txns, a few entries, no durable commit due).
+//! Which batches `MvccStore::apply_batch_if_small` applies on the caller's task (the raft layer's
+//! own): bounded work only (puts and single-key txns, a few entries, no durable commit due). A
+//! batch it refuses is left untouched for the caller to apply elsewhere.
 
 mod support;
 
@@ -23,18 +24,38 @@ fn txn_of(ops: Vec<TxnOp>) -> Request {
     })
 }
 
+/// Applies `entries` if they are small; asserts that a refused batch changed nothing.
+fn applied_if_small(test: &TestStore, entries: &[revkv_storage::ApplyEntry]) -> bool {
+    let before = test.store.applied_state().expect("applied state");
+    match test.store.apply_batch_if_small(entries) {
+        Some(applied) => {
+            let outcomes = applied.expect("a small batch applies");
+            assert_eq!(outcomes.len(), entries.len(), "one outcome per entry");
+            true
+        }
+        None => {
+            let after = test.store.applied_state().expect("applied state");
+            assert_eq!(
+                after.last_applied, before.last_applied,
+                "a refused batch is not applied"
+            );
+            false
+        }
+    }
+}
+
 #[test]
 fn puts_and_single_key_txns_are_small_and_range_work_is_not() {
-    let test = TestStore::new();
-    let store = &test.store;
-    let puts: Vec<_> = (1..=8)
-        .map(|index| log_entry(index, put_request(&format!("k{index}"), "v")))
-        .collect();
-    assert!(store.is_small_apply(&puts));
     let nine: Vec<_> = (1..=9)
         .map(|index| log_entry(index, put_request(&format!("k{index}"), "v")))
         .collect();
-    assert!(!store.is_small_apply(&nine), "more entries than the limit");
+    let test = TestStore::new();
+    assert!(
+        !applied_if_small(&test, &nine),
+        "more entries than the limit"
+    );
+    assert!(applied_if_small(&test, &nine[..8]), "eight puts are small");
+    assert_eq!(test.store.current_revision().expect("revision"), 9);
 
     let single_key_txn = txn_of(vec![
         TxnOp::Put(match put_request("k", "v") {
@@ -46,7 +67,7 @@ fn puts_and_single_key_txns_are_small_and_range_work_is_not() {
             prev_kv: false,
         }),
     ]);
-    assert!(store.is_small_apply(&[log_entry(1, single_key_txn)]));
+    assert!(applied_if_small(&test, &[log_entry(9, single_key_txn)]));
 
     let prefix_delete = Request::DeleteRange(DeleteRangeRequest {
         range: KeyRange::prefix("k"),
@@ -61,7 +82,7 @@ fn puts_and_single_key_txns_are_small_and_range_work_is_not() {
     ] {
         let described = format!("{request:?}");
         assert!(
-            !store.is_small_apply(&[log_entry(1, request)]),
+            !applied_if_small(&test, &[log_entry(10, request)]),
             "{described} is not small"
         );
     }
@@ -74,7 +95,8 @@ fn a_batch_whose_commit_is_durable_is_not_small() {
         ..StoreOptions::default()
     };
     let test = TestStore::with_options(every_commit_durable);
-    assert!(!test
-        .store
-        .is_small_apply(&[log_entry(1, put_request("k", "v"))]));
+    assert!(!applied_if_small(
+        &test,
+        &[log_entry(1, put_request("k", "v"))]
+    ));
 }

@@ -457,7 +457,7 @@ pub(crate) fn compare_holds(current: Option<&KeyValue>, compare: &Compare) -> bo
     }
 }
 
-/// The most entries `MvccStore::is_small_apply` counts as small.
+/// The most entries `MvccStore::apply_batch_if_small` counts as small.
 pub(super) const SMALL_APPLY_MAX_ENTRIES: usize = 8;
 
 /// An entry whose apply touches a bounded number of keys: a put, or a txn whose every op names one

@@ -258,15 +258,22 @@ impl MvccStore {
         &self.options.limits
     }
 
-    /// Whether applying `entries` is a short, bounded piece of work: at most
-    /// `SMALL_APPLY_MAX_ENTRIES` entries, each a put or a txn of single-key ops (no range deletes,
-    /// lease revokes or compactions, whose work grows with the store), and no durable commit (an
-    /// fsync of the state file) due. The raft layer runs such batches on its own task instead of
-    /// handing them to a blocking thread: the hand-off costs more than the work.
-    pub fn is_small_apply(&self, entries: &[ApplyEntry]) -> bool {
-        entries.len() <= apply::SMALL_APPLY_MAX_ENTRIES
+    /// Applies `entries` here and now if that is a short, bounded piece of work, and answers
+    /// `None` (having done nothing) otherwise. Short means at most `SMALL_APPLY_MAX_ENTRIES`
+    /// entries, each a put or a txn of single-key ops (no range deletes, lease revokes or
+    /// compactions, whose work grows with the store), and no durable commit (an fsync of the state
+    /// file) due. The raft layer calls this on its own task and hands anything else to a blocking
+    /// thread: for a short batch the hand-off costs more than the work. The durability is decided
+    /// once, so a durable-commit interval that ends during the call cannot turn a short batch into
+    /// an fsync on the caller's thread.
+    pub fn apply_batch_if_small(
+        &self,
+        entries: &[ApplyEntry],
+    ) -> Option<Result<Vec<ApplyOutcome>>> {
+        let small = entries.len() <= apply::SMALL_APPLY_MAX_ENTRIES
             && entries.iter().all(apply::is_small_entry)
-            && matches!(self.durability_for_next_commit(), Durability::None)
+            && matches!(self.durability_for_next_commit(), Durability::None);
+        small.then(|| self.apply_batch_with(entries, Durability::None))
     }
 
     /// Applies committed log entries in one write transaction, returning one outcome per entry.
@@ -274,17 +281,28 @@ impl MvccStore {
     /// `Err` means nothing was written (a storage fault, or an entry at or below the last applied
     /// index, which would apply an entry twice). Rejected requests are `Ok` outcomes.
     pub fn apply_batch(&self, entries: &[ApplyEntry]) -> Result<Vec<ApplyOutcome>> {
+        self.apply_batch_with(entries, self.durability_for_next_commit())
+    }
+
+    fn apply_batch_with(
+        &self,
+        entries: &[ApplyEntry],
+        durability: Durability,
+    ) -> Result<Vec<ApplyOutcome>> {
         if entries.is_empty() {
             return Ok(Vec::new());
         }
         let changes_before = self.key_index.read().change_count();
-        let applied = self.apply_batch_once(entries);
+        let applied = self.apply_batch_once(entries, durability);
         self.undo_index_on_failure(changes_before, applied)
     }
 
-    fn apply_batch_once(&self, entries: &[ApplyEntry]) -> Result<Vec<ApplyOutcome>> {
+    fn apply_batch_once(
+        &self,
+        entries: &[ApplyEntry],
+        durability: Durability,
+    ) -> Result<Vec<ApplyOutcome>> {
         let file = self.file.as_path();
-        let durability = self.durability_for_next_commit();
         let mut write = self.database().begin_write().map_err(db_error(file))?;
         write.set_durability(durability).map_err(db_error(file))?;
         let (outcomes, state, auth_changed, pending_changed) = {
