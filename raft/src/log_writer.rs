@@ -38,6 +38,11 @@ const MAX_ENTRIES_PER_WRITE: usize = 8192;
 /// Encoded bytes written in one transaction, at most (one append may exceed it alone).
 const MAX_BYTES_PER_WRITE: usize = 64 * 1024 * 1024;
 
+/// The largest append written on the caller's task ([`LogWriter::append_inline`]): its write and
+/// fsync hold one of the runtime's threads, so a follower catching up with a large batch hands it
+/// to the thread instead. A steady stream of a few writes per append is far below it.
+const MAX_INLINE_APPEND_BYTES: usize = 1024 * 1024;
+
 /// One change for the writer thread.
 enum Command {
     Append {
@@ -163,16 +168,18 @@ impl LogWriter {
     }
 
     /// Writes entries durably on the caller's thread and fires `callback`, when the writer thread
-    /// has nothing queued that this append would overtake; otherwise queues them as
-    /// [`LogWriter::append`] does. A follower uses this: it answers its leader only once the entries
-    /// are durable, and it has one append from its leader at a time, so the thread's wake-ups (one
-    /// to start the write, one to report it) are pure latency there.
+    /// has nothing queued that this append would overtake and the append is at most
+    /// [`MAX_INLINE_APPEND_BYTES`]; otherwise queues them as [`LogWriter::append`] does. A follower
+    /// uses this: it answers its leader only once the entries are durable, and it has one append
+    /// from its leader at a time, so the thread's wake-ups (one to start the write, one to report
+    /// it) are pure latency there.
     pub(crate) async fn append_inline(&self, entries: Vec<(u64, Vec<u8>)>, callback: IOFlushed) {
-        if self.unfinished.load(Ordering::SeqCst) > 0 {
+        let bytes = entries.iter().map(|(_, bytes)| bytes.len()).sum();
+        if bytes > MAX_INLINE_APPEND_BYTES || self.unfinished.load(Ordering::SeqCst) > 0 {
             return self.append(entries, callback).await;
         }
         let batch = AppendBatch {
-            bytes: entries.iter().map(|(_, bytes)| bytes.len()).sum(),
+            bytes,
             entries,
             callbacks: vec![callback],
             first_queued_at: Instant::now(),
