@@ -197,15 +197,17 @@ impl RaftLogStorage<TypeConfig> for LogStorage {
     {
         let mut encoded = Vec::new();
         let mut held = Vec::new();
-        let mut made_by_another_leader = false;
         for entry in entries {
-            made_by_another_leader = self
-                .inline_appends_unless_leader
-                .is_some_and(|own_id| entry.log_id.leader_id.node_id != own_id);
             let bytes = codec::encode(&entry).map_err(invalid_data)?;
             encoded.push((entry.log_id.index, bytes));
             held.push((entry, encoded.last().map_or(0, |(_, bytes)| bytes.len())));
         }
+        // The last entry names the newest leader in the batch: another member's means this member
+        // appends as its follower.
+        let made_by_another_leader = held.last().is_some_and(|(entry, _)| {
+            self.inline_appends_unless_leader
+                .is_some_and(|own_id| entry.log_id.leader_id.node_id != own_id)
+        });
         self.tail().push_all(held).map_err(invalid_data)?;
         if let Some((last_index, _)) = encoded.last() {
             write_path_trace::mark(Stage::Appended, *last_index);

@@ -2,9 +2,10 @@
 //!
 //! Committed entries arrive as a stream; they are applied in chunks of at most
 //! `MAX_ENTRIES_PER_APPLY_BATCH`, each chunk in one storage transaction, and every entry's
-//! responder is answered after its chunk commits. A small chunk (`MvccStore::apply_batch_if_small`)
-//! is applied on the state machine's own task; any other on the blocking pool. After each chunk the applied position (log index
-//! and store revision) is published on a watch channel, which the read paths wait on.
+//! responder is answered after its chunk commits. A small chunk (`MvccStore::apply_batch_if_small`
+//! decides and applies it) is applied on the state machine's own task; any other on the blocking
+//! pool. After each chunk the applied position (log index and store revision) is published on a
+//! watch channel, which the read paths wait on.
 //!
 //! The lessor (`lessor.rs`) is told of every applied lease grant, revoke, checkpoint and checkpoint
 //! clear (before the applied position moves past them), and reloaded from the store when a

@@ -217,6 +217,17 @@ impl PeerConnection {
         option.soft_ttl().max(self.minimum_call_timeout)
     }
 
+    /// One append as an HTTP POST, to a member that does not serve append streams.
+    async fn append_over_http(
+        &self,
+        peer_url: &str,
+        request: &AppendEntriesRequest<TypeConfig>,
+        timeout: Duration,
+    ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
+        let call = self.client.call(peer_url, paths::APPEND, request, timeout);
+        call.await.map_err(rpc_error)
+    }
+
     /// One append over the stream to `peer_url`, opening it first when there is none (or it was
     /// opened to an address the target no longer has); falls back to a POST when the target does
     /// not serve streams. The whole call, opening included, is bounded by `timeout`.
@@ -253,8 +264,7 @@ impl PeerConnection {
             }
             Ok(Err(StreamCallError::NotServed)) => {
                 self.append_stream_not_served = true;
-                let call = self.client.call(peer_url, paths::APPEND, request, timeout);
-                call.await.map_err(rpc_error)
+                self.append_over_http(peer_url, request, timeout).await
             }
             Ok(Err(StreamCallError::Call(error))) => Err(rpc_error(error)),
             Err(_) => Err(rpc_error(CallError::Timeout(timeout))),
@@ -277,10 +287,7 @@ impl RaftNetworkV2<TypeConfig> for PeerConnection {
             write_path_trace::mark(Stage::Sent, index);
         }
         let answer = if self.append_stream_not_served {
-            let call = self
-                .client
-                .call(&peer_url, paths::APPEND, &request, timeout);
-            call.await.map_err(rpc_error)
+            self.append_over_http(&peer_url, &request, timeout).await
         } else {
             self.append_over_stream(&peer_url, &request, timeout).await
         };
