@@ -29,6 +29,9 @@
 #   REVKV_BENCH_SYSTEMS      which systems to run, in order (default
 #                            "revkv etcd3.4-grpc etcd3.4-gateway etcd3.5-grpc etcd3.5-gateway";
 #                            revkv-grpc drives revkv's etcd gRPC port with etcd's client)
+#   REVKV_BENCH_BASELINE_BINARY  a revkv binary to measure as the system "revkv-baseline" (list
+#                            it in REVKV_BENCH_SYSTEMS): an older build against this checkout's
+#                            and both against etcd, in one run
 #   REVKV_BENCH_WORKLOADS    which workloads (default all: put-1 put-64 put-256 get-lin-64
 #                            get-ser-64 cas-16-2)
 #   REVKV_BENCH_RESULTS_DIR  where each run's JSON report and the summary go
@@ -141,6 +144,11 @@ run_system() {
   echo "== $system"
   case "$system" in
     revkv) start_revkv; run_workloads revkv revkv ;;
+    revkv-baseline)
+      [[ -x "${REVKV_BENCH_BASELINE_BINARY:-}" ]] ||
+        { echo "bench-vs-etcd: revkv-baseline needs REVKV_BENCH_BASELINE_BINARY" >&2; exit 2; }
+      REVKV_BINARY="$REVKV_BENCH_BASELINE_BINARY" start_revkv
+      run_workloads "$system" revkv ;;
     # The same members through their etcd gRPC port (scripts/cluster.sh: 7201-7203), driven by the
     # very client that drives etcd: the fairest comparison there is.
     revkv-grpc)
