@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's one test command (README.md names it; .ci/run runs it): formatting, lints, and
-# every test of the workspace in release mode, closing with one line that totals the results.
+# every test of the workspace in release mode (the `release-tests` profile: release without
+# link-time optimisation, Cargo.toml says why), closing with one line that totals the results.
 # It first installs what the tests need when it is missing (scripts/install-test-deps.sh), so a
 # newcomer's run is CI's.
 set -euo pipefail
@@ -9,11 +10,11 @@ cd "$(dirname "$0")/.."
 scripts/install-test-deps.sh
 
 cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --release -- -D warnings
+cargo clippy --workspace --all-targets --profile release-tests -- -D warnings
 
 test_log=$(mktemp)
 trap 'rm -f "$test_log"' EXIT
-cargo test --workspace --release 2>&1 | tee "$test_log"
+cargo test --workspace --profile release-tests 2>&1 | tee "$test_log"
 
 # cargo prints one "test result:" line per test binary; the last one is often a crate's empty
 # doc-test run, so add them all up into a closing line that says what ran.
