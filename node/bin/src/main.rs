@@ -3,6 +3,7 @@
 //! injected faults (those three are `revkv-tools`); `revkv snapshot` inspects and restores backups.
 //! This file only wires them together.
 
+mod allocator;
 mod serve_config;
 mod snapshot_command;
 
