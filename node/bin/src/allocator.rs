@@ -2,10 +2,10 @@
 //!
 //! Why: at 64 clients about a fifth of a member's CPU went to glibc's malloc and free, partly in
 //! its arena lock, and its `malloc_consolidate` grew in the phases where a sustained write run
-//! slowed by a quarter. With jemalloc the same run wrote 21,800 instead of 16,700 keys a second
-//! with 62 instead of 82 µs of CPU per replicated write, and the same RSS per key written
-//! (docs/BENCHMARKS.md, "jemalloc"). The library crates leave the choice to the program that
-//! embeds them; only this binary sets it.
+//! slowed by a quarter. In a 60 s sustained run of 64 clients, jemalloc wrote 21,800 instead of
+//! 16,700 keys a second, with 62 instead of 82 µs of CPU per replicated write and the same RSS per
+//! key written (docs/BENCHMARKS.md, "Link-time optimisation and jemalloc"). The library crates
+//! leave the choice to the program that embeds them; only this binary sets it.
 //!
 //! The settings below return freed memory to the kernel within about a second (a background
 //! thread does it, so no request pays for it), instead of jemalloc's default of ten seconds, so a
