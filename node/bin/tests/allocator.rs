@@ -27,29 +27,25 @@ fn options_in_force(extra_settings: &str) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// Fails unless jemalloc's statistics list `option` (e.g. `opt.dirty_decay_ms: 1000 `) as in force.
+fn assert_in_force(statistics: &str, option: &str) {
+    assert!(
+        statistics.contains(option),
+        "`{option}` is not in force; jemalloc's statistics:\n{statistics}"
+    );
+}
+
 #[test]
 fn the_binary_runs_on_jemalloc_with_the_compiled_in_settings() {
     let statistics = options_in_force("");
-    assert!(
-        statistics.contains("opt.background_thread: true"),
-        "jemalloc's background thread is not on; statistics:\n{statistics}"
-    );
-    assert!(
-        statistics.contains("opt.dirty_decay_ms: 1000 "),
-        "the compiled-in dirty decay (1000 ms) is not in force; statistics:\n{statistics}"
-    );
-    assert!(
-        statistics.contains("opt.muzzy_decay_ms: 0 "),
-        "the compiled-in muzzy decay (0 ms) is not in force; statistics:\n{statistics}"
-    );
+    assert_in_force(&statistics, "opt.background_thread: true");
+    assert_in_force(&statistics, "opt.dirty_decay_ms: 1000 ");
+    assert_in_force(&statistics, "opt.muzzy_decay_ms: 0 ");
 }
 
 #[test]
 fn the_environment_overrides_the_compiled_in_settings() {
     // What the README promises an operator: `_RJEM_MALLOC_CONF` wins over the compiled-in string.
     let statistics = options_in_force(",dirty_decay_ms:5000");
-    assert!(
-        statistics.contains("opt.dirty_decay_ms: 5000 "),
-        "the environment's dirty decay (5000 ms) is not in force; statistics:\n{statistics}"
-    );
+    assert_in_force(&statistics, "opt.dirty_decay_ms: 5000 ");
 }
