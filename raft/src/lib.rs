@@ -39,6 +39,7 @@ pub mod snapshot_file;
 pub mod snapshot_stream;
 pub mod state_machine;
 pub mod status;
+mod storage_fault;
 pub mod timings;
 pub mod types;
 mod write_path_trace;

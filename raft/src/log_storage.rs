@@ -24,6 +24,7 @@ use revkv_storage::{codec, MvccStore, RaftLogStore};
 use crate::blocking::{invalid_data, run_blocking};
 use crate::log_tail::{LogTail, TailLimits};
 use crate::log_writer::LogWriter;
+use crate::storage_fault::FirstStorageFault;
 use crate::timings::StorageTimings;
 use crate::types::alias::{Entry, IOFlushed, LogId, LogState, Vote};
 use crate::types::{from_storage_log_id, to_storage_log_id, TypeConfig};
@@ -80,6 +81,19 @@ impl LogStorage {
     fn tail(&self) -> std::sync::MutexGuard<'_, LogTail> {
         self.tail.lock().expect("log tail")
     }
+
+    /// Where this log (and, through the member, its state machine) keeps its first failure.
+    pub(crate) fn first_fault(&self) -> FirstStorageFault {
+        self.writer.first_fault()
+    }
+
+    /// Passes `result` on, keeping its error first if it is the first failure.
+    fn kept<T>(&self, what: &str, result: io::Result<T>) -> io::Result<T> {
+        if let Err(error) = &result {
+            self.writer.first_fault().keep(what, error);
+        }
+        result
+    }
 }
 
 fn decode_entry(index: u64, bytes: &[u8]) -> io::Result<Entry> {
@@ -128,7 +142,10 @@ impl RaftLogReader<TypeConfig> for LogStorage {
         }
         let log = self.log.clone();
         let file_range = range.start..file_end;
-        let stored = run_blocking(move || log.entries(file_range)).await?;
+        let stored = self.kept(
+            "reading the raft log",
+            run_blocking(move || log.entries(file_range)).await,
+        )?;
         let mut entries = Vec::with_capacity(stored.len() + from_tail.len());
         for (index, bytes) in &stored {
             entries.push(decode_entry(*index, bytes)?);
@@ -139,7 +156,7 @@ impl RaftLogReader<TypeConfig> for LogStorage {
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, io::Error> {
         let log = self.log.clone();
-        let stored = run_blocking(move || log.vote()).await?;
+        let stored = self.kept("reading the vote", run_blocking(move || log.vote()).await)?;
         stored
             .map(|bytes| codec::decode(&bytes).map_err(invalid_data))
             .transpose()
@@ -151,8 +168,8 @@ impl RaftLogStorage<TypeConfig> for LogStorage {
 
     async fn get_log_state(&mut self) -> Result<LogState, io::Error> {
         let log = self.log.clone();
-        let (last_entry, last_purged) =
-            run_blocking(move || Ok((log.last_entry()?, log.last_purged()?))).await?;
+        let read = run_blocking(move || Ok((log.last_entry()?, log.last_purged()?))).await;
+        let (last_entry, last_purged) = self.kept("reading the raft log's state", read)?;
         let last_purged_log_id = last_purged.map(from_storage_log_id);
         let last_in_file = match last_entry {
             Some((index, bytes)) => Some(decode_entry(index, &bytes)?.log_id),
@@ -186,7 +203,10 @@ impl RaftLogStorage<TypeConfig> for LogStorage {
             return Ok(Some(from_storage_log_id(pending)));
         }
         let log = self.log.clone();
-        let committed = run_blocking(move || log.committed()).await?;
+        let committed = self.kept(
+            "reading the committed id",
+            run_blocking(move || log.committed()).await,
+        )?;
         Ok(committed.map(from_storage_log_id))
     }
 
@@ -228,7 +248,7 @@ impl RaftLogStorage<TypeConfig> for LogStorage {
     async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {
         let upto = to_storage_log_id(&log_id);
         let state = self.state_machine_store.clone();
-        run_blocking(move || {
+        let flushed = run_blocking(move || {
             let durable_through = state.durable_applied().map(|applied| applied.index);
             if durable_through.is_none_or(|index| index < upto.index) {
                 state.flush()?;
@@ -246,7 +266,8 @@ impl RaftLogStorage<TypeConfig> for LogStorage {
             }
             Ok(())
         })
-        .await?;
+        .await;
+        self.kept("flushing the state file before a purge", flushed)?;
         self.writer.purge_through(upto).await
     }
 }

@@ -24,6 +24,7 @@ use revkv_storage::{LogId as StorageLogId, RaftLogStore};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::log_tail::LogTail;
+use crate::storage_fault::FirstStorageFault;
 use crate::timings::StorageTimings;
 use crate::types::alias::IOFlushed;
 use crate::write_path_trace::{self, Stage};
@@ -79,6 +80,7 @@ pub(crate) struct LogWriter {
     log: Arc<RaftLogStore>,
     tail: Arc<Mutex<LogTail>>,
     timings: StorageTimings,
+    faults: FirstStorageFault,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -129,10 +131,12 @@ impl LogWriter {
         let (queue, commands) = mpsc::channel(QUEUE_CAPACITY);
         let committed = Arc::new(Mutex::new(CommittedSlot::default()));
         let unfinished = Arc::new(AtomicUsize::new(0));
+        let faults = FirstStorageFault::default();
         let thread = WriterThread {
             log: log.clone(),
             tail: tail.clone(),
             timings: timings.clone(),
+            faults: faults.clone(),
             commands,
             committed: committed.clone(),
             unfinished: unfinished.clone(),
@@ -147,6 +151,7 @@ impl LogWriter {
             log,
             tail,
             timings,
+            faults,
             thread: Some(thread),
         })
     }
@@ -184,7 +189,7 @@ impl LogWriter {
             callbacks: vec![callback],
             first_queued_at: Instant::now(),
         };
-        write_batch(&self.log, &self.tail, &self.timings, batch);
+        write_batch(&self.log, &self.tail, &self.timings, &self.faults, batch);
         save_committed_if_changed(&self.log, &self.tail, &self.committed);
     }
 
@@ -216,6 +221,11 @@ impl LogWriter {
             // full queue means the thread is busy and will look at the slot anyway.
             let _ = self.queue().try_send(Command::Wake);
         }
+    }
+
+    /// Where the writer keeps the first failure of the log's files.
+    pub(crate) fn first_fault(&self) -> FirstStorageFault {
+        self.faults.clone()
     }
 
     /// The committed id handed over most recently, if any was in this process.
@@ -261,6 +271,7 @@ struct WriterThread {
     log: Arc<RaftLogStore>,
     tail: Arc<Mutex<LogTail>>,
     timings: StorageTimings,
+    faults: FirstStorageFault,
     commands: mpsc::Receiver<Command>,
     committed: Arc<Mutex<CommittedSlot>>,
     unfinished: Arc<AtomicUsize>,
@@ -331,7 +342,7 @@ impl WriterThread {
             }
         }
         let appends = batch.callbacks.len();
-        write_batch(&self.log, &self.tail, &self.timings, batch);
+        write_batch(&self.log, &self.tail, &self.timings, &self.faults, batch);
         self.save_committed_if_changed();
         self.finished(appends);
         left_over.or_else(|| self.commands.blocking_recv())
@@ -349,7 +360,8 @@ impl WriterThread {
     fn run_ordered(&mut self, command: Command) {
         match command {
             Command::SaveVote { encoded, done } => {
-                let _ = done.send(self.log.save_vote(&encoded).map_err(io::Error::other));
+                let result = self.log.save_vote(&encoded).map_err(io::Error::other);
+                let _ = done.send(self.kept_if_failed("saving the vote", result));
             }
             Command::TruncateAfter { index, done } => {
                 let result = self.log.truncate_after(index).map_err(io::Error::other);
@@ -358,7 +370,7 @@ impl WriterThread {
                     // truncation are written, marked durable and then forgotten consistently.
                     self.tail.lock().expect("log tail").truncate_after(index);
                 }
-                let _ = done.send(result);
+                let _ = done.send(self.kept_if_failed("truncating the log", result));
             }
             Command::PurgeThrough { upto, done } => {
                 let result = self.log.purge_through(upto).map_err(io::Error::other);
@@ -368,10 +380,17 @@ impl WriterThread {
                         .expect("log tail")
                         .purge_through(upto.index);
                 }
-                let _ = done.send(result);
+                let _ = done.send(self.kept_if_failed("purging the log", result));
             }
             Command::Append { .. } | Command::Wake => {}
         }
+    }
+
+    fn kept_if_failed(&self, what: &str, result: io::Result<()>) -> io::Result<()> {
+        if let Err(error) = &result {
+            self.faults.keep(what, error);
+        }
+        result
     }
 
     fn save_committed_if_changed(&mut self) {
@@ -384,6 +403,7 @@ fn write_batch(
     log: &RaftLogStore,
     tail: &Mutex<LogTail>,
     timings: &StorageTimings,
+    faults: &FirstStorageFault,
     batch: AppendBatch,
 ) {
     let last_index = batch.entries.last().map(|(index, _)| *index);
@@ -407,6 +427,7 @@ fn write_batch(
         }
         Err(error) => {
             tracing::error!(%error, "raft log append failed");
+            faults.keep("appending to the raft log", &error);
             for callback in batch.callbacks {
                 callback.io_completed(Err(io::Error::other(error.to_string())));
             }

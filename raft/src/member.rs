@@ -113,6 +113,8 @@ impl RaftMember {
         )
         .map_err(|error| startup("raft log writer", &error))?
         .with_inline_follower_appends(config.id);
+        let first_storage_fault = log_storage.first_fault();
+        let state_machine = state_machine.with_first_fault(first_storage_fault.clone());
         let raft = Raft::new(config.id, raft_config, network, log_storage, state_machine)
             .await
             .map_err(|error| startup("raft", &error))?;
@@ -131,6 +133,7 @@ impl RaftMember {
             lease_check_now: tokio::sync::Notify::new(),
             snapshot_files,
             append_streams: Default::default(),
+            first_storage_fault,
         });
         let stop_peer_server = crate::peer::server::spawn(inner.clone(), peer_listener);
         let stop_lease_expiry = watch::Sender::new(false);
@@ -298,7 +301,8 @@ impl RaftMember {
     }
 
     /// Waits until raft stops on its own, because a storage operation failed (a write or fsync of
-    /// the log or the state file) or raft panicked, and says why. The member then acknowledges
+    /// the log or the state file) or raft panicked, and says why: the first storage failure when
+    /// raft's own reason is a consequence of it (`storage_fault.rs`). The member then acknowledges
     /// nothing more, and whoever runs it should stop it: after a failed fsync nobody knows what
     /// the file holds (fail-stop). It never resolves for a member stopped by `shutdown`.
     pub async fn stopped_by_fault(&self) -> String {
@@ -306,7 +310,10 @@ impl RaftMember {
         // raft's core task ends, after it has recorded why in the full metrics. Waiting on the
         // full metrics instead would wake this task several times per write.
         let mut server = self.inner.raft.server_metrics();
-        let fault = || fault_of(&self.inner.raft.metrics().borrow_watched().running_state);
+        let fault = || {
+            let reason = fault_of(&self.inner.raft.metrics().borrow_watched().running_state)?;
+            Some(self.inner.first_storage_fault.explain(reason))
+        };
         loop {
             if let Some(reason) = fault() {
                 return reason;

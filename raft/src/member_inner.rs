@@ -34,4 +34,6 @@ pub(crate) struct MemberInner {
     pub snapshot_files: Arc<crate::snapshot_file::SnapshotFiles>,
     /// The append streams this member serves now (`peer/append_stream.rs`).
     pub append_streams: Arc<crate::peer::append_stream::OpenStreams>,
+    /// The first failure of this member's log or state file (`storage_fault.rs`).
+    pub first_storage_fault: crate::storage_fault::FirstStorageFault,
 }

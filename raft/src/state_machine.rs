@@ -28,6 +28,7 @@ use tokio::sync::watch;
 use crate::blocking::{invalid_data, run_blocking};
 use crate::lessor::Lessor;
 use crate::snapshot_file::{SnapshotFile, SnapshotFiles};
+use crate::storage_fault::FirstStorageFault;
 use crate::timings::StorageTimings;
 use crate::types::alias::{
     Entry, EntryResponder, LogId, Snapshot, SnapshotData, SnapshotMeta, StoredMembership,
@@ -52,6 +53,7 @@ pub struct StateMachine {
     applied: watch::Sender<AppliedPosition>,
     timings: StorageTimings,
     lessor: Arc<Lessor>,
+    faults: FirstStorageFault,
 }
 
 impl StateMachine {
@@ -76,7 +78,22 @@ impl StateMachine {
             applied: watch::Sender::new(position),
             timings,
             lessor,
+            faults: FirstStorageFault::default(),
         })
+    }
+
+    /// Keeps this state machine's first failure in `faults` (the member shares it with its log).
+    pub(crate) fn with_first_fault(mut self, faults: FirstStorageFault) -> Self {
+        self.faults = faults;
+        self
+    }
+
+    /// Passes `result` on, keeping its error first if it is the member's first storage failure.
+    fn kept<T>(&self, what: &str, result: io::Result<T>) -> io::Result<T> {
+        if let Err(error) = &result {
+            self.faults.keep(what, error);
+        }
+        result
     }
 
     /// The lessor this state machine keeps in step with the store's leases.
@@ -270,12 +287,15 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             chunk.push(to_apply_entry(entry)?);
             responders.push(responder);
             if chunk.len() >= MAX_ENTRIES_PER_APPLY_BATCH {
-                self.apply_chunk(std::mem::take(&mut chunk), std::mem::take(&mut responders))
-                    .await?;
+                let applied = self
+                    .apply_chunk(std::mem::take(&mut chunk), std::mem::take(&mut responders))
+                    .await;
+                self.kept("applying committed entries", applied)?;
             }
         }
         if !chunk.is_empty() {
-            self.apply_chunk(chunk, responders).await?;
+            let applied = self.apply_chunk(chunk, responders).await;
+            self.kept("applying committed entries", applied)?;
         }
         Ok(())
     }
@@ -292,11 +312,12 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         snapshot: SnapshotData,
     ) -> Result<(), io::Error> {
         let store = self.store.clone();
-        let summary = run_blocking(move || {
+        let imported = run_blocking(move || {
             let mut reader = snapshot.reader()?;
             store.import_snapshot(&mut reader)
         })
-        .await?;
+        .await;
+        let summary = self.kept("installing a snapshot", imported)?;
         let store = self.store.clone();
         let leases = run_blocking(move || store.leases()).await?;
         self.lessor.load(&leases, tokio::time::Instant::now());
