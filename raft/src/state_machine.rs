@@ -129,6 +129,7 @@ impl StateMachine {
         write_path_trace::mark(Stage::Applied, last_log_index);
         self.timings.entries_applied(started.elapsed(), entry_count);
         let mut last_revision = None;
+        let mut answers = Vec::with_capacity(responders.len());
         for ((outcome, responder), change) in
             outcomes.into_iter().zip(responders).zip(lease_changes)
         {
@@ -138,14 +139,20 @@ impl StateMachine {
             }
             let result = write_result(outcome)?;
             if let Some(responder) = responder {
-                responder.send(result);
+                answers.push((responder, result));
             }
         }
+        // The applied position moves before any writer hears its answer: a writer's next step
+        // is to wait until this member has applied its entry (read-your-writes, `RaftMember::
+        // write`), and answering first let it look too early, park, and be woken once more.
         if let Some(revision) = last_revision {
             self.applied.send_replace(AppliedPosition {
                 log_index: last_log_index,
                 revision,
             });
+        }
+        for (responder, result) in answers {
+            responder.send(result);
         }
         Ok(())
     }
