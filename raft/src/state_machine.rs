@@ -1,11 +1,11 @@
 //! openraft's `RaftStateMachine` over the storage crate's `MvccStore`.
 //!
 //! Committed entries arrive as a stream; they are applied in chunks of at most
-//! `MAX_ENTRIES_PER_APPLY_BATCH`, each chunk in one storage transaction, and every entry's
-//! responder is answered after its chunk commits. A small chunk (`MvccStore::apply_batch_if_small`
-//! decides and applies it) is applied on the state machine's own task; any other on the blocking
-//! pool. After each chunk the applied position (log index and store revision) is published on a
-//! watch channel, which the read paths wait on.
+//! `MAX_ENTRIES_PER_APPLY_BATCH`, each chunk in one storage transaction. A small chunk
+//! (`MvccStore::apply_batch_if_small` decides and applies it) is applied on the state machine's own
+//! task; any other on the blocking pool. After each chunk the applied position (log index and store
+//! revision) is published on a watch channel, which the read paths wait on, and only then are the
+//! chunk's responders answered, so a writer that waits for its entry to be applied finds it so.
 //!
 //! The lessor (`lessor.rs`) is told of every applied lease grant, revoke, checkpoint and checkpoint
 //! clear (before the applied position moves past them), and reloaded from the store when a
