@@ -346,7 +346,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         // Before anything is applied there is no snapshot to offer a follower.
         let store = self.store.clone();
         let files = self.snapshot_files.clone();
-        let (data, summary) = run_blocking(move || files.export(&store)).await?;
+        let exported = run_blocking(move || files.export(&store)).await;
+        let (data, summary) = self.kept("exporting a snapshot", exported)?;
         if summary.applied.last_applied.is_none() {
             return Ok(None);
         }
