@@ -84,15 +84,12 @@ impl LogStorage {
 
     /// Where this log (and, through the member, its state machine) keeps its first failure.
     pub(crate) fn first_fault(&self) -> FirstStorageFault {
-        self.writer.first_fault()
+        self.writer.first_fault().clone()
     }
 
-    /// Passes `result` on, keeping its error first if it is the first failure.
+    /// Passes `result` on, keeping its error if it is the member's first storage failure.
     fn kept<T>(&self, what: &str, result: io::Result<T>) -> io::Result<T> {
-        if let Err(error) = &result {
-            self.writer.first_fault().keep(what, error);
-        }
-        result
+        self.writer.first_fault().kept(what, result)
     }
 }
 

@@ -224,8 +224,8 @@ impl LogWriter {
     }
 
     /// Where the writer keeps the first failure of the log's files.
-    pub(crate) fn first_fault(&self) -> FirstStorageFault {
-        self.faults.clone()
+    pub(crate) fn first_fault(&self) -> &FirstStorageFault {
+        &self.faults
     }
 
     /// The committed id handed over most recently, if any was in this process.
@@ -361,7 +361,7 @@ impl WriterThread {
         match command {
             Command::SaveVote { encoded, done } => {
                 let result = self.log.save_vote(&encoded).map_err(io::Error::other);
-                let _ = done.send(self.kept_if_failed("saving the vote", result));
+                let _ = done.send(self.faults.kept("saving the vote", result));
             }
             Command::TruncateAfter { index, done } => {
                 let result = self.log.truncate_after(index).map_err(io::Error::other);
@@ -370,7 +370,7 @@ impl WriterThread {
                     // truncation are written, marked durable and then forgotten consistently.
                     self.tail.lock().expect("log tail").truncate_after(index);
                 }
-                let _ = done.send(self.kept_if_failed("truncating the log", result));
+                let _ = done.send(self.faults.kept("truncating the log", result));
             }
             Command::PurgeThrough { upto, done } => {
                 let result = self.log.purge_through(upto).map_err(io::Error::other);
@@ -380,17 +380,10 @@ impl WriterThread {
                         .expect("log tail")
                         .purge_through(upto.index);
                 }
-                let _ = done.send(self.kept_if_failed("purging the log", result));
+                let _ = done.send(self.faults.kept("purging the log", result));
             }
             Command::Append { .. } | Command::Wake => {}
         }
-    }
-
-    fn kept_if_failed(&self, what: &str, result: io::Result<()>) -> io::Result<()> {
-        if let Err(error) = &result {
-            self.faults.keep(what, error);
-        }
-        result
     }
 
     fn save_committed_if_changed(&mut self) {

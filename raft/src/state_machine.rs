@@ -88,14 +88,6 @@ impl StateMachine {
         self
     }
 
-    /// Passes `result` on, keeping its error first if it is the member's first storage failure.
-    fn kept<T>(&self, what: &str, result: io::Result<T>) -> io::Result<T> {
-        if let Err(error) = &result {
-            self.faults.keep(what, error);
-        }
-        result
-    }
-
     /// The lessor this state machine keeps in step with the store's leases.
     pub fn lessor(&self) -> Arc<Lessor> {
         self.lessor.clone()
@@ -128,31 +120,32 @@ impl StateMachine {
         };
         write_path_trace::mark(Stage::Applied, last_log_index);
         self.timings.entries_applied(started.elapsed(), entry_count);
-        let mut last_revision = None;
-        let mut answers = Vec::with_capacity(responders.len());
-        for ((outcome, responder), change) in
-            outcomes.into_iter().zip(responders).zip(lease_changes)
-        {
-            last_revision = Some(outcome.revision);
+        // One outcome per entry, in order: otherwise the zips below would leave writers unanswered.
+        assert_eq!(
+            outcomes.len(),
+            entry_count,
+            "the store answers every entry it applies"
+        );
+        let Some(last_revision) = outcomes.last().map(|outcome| outcome.revision) else {
+            return Ok(());
+        };
+        for (outcome, change) in outcomes.iter().zip(&lease_changes) {
             if let (Some(change), Ok(response)) = (change, &outcome.result) {
-                self.tell_lessor(&change, response);
-            }
-            let result = write_result(outcome)?;
-            if let Some(responder) = responder {
-                answers.push((responder, result));
+                self.tell_lessor(change, response);
             }
         }
         // The applied position moves before any writer hears its answer: a writer's next step
         // is to wait until this member has applied its entry (read-your-writes, `RaftMember::
         // write`), and answering first let it look too early, park, and be woken once more.
-        if let Some(revision) = last_revision {
-            self.applied.send_replace(AppliedPosition {
-                log_index: last_log_index,
-                revision,
-            });
-        }
-        for (responder, result) in answers {
-            responder.send(result);
+        self.applied.send_replace(AppliedPosition {
+            log_index: last_log_index,
+            revision: last_revision,
+        });
+        for (outcome, responder) in outcomes.into_iter().zip(responders) {
+            let result = write_result(outcome)?;
+            if let Some(responder) = responder {
+                responder.send(result);
+            }
         }
         Ok(())
     }
@@ -297,12 +290,12 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 let applied = self
                     .apply_chunk(std::mem::take(&mut chunk), std::mem::take(&mut responders))
                     .await;
-                self.kept("applying committed entries", applied)?;
+                self.faults.kept("applying committed entries", applied)?;
             }
         }
         if !chunk.is_empty() {
             let applied = self.apply_chunk(chunk, responders).await;
-            self.kept("applying committed entries", applied)?;
+            self.faults.kept("applying committed entries", applied)?;
         }
         Ok(())
     }
@@ -324,7 +317,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             store.import_snapshot(&mut reader)
         })
         .await;
-        let summary = self.kept("installing a snapshot", imported)?;
+        let summary = self.faults.kept("installing a snapshot", imported)?;
         let store = self.store.clone();
         let leases = run_blocking(move || store.leases()).await?;
         self.lessor.load(&leases, tokio::time::Instant::now());
@@ -347,7 +340,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let store = self.store.clone();
         let files = self.snapshot_files.clone();
         let exported = run_blocking(move || files.export(&store)).await;
-        let (data, summary) = self.kept("exporting a snapshot", exported)?;
+        let (data, summary) = self.faults.kept("exporting a snapshot", exported)?;
         if summary.applied.last_applied.is_none() {
             return Ok(None);
         }

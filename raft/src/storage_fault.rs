@@ -22,6 +22,14 @@ impl FirstStorageFault {
         let _ = self.first.set(format!("{what}: {error}"));
     }
 
+    /// Passes `result` on, keeping its error (with what was being done) if it is the first.
+    pub(crate) fn kept<T, E: Display>(&self, what: &str, result: Result<T, E>) -> Result<T, E> {
+        if let Err(error) = &result {
+            self.keep(what, error);
+        }
+        result
+    }
+
     /// The first failure kept, if any.
     pub(crate) fn get(&self) -> Option<&str> {
         self.first.get().map(String::as_str)
@@ -55,6 +63,12 @@ mod tests {
             "apply: state.redb: injected disk fault (raft then stopped: when Write Apply: channel \
              closed)"
         );
+        assert_eq!(faults.kept("read", Ok::<u8, &str>(7)), Ok(7));
+        assert_eq!(
+            faults.kept("read", Err::<u8, &str>("even later")),
+            Err("even later")
+        );
+        assert_eq!(faults.get(), Some("apply: state.redb: injected disk fault"));
         let already_said = "storage error: apply: state.redb: injected disk fault".to_string();
         assert_eq!(faults.explain(already_said.clone()), already_said);
     }
