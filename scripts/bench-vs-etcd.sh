@@ -36,12 +36,17 @@
 #                            get-ser-64 cas-16-2)
 #   REVKV_BENCH_RESULTS_DIR  where each run's JSON report and the summary go
 #                            (default target/bench-vs-etcd)
-#   REVKV_BENCH_ROUNDS       how many times to run every system, in the same order each round
-#                            (default 1). With more than one, each round's reports go to
-#                            round-K/ and its own summary is printed, and then the median over
-#                            the rounds of each per-round ratio: on a noisy machine a ratio from
-#                            one round can be a fifth off, and the systems of one round ran
-#                            minutes apart.
+#   REVKV_BENCH_ROUNDS       how many times to run every system (default 1). With more than
+#                            one, each round's reports go to round-K/ and its own summary is
+#                            printed, and then the median over the rounds of each per-round
+#                            ratio: on a noisy machine a ratio from one round can be a fifth off,
+#                            and the systems of one round ran minutes apart.
+#   REVKV_BENCH_ORDER        "rotate" (default) or "fixed". With "rotate", round K starts at the
+#                            K-th system of REVKV_BENCH_SYSTEMS and wraps around, so over as many
+#                            rounds as systems each one runs once in every position: whatever a
+#                            position costs (the machine warming up, the previous system's deleted
+#                            data still being discarded) falls on all of them alike instead of on
+#                            the same one every round. "fixed" runs the listed order every round.
 #   REVKV_BENCH_PROFILE      a workload name (e.g. put-64): record `perf record -g` of the revkv
 #                            leader during it, into the results directory (needs perf)
 set -euo pipefail
@@ -58,6 +63,9 @@ rounds=${REVKV_BENCH_ROUNDS:-1}
 # Where run_workloads writes: the results directory, or with several rounds, this round's.
 round_dir=$results_dir
 profile_workload=${REVKV_BENCH_PROFILE:-}
+order=${REVKV_BENCH_ORDER:-rotate}
+[[ "$order" == rotate || "$order" == fixed ]] ||
+  { echo "bench-vs-etcd: REVKV_BENCH_ORDER must be rotate or fixed" >&2; exit 2; }
 binary="$repo/target/release/revkv"
 
 # name|arguments of `revkv bench` (the same for every system; --target and --endpoints are added)
@@ -164,6 +172,17 @@ run_system() {
   stop_cluster
 }
 
+# The systems in the order round $1 runs them (REVKV_BENCH_ORDER above).
+systems_in_round_order() {
+  # shellcheck disable=SC2206 # REVKV_BENCH_SYSTEMS is a list of words on purpose
+  local -a listed=($systems)
+  local count=${#listed[@]} start=0 position
+  if [[ "$order" == rotate ]]; then start=$(( ($1 - 1) % count )); fi
+  for (( position = 0; position < count; position++ )); do
+    printf '%s ' "${listed[(start + position) % count]}"
+  done
+}
+
 install_etcd_if_absent
 unset CARGO_TARGET_DIR
 echo "== building the release binary"
@@ -185,7 +204,9 @@ for round in $(seq "$rounds"); do
   echo "== round $round of $rounds ($(date -u '+%H:%M:%S UTC'))"
   # Only the first round is profiled.
   (( round == 1 )) || profile_workload=""
-  for system in $systems; do run_system "$system"; done
+  round_order=$(systems_in_round_order "$round")
+  echo "   order: $round_order"
+  for system in $round_order; do run_system "$system"; done
   echo
   python3 "$repo/scripts/bench_summary.py" "$round_dir" $systems | tee "$round_dir/summary.md"
 done
