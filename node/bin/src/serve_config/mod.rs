@@ -1,0 +1,442 @@
+//! `revkv serve` configuration: command-line flags, `REVKV_*` environment variables and an optional
+//! TOML file (in that order of precedence), turned into a `NodeConfig`.
+//!
+//! With no flags at all, `revkv serve` runs a single-member cluster in `./revkv-data` with the
+//! client API on 127.0.0.1:7001 and the peer listener on 127.0.0.1:7101.
+//!
+//! This file holds the flags themselves and their assembly into a `NodeConfig`. `subsystems`
+//! turns each group of flags into one subsystem's checked settings, `tls` loads the listeners'
+//! certificates, and `addresses` works out the URLs members are reached at and the initial cluster.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use revkv_raft::{MemberConfig, MemberNode, PeerLimits, RaftTiming};
+use revkv_storage::{Limits, StoreOptions};
+use serde::Deserialize;
+
+use revkv_node::http::HttpLimits;
+use revkv_node::NodeConfig;
+
+mod addresses;
+mod subsystems;
+#[cfg(test)]
+mod tests;
+mod tls;
+
+pub(crate) use addresses::parse_member_list;
+use addresses::{advertised_url, parse_initial_cluster, scheme};
+
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// Every setting of `revkv serve`. Each is optional here; `into_node_config` fills defaults.
+/// The TOML file uses the flag names as keys (`data-dir = "..."`).
+#[derive(Args, Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct ServeArgs {
+    /// A TOML file with any of these settings; flags and environment variables override it.
+    #[arg(long, env = "REVKV_CONFIG")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// This member's id (never reuse an id in a cluster).
+    #[arg(long, env = "REVKV_ID")]
+    pub id: Option<u64>,
+    /// Where the state file and the raft log live.
+    #[arg(long, env = "REVKV_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Address of the client HTTP API.
+    #[arg(long, env = "REVKV_LISTEN_CLIENT")]
+    pub listen_client: Option<SocketAddr>,
+    /// Address of etcd's v3 gRPC API (etcdctl, etcd client libraries); none when not given. It
+    /// uses the client listener's TLS settings.
+    #[arg(long, env = "REVKV_LISTEN_GRPC")]
+    pub listen_grpc: Option<SocketAddr>,
+    /// Address of the peer listener (raft traffic).
+    #[arg(long, env = "REVKV_LISTEN_PEER")]
+    pub listen_peer: Option<SocketAddr>,
+    /// Client URL other members and clients use to reach this member.
+    #[arg(long, env = "REVKV_ADVERTISE_CLIENT")]
+    pub advertise_client: Option<String>,
+    /// gRPC URL etcd clients use to reach this member (default: from `--listen-grpc`). etcd's
+    /// `MemberList` names it as the member's client URL, so `etcdctl --cluster` and clients that
+    /// sync their endpoints reach every member's gRPC listener.
+    #[arg(long, env = "REVKV_ADVERTISE_GRPC")]
+    pub advertise_grpc: Option<String>,
+    /// Peer URL other members use to reach this member.
+    #[arg(long, env = "REVKV_ADVERTISE_PEER")]
+    pub advertise_peer: Option<String>,
+    /// The local address this member's connections to other members come from (default: the
+    /// system chooses), for hosts with several addresses.
+    #[arg(long, env = "REVKV_PEER_SOURCE_ADDRESS")]
+    pub peer_source_address: Option<std::net::IpAddr>,
+    /// The founding members, `1=http://127.0.0.1:7101,2=...` (peer URLs). Used once, on a member
+    /// with no data; a restart with existing data ignores it.
+    #[arg(long, env = "REVKV_INITIAL_CLUSTER")]
+    pub initial_cluster: Option<String>,
+    /// Start empty and wait to be added as a learner (`POST /v1/members` on an existing member).
+    #[arg(long, env = "REVKV_JOIN", num_args = 0..=1, default_missing_value = "true")]
+    pub join: Option<bool>,
+    /// Raft heartbeat interval in milliseconds (default 100).
+    #[arg(long, env = "REVKV_HEARTBEAT_MS")]
+    pub heartbeat_ms: Option<u64>,
+    /// Minimum election timeout in milliseconds; the maximum is twice this (default 1000).
+    #[arg(long, env = "REVKV_ELECTION_TIMEOUT_MS")]
+    pub election_timeout_ms: Option<u64>,
+    /// Build a snapshot after this many log entries (default 10000); a snapshot is a flush that lets
+    /// the log be purged, so this bounds the log's length.
+    #[arg(long, env = "REVKV_SNAPSHOT_ENTRIES")]
+    pub snapshot_entries: Option<u64>,
+    /// Log entries kept behind a snapshot for lagging followers (default 5000).
+    #[arg(long, env = "REVKV_SNAPSHOT_KEEP_ENTRIES")]
+    pub snapshot_keep_entries: Option<u64>,
+    /// Longest time between durable commits of the state file, in milliseconds (default 500).
+    #[arg(long, env = "REVKV_DURABLE_COMMIT_INTERVAL_MS")]
+    pub durable_commit_interval_ms: Option<u64>,
+    /// Page cache of the state file (redb), in bytes (default 256 MiB). Most of a member's memory
+    /// under load; reads of a store larger than it go to the disk.
+    #[arg(long, env = "REVKV_STATE_CACHE_BYTES")]
+    pub state_cache_bytes: Option<usize>,
+    /// Size at which the raft log starts a new segment file, in bytes (default 64 MiB).
+    #[arg(long, env = "REVKV_LOG_SEGMENT_BYTES")]
+    pub log_segment_bytes: Option<u64>,
+    /// Recent raft log entries kept in memory for replication, at most (default 4096).
+    #[arg(long, env = "REVKV_LOG_TAIL_ENTRIES")]
+    pub log_tail_entries: Option<usize>,
+    /// Bytes of recent raft log entries kept in memory for replication, at most (default 32 MiB).
+    #[arg(long, env = "REVKV_LOG_TAIL_BYTES")]
+    pub log_tail_bytes: Option<usize>,
+    /// Longest wait for a write, a read barrier or min_revision, in milliseconds (default 5000).
+    #[arg(long, env = "REVKV_REQUEST_TIMEOUT_MS")]
+    pub request_timeout_ms: Option<u64>,
+    /// Largest request body in bytes (default 1.5 MiB).
+    #[arg(long, env = "REVKV_MAX_BODY_BYTES")]
+    pub max_body_bytes: Option<usize>,
+    /// Longest key in bytes (default 4096).
+    #[arg(long, env = "REVKV_MAX_KEY_BYTES")]
+    pub max_key_bytes: Option<usize>,
+    /// Largest value in bytes (default 1 MiB).
+    #[arg(long, env = "REVKV_MAX_VALUE_BYTES")]
+    pub max_value_bytes: Option<usize>,
+    /// Most ops per txn branch (default 128).
+    #[arg(long, env = "REVKV_MAX_TXN_OPS")]
+    pub max_txn_ops: Option<usize>,
+    /// Most leases granted at once; a grant beyond it is refused (default 100000). The leader
+    /// keeps every lease's deadline in memory.
+    #[arg(long, env = "REVKV_MAX_LEASES")]
+    pub max_leases: Option<u64>,
+    /// Most keys attached to one lease (default 10000); a revoke deletes them in one revision.
+    #[arg(long, env = "REVKV_MAX_KEYS_PER_LEASE")]
+    pub max_keys_per_lease: Option<u64>,
+    /// Longest lease TTL a grant may ask for, in seconds (default 9000000000, etcd's). The
+    /// shortest is 1.5 x the longest election timeout, rounded up to whole seconds.
+    #[arg(long, env = "REVKV_MAX_LEASE_TTL_SECONDS")]
+    pub max_lease_ttl_seconds: Option<i64>,
+    /// How often the leader looks for expired leases, in milliseconds (default 250): part of how
+    /// late an expiry can be.
+    #[arg(long, env = "REVKV_LEASE_EXPIRY_CHECK_INTERVAL_MS")]
+    pub lease_expiry_check_interval_ms: Option<u64>,
+    /// How long after a lease's grant or last keep-alive the leader checkpoints its remaining TTL
+    /// through raft, in milliseconds (default 5000; 0 turns checkpoints off, as in etcd 3.4). With
+    /// checkpoints a leader change delays an expiry by at most about this much.
+    #[arg(long, env = "REVKV_LEASE_CHECKPOINT_INTERVAL_MS")]
+    pub lease_checkpoint_interval_ms: Option<u64>,
+    /// Streaming keep-alives (`POST /v1/leases/keepalive`) open on this member at once (default
+    /// 10000); one more is answered 503.
+    #[arg(long, env = "REVKV_MAX_LEASE_KEEPALIVE_STREAMS")]
+    pub max_lease_keepalive_streams: Option<usize>,
+    /// A streaming keep-alive that sends no line for this long is ended, in milliseconds
+    /// (default 60000).
+    #[arg(long, env = "REVKV_LEASE_KEEPALIVE_IDLE_TIMEOUT_MS")]
+    pub lease_keepalive_idle_timeout_ms: Option<u64>,
+    /// Connections open on the client listener at once (default 4096); further clients wait in
+    /// the kernel's accept backlog.
+    #[arg(long, env = "REVKV_MAX_CLIENT_CONNECTIONS")]
+    pub max_client_connections: Option<usize>,
+    /// Connections one client address may hold on the client listener (default 1024); another is
+    /// closed at once.
+    #[arg(long, env = "REVKV_MAX_CONNECTIONS_PER_CLIENT")]
+    pub max_connections_per_client: Option<usize>,
+    /// The longest a client connection may wait for the whole head of its next request, in
+    /// milliseconds (default 30000): a client that trickles its headers (slowloris) is
+    /// disconnected, and so is a keep-alive connection idle this long.
+    #[arg(long, env = "REVKV_HEADER_READ_TIMEOUT_MS")]
+    pub header_read_timeout_ms: Option<u64>,
+    /// The largest request head (request line and headers) in bytes (default 65536; at least
+    /// 8192); a larger one is answered 431.
+    #[arg(long, env = "REVKV_MAX_HEADER_BYTES")]
+    pub max_header_bytes: Option<usize>,
+    /// Backups (`GET /v1/snapshot`) streaming from this member at once (default 2); one more is
+    /// answered 503.
+    #[arg(long, env = "REVKV_MAX_SNAPSHOT_STREAMS")]
+    pub max_snapshot_streams: Option<usize>,
+    /// Keys the hot-key top-k (`GET /v1/conflicts`) tracks per slice of its window (default 256;
+    /// memory is at most five slices of this many keys).
+    #[arg(long, env = "REVKV_HOT_KEYS_CAPACITY")]
+    pub hot_keys_capacity: Option<usize>,
+    /// The sliding window of the hot-key top-k, in seconds (default 300).
+    #[arg(long, env = "REVKV_HOT_KEYS_WINDOW_SECONDS")]
+    pub hot_keys_window_seconds: Option<u64>,
+    /// Largest raft snapshot this member accepts from a leader, in bytes (default 64 GiB); it is
+    /// streamed to a file under the data directory, so this bounds disk, not memory.
+    #[arg(long, env = "REVKV_MAX_SNAPSHOT_BYTES")]
+    pub max_snapshot_bytes: Option<u64>,
+    /// History entries one step of compaction cleans, inside the compacting apply and then in
+    /// the background (default 1000, etcd's `--experimental-compaction-batch-limit`).
+    #[arg(long, env = "REVKV_COMPACTION_BATCH_LIMIT")]
+    pub compaction_batch_limit: Option<usize>,
+    /// The pause between two background compaction steps, in milliseconds (default 10, etcd's
+    /// `--experimental-compaction-sleep-interval`).
+    #[arg(long, env = "REVKV_COMPACTION_SLEEP_INTERVAL_MS")]
+    pub compaction_sleep_interval_ms: Option<u64>,
+    /// How long an auth token is valid, in seconds (default 300, as etcd's tokens).
+    #[arg(long, env = "REVKV_AUTH_TOKEN_TTL_SECONDS")]
+    pub auth_token_ttl_seconds: Option<u64>,
+    /// Password checks (argon2, tens of milliseconds of one core each) running at once on this
+    /// member (default 2); more wait, up to the request timeout.
+    #[arg(long, env = "REVKV_MAX_CONCURRENT_PASSWORD_CHECKS")]
+    pub max_concurrent_password_checks: Option<usize>,
+    /// Most leases in one checkpoint entry (default 1000, etcd's); at most one checkpoint is
+    /// proposed per expiry check.
+    #[arg(long, env = "REVKV_MAX_LEASES_PER_CHECKPOINT")]
+    pub max_leases_per_checkpoint: Option<usize>,
+    /// Log line format.
+    #[arg(long, env = "REVKV_LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// What `--auto-compaction-retention` counts: `revision` or `periodic` (default periodic).
+    #[arg(long, env = "REVKV_AUTO_COMPACTION_MODE", value_enum)]
+    pub auto_compaction_mode: Option<AutoCompactionMode>,
+    /// Revisions to keep (`revision` mode), or a time span such as `1h` or `30m` (`periodic` mode;
+    /// a bare number means hours, as in etcd). 0, the default, turns automatic compaction off.
+    #[arg(long, env = "REVKV_AUTO_COMPACTION_RETENTION")]
+    pub auto_compaction_retention: Option<String>,
+    /// How often `revision` mode checks, in milliseconds (default 300000, etcd's five minutes).
+    #[arg(long, env = "REVKV_AUTO_COMPACTION_INTERVAL_MS")]
+    pub auto_compaction_interval_ms: Option<u64>,
+    /// Size of the state file past which this member raises the NOSPACE alarm, in bytes (default
+    /// 2 GiB, etcd's; 0 means the default, as in etcd). While the alarm is raised, writes that would
+    /// grow the store are refused (507 `no_space`) on every member.
+    #[arg(long, env = "REVKV_QUOTA_BACKEND_BYTES")]
+    pub quota_backend_bytes: Option<u64>,
+    /// Periodic bookmark interval of a watch that names none, in milliseconds; 0 turns them off
+    /// (default 600000, etcd's ten minutes).
+    #[arg(long, env = "REVKV_WATCH_PROGRESS_NOTIFY_INTERVAL_MS")]
+    pub watch_progress_notify_interval_ms: Option<u64>,
+    /// Most watches open on this member (default 65536).
+    #[arg(long, env = "REVKV_MAX_WATCHES")]
+    pub max_watches: Option<usize>,
+    /// Messages a watch stream may hold for a slow reader before it is canceled (default 128).
+    #[arg(long, env = "REVKV_WATCH_BUFFER_MESSAGES")]
+    pub watch_buffer_messages: Option<usize>,
+    /// Key path segments in the `prefix` label of conflict and retry metrics (default 1).
+    #[arg(long, env = "REVKV_METRICS_PREFIX_DEPTH")]
+    pub metrics_prefix_depth: Option<usize>,
+    /// Distinct `prefix` labels before further prefixes are counted as `other` (default 100).
+    #[arg(long, env = "REVKV_METRICS_MAX_PREFIXES")]
+    pub metrics_max_prefixes: Option<usize>,
+    /// The client listener's TLS certificate (PEM). With `--key-file`, the client API is served
+    /// over HTTPS only. Reloaded when the file changes.
+    #[arg(long, env = "REVKV_CERT_FILE")]
+    pub cert_file: Option<PathBuf>,
+    /// The private key of `--cert-file` (PEM). Reloaded when the file changes.
+    #[arg(long, env = "REVKV_KEY_FILE")]
+    pub key_file: Option<PathBuf>,
+    /// The CA that client certificates must be signed by, with `--client-cert-auth` (PEM).
+    #[arg(long, env = "REVKV_TRUSTED_CA_FILE")]
+    pub trusted_ca_file: Option<PathBuf>,
+    /// Refuse clients that present no certificate signed by `--trusted-ca-file`.
+    #[arg(long, env = "REVKV_CLIENT_CERT_AUTH", num_args = 0..=1, default_missing_value = "true")]
+    pub client_cert_auth: Option<bool>,
+    /// The peer listener's certificate, also presented when calling other members (PEM; it must
+    /// allow both server and client authentication). Turns on mutual TLS between members.
+    #[arg(long, env = "REVKV_PEER_CERT_FILE")]
+    pub peer_cert_file: Option<PathBuf>,
+    /// The private key of `--peer-cert-file` (PEM).
+    #[arg(long, env = "REVKV_PEER_KEY_FILE")]
+    pub peer_key_file: Option<PathBuf>,
+    /// The CA that signs every member's peer certificate (PEM): peers are verified against it both
+    /// ways. Required with peer TLS.
+    #[arg(long, env = "REVKV_PEER_TRUSTED_CA_FILE")]
+    pub peer_trusted_ca_file: Option<PathBuf>,
+    /// Refuse peers that present no certificate signed by `--peer-trusted-ca-file`. Required with
+    /// peer TLS: revkv members always authenticate each other.
+    #[arg(long, env = "REVKV_PEER_CLIENT_CERT_AUTH", num_args = 0..=1, default_missing_value = "true")]
+    pub peer_client_cert_auth: Option<bool>,
+}
+
+/// What automatic compaction's retention counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AutoCompactionMode {
+    Revision,
+    #[default]
+    Periodic,
+}
+
+/// Takes every setting from `preferred` when it has one, otherwise from `fallback`.
+macro_rules! prefer {
+    ($preferred:expr, $fallback:expr; $($field:ident),+ $(,)?) => {
+        ServeArgs { config: $preferred.config, $($field: $preferred.$field.or($fallback.$field)),+ }
+    };
+}
+
+impl ServeArgs {
+    /// Overlays these settings (flags and environment) on the TOML file's, if one is named.
+    pub fn with_config_file(self) -> Result<ServeArgs, String> {
+        let Some(path) = &self.config else {
+            return Ok(self);
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+        let file: ServeArgs =
+            toml::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?;
+        Ok(
+            prefer!(self, file; id, data_dir, listen_client, listen_grpc, listen_peer, advertise_client,
+            advertise_grpc, advertise_peer, peer_source_address, initial_cluster, join, heartbeat_ms,
+            election_timeout_ms, snapshot_entries, snapshot_keep_entries, durable_commit_interval_ms,
+            state_cache_bytes, log_segment_bytes, log_tail_entries, log_tail_bytes,
+            request_timeout_ms, max_body_bytes, max_key_bytes, max_value_bytes, max_txn_ops,
+            max_leases, max_keys_per_lease, max_lease_ttl_seconds, lease_expiry_check_interval_ms,
+            lease_checkpoint_interval_ms, max_leases_per_checkpoint, max_lease_keepalive_streams,
+            lease_keepalive_idle_timeout_ms, max_client_connections, max_connections_per_client,
+            header_read_timeout_ms, max_header_bytes, max_snapshot_streams, hot_keys_capacity, hot_keys_window_seconds, max_snapshot_bytes, compaction_batch_limit,
+            compaction_sleep_interval_ms, auth_token_ttl_seconds,
+            max_concurrent_password_checks, log_format, auto_compaction_mode, auto_compaction_retention,
+            quota_backend_bytes,
+            auto_compaction_interval_ms, watch_progress_notify_interval_ms, max_watches,
+            watch_buffer_messages, metrics_prefix_depth, metrics_max_prefixes, cert_file, key_file,
+            trusted_ca_file, client_cert_auth, peer_cert_file, peer_key_file, peer_trusted_ca_file,
+            peer_client_cert_auth),
+        )
+    }
+
+    /// Fills defaults and checks the settings fit together.
+    pub fn into_node_config(self) -> Result<NodeConfig, String> {
+        let watch = self.watch_limits()?;
+        let lease_stream = self.lease_stream_limits()?;
+        let max_snapshot_streams = self.max_snapshot_streams()?;
+        let hot_keys = self.hot_key_limits()?;
+        let auth = self.auth_options()?;
+        let compaction_cleaner = self.compaction_cleaner()?;
+        let auto_compaction = self.auto_compaction()?;
+        let space_quota = self.space_quota();
+        let client_connections = self.client_connection_limits()?;
+        let id = self.id.unwrap_or(1);
+        let metric_prefix_labels = self.metric_prefix_labels()?;
+        let (log, log_tail) = self.log_options()?;
+        let election_min = Duration::from_millis(self.election_timeout_ms.unwrap_or(1000));
+        let defaults = RaftTiming::default();
+        let timing = RaftTiming {
+            heartbeat_interval: Duration::from_millis(self.heartbeat_ms.unwrap_or(100)),
+            election_timeout_min: election_min,
+            election_timeout_max: election_min * 2,
+            snapshot_after_entries: self
+                .snapshot_entries
+                .unwrap_or(defaults.snapshot_after_entries),
+            log_entries_kept_after_snapshot: self
+                .snapshot_keep_entries
+                .unwrap_or(defaults.log_entries_kept_after_snapshot),
+        };
+        let lease_limits = self.lease_limits(&timing)?;
+        let lease = self.lease_settings(lease_limits.max_leases)?;
+        let listen_client = self.listen_client.unwrap_or(([127, 0, 0, 1], 7001).into());
+        let listen_peer = self.listen_peer.unwrap_or(([127, 0, 0, 1], 7101).into());
+        let (client_tls, peer_tls) = (self.client_tls()?, self.peer_tls()?);
+        let (client_scheme, peer_scheme) =
+            (scheme(client_tls.is_some()), scheme(peer_tls.is_some()));
+        let grpc_url = self.advertised_grpc_url(client_scheme)?;
+        let advertise = MemberNode {
+            peer_url: advertised_url(self.advertise_peer, listen_peer, "peer", peer_scheme)?,
+            client_url: advertised_url(
+                self.advertise_client,
+                listen_client,
+                "client",
+                client_scheme,
+            )?,
+            grpc_url,
+        };
+        let join = self.join.unwrap_or(false);
+        let initial_cluster = match (&self.initial_cluster, join) {
+            (_, true) => BTreeMap::new(),
+            (Some(text), false) => parse_initial_cluster(text, id, &advertise, peer_scheme)?,
+            (None, false) => BTreeMap::from([(id, advertise.clone())]),
+        };
+        let default_limits = Limits::default();
+        let limits = Limits {
+            max_key_bytes: self.max_key_bytes.unwrap_or(default_limits.max_key_bytes),
+            max_value_bytes: self
+                .max_value_bytes
+                .unwrap_or(default_limits.max_value_bytes),
+            max_txn_ops: self.max_txn_ops.unwrap_or(default_limits.max_txn_ops),
+            ..lease_limits
+        };
+        let store = StoreOptions {
+            limits,
+            durable_commit_interval: Duration::from_millis(
+                self.durable_commit_interval_ms.unwrap_or(500),
+            ),
+            cache_bytes: self
+                .state_cache_bytes
+                .unwrap_or(StoreOptions::default().cache_bytes),
+            compaction_inline_entries: compaction_cleaner.batch_entries,
+        };
+        let request_timeout = Duration::from_millis(self.request_timeout_ms.unwrap_or(5000));
+        let member = MemberConfig {
+            id,
+            data_dir: self.data_dir.unwrap_or_else(|| PathBuf::from("revkv-data")),
+            listen_peer,
+            advertise,
+            initial_cluster,
+            join,
+            timing,
+            peer_limits: PeerLimits {
+                call_timeout: request_timeout,
+                max_snapshot_bytes: self
+                    .max_snapshot_bytes
+                    .unwrap_or(PeerLimits::default().max_snapshot_bytes),
+                ..PeerLimits::default()
+            },
+            store,
+            log,
+            log_tail,
+            // `Node` fills in its metrics observer when it starts the member.
+            timings: Default::default(),
+            peer_source_address: self.peer_source_address,
+            peer_tls,
+            lease,
+            lease_events: Default::default(),
+        };
+        let http = HttpLimits {
+            max_body_bytes: self
+                .max_body_bytes
+                .unwrap_or(HttpLimits::default().max_body_bytes),
+            lease_stream,
+            max_snapshot_streams,
+            hot_keys,
+            auth,
+        };
+        Ok(NodeConfig {
+            member,
+            listen_client,
+            http,
+            request_timeout,
+            watch,
+            auto_compaction,
+            compaction_cleaner,
+            recovery_timeout: Duration::from_secs(60),
+            metric_prefix_labels,
+            client_tls,
+            space_quota,
+            client_connections,
+        })
+    }
+}
