@@ -4,31 +4,25 @@
 //! With no flags at all, `revkv serve` runs a single-member cluster in `./revkv-data` with the
 //! client API on 127.0.0.1:7001 and the peer listener on 127.0.0.1:7101.
 //!
-//! This file holds the flags themselves and their assembly into a `NodeConfig`. `subsystems`
-//! turns each group of flags into one subsystem's checked settings, `tls` loads the listeners'
-//! certificates, and `addresses` works out the URLs members are reached at and the initial cluster.
+//! This file holds the flags themselves and the TOML overlay. `assembly` puts them together into a
+//! `NodeConfig`, `subsystems` turns each group of flags into one subsystem's checked settings,
+//! `tls` loads the listeners' certificates, and `addresses` works out the URLs members are reached
+//! at and the initial cluster.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use revkv_raft::{MemberConfig, MemberNode, PeerLimits, RaftTiming};
-use revkv_storage::{Limits, StoreOptions};
 use serde::Deserialize;
 
-use revkv_node::http::HttpLimits;
-use revkv_node::NodeConfig;
-
 mod addresses;
+mod assembly;
 mod subsystems;
 #[cfg(test)]
 mod tests;
 mod tls;
 
 pub(crate) use addresses::parse_member_list;
-use addresses::{advertised_url, parse_initial_cluster, scheme};
 
 /// How log lines are written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
@@ -317,126 +311,5 @@ impl ServeArgs {
             trusted_ca_file, client_cert_auth, peer_cert_file, peer_key_file, peer_trusted_ca_file,
             peer_client_cert_auth),
         )
-    }
-
-    /// Fills defaults and checks the settings fit together.
-    pub fn into_node_config(self) -> Result<NodeConfig, String> {
-        let watch = self.watch_limits()?;
-        let lease_stream = self.lease_stream_limits()?;
-        let max_snapshot_streams = self.max_snapshot_streams()?;
-        let hot_keys = self.hot_key_limits()?;
-        let auth = self.auth_options()?;
-        let compaction_cleaner = self.compaction_cleaner()?;
-        let auto_compaction = self.auto_compaction()?;
-        let space_quota = self.space_quota();
-        let client_connections = self.client_connection_limits()?;
-        let id = self.id.unwrap_or(1);
-        let metric_prefix_labels = self.metric_prefix_labels()?;
-        let (log, log_tail) = self.log_options()?;
-        let election_min = Duration::from_millis(self.election_timeout_ms.unwrap_or(1000));
-        let defaults = RaftTiming::default();
-        let timing = RaftTiming {
-            heartbeat_interval: Duration::from_millis(self.heartbeat_ms.unwrap_or(100)),
-            election_timeout_min: election_min,
-            election_timeout_max: election_min * 2,
-            snapshot_after_entries: self
-                .snapshot_entries
-                .unwrap_or(defaults.snapshot_after_entries),
-            log_entries_kept_after_snapshot: self
-                .snapshot_keep_entries
-                .unwrap_or(defaults.log_entries_kept_after_snapshot),
-        };
-        let lease_limits = self.lease_limits(&timing)?;
-        let lease = self.lease_settings(lease_limits.max_leases)?;
-        let listen_client = self.listen_client.unwrap_or(([127, 0, 0, 1], 7001).into());
-        let listen_peer = self.listen_peer.unwrap_or(([127, 0, 0, 1], 7101).into());
-        let (client_tls, peer_tls) = (self.client_tls()?, self.peer_tls()?);
-        let (client_scheme, peer_scheme) =
-            (scheme(client_tls.is_some()), scheme(peer_tls.is_some()));
-        let grpc_url = self.advertised_grpc_url(client_scheme)?;
-        let advertise = MemberNode {
-            peer_url: advertised_url(self.advertise_peer, listen_peer, "peer", peer_scheme)?,
-            client_url: advertised_url(
-                self.advertise_client,
-                listen_client,
-                "client",
-                client_scheme,
-            )?,
-            grpc_url,
-        };
-        let join = self.join.unwrap_or(false);
-        let initial_cluster = match (&self.initial_cluster, join) {
-            (_, true) => BTreeMap::new(),
-            (Some(text), false) => parse_initial_cluster(text, id, &advertise, peer_scheme)?,
-            (None, false) => BTreeMap::from([(id, advertise.clone())]),
-        };
-        let default_limits = Limits::default();
-        let limits = Limits {
-            max_key_bytes: self.max_key_bytes.unwrap_or(default_limits.max_key_bytes),
-            max_value_bytes: self
-                .max_value_bytes
-                .unwrap_or(default_limits.max_value_bytes),
-            max_txn_ops: self.max_txn_ops.unwrap_or(default_limits.max_txn_ops),
-            ..lease_limits
-        };
-        let store = StoreOptions {
-            limits,
-            durable_commit_interval: Duration::from_millis(
-                self.durable_commit_interval_ms.unwrap_or(500),
-            ),
-            cache_bytes: self
-                .state_cache_bytes
-                .unwrap_or(StoreOptions::default().cache_bytes),
-            compaction_inline_entries: compaction_cleaner.batch_entries,
-        };
-        let request_timeout = Duration::from_millis(self.request_timeout_ms.unwrap_or(5000));
-        let member = MemberConfig {
-            id,
-            data_dir: self.data_dir.unwrap_or_else(|| PathBuf::from("revkv-data")),
-            listen_peer,
-            advertise,
-            initial_cluster,
-            join,
-            timing,
-            peer_limits: PeerLimits {
-                call_timeout: request_timeout,
-                max_snapshot_bytes: self
-                    .max_snapshot_bytes
-                    .unwrap_or(PeerLimits::default().max_snapshot_bytes),
-                ..PeerLimits::default()
-            },
-            store,
-            log,
-            log_tail,
-            // `Node` fills in its metrics observer when it starts the member.
-            timings: Default::default(),
-            peer_source_address: self.peer_source_address,
-            peer_tls,
-            lease,
-            lease_events: Default::default(),
-        };
-        let http = HttpLimits {
-            max_body_bytes: self
-                .max_body_bytes
-                .unwrap_or(HttpLimits::default().max_body_bytes),
-            lease_stream,
-            max_snapshot_streams,
-            hot_keys,
-            auth,
-        };
-        Ok(NodeConfig {
-            member,
-            listen_client,
-            http,
-            request_timeout,
-            watch,
-            auto_compaction,
-            compaction_cleaner,
-            recovery_timeout: Duration::from_secs(60),
-            metric_prefix_labels,
-            client_tls,
-            space_quota,
-            client_connections,
-        })
     }
 }

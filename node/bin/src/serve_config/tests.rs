@@ -2,9 +2,13 @@
 //! `NodeConfig` or the error that comes out is checked, so each test covers its subsystem's
 //! method and how `into_node_config` uses it.
 
+use std::time::Duration;
+
 use super::subsystems::LONGEST_LEASE_TTL_SECONDS;
 use super::*;
 use revkv_node::compaction::AutoCompaction;
+use revkv_node::NodeConfig;
+use revkv_storage::Limits;
 
 #[test]
 fn no_flags_give_a_single_member_cluster_on_the_default_ports() {
