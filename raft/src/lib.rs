@@ -33,6 +33,7 @@ mod log_tail;
 mod log_writer;
 pub mod member;
 mod member_inner;
+mod member_start;
 pub mod peer;
 pub mod restore;
 pub mod snapshot_file;

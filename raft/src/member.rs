@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::async_runtime::WatchReceiver;
-use openraft::SnapshotPolicy;
 use revkv_storage::{MvccStore, RaftLogStore, Request, Response};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -25,16 +24,15 @@ use crate::config::MemberConfig;
 use crate::error::MemberError;
 use crate::member_inner::MemberInner;
 pub use crate::member_inner::Raft;
-use crate::peer::client::{CallError, PeerAddresses, PeerClient, PeerNetworkFactory};
+use crate::member_start::{startup, OpenStores, StartedRaft};
+use crate::peer::client::{CallError, PeerAddresses};
 use crate::peer::{
     paths, AdminRequest, ForwardedWrite, LeaseGrantCall, LeaseTimeToLive, LeaseTimeToLiveCall,
     PeerError, PeerIdentity,
 };
-use crate::snapshot_file::SnapshotFiles;
-use crate::state_machine::{AppliedPosition, StateMachine};
+use crate::state_machine::AppliedPosition;
 use crate::status::{RaftStatus, RaftStatusFeed};
 use crate::types::{ClientRequest, MemberNode, WriteResult};
-use crate::LogStorage;
 
 /// One member of the cluster as seen by the membership API.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,78 +60,24 @@ impl RaftMember {
         config: MemberConfig,
         peer_listener: tokio::net::TcpListener,
     ) -> Result<Self, MemberError> {
-        let startup = |what: &str, error: &dyn std::fmt::Display| {
-            MemberError::Startup(format!("{what}: {error}"))
-        };
-        std::fs::create_dir_all(&config.data_dir)
-            .map_err(|error| startup(&config.data_dir.display().to_string(), &error))?;
-        let store = Arc::new(MvccStore::open(
-            config.data_dir.join("state.redb"),
-            config.store.clone(),
-        )?);
-        let log = Arc::new(RaftLogStore::open(
-            config.data_dir.join("raft-log"),
-            config.log,
-        )?);
-        if let Some(repaired) = log.repaired_tail() {
-            tracing::warn!(
-                %repaired,
-                "cut a torn write from the end of the raft log (a crash during an append that was \
-                 never acknowledged); the leader resends whatever this member lacks"
-            );
-        }
-        let snapshot_files = SnapshotFiles::open(config.data_dir.join("snapshots"))
-            .map_err(|error| startup("snapshot directory", &error))?;
-        let state_machine = StateMachine::new(
-            store.clone(),
-            snapshot_files.clone(),
-            config.timings.clone(),
-        )?;
-        let applied = state_machine.subscribe();
-        let lessor = state_machine.lessor();
-        lessor.set_checkpoint_interval(config.lease.checkpoint_interval);
-        let raft_config =
-            openraft_config(&config).map_err(|error| startup("raft config", &error))?;
-        let peers = PeerClient::new(
-            config.peer_limits.connect_timeout,
-            config.peer_source_address,
-            config.peer_tls.as_ref(),
-        );
-        let peer_addresses = Arc::new(PeerAddresses::default());
-        let network = PeerNetworkFactory {
-            client: peers.clone(),
-            minimum_call_timeout: config.timing.election_timeout_min,
-            addresses: peer_addresses.clone(),
-        };
-        let log_storage = LogStorage::new(
-            log.clone(),
-            store.clone(),
-            config.timings.clone(),
-            config.log_tail,
-        )
-        .map_err(|error| startup("raft log writer", &error))?
-        .with_inline_follower_appends(config.id);
-        let first_storage_fault = log_storage.first_fault();
-        let state_machine = state_machine.with_first_fault(first_storage_fault.clone());
-        let raft = Raft::new(config.id, raft_config, network, log_storage, state_machine)
-            .await
-            .map_err(|error| startup("raft", &error))?;
+        let stores = OpenStores::open(&config)?;
+        let raft = StartedRaft::start(&config, &stores).await?;
         let peer_address = peer_listener
             .local_addr()
             .map_err(|error| startup("peer listener", &error))?;
         let inner = Arc::new(MemberInner {
             id: config.id,
-            raft,
-            store,
-            log,
-            applied,
-            peers,
+            raft: raft.raft,
+            store: stores.store,
+            log: stores.log,
+            applied: raft.applied,
+            peers: raft.peers,
             config,
-            lessor,
+            lessor: raft.lessor,
             lease_check_now: tokio::sync::Notify::new(),
-            snapshot_files,
+            snapshot_files: stores.snapshot_files,
             append_streams: Default::default(),
-            first_storage_fault,
+            first_storage_fault: raft.first_storage_fault,
         });
         let stop_peer_server = crate::peer::server::spawn(inner.clone(), peer_listener);
         let stop_lease_expiry = watch::Sender::new(false);
@@ -145,7 +89,7 @@ impl RaftMember {
             stop_lease_expiry,
             caught_up_once: std::sync::atomic::AtomicBool::new(false),
         };
-        member.spawn_follow_peer_addresses(peer_addresses);
+        member.spawn_follow_peer_addresses(raft.peer_addresses);
         member.bootstrap_if_new().await?;
         member.spawn_publish_advertised_addresses();
         Ok(member)
@@ -727,29 +671,6 @@ fn member_error(error: CallError) -> MemberError {
             MemberError::NoLeader(not_leader.to_string())
         }
     }
-}
-
-fn openraft_config(config: &MemberConfig) -> Result<Arc<openraft::Config>, openraft::ConfigError> {
-    let timing = &config.timing;
-    let millis = |duration: Duration| duration.as_millis() as u64;
-    let raft_config = openraft::Config {
-        cluster_name: "revkv".into(),
-        heartbeat_interval: millis(timing.heartbeat_interval),
-        election_timeout_min: millis(timing.election_timeout_min),
-        election_timeout_max: millis(timing.election_timeout_max),
-        snapshot_policy: SnapshotPolicy::LogsSinceLast(timing.snapshot_after_entries),
-        max_in_snapshot_log_to_keep: timing.log_entries_kept_after_snapshot,
-        install_snapshot_timeout: millis(config.peer_limits.call_timeout).max(1000),
-        // A restarted leader must win a new term before it leads again. openraft's default lets it
-        // take up its old term at once, which is unsafe with this log: the leader replicates
-        // entries before its own fsync ends (log_writer.rs), so after a crash its log may end
-        // below entries its followers hold, and writing new entries at those log ids in the same
-        // term breaks log matching (followers keep theirs and the replicas part for good).
-        // node/bin/tests/leader_restart.rs catches it; docs/RELIABILITY.md tells the story.
-        enable_leader_restore: Some(false),
-        ..openraft::Config::default()
-    };
-    Ok(Arc::new(raft_config.validate()?))
 }
 
 /// Why raft stopped, when it stopped on its own (not by `shutdown`).
