@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use openraft::async_runtime::WatchReceiver;
 use openraft::errors::{ChangeMembershipError, ClientWriteError, LinearizableReadError, RaftError};
+use openraft::Instant as _;
 use openraft::{ChangeMembers, ReadPolicy};
 use tokio::time::Instant;
 
@@ -165,6 +166,7 @@ impl MemberInner {
         if self.raft.metrics().borrow_watched().current_leader == Some(to) {
             return Ok(());
         }
+        self.refuse_transfer_to_a_silent_member(to)?;
         self.raft
             .trigger()
             .transfer_leader(to)
@@ -182,6 +184,38 @@ impl MemberInner {
                     "leadership did not move to {to} in time"
                 )));
             }
+        }
+    }
+
+    /// Refuses to hand leadership to a member that has not answered this leader within one
+    /// election timeout (stopped, frozen or cut off). openraft's leader stops its heartbeats once
+    /// it starts a transfer and never calls it off, so handing leadership to a member that cannot
+    /// take it leaves the cluster without a leader that accepts writes until another member's
+    /// election timeout ends it. etcd's leader gives up such a transfer after an election timeout
+    /// and keeps leading; refusing it up front keeps the cluster writable throughout.
+    fn refuse_transfer_to_a_silent_member(&self, to: u64) -> Result<(), PeerError> {
+        let longest_silence = self.config.timing.election_timeout_min;
+        let last_answer = self
+            .raft
+            .metrics()
+            .borrow_watched()
+            .heartbeat
+            .as_ref()
+            .and_then(|answers| answers.get(&to).cloned().flatten())
+            .map(|answered_at| answered_at.elapsed());
+        match last_answer {
+            Some(silence) if silence <= longest_silence => Ok(()),
+            Some(silence) => Err(PeerError::Unavailable(format!(
+                "member {to} has not answered the leader for {} ms (more than an election \
+                 timeout, {} ms); leadership stays with member {}",
+                silence.as_millis(),
+                longest_silence.as_millis(),
+                self.id
+            ))),
+            None => Err(PeerError::Unavailable(format!(
+                "member {to} has not answered the leader yet; leadership stays with member {}",
+                self.id
+            ))),
         }
     }
 

@@ -1,8 +1,8 @@
 //! Membership and leadership changes in a real cluster of `revkv serve` processes: the founding
 //! members publish their client URLs; a fourth, empty process started with `--join` is added as a
 //! learner, promoted to a voter and serves current data; a founding member (the leader) is removed
-//! and the remaining three keep working; and a leader transfer moves leadership where it was asked
-//! to.
+//! and the remaining three keep working; a leader transfer moves leadership where it was asked
+//! to; and leadership is not handed to a member the leader has not heard from.
 
 mod process_cluster;
 
@@ -377,4 +377,76 @@ async fn etcdctl_member_update_moves_a_member_to_a_new_peer_url() {
     })
     .await;
     assert_eq!(on_moved["kv"]["value"], "v");
+}
+
+/// A transfer to a member that has gone silent (frozen here) is refused with `unavailable`, and
+/// the leader keeps leading and writing; once the member answers again, leadership can move to it.
+/// openraft's leader stops its heartbeats while it transfers and never calls a transfer off, so
+/// without the refusal the cluster had no writable leader until another member's election timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leadership_is_not_handed_to_a_member_the_leader_has_not_heard_from() {
+    let mut cluster = ProcessCluster::start(3, cluster_options()).await;
+    cluster.wait_for_published_client_urls().await;
+    let ids = cluster.ids();
+    let leader = cluster.leader().await;
+    let silent = *ids.iter().find(|id| **id != leader).expect("a follower");
+    let live: Vec<u64> = ids.iter().copied().filter(|id| *id != silent).collect();
+    cluster
+        .client(leader)
+        .put_ok("transfer/silent", "before")
+        .await;
+    cluster.pause(silent);
+
+    // A transfer asked while the leader still counts the member as live may be carried out and
+    // move leadership elsewhere; the refusal comes once the member has been silent for an
+    // election timeout, from whichever live member then leads.
+    let asked = live[0];
+    let refusal = wait_until(
+        format!("a transfer to the silent member {silent} to be refused"),
+        CONVERGENCE_TIMEOUT,
+        async || {
+            let answer = cluster
+                .client(asked)
+                .post("/v1/leader/transfer", json!({ "to": silent }))
+                .await;
+            let message = answer.json["error"]["message"].as_str().unwrap_or_default();
+            (answer.status == StatusCode::SERVICE_UNAVAILABLE
+                && message.contains("has not answered the leader"))
+            .then_some(answer)
+        },
+    )
+    .await;
+    refusal.expect_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", &[]);
+    let message = refusal.json["error"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains(&format!("member {silent} ")),
+        "the refusal names the silent member: {message}"
+    );
+
+    // The refusal left the leader leading: it answers a write itself, and the live members
+    // still agree that it leads.
+    let leading = cluster.wait_for_leader(&live).await;
+    cluster
+        .client(leading)
+        .put_ok("transfer/silent", "after")
+        .await;
+    assert_eq!(cluster.wait_for_leader(&live).await, leading);
+
+    // Once the member answers again, leadership can move to it.
+    cluster.resume(silent);
+    wait_until(
+        format!("a transfer to the resumed member {silent} to be carried out"),
+        CONVERGENCE_TIMEOUT,
+        async || {
+            let answer = cluster
+                .client(asked)
+                .post("/v1/leader/transfer", json!({ "to": silent }))
+                .await;
+            (answer.status == StatusCode::OK).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(cluster.wait_for_leader(&ids).await, silent);
 }
