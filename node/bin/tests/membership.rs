@@ -6,7 +6,7 @@
 
 mod process_cluster;
 
-use process_cluster::{cluster_options, wait_until, ProcessCluster, CONVERGENCE_TIMEOUT};
+use process_cluster::{cluster_options, wait_until, Answer, ProcessCluster, CONVERGENCE_TIMEOUT};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -379,6 +379,14 @@ async fn etcdctl_member_update_moves_a_member_to_a_new_peer_url() {
     assert_eq!(on_moved["kv"]["value"], "v");
 }
 
+/// Asks member `asked` to hand leadership to member `to`.
+async fn ask_for_transfer(cluster: &ProcessCluster, asked: u64, to: u64) -> Answer {
+    cluster
+        .client(asked)
+        .post("/v1/leader/transfer", json!({ "to": to }))
+        .await
+}
+
 /// A transfer to a member that has gone silent (frozen here) is refused with `unavailable`, and
 /// the leader keeps leading and writing; once the member answers again, leadership can move to it.
 /// openraft's leader stops its heartbeats while it transfers and never calls a transfer off, so
@@ -405,10 +413,7 @@ async fn leadership_is_not_handed_to_a_member_the_leader_has_not_heard_from() {
         format!("a transfer to the silent member {silent} to be refused"),
         CONVERGENCE_TIMEOUT,
         async || {
-            let answer = cluster
-                .client(asked)
-                .post("/v1/leader/transfer", json!({ "to": silent }))
-                .await;
+            let answer = ask_for_transfer(&cluster, asked, silent).await;
             let message = answer.json["error"]["message"].as_str().unwrap_or_default();
             (answer.status == StatusCode::SERVICE_UNAVAILABLE
                 && message.contains("has not answered the leader"))
@@ -440,10 +445,7 @@ async fn leadership_is_not_handed_to_a_member_the_leader_has_not_heard_from() {
         format!("a transfer to the resumed member {silent} to be carried out"),
         CONVERGENCE_TIMEOUT,
         async || {
-            let answer = cluster
-                .client(asked)
-                .post("/v1/leader/transfer", json!({ "to": silent }))
-                .await;
+            let answer = ask_for_transfer(&cluster, asked, silent).await;
             (answer.status == StatusCode::OK).then_some(())
         },
     )
