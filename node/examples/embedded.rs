@@ -8,10 +8,10 @@
 use std::error::Error;
 
 use revkv_node::watch::{EventFilter, WatchMessage, WatchRequest};
-use revkv_node::{KvBackend, Node, NodeConfig, ReadConsistency};
+use revkv_node::{KvBackend, MemberBackend, Node, NodeConfig, ReadConsistency};
 use revkv_storage::{
-    Compare, CompareOp, CompareTarget, KeyRange, PutRequest, RangeRequest, Request, Response,
-    TxnOp, TxnRequest,
+    Compare, CompareOp, CompareTarget, KeyRange, KeyValue, PutRequest, RangeRequest, Request,
+    Response, TxnOp, TxnRequest,
 };
 
 #[tokio::main]
@@ -29,9 +29,20 @@ async fn main() -> Result<(), Box<dyn Error>> {
     println!("member serving HTTP on http://{}", node.client_address());
 
     let backend = node.backend();
+    let (first_revision, current) = write_and_read(backend).await?;
+    let swapped_revision = compare_and_swap(backend, current.mod_revision).await?;
+    list_prefix(backend, swapped_revision).await?;
+    replay_history(backend, first_revision, swapped_revision).await?;
+
+    node.shutdown().await?;
+    println!("member stopped");
+    Ok(())
+}
+
+/// Writes a key and reads it back: answers the write's revision and the key as read.
+async fn write_and_read(backend: &MemberBackend) -> Result<(u64, KeyValue), Box<dyn Error>> {
     let written = backend.put("app/config", "v1").await?;
     println!("put app/config at revision {}", written.header.revision);
-
     let current = backend
         .get("app/config")
         .await?
@@ -40,12 +51,19 @@ async fn main() -> Result<(), Box<dyn Error>> {
         "get app/config = {:?}",
         String::from_utf8_lossy(&current.value)
     );
+    Ok((written.header.revision, current))
+}
 
-    // Optimistic concurrency: replace the value only if nobody changed it since we read it.
+/// Optimistic concurrency: replaces the value only if nobody changed it since it was read at
+/// `read_mod_revision`. Answers the txn's revision.
+async fn compare_and_swap(
+    backend: &MemberBackend,
+    read_mod_revision: u64,
+) -> Result<u64, Box<dyn Error>> {
     let compare_and_swap = Request::Txn(TxnRequest {
         compare: vec![Compare {
             key: b"app/config".to_vec(),
-            target: CompareTarget::ModRevision(current.mod_revision),
+            target: CompareTarget::ModRevision(read_mod_revision),
             op: CompareOp::Equal,
         }],
         success: vec![TxnOp::Put(PutRequest {
@@ -60,10 +78,14 @@ async fn main() -> Result<(), Box<dyn Error>> {
     if let Response::Txn(txn) = &swapped.response {
         println!("compare-and-swap succeeded: {}", txn.succeeded);
     }
+    Ok(swapped.header.revision)
+}
 
+/// Lists every key under `app/` from this member, once it has applied `min_revision`.
+async fn list_prefix(backend: &MemberBackend, min_revision: u64) -> Result<(), Box<dyn Error>> {
     let everything = RangeRequest::of(KeyRange::prefix("app/"));
     let serializable = ReadConsistency::Serializable {
-        min_revision: Some(swapped.header.revision),
+        min_revision: Some(min_revision),
     };
     let listed = backend.read(everything, serializable).await?;
     for kv in &listed.response.kvs {
@@ -75,11 +97,19 @@ async fn main() -> Result<(), Box<dyn Error>> {
             kv.mod_revision
         );
     }
+    Ok(())
+}
 
-    // A watch from the first write's revision replays the history, then would follow live changes.
+/// A watch from the first write's revision replays the history (it would then follow live
+/// changes); it stops at `last_revision`.
+async fn replay_history(
+    backend: &MemberBackend,
+    first_revision: u64,
+    last_revision: u64,
+) -> Result<(), Box<dyn Error>> {
     let mut watch = backend.watch_hub().open(WatchRequest {
         filter: EventFilter::of(KeyRange::prefix("app/")),
-        start_revision: Some(written.header.revision),
+        start_revision: Some(first_revision),
         prev_kv: true,
         progress_interval: None,
     })?;
@@ -97,15 +127,12 @@ async fn main() -> Result<(), Box<dyn Error>> {
                             .map(|kv| String::from_utf8_lossy(&kv.value).into_owned())
                     );
                 }
-                if events.revision == swapped.header.revision {
+                if events.revision == last_revision {
                     break;
                 }
             }
             other => println!("watch: {other:?}"),
         }
     }
-
-    node.shutdown().await?;
-    println!("member stopped");
     Ok(())
 }

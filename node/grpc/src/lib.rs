@@ -104,49 +104,7 @@ impl<B: KvBackend> GrpcServer<B> {
             metrics,
             limits,
         } = self;
-        let max = limits.max_request_bytes;
-        let kv = KvServer::new(kv::KvService {
-            backend: backend.clone(),
-            metrics,
-        })
-        .max_decoding_message_size(max);
-        let lease = LeaseServer::new(lease::LeaseService {
-            backend: backend.clone(),
-            keepalive_streams: Arc::new(Semaphore::new(limits.max_keepalive_streams)),
-        })
-        .max_decoding_message_size(max);
-        let cluster = ClusterServer::new(cluster::ClusterService {
-            backend: backend.clone(),
-        })
-        .max_decoding_message_size(max);
-        let watch = WatchServer::new(watch::WatchService {
-            backend: backend.clone(),
-            max_watches_per_stream: limits.max_watches_per_stream,
-            fragment_bytes: limits.max_request_bytes,
-        })
-        .max_decoding_message_size(max);
-        let auth = AuthServer::new(auth_service::AuthService {
-            backend: backend.clone(),
-            options: limits.auth.clone(),
-            password_checks: Arc::new(Semaphore::new(
-                limits.auth.max_concurrent_password_checks.max(1),
-            )),
-        })
-        .max_decoding_message_size(max);
-        let maintenance = MaintenanceServer::new(maintenance::MaintenanceService {
-            backend: backend.clone(),
-            snapshot_streams: Arc::new(Semaphore::new(limits.max_snapshot_streams)),
-        })
-        .max_decoding_message_size(max);
-        let routes = tonic::service::Routes::builder()
-            .add_service(kv)
-            .add_service(lease)
-            .add_service(cluster)
-            .add_service(maintenance)
-            .add_service(watch)
-            .add_service(auth)
-            .clone()
-            .routes();
+        let routes = etcd_services(backend.clone(), metrics, &limits);
         // Served by revkv-tls's listener like the client HTTP API, so the gRPC port gets the same
         // TLS (and certificate reloading) when `tls` is given; hyper tells HTTP/2 (gRPC) by its
         // connection preface.
@@ -163,4 +121,55 @@ impl<B: KvBackend> GrpcServer<B> {
         // delayed ACK, about 40 ms a call) and bounds connections as on the client listener.
         revkv_tls::serve(listener, tls, router, shutdown).await
     }
+}
+
+/// etcd's six services on `backend`, each refusing a request larger than the limit.
+fn etcd_services<B: KvBackend>(
+    backend: Arc<B>,
+    metrics: Option<Arc<Metrics>>,
+    limits: &GrpcLimits,
+) -> tonic::service::Routes {
+    let max = limits.max_request_bytes;
+    let kv = KvServer::new(kv::KvService {
+        backend: backend.clone(),
+        metrics,
+    })
+    .max_decoding_message_size(max);
+    let lease = LeaseServer::new(lease::LeaseService {
+        backend: backend.clone(),
+        keepalive_streams: Arc::new(Semaphore::new(limits.max_keepalive_streams)),
+    })
+    .max_decoding_message_size(max);
+    let cluster = ClusterServer::new(cluster::ClusterService {
+        backend: backend.clone(),
+    })
+    .max_decoding_message_size(max);
+    let watch = WatchServer::new(watch::WatchService {
+        backend: backend.clone(),
+        max_watches_per_stream: limits.max_watches_per_stream,
+        fragment_bytes: limits.max_request_bytes,
+    })
+    .max_decoding_message_size(max);
+    let auth = AuthServer::new(auth_service::AuthService {
+        backend: backend.clone(),
+        options: limits.auth.clone(),
+        password_checks: Arc::new(Semaphore::new(
+            limits.auth.max_concurrent_password_checks.max(1),
+        )),
+    })
+    .max_decoding_message_size(max);
+    let maintenance = MaintenanceServer::new(maintenance::MaintenanceService {
+        backend,
+        snapshot_streams: Arc::new(Semaphore::new(limits.max_snapshot_streams)),
+    })
+    .max_decoding_message_size(max);
+    tonic::service::Routes::builder()
+        .add_service(kv)
+        .add_service(lease)
+        .add_service(cluster)
+        .add_service(maintenance)
+        .add_service(watch)
+        .add_service(auth)
+        .clone()
+        .routes()
 }

@@ -112,22 +112,9 @@ async fn put_key<B: KvBackend>(
         precondition,
     } = opening;
     let body: PutBody = read_json(body, state.limits.max_body_bytes).await?;
-    match merge.as_deref() {
-        None => {}
-        Some(THREE_WAY) if !prev_kv => {
-            let request = MergePutRequest::parse(key, encoding, precondition, body)?;
-            return merge_put(&state, request).await;
-        }
-        Some(THREE_WAY) => {
-            return Err(
-                NodeError::Invalid("prev_kv cannot be used with merge=three-way".into()).into(),
-            )
-        }
-        Some(other) => {
-            return Err(
-                NodeError::Invalid(format!("merge must be three-way, not {other:?}")).into(),
-            )
-        }
+    if wants_three_way_merge(merge.as_deref(), prev_kv)? {
+        let request = MergePutRequest::parse(key, encoding, precondition, body)?;
+        return merge_put(&state, request).await;
     }
     let put = PutRequest {
         key: key.clone(),
@@ -152,6 +139,21 @@ async fn put_key<B: KvBackend>(
     };
     // A put always takes a new revision, so the key's mod revision is the header's revision.
     Ok(([etag_header(header.revision)], Json(answer)).into_response())
+}
+
+/// Whether a put's `merge` query parameter asks for a three-way merge. Any other value is refused,
+/// and so is a merge together with `prev_kv`, which a merge does not support.
+fn wants_three_way_merge(merge: Option<&str>, prev_kv: bool) -> Result<bool, ApiError> {
+    match merge {
+        None => Ok(false),
+        Some(THREE_WAY) if !prev_kv => Ok(true),
+        Some(THREE_WAY) => {
+            Err(NodeError::Invalid("prev_kv cannot be used with merge=three-way".into()).into())
+        }
+        Some(other) => {
+            Err(NodeError::Invalid(format!("merge must be three-way, not {other:?}")).into())
+        }
+    }
 }
 
 /// `DELETE /v1/kv/{key}`: answers how many keys were deleted and, when asked, what they held.

@@ -399,6 +399,33 @@ impl LogFiles {
 /// Opens every segment in the directory, in index order, and checks they continue each other.
 /// A damaged end of the newest segment (a torn write) is cut off; damage anywhere else is an error.
 fn open_segments(directory: &Path) -> Result<(Vec<Segment>, Option<String>)> {
+    let first_indexes = segment_first_indexes(directory)?;
+    let mut segments: Vec<Segment> = Vec::with_capacity(first_indexes.len());
+    let newest = first_indexes.last().copied();
+    let mut repaired_tail = None;
+    for first_index in first_indexes {
+        let path = directory.join(Segment::file_name(first_index));
+        let (mut segment, scan_end) = Segment::open(&path, first_index)?;
+        let is_newest = Some(first_index) == newest;
+        if let Some(repaired) = cut_torn_end(&mut segment, &path, scan_end, is_newest)? {
+            repaired_tail = Some(repaired);
+        }
+        if let Some(previous) = segments.last() {
+            check_continues(previous, first_index, &path)?;
+        }
+        if segment.entry_count() == 0 {
+            // A segment created just before a crash, before its first entry was durable.
+            fs::remove_file(&path).map_err(io_error(&path))?;
+            continue;
+        }
+        segments.push(segment);
+    }
+    Ok((segments, repaired_tail))
+}
+
+/// The first indexes of the directory's segments, in order. Any file but segments and the meta
+/// file is refused: the directory is the log's alone.
+fn segment_first_indexes(directory: &Path) -> Result<Vec<u64>> {
     let mut first_indexes = Vec::new();
     for entry in fs::read_dir(directory).map_err(io_error(directory))? {
         let entry = entry.map_err(io_error(directory))?;
@@ -414,57 +441,54 @@ fn open_segments(directory: &Path) -> Result<(Vec<Segment>, Option<String>)> {
         }
     }
     first_indexes.sort_unstable();
-    let mut segments: Vec<Segment> = Vec::with_capacity(first_indexes.len());
-    let newest = first_indexes.last().copied();
-    let mut repaired_tail = None;
-    for first_index in first_indexes {
-        let path = directory.join(Segment::file_name(first_index));
-        let (mut segment, scan_end) = Segment::open(&path, first_index)?;
-        if scan_end == ScanEnd::Preallocated {
-            if Some(first_index) != newest {
-                return Err(Error::Corrupt {
-                    file: path,
-                    detail: "zeros after the last record, in a segment that later segments \
-                             follow; restore the member from a snapshot or remove it from the \
-                             cluster and add it again"
-                        .into(),
-                });
-            }
+    Ok(first_indexes)
+}
+
+/// Cuts the newest segment back to its last whole record when its scan ended in preallocated
+/// zeros or in damage (a torn write), and returns what was repaired when it was damage. The same
+/// in a segment that later segments follow cannot be a torn write, so it is an error.
+fn cut_torn_end(
+    segment: &mut Segment,
+    path: &Path,
+    scan_end: ScanEnd,
+    is_newest: bool,
+) -> Result<Option<String>> {
+    const REPAIR: &str = "in a segment that later segments follow; restore the member from a \
+                          snapshot or remove it from the cluster and add it again";
+    match scan_end {
+        ScanEnd::Preallocated if !is_newest => Err(Error::Corrupt {
+            file: path.to_path_buf(),
+            detail: format!("zeros after the last record, {REPAIR}"),
+        }),
+        ScanEnd::Damaged { detail } if !is_newest => Err(Error::Corrupt {
+            file: path.to_path_buf(),
+            detail: format!("{detail}, {REPAIR}"),
+        }),
+        ScanEnd::Preallocated => {
             // Dropped so that the space after the last record is known to hold nothing at all.
             segment.cut_after_last_record()?;
+            Ok(None)
         }
-        if let ScanEnd::Damaged { detail } = scan_end {
-            if Some(first_index) != newest {
-                return Err(Error::Corrupt {
-                    file: path,
-                    detail: format!(
-                        "{detail}, in a segment that later segments follow; restore the member \
-                         from a snapshot or remove it from the cluster and add it again"
-                    ),
-                });
-            }
+        ScanEnd::Damaged { detail } => {
             segment.cut_after_last_record()?;
-            repaired_tail = Some(format!("{}: {detail}", path.display()));
+            Ok(Some(format!("{}: {detail}", path.display())))
         }
-        if let Some(previous) = segments.last() {
-            if previous.next_index() != first_index {
-                return Err(Error::Corrupt {
-                    file: path,
-                    detail: format!(
-                        "the segment starts at {first_index}, but the one before ends before {}",
-                        previous.next_index()
-                    ),
-                });
-            }
-        }
-        if segment.entry_count() == 0 {
-            // A segment created just before a crash, before its first entry was durable.
-            fs::remove_file(&path).map_err(io_error(&path))?;
-            continue;
-        }
-        segments.push(segment);
+        ScanEnd::Clean => Ok(None),
     }
-    Ok((segments, repaired_tail))
+}
+
+/// A segment must start exactly where the one before it ends.
+fn check_continues(previous: &Segment, first_index: u64, path: &Path) -> Result<()> {
+    if previous.next_index() == first_index {
+        return Ok(());
+    }
+    Err(Error::Corrupt {
+        file: path.to_path_buf(),
+        detail: format!(
+            "the segment starts at {first_index}, but the one before ends before {}",
+            previous.next_index()
+        ),
+    })
 }
 
 /// A new log directory must be empty (or hold only what this store writes).

@@ -39,28 +39,53 @@ pub(crate) fn apply_request<'f, 't>(
     if let Err(rejection) = validate_request(request, limits) {
         return Ok(rejected(state, rejection));
     }
-    match request {
+    if let Some(outcome) = apply_lease_bookkeeping(leases, state, (request, log_index), limits)? {
+        return Ok(outcome);
+    }
+    apply_history_change(tables, leases, state, request, limits)
+}
+
+/// Applies the lease requests that write no history and take no revision (grant, checkpoint,
+/// checkpoint clear); `None` for every other request.
+fn apply_lease_bookkeeping(
+    leases: &mut WriteLeaseTables<'_, '_>,
+    state: &StoreState,
+    (request, log_index): (&Request, u64),
+    limits: &Limits,
+) -> Result<Option<ApplyOutcome>> {
+    let outcome = match request {
         Request::LeaseGrant { id, ttl_seconds } => {
             let grant = (*id, *ttl_seconds, log_index);
-            return grant_lease(leases, state, grant, limits);
+            grant_lease(leases, state, grant, limits)?
         }
         Request::LeaseCheckpoint {
             computed_at_index,
             leases: checkpointed,
         } => {
             let recorded = leases.checkpoint(*computed_at_index, checkpointed)?;
-            let response = Response::LeaseCheckpoint { recorded };
-            return Ok(unchanged(state, Ok(response)));
+            unchanged(state, Ok(Response::LeaseCheckpoint { recorded }))
         }
         Request::LeaseCheckpointClear { id } => {
             let answer = match leases.clear_checkpoint(*id, log_index)? {
                 true => Ok(Response::LeaseCheckpointClear),
                 false => Err(Error::LeaseNotFound { id: *id }),
             };
-            return Ok(unchanged(state, answer));
+            unchanged(state, answer)
         }
-        _ => {}
-    }
+        _ => return Ok(None),
+    };
+    Ok(Some(outcome))
+}
+
+/// Applies a request that writes history (put, delete, txn, lease revoke): the revision moves
+/// on by one when it wrote anything, and a rejection leaves the state as it was.
+fn apply_history_change<'f, 't>(
+    tables: &mut WriteTables<'f, 't>,
+    leases: &mut WriteLeaseTables<'f, 't>,
+    state: &mut StoreState,
+    request: &Request,
+    limits: &Limits,
+) -> Result<ApplyOutcome> {
     let mut change = Change {
         tables,
         leases,
@@ -78,7 +103,7 @@ pub(crate) fn apply_request<'f, 't>(
         Request::LeaseGrant { .. }
         | Request::LeaseCheckpoint { .. }
         | Request::LeaseCheckpointClear { .. } => {
-            unreachable!("handled above: they write no history")
+            unreachable!("applied by `apply_lease_bookkeeping`: they write no history")
         }
         Request::Alarm { .. } => unreachable!("alarms are applied by the batch (`alarms.rs`)"),
         Request::Auth(_) => {

@@ -26,10 +26,10 @@ use crate::mvcc::alarms::save_alarms;
 use crate::mvcc::auth_record::save_auth;
 use crate::mvcc::compact::{save_pending, PendingCompaction};
 use crate::mvcc::key_index::SharedKeyIndex;
-use crate::mvcc::leases::{open_write_lease_tables, WriteLeaseTables};
+use crate::mvcc::leases::{open_write_lease_tables, ReadLeaseTables, WriteLeaseTables};
 use crate::mvcc::snapshot_frames::{bad, read_stream, FrameSink};
 use crate::mvcc::tables::{
-    save_cluster_id, save_state, StoreState, WriteTables, HISTORY, LEASES, LEASE_KEYS,
+    save_cluster_id, save_state, ReadTables, StoreState, WriteTables, HISTORY, LEASES, LEASE_KEYS,
 };
 use crate::mvcc::{open_write_tables, ExportMeta, MvccStore};
 use crate::types::{Alarm, AppliedState};
@@ -107,7 +107,6 @@ impl MvccStore {
             alarms,
             auth,
         } = export_meta;
-        let file = tables.file;
         let mut writer = HashingWriter {
             inner: writer,
             hasher: Xxh3::new(),
@@ -123,37 +122,9 @@ impl MvccStore {
             cluster_id,
         });
         write_frame(&mut writer, &header)?;
-        let mut records = 0u64;
-        for entry in tables.history.iter().map_err(db_error(file))? {
-            let (key, bytes) = entry.map_err(db_error(file))?;
-            let (revision, position) = key.value();
-            let record: VersionRecord = codec::decode(bytes.value()).map_err(corrupt(file))?;
-            let frame = SnapshotFrame::Record {
-                revision,
-                position,
-                record,
-            };
-            write_frame(&mut writer, &frame)?;
-            records += 1;
-        }
-        for (id, lease) in leases.all_records(u64::MAX)? {
-            let frame = SnapshotFrame::LeaseState {
-                id,
-                ttl_seconds: lease.ttl_seconds,
-                checkpointed_remaining_ms: lease.checkpointed_remaining_ms,
-                renewed_at_index: lease.renewed_at_index,
-            };
-            write_frame(&mut writer, &frame)?;
-            records += 1;
-        }
-        if !alarms.is_empty() {
-            write_frame(&mut writer, &SnapshotFrame::Alarms(alarms))?;
-            records += 1;
-        }
-        if auth != AuthState::default() {
-            write_frame(&mut writer, &SnapshotFrame::Auth(auth))?;
-            records += 1;
-        }
+        let records = write_history_frames(&mut writer, &tables)?
+            + write_lease_frames(&mut writer, &leases)?
+            + write_cluster_state_frames(&mut writer, alarms, auth)?;
         let checksum = writer.hasher.digest();
         let trailer = SnapshotFrame::Trailer {
             record_count: records,
@@ -225,42 +196,14 @@ impl MvccStore {
             };
             let auth = std::mem::take(&mut sink.auth);
             let live_keys = attach_live_keys(&tables, &mut leases, summary.current_revision)?;
-            if summary
-                .live_keys
-                .is_some_and(|announced| announced != live_keys)
-            {
-                return Err(bad(format!(
-                    "the header announces {} live keys, the history holds {live_keys}",
-                    summary.live_keys.unwrap_or_default()
-                )));
-            }
+            check_announced_live_keys(&summary, live_keys)?;
             summary.live_keys = Some(live_keys);
             if let Some(target) = target {
                 summary.applied = target.applied.clone();
                 summary.cluster_id = Some(target.cluster_id);
             }
             let mut meta = write.open_table(META).map_err(db_error(&file))?;
-            let state = StoreState {
-                current_revision: summary.current_revision,
-                compact_revision: summary.compact_revision,
-                applied: summary.applied.clone(),
-                live_keys,
-            };
-            save_state(&mut meta, &file, &state)?;
-            save_alarms(&mut meta, &file, &alarms)?;
-            // Users, roles and auth's state come along even into a new cluster, as etcd's restore
-            // keeps its auth bucket: a restored cluster keeps out whoever the old one did.
-            save_auth(&mut meta, &file, &auth)?;
-            // The stream may hold versions its writer had not cleaned yet (a pending compaction
-            // there); cleaning the whole window here, in the background, removes them.
-            let pending = (summary.compact_revision > 0).then_some(PendingCompaction {
-                next: (0, 0),
-                through_revision: summary.compact_revision,
-            });
-            save_pending(&mut meta, &file, pending.as_ref())?;
-            if let Some(cluster_id) = summary.cluster_id {
-                save_cluster_id(&mut meta, &file, cluster_id)?;
-            }
+            save_imported_meta(&mut meta, &file, &summary, &alarms, &auth)?;
             summary
         };
         let mut imported_index = imported_index.into_inner();
@@ -306,6 +249,106 @@ impl FrameSink for TableSink<'_, '_, '_> {
         self.auth = auth;
         Ok(())
     }
+}
+
+/// Writes every history entry not yet compacted, in (revision, position) order, and returns how
+/// many it wrote.
+fn write_history_frames<W: Write>(writer: &mut W, tables: &ReadTables<'_>) -> Result<u64> {
+    let file = tables.file;
+    let mut records = 0u64;
+    for entry in tables.history.iter().map_err(db_error(file))? {
+        let (key, bytes) = entry.map_err(db_error(file))?;
+        let (revision, position) = key.value();
+        let record: VersionRecord = codec::decode(bytes.value()).map_err(corrupt(file))?;
+        let frame = SnapshotFrame::Record {
+            revision,
+            position,
+            record,
+        };
+        write_frame(writer, &frame)?;
+        records += 1;
+    }
+    Ok(records)
+}
+
+/// Writes every granted lease in id order and returns how many it wrote.
+fn write_lease_frames<W: Write>(writer: &mut W, leases: &ReadLeaseTables<'_>) -> Result<u64> {
+    let mut records = 0u64;
+    for (id, lease) in leases.all_records(u64::MAX)? {
+        let frame = SnapshotFrame::LeaseState {
+            id,
+            ttl_seconds: lease.ttl_seconds,
+            checkpointed_remaining_ms: lease.checkpointed_remaining_ms,
+            renewed_at_index: lease.renewed_at_index,
+        };
+        write_frame(writer, &frame)?;
+        records += 1;
+    }
+    Ok(records)
+}
+
+/// Writes the alarms and the auth state, each only when it differs from a new store's, and
+/// returns how many frames it wrote: a store that never used them exports the same stream as
+/// before they existed.
+fn write_cluster_state_frames<W: Write>(
+    writer: &mut W,
+    alarms: Vec<Alarm>,
+    auth: AuthState,
+) -> Result<u64> {
+    let mut records = 0u64;
+    if !alarms.is_empty() {
+        write_frame(writer, &SnapshotFrame::Alarms(alarms))?;
+        records += 1;
+    }
+    if auth != AuthState::default() {
+        write_frame(writer, &SnapshotFrame::Auth(auth))?;
+        records += 1;
+    }
+    Ok(records)
+}
+
+/// A stream whose header announces a live-key count must hold exactly that many live keys:
+/// anything else means its writer and its history disagree.
+fn check_announced_live_keys(summary: &SnapshotSummary, live_keys: u64) -> Result<()> {
+    match summary.live_keys {
+        Some(announced) if announced != live_keys => Err(bad(format!(
+            "the header announces {announced} live keys, the history holds {live_keys}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Saves an import's store state, alarms, auth, pending compaction and cluster id in the meta
+/// table of the import's write transaction.
+fn save_imported_meta(
+    meta: &mut redb::Table<'_, &'static str, &'static [u8]>,
+    file: &std::path::Path,
+    summary: &SnapshotSummary,
+    alarms: &[Alarm],
+    auth: &AuthState,
+) -> Result<()> {
+    let state = StoreState {
+        current_revision: summary.current_revision,
+        compact_revision: summary.compact_revision,
+        applied: summary.applied.clone(),
+        live_keys: summary.live_keys.unwrap_or_default(),
+    };
+    save_state(meta, file, &state)?;
+    save_alarms(meta, file, alarms)?;
+    // Users, roles and auth's state come along even into a new cluster, as etcd's restore keeps
+    // its auth bucket: a restored cluster keeps out whoever the old one did.
+    save_auth(meta, file, auth)?;
+    // The stream may hold versions its writer had not cleaned yet (a pending compaction there);
+    // cleaning the whole window here, in the background, removes them.
+    let pending = (summary.compact_revision > 0).then_some(PendingCompaction {
+        next: (0, 0),
+        through_revision: summary.compact_revision,
+    });
+    save_pending(meta, file, pending.as_ref())?;
+    if let Some(cluster_id) = summary.cluster_id {
+        save_cluster_id(meta, file, cluster_id)?;
+    }
+    Ok(())
 }
 
 fn write_frame<W: Write>(writer: &mut W, frame: &SnapshotFrame) -> Result<()> {

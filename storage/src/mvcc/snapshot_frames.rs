@@ -126,56 +126,14 @@ pub(crate) fn read_stream<R: Read>(
     let mut order = FrameOrder::default();
     let checksum = loop {
         let checksum_so_far = reader.hasher.digest();
-        match read_frame(&mut reader)? {
-            None => return Err(bad("the stream ended before its trailer")),
-            Some(SnapshotFrame::Header(_) | SnapshotFrame::StreamHeader(_)) => {
-                return Err(bad("a second header"))
+        let Some(frame) = read_frame(&mut reader)? else {
+            return Err(bad("the stream ended before its trailer"));
+        };
+        if let Some(trailer) = pass_frame_on(frame, header.current_revision, &mut order, sink)? {
+            if trailer != (order.frames, checksum_so_far) {
+                return Err(bad("the trailer's count or checksum does not match"));
             }
-            Some(SnapshotFrame::Record {
-                revision,
-                position,
-                record,
-            }) => {
-                order.record(revision, position, header.current_revision)?;
-                if record.key.is_empty() {
-                    return Err(bad("a record with an empty key"));
-                }
-                sink.record(revision, position, record)?;
-            }
-            Some(SnapshotFrame::Lease { id, ttl_seconds }) => {
-                // A stream written before checkpoints: the lease has none.
-                let record = imported_lease(ttl_seconds, None, 0);
-                order.lease(id, &record)?;
-                sink.lease(id, record)?;
-            }
-            Some(SnapshotFrame::LeaseState {
-                id,
-                ttl_seconds,
-                checkpointed_remaining_ms,
-                renewed_at_index,
-            }) => {
-                let record =
-                    imported_lease(ttl_seconds, checkpointed_remaining_ms, renewed_at_index);
-                order.lease(id, &record)?;
-                sink.lease(id, record)?;
-            }
-            Some(SnapshotFrame::Alarms(alarms)) => {
-                order.alarms(&alarms)?;
-                sink.alarms(alarms)?;
-            }
-            Some(SnapshotFrame::Auth(auth)) => {
-                order.auth(&auth)?;
-                sink.auth(auth)?;
-            }
-            Some(SnapshotFrame::Trailer {
-                record_count,
-                checksum,
-            }) => {
-                if record_count != order.frames || checksum != checksum_so_far {
-                    return Err(bad("the trailer's count or checksum does not match"));
-                }
-                break checksum;
-            }
+            break checksum_so_far;
         }
     };
     if read_frame(&mut reader)?.is_some() {
@@ -192,6 +150,62 @@ pub(crate) fn read_stream<R: Read>(
         cluster_id: header.cluster_id,
         checksum,
     })
+}
+
+/// Checks one frame after the header against the order so far and hands it to `sink`. Returns
+/// the trailer's record count and checksum when the frame is the trailer, for the caller to
+/// compare with what it counted and hashed.
+fn pass_frame_on(
+    frame: SnapshotFrame,
+    current_revision: u64,
+    order: &mut FrameOrder,
+    sink: &mut impl FrameSink,
+) -> Result<Option<(u64, u64)>> {
+    match frame {
+        SnapshotFrame::Header(_) | SnapshotFrame::StreamHeader(_) => {
+            return Err(bad("a second header"))
+        }
+        SnapshotFrame::Record {
+            revision,
+            position,
+            record,
+        } => {
+            order.record(revision, position, current_revision)?;
+            if record.key.is_empty() {
+                return Err(bad("a record with an empty key"));
+            }
+            sink.record(revision, position, record)?;
+        }
+        SnapshotFrame::Lease { id, ttl_seconds } => {
+            // A stream written before checkpoints: the lease has none.
+            let record = imported_lease(ttl_seconds, None, 0);
+            order.lease(id, &record)?;
+            sink.lease(id, record)?;
+        }
+        SnapshotFrame::LeaseState {
+            id,
+            ttl_seconds,
+            checkpointed_remaining_ms,
+            renewed_at_index,
+        } => {
+            let record = imported_lease(ttl_seconds, checkpointed_remaining_ms, renewed_at_index);
+            order.lease(id, &record)?;
+            sink.lease(id, record)?;
+        }
+        SnapshotFrame::Alarms(alarms) => {
+            order.alarms(&alarms)?;
+            sink.alarms(alarms)?;
+        }
+        SnapshotFrame::Auth(auth) => {
+            order.auth(&auth)?;
+            sink.auth(auth)?;
+        }
+        SnapshotFrame::Trailer {
+            record_count,
+            checksum,
+        } => return Ok(Some((record_count, checksum))),
+    }
+    Ok(None)
 }
 
 /// What the frames read so far allow next: records in (revision, position) order, then leases
