@@ -27,7 +27,7 @@ use super::etcd_grpc::EtcdGrpcConnection;
 use super::options::BenchPlan;
 use super::report::{new_latency_histogram, progress_line, RunTotals};
 use super::target::{FailureKind, HttpMethod, TargetKind};
-use super::workload::Operation;
+use super::workload::{Operation, OperationSource};
 use revkv_client::ClientTls;
 
 /// How often the progress line is refreshed.
@@ -237,11 +237,7 @@ async fn write_with_retries(
 
 /// Runs the client tasks until the budget is spent, printing progress, and adds up their results.
 pub async fn run_measured_part(plan: &BenchPlan) -> Result<RunTotals, String> {
-    let mut connections = Vec::with_capacity(plan.client_count);
-    for client_index in 0..plan.client_count {
-        let endpoint = endpoint_for_client(&plan.endpoints, client_index);
-        connections.push(Connection::open(plan, endpoint).await?);
-    }
+    let connections = open_one_connection_per_client(plan).await?;
     let started = Instant::now();
     let budget = Arc::new(OperationBudget::new(
         plan.limits.operation_limit,
@@ -250,67 +246,76 @@ pub async fn run_measured_part(plan: &BenchPlan) -> Result<RunTotals, String> {
     let live = Arc::new(LiveCounters::default());
     let cas_counters = Arc::new(CasCounters::new(plan.cas_backoff));
     let mut tasks = JoinSet::new();
-    for (client_index, mut connection) in connections.into_iter().enumerate() {
+    for (client_index, connection) in connections.into_iter().enumerate() {
         let operations = plan
             .workload
             .operations_for_client(client_index, &plan.run_tag);
-        let budget = Arc::clone(&budget);
-        let live = Arc::clone(&live);
-        let cas_counters = Arc::clone(&cas_counters);
-        tasks.spawn(async move {
-            let mut operations = operations;
-            let mut totals = ClientTotals {
-                latencies_micros: new_latency_histogram(),
-                succeeded: 0,
-                failures: BTreeMap::new(),
-            };
-            while budget.take_ticket(Instant::now()) {
-                let operation = operations.next_operation();
-                let sent_at = Instant::now();
-                let outcome = connection.perform(&operation, &cas_counters).await;
-                let latency_micros = sent_at.elapsed().as_micros();
-                match outcome {
-                    Ok(()) => {
-                        totals
-                            .latencies_micros
-                            .saturating_record(u64::try_from(latency_micros).unwrap_or(u64::MAX));
-                        totals.succeeded += 1;
-                        live.succeeded.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(failure) => {
-                        *totals.failures.entry(failure).or_insert(0) += 1;
-                        live.failed.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            }
-            totals
-        });
+        tasks.spawn(run_client_until_the_budget_is_spent(
+            connection,
+            operations,
+            Arc::clone(&budget),
+            Arc::clone(&live),
+            Arc::clone(&cas_counters),
+        ));
     }
-
     let mut progress = ProgressPrinter::new(plan.show_progress, plan.limits.time_limit);
+    let mut totals =
+        add_up_client_totals_while_printing_progress(tasks, started, &live, &mut progress).await?;
+    totals.elapsed = started.elapsed();
+    totals.cas_attempts = cas_counters.attempts.load(Ordering::Relaxed);
+    totals.cas_conflicts = cas_counters.conflicts.load(Ordering::Relaxed);
+    progress.finish();
+    Ok(totals)
+}
+
+/// Opens every client task's connection before the clock starts, so that connecting is not
+/// measured; client task i gets a connection to endpoint i mod n.
+async fn open_one_connection_per_client(plan: &BenchPlan) -> Result<Vec<Connection>, String> {
+    let mut connections = Vec::with_capacity(plan.client_count);
+    for client_index in 0..plan.client_count {
+        let endpoint = endpoint_for_client(&plan.endpoints, client_index);
+        connections.push(Connection::open(plan, endpoint).await?);
+    }
+    Ok(connections)
+}
+
+/// One client task: performs its operations one at a time while the budget hands out tickets,
+/// recording each success's latency in its own histogram (so the tasks never contend for one) and
+/// bumping the shared live counters the progress line reads.
+async fn run_client_until_the_budget_is_spent(
+    mut connection: Connection,
+    mut operations: OperationSource,
+    budget: Arc<OperationBudget>,
+    live: Arc<LiveCounters>,
+    cas_counters: Arc<CasCounters>,
+) -> ClientTotals {
+    let mut totals = ClientTotals::empty();
+    while budget.take_ticket(Instant::now()) {
+        let operation = operations.next_operation();
+        let sent_at = Instant::now();
+        let outcome = connection.perform(&operation, &cas_counters).await;
+        let latency_micros = sent_at.elapsed().as_micros();
+        totals.record(outcome, latency_micros, &live);
+    }
+    totals
+}
+
+/// Waits for every client task to end, adding its totals to the run's as it ends, and refreshes
+/// the progress line once a [`PROGRESS_INTERVAL`] meanwhile. A task that panicked panics here too,
+/// so the panic is not lost; a task that ended otherwise (cancelled) fails the run.
+async fn add_up_client_totals_while_printing_progress(
+    mut tasks: JoinSet<ClientTotals>,
+    started: Instant,
+    live: &LiveCounters,
+    progress: &mut ProgressPrinter,
+) -> Result<RunTotals, String> {
     let mut ticker = tokio::time::interval_at(started + PROGRESS_INTERVAL, PROGRESS_INTERVAL);
-    let mut totals = RunTotals {
-        latencies_micros: new_latency_histogram(),
-        succeeded: 0,
-        failures: BTreeMap::new(),
-        elapsed: Duration::ZERO,
-        cas_attempts: 0,
-        cas_conflicts: 0,
-    };
+    let mut totals = empty_run_totals();
     loop {
         tokio::select! {
             joined = tasks.join_next() => match joined {
                 None => break,
-                Some(Ok(client)) => {
-                    totals
-                        .latencies_micros
-                        .add(&client.latencies_micros)
-                        .expect("histograms with the same bounds add up");
-                    totals.succeeded += client.succeeded;
-                    for (failure, count) in client.failures {
-                        *totals.failures.entry(failure).or_insert(0) += count;
-                    }
-                }
+                Some(Ok(client)) => client.add_to(&mut totals),
                 Some(Err(join_error)) if join_error.is_panic() => {
                     std::panic::resume_unwind(join_error.into_panic())
                 }
@@ -323,11 +328,64 @@ pub async fn run_measured_part(plan: &BenchPlan) -> Result<RunTotals, String> {
             ),
         }
     }
-    totals.elapsed = started.elapsed();
-    totals.cas_attempts = cas_counters.attempts.load(Ordering::Relaxed);
-    totals.cas_conflicts = cas_counters.conflicts.load(Ordering::Relaxed);
-    progress.finish();
     Ok(totals)
+}
+
+/// Run totals with nothing counted yet; the elapsed time and the cas counters are filled in once
+/// every client task has ended.
+fn empty_run_totals() -> RunTotals {
+    RunTotals {
+        latencies_micros: new_latency_histogram(),
+        succeeded: 0,
+        failures: BTreeMap::new(),
+        elapsed: Duration::ZERO,
+        cas_attempts: 0,
+        cas_conflicts: 0,
+    }
+}
+
+impl ClientTotals {
+    fn empty() -> Self {
+        ClientTotals {
+            latencies_micros: new_latency_histogram(),
+            succeeded: 0,
+            failures: BTreeMap::new(),
+        }
+    }
+
+    /// Counts one operation's outcome here and in the live counters: a success with its latency
+    /// (saturated at the histogram's top rather than lost), a failure by its kind.
+    fn record(
+        &mut self,
+        outcome: Result<(), FailureKind>,
+        latency_micros: u128,
+        live: &LiveCounters,
+    ) {
+        match outcome {
+            Ok(()) => {
+                self.latencies_micros
+                    .saturating_record(u64::try_from(latency_micros).unwrap_or(u64::MAX));
+                self.succeeded += 1;
+                live.succeeded.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(failure) => {
+                *self.failures.entry(failure).or_insert(0) += 1;
+                live.failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Adds this client task's latencies, successes and failures to the run's totals.
+    fn add_to(self, run_totals: &mut RunTotals) {
+        run_totals
+            .latencies_micros
+            .add(&self.latencies_micros)
+            .expect("histograms with the same bounds add up");
+        run_totals.succeeded += self.succeeded;
+        for (failure, count) in self.failures {
+            *run_totals.failures.entry(failure).or_insert(0) += count;
+        }
+    }
 }
 
 /// Prints the progress line on stderr: rewritten in place on a terminal, one line per second

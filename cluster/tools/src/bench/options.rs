@@ -210,6 +210,27 @@ impl BenchArgs {
 
     /// [`BenchArgs::into_plan`] with a given run tag (tests use a fixed one).
     pub fn into_plan_with_run_tag(self, run_tag: String) -> Result<BenchPlan, String> {
+        self.check_options_every_workload_shares()?;
+        let workload = self.workload_from_its_options()?;
+        let endpoints = self.resolved_endpoints()?;
+        Ok(BenchPlan {
+            workload,
+            target: self.target,
+            endpoints,
+            client_count: self.clients,
+            limits: run_limits(self.total, self.duration),
+            request_timeout: self.request_timeout,
+            output_format: self.output,
+            show_progress: !self.quiet,
+            run_tag,
+            tls: self.tls.client_tls(),
+            cas_backoff: self.backoff,
+        })
+    }
+
+    /// Checks the options that bound every request-driven run (clients, count, duration, request
+    /// timeout, value size), before any workload-specific one, so that their messages come first.
+    fn check_options_every_workload_shares(&self) -> Result<(), String> {
         if self.clients == 0 || self.clients > MOST_CLIENTS {
             return Err(format!("--clients must be between 1 and {MOST_CLIENTS}"));
         }
@@ -227,25 +248,31 @@ impl BenchArgs {
                 "--value-size must be at most {LARGEST_VALUE_SIZE} bytes"
             ));
         }
-        let workload = match self.workload {
+        Ok(())
+    }
+
+    /// The workload with its defaults filled in, refusing options that do not apply to it
+    /// (`--consistency` is for get only, `--keys` for get and cas) and a zero `--keys`.
+    fn workload_from_its_options(&self) -> Result<Workload, String> {
+        match self.workload {
             WorkloadKind::Put => {
                 if self.consistency.is_some() || self.keys.is_some() {
                     return Err("--consistency and --keys apply to the get workload only".into());
                 }
-                Workload::Put {
+                Ok(Workload::Put {
                     value_size: self.value_size,
-                }
+                })
             }
             WorkloadKind::Get => {
                 let key_count = self.keys.unwrap_or(1);
                 if key_count == 0 {
                     return Err("--keys must be at least 1".to_string());
                 }
-                Workload::Get {
+                Ok(Workload::Get {
                     consistency: self.consistency.unwrap_or(ReadConsistency::Linearizable),
                     key_count,
                     value_size: self.value_size,
-                }
+                })
             }
             WorkloadKind::Cas => {
                 if self.consistency.is_some() {
@@ -255,26 +282,10 @@ impl BenchArgs {
                 if hot_keys == 0 {
                     return Err("--keys must be at least 1".to_string());
                 }
-                Workload::Cas { hot_keys }
+                Ok(Workload::Cas { hot_keys })
             }
-            WorkloadKind::Watch => {
-                return Err("the watch workload is planned by into_watch_plan".into());
-            }
-        };
-        let endpoints = self.resolved_endpoints()?;
-        Ok(BenchPlan {
-            workload,
-            target: self.target,
-            endpoints,
-            client_count: self.clients,
-            limits: run_limits(self.total, self.duration),
-            request_timeout: self.request_timeout,
-            output_format: self.output,
-            show_progress: !self.quiet,
-            run_tag,
-            tls: self.tls.client_tls(),
-            cas_backoff: self.backoff,
-        })
+            WorkloadKind::Watch => Err("the watch workload is planned by into_watch_plan".into()),
+        }
     }
 }
 

@@ -17,6 +17,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use super::options::{WatchLatencyPlan, MOST_WATCHERS};
@@ -56,31 +57,9 @@ pub async fn run(plan: &WatchLatencyPlan) -> Result<WatchLatencyReport, String> 
     let setup_started = Instant::now();
     let (last_revision_sender, last_revision) = watch::channel(None::<u64>);
     let created = Arc::new(tokio::sync::Semaphore::new(0));
-    let builder = reqwest::Client::builder().pool_max_idle_per_host(0);
-    let client = plan
-        .tls
-        .configure(builder)
-        .map_err(|error| error.to_string())?
-        .build()
-        .map_err(|error| error.to_string())?;
-    let mut watchers = Vec::with_capacity(plan.watchers);
-    for index in 0..plan.watchers {
-        let endpoint = plan.endpoints[index % plan.endpoints.len()].clone();
-        watchers.push(tokio::spawn(follow_watch(
-            client.clone(),
-            plan.target,
-            endpoint,
-            prefix.clone(),
-            created.clone(),
-            last_revision.clone(),
-        )));
-    }
-    let all_created = created.acquire_many(plan.watchers as u32);
-    tokio::time::timeout(SETTLE_TIMEOUT, all_created)
-        .await
-        .map_err(|_| format!("not all {} watches were created in time", plan.watchers))?
-        .map_err(|error| error.to_string())?
-        .forget();
+    let client = watch_client_keeping_no_idle_connections(plan)?;
+    let watchers = spawn_watchers(plan, &client, &prefix, &created, &last_revision);
+    wait_until_every_watch_is_created(plan.watchers, &created).await?;
     let setup_seconds = setup_started.elapsed().as_secs_f64();
     eprintln!(
         "revkv bench watch: {} watches open after {setup_seconds:.1}s; writing",
@@ -88,17 +67,7 @@ pub async fn run(plan: &WatchLatencyPlan) -> Result<WatchLatencyReport, String> 
     );
     let writes = write_steadily(plan, &prefix).await?;
     last_revision_sender.send_replace(writes.acks.keys().max().copied());
-    let mut histogram = new_latency_histogram();
-    let mut totals = (0u64, 0u64);
-    for watcher in watchers {
-        let arrivals = watcher
-            .await
-            .map_err(|error| error.to_string())?
-            .map_err(|error| format!("a watch failed: {error}"))?;
-        let (received, early) = record_latencies(&arrivals, &writes.acks, &mut histogram);
-        totals.0 += received;
-        totals.1 += early;
-    }
+    let (histogram, received, early) = latencies_of_every_watcher(watchers, &writes.acks).await?;
     let acknowledged = writes.acks.len() as u64;
     Ok(WatchLatencyReport {
         target: plan.target,
@@ -107,11 +76,84 @@ pub async fn run(plan: &WatchLatencyPlan) -> Result<WatchLatencyReport, String> 
         writes_acknowledged: acknowledged,
         write_failures: writes.failures,
         events_expected: acknowledged * plan.watchers as u64,
-        events_received: totals.0,
-        events_before_ack: totals.1,
+        events_received: received,
+        events_before_ack: early,
         setup_seconds,
         latency: LatencySummary::from_histogram(&histogram),
     })
+}
+
+/// The client the watch streams share: the plan's TLS, and no idle connections kept in its pool.
+fn watch_client_keeping_no_idle_connections(
+    plan: &WatchLatencyPlan,
+) -> Result<reqwest::Client, String> {
+    let builder = reqwest::Client::builder().pool_max_idle_per_host(0);
+    plan.tls
+        .configure(builder)
+        .map_err(|error| error.to_string())?
+        .build()
+        .map_err(|error| error.to_string())
+}
+
+/// Starts the plan's watch streams on `prefix`, round-robin over the endpoints. Each adds a
+/// permit to `created` once its watch is created, and stops once it has seen the revision that
+/// `last_revision` names after the writes.
+fn spawn_watchers(
+    plan: &WatchLatencyPlan,
+    client: &reqwest::Client,
+    prefix: &str,
+    created: &Arc<tokio::sync::Semaphore>,
+    last_revision: &watch::Receiver<Option<u64>>,
+) -> Vec<JoinHandle<Result<Arrivals, String>>> {
+    let mut watchers = Vec::with_capacity(plan.watchers);
+    for index in 0..plan.watchers {
+        let endpoint = plan.endpoints[index % plan.endpoints.len()].clone();
+        watchers.push(tokio::spawn(follow_watch(
+            client.clone(),
+            plan.target,
+            endpoint,
+            prefix.to_string(),
+            created.clone(),
+            last_revision.clone(),
+        )));
+    }
+    watchers
+}
+
+/// Waits (at most [`SETTLE_TIMEOUT`]) until all `watch_count` watches are created, so that no
+/// write happens before a watch could see it.
+async fn wait_until_every_watch_is_created(
+    watch_count: usize,
+    created: &tokio::sync::Semaphore,
+) -> Result<(), String> {
+    let all_created = created.acquire_many(watch_count as u32);
+    tokio::time::timeout(SETTLE_TIMEOUT, all_created)
+        .await
+        .map_err(|_| format!("not all {watch_count} watches were created in time"))?
+        .map_err(|error| error.to_string())?
+        .forget();
+    Ok(())
+}
+
+/// Waits for every watcher to end and adds up their latencies against the writes'
+/// acknowledgements: the histogram, the events received, and those that arrived before their
+/// acknowledgement. The first watcher that failed (in the order they were started) fails the run.
+async fn latencies_of_every_watcher(
+    watchers: Vec<JoinHandle<Result<Arrivals, String>>>,
+    acks: &HashMap<u64, Instant>,
+) -> Result<(Histogram<u64>, u64, u64), String> {
+    let mut histogram = new_latency_histogram();
+    let mut totals = (0u64, 0u64);
+    for watcher in watchers {
+        let arrivals = watcher
+            .await
+            .map_err(|error| error.to_string())?
+            .map_err(|error| format!("a watch failed: {error}"))?;
+        let (received, early) = record_latencies(&arrivals, acks, &mut histogram);
+        totals.0 += received;
+        totals.1 += early;
+    }
+    Ok((histogram, totals.0, totals.1))
 }
 
 /// Adds one watcher's latencies; answers (events matched to an acknowledged write, early ones).

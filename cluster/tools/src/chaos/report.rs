@@ -80,6 +80,19 @@ impl Report {
 
 impl fmt::Display for Report {
     fn fmt(&self, out: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_run_summary(out)?;
+        self.write_operations(out)?;
+        self.write_failure_reasons(out)?;
+        self.write_faults_and_leaderships(out)?;
+        self.write_proxies_and_watches(out)?;
+        self.write_verdict(out)
+    }
+}
+
+/// The parts of the printed report, in the order they appear.
+impl Report {
+    /// The heading, the seed (with how to replay it) and the run's length and revisions.
+    fn write_run_summary(&self, out: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(out, "revkv chaos report")?;
         writeln!(
             out,
@@ -90,7 +103,11 @@ impl fmt::Display for Report {
             out,
             "  duration {:?}, final revision {}, compacted at {}",
             self.duration, self.final_revision, self.compact_revision
-        )?;
+        )
+    }
+
+    /// The operations' total, then one line per type with the count of each outcome.
+    fn write_operations(&self, out: &mut fmt::Formatter<'_>) -> fmt::Result {
         let total: usize = self.operations.values().sum();
         writeln!(out, "operations ({total}):")?;
         let mut by_type: BTreeMap<&str, Vec<String>> = BTreeMap::new();
@@ -103,12 +120,24 @@ impl fmt::Display for Report {
         for (name, outcomes) in by_type {
             writeln!(out, "  {name:<20} {}", outcomes.join(", "))?;
         }
+        Ok(())
+    }
+
+    /// The commonest classes of failure reason, most frequent first (at most
+    /// [`REASONS_PRINTED`]).
+    fn write_failure_reasons(&self, out: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut reasons: Vec<(&String, &usize)> = self.failure_reasons.iter().collect();
         reasons.sort_by(|a, b| b.1.cmp(a.1));
         writeln!(out, "why operations failed or ended unknown:")?;
         for (reason, count) in reasons.iter().take(REASONS_PRINTED) {
             writeln!(out, "  {count:>8}  {reason}")?;
         }
+        Ok(())
+    }
+
+    /// The faults counted by type, the leaderships seen, then every fault with its time and
+    /// detail (the leaderships come between so the counts stay at the top).
+    fn write_faults_and_leaderships(&self, out: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut fault_counts: BTreeMap<&str, usize> = BTreeMap::new();
         for fault in &self.faults {
             *fault_counts.entry(fault.name).or_default() += 1;
@@ -134,6 +163,11 @@ impl fmt::Display for Report {
                 fault.detail
             )?;
         }
+        Ok(())
+    }
+
+    /// What the link proxies did, then each watch stream's connections and messages.
+    fn write_proxies_and_watches(&self, out: &mut fmt::Formatter<'_>) -> fmt::Result {
         let proxies = self.proxies;
         writeln!(
             out,
@@ -147,6 +181,13 @@ impl fmt::Display for Report {
                 "  {name:<20} {segments} connections, {messages} messages"
             )?;
         }
+        Ok(())
+    }
+
+    /// Why the run aborted (if it did), the violations counted by kind and the first
+    /// [`VIOLATIONS_PRINTED`] in full, where the kept data is, and last CLEAN or FAILED (with no
+    /// line ending, as the caller adds its own).
+    fn write_verdict(&self, out: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(reason) = &self.aborted {
             writeln!(out, "ABORTED: {reason}")?;
         }

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tokio::task::JoinSet;
+
 use super::check::kv::check_operations;
 use super::check::leases::{check_leases, LeaseBounds, LeaseObservations};
 use super::check::recording::recording_of;
@@ -15,7 +17,7 @@ use super::check::Violation;
 use super::history::Operation;
 use super::leaderships::{observe_leaderships, LeadershipSeen};
 use super::lease_workload::run_lease_worker;
-use super::members::Members;
+use super::members::{Members, SharedEndpoints};
 use super::nemesis::Nemesis;
 use super::schedule::schedule;
 use super::store_check::check_store;
@@ -123,31 +125,11 @@ async fn drive(
     let endpoints = members.shared_endpoints();
     let (stop_watchers, stop) = tokio::sync::watch::channel(false);
     let watchers = harness_watchers();
-    let mut watch_tasks = tokio::task::JoinSet::new();
-    for (index, watcher) in watchers.iter().enumerate() {
-        let task = run_watcher(
-            watcher.spec.clone(),
-            watcher.record.clone(),
-            endpoints.clone(),
-            index,
-            FIRST_WRITE_REVISION,
-            stop.clone(),
-        );
-        watch_tasks.spawn(task);
-    }
+    let mut watch_tasks = spawn_watch_tasks(&watchers, &endpoints, &stop);
     let started = Instant::now();
     let deadline = started + settings.duration;
     let context = WorkloadContext::new(endpoints, started, deadline, settings.keys);
-    let mut workers = tokio::task::JoinSet::new();
-    for worker in 0..settings.workers {
-        let seed = settings.seed.wrapping_add(1_000 + worker as u64);
-        workers.spawn(run_worker(context.clone(), worker, seed));
-    }
-    for lease_worker in 0..settings.lease_workers {
-        let seed = settings.seed.wrapping_add(2_000 + lease_worker as u64);
-        let worker = settings.workers + lease_worker;
-        workers.spawn(run_lease_worker(context.clone(), worker, seed));
-    }
+    let workers = spawn_workload_workers(settings, &context);
     let leaderships: Arc<Mutex<Vec<LeadershipSeen>>> = Arc::default();
     let observer = tokio::spawn(observe_leaderships(
         context.endpoints.clone(),
@@ -155,31 +137,15 @@ async fn drive(
         leaderships.clone(),
         stop.clone(),
     ));
-    let records: Vec<Arc<Mutex<WatchRecord>>> = watchers
-        .iter()
-        .map(|watcher| watcher.record.clone())
-        .collect();
     let mut nemesis = Nemesis {
         members,
         started,
         deadline,
-        http: reqwest::Client::builder()
-            .timeout(Duration::from_secs(5))
-            .build()
-            .map_err(|error| error.to_string())?,
-        compactable: Box::new(move || lowest_coverage(&records)),
+        http: nemesis_http_client()?,
+        compactable: compactable_revision(&watchers),
         injected: Vec::new(),
     };
-    let played = nemesis
-        .run(&schedule(settings.seed, settings.duration))
-        .await;
-    tokio::time::sleep_until(deadline.into()).await;
-    while workers.join_next().await.is_some() {}
-    let healed = nemesis.heal_everything().await;
-    report.faults = std::mem::take(&mut nemesis.injected);
-    report.proxies = nemesis.members.link_rules().counts();
-    played?;
-    healed?;
+    play_the_schedule_then_heal(&mut nemesis, settings, workers, report).await?;
     let final_revision = settle(nemesis.members, &watchers, report).await?;
     let _ = stop_watchers.send(true);
     while watch_tasks.join_next().await.is_some() {}
@@ -197,6 +163,88 @@ async fn drive(
     check_everything(nemesis.members, &recorded, report).await;
     report.leaderships = leaderships;
     Ok(())
+}
+
+/// Starts one task per watcher, each following its watch from the first write's revision (moving
+/// to the next endpoint whenever a stream ends) until `stop` turns true. Watcher i starts on
+/// member i (mod their number), so the streams are spread over the members.
+fn spawn_watch_tasks(
+    watchers: &[Watcher],
+    endpoints: &SharedEndpoints,
+    stop: &tokio::sync::watch::Receiver<bool>,
+) -> JoinSet<()> {
+    let mut watch_tasks = JoinSet::new();
+    for (index, watcher) in watchers.iter().enumerate() {
+        let task = run_watcher(
+            watcher.spec.clone(),
+            watcher.record.clone(),
+            endpoints.clone(),
+            index,
+            FIRST_WRITE_REVISION,
+            stop.clone(),
+        );
+        watch_tasks.spawn(task);
+    }
+    watch_tasks
+}
+
+/// Starts `--workers` key-value workers, then `--lease-workers` lease workers numbered after them,
+/// each seeded from the run's seed and its own number, so that no two make the same random
+/// choices.
+fn spawn_workload_workers(settings: &ChaosSettings, context: &WorkloadContext) -> JoinSet<()> {
+    let mut workers = JoinSet::new();
+    for worker in 0..settings.workers {
+        let seed = settings.seed.wrapping_add(1_000 + worker as u64);
+        workers.spawn(run_worker(context.clone(), worker, seed));
+    }
+    for lease_worker in 0..settings.lease_workers {
+        let seed = settings.seed.wrapping_add(2_000 + lease_worker as u64);
+        let worker = settings.workers + lease_worker;
+        workers.spawn(run_lease_worker(context.clone(), worker, seed));
+    }
+    workers
+}
+
+/// The nemesis's own HTTP client (for its calls to the members' API), with a five-second limit
+/// on each call, so that a member that does not answer is given up on and the next one tried.
+fn nemesis_http_client() -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .map_err(|error| error.to_string())
+}
+
+/// Plays the seed's schedule of faults, waits for the workload to reach its deadline and every
+/// worker to end, then heals every fault. The faults injected and the proxies' counts go into
+/// the report even when playing or healing failed, so an aborted run still says what it did;
+/// the playing's failure is returned before the healing's.
+async fn play_the_schedule_then_heal(
+    nemesis: &mut Nemesis<'_>,
+    settings: &ChaosSettings,
+    mut workers: JoinSet<()>,
+    report: &mut Report,
+) -> Result<(), String> {
+    let played = nemesis
+        .run(&schedule(settings.seed, settings.duration))
+        .await;
+    tokio::time::sleep_until(nemesis.deadline.into()).await;
+    while workers.join_next().await.is_some() {}
+    let healed = nemesis.heal_everything().await;
+    report.faults = std::mem::take(&mut nemesis.injected);
+    report.proxies = nemesis.members.link_rules().counts();
+    played?;
+    healed?;
+    Ok(())
+}
+
+/// What the nemesis may compact at, asked afresh before each compaction: the lowest revision
+/// every watcher has covered (see [`lowest_coverage`]).
+fn compactable_revision(watchers: &[Watcher]) -> Box<dyn Fn() -> u64 + Send> {
+    let records: Vec<Arc<Mutex<WatchRecord>>> = watchers
+        .iter()
+        .map(|watcher| watcher.record.clone())
+        .collect();
+    Box::new(move || lowest_coverage(&records))
 }
 
 /// The lowest revision every watcher has covered: compacting at it takes nothing a watch still

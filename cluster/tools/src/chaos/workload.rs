@@ -207,21 +207,34 @@ pub(super) async fn record(
 
 /// The HTTP request of one operation, and its answer as an [`Outcome`].
 async fn send(http: &reqwest::Client, url: &str, id: usize, request: &Request) -> Outcome {
+    let builder = http_request_of(http, url, id, request);
+    let answer = match builder.send().await {
+        Ok(answer) => answer,
+        Err(error) => return transport_outcome(request, &error),
+    };
+    let status = answer.status();
+    let body: Value = match answer.json().await {
+        Ok(body) => body,
+        Err(error) => return transport_outcome(request, &error),
+    };
+    outcome_of_answer(request, status, &body)
+}
+
+/// The one HTTP request to the member at `url` that performs operation `id`. Every value it
+/// writes is the operation's own ([`value_of_operation`]), so the checkers can tell which
+/// operation wrote what they see.
+fn http_request_of(
+    http: &reqwest::Client,
+    url: &str,
+    id: usize,
+    request: &Request,
+) -> reqwest::RequestBuilder {
     let value = value_of_operation(id);
-    let builder = match request {
+    match request {
         Request::Put {
             key,
             if_mod_revision,
-        } => {
-            let builder = http
-                .put(format!("{url}/v1/kv/{key}"))
-                .json(&json!({ "value": value }));
-            match if_mod_revision {
-                None => builder,
-                Some(0) => builder.header("if-none-match", "*"),
-                Some(revision) => builder.header("if-match", format!("\"{revision}\"")),
-            }
-        }
+        } => conditional_put(http, url, key, &value, *if_mod_revision),
         Request::Delete { key } => http.delete(format!("{url}/v1/kv/{key}")),
         Request::Get { key, consistency } => http.get(format!(
             "{url}/v1/kv/{key}?consistency={}",
@@ -234,14 +247,7 @@ async fn send(http: &reqwest::Client, url: &str, id: usize, request: &Request) -
             "{url}/v1/kv?prefix={prefix}&consistency={}",
             consistency_name(*consistency)
         )),
-        Request::Txn { keys } => {
-            let puts: Vec<Value> = keys
-                .iter()
-                .map(|key| json!({ "put": { "key": key, "value": value } }))
-                .collect();
-            http.post(format!("{url}/v1/txn"))
-                .json(&json!({ "compare": [], "success": puts, "failure": [] }))
-        }
+        Request::Txn { keys } => txn_putting_every_key(http, url, keys, &value),
         Request::Patch { key } => http
             .request(Method::PATCH, format!("{url}/v1/kv/{key}?create=true"))
             .header("content-type", "application/merge-patch+json")
@@ -256,17 +262,42 @@ async fn send(http: &reqwest::Client, url: &str, id: usize, request: &Request) -
             http.post(format!("{url}/v1/leases/{lease}/keepalive"))
         }
         Request::LeaseRevoke { lease } => http.delete(format!("{url}/v1/leases/{lease}")),
-    };
-    let answer = match builder.send().await {
-        Ok(answer) => answer,
-        Err(error) => return transport_outcome(request, &error),
-    };
-    let status = answer.status();
-    let body: Value = match answer.json().await {
-        Ok(body) => body,
-        Err(error) => return transport_outcome(request, &error),
-    };
-    outcome_of_answer(request, status, &body)
+    }
+}
+
+/// A `PUT` of `value` to `key`: unconditional without `if_mod_revision`, only if the key is
+/// absent for revision 0 (`If-None-Match: *`), otherwise only if the key's `mod_revision` is that
+/// revision (`If-Match`).
+fn conditional_put(
+    http: &reqwest::Client,
+    url: &str,
+    key: &str,
+    value: &str,
+    if_mod_revision: Option<u64>,
+) -> reqwest::RequestBuilder {
+    let builder = http
+        .put(format!("{url}/v1/kv/{key}"))
+        .json(&json!({ "value": value }));
+    match if_mod_revision {
+        None => builder,
+        Some(0) => builder.header("if-none-match", "*"),
+        Some(revision) => builder.header("if-match", format!("\"{revision}\"")),
+    }
+}
+
+/// A txn with no compare that puts `value` to every one of `keys` at one revision.
+fn txn_putting_every_key(
+    http: &reqwest::Client,
+    url: &str,
+    keys: &[String],
+    value: &str,
+) -> reqwest::RequestBuilder {
+    let puts: Vec<Value> = keys
+        .iter()
+        .map(|key| json!({ "put": { "key": key, "value": value } }))
+        .collect();
+    http.post(format!("{url}/v1/txn"))
+        .json(&json!({ "compare": [], "success": puts, "failure": [] }))
 }
 
 fn consistency_name(consistency: Consistency) -> &'static str {

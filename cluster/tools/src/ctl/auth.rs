@@ -6,7 +6,7 @@
 use std::io::{BufRead, Read};
 
 use clap::{Subcommand, ValueEnum};
-use revkv_client::{AuthChangeResponse, Client, ClientError, PermissionKeys};
+use revkv_client::{AuthChangeResponse, Client, ClientError, PermissionKeys, RoleResponse};
 
 use super::commands::print_either;
 use crate::cli::OutputFormat;
@@ -198,21 +198,7 @@ pub async fn role(
         }
         RoleCommand::Get { name } => {
             let answer = client.role_get(&name).await?;
-            print_either(format, &answer, || {
-                let mut lines = vec![format!("Role {}", answer.name)];
-                for permission in &answer.permissions {
-                    let end = match permission.range_end.as_deref() {
-                        None => String::new(),
-                        Some("\0") => " (and every key after it)".to_string(),
-                        Some(end) => format!(" to {end}"),
-                    };
-                    lines.push(format!(
-                        "\t{} {}{end}",
-                        permission.permission, permission.key
-                    ));
-                }
-                lines.join("\n")
-            });
+            print_either(format, &answer, || role_with_its_permissions(&answer));
             Ok(())
         }
         RoleCommand::GrantPermission {
@@ -222,13 +208,10 @@ pub async fn role(
             range_end,
             prefix,
         } => {
-            let kind = match permission {
-                PermissionArg::Read => "read",
-                PermissionArg::Write => "write",
-                PermissionArg::Readwrite => "readwrite",
-            };
             let keys = permission_keys(key, range_end, prefix);
-            let answer = client.role_grant_permission(&role, kind, &keys).await?;
+            let answer = client
+                .role_grant_permission(&role, permission_name(permission), &keys)
+                .await?;
             changed(format, answer, &format!("Role {role} updated"))
         }
         RoleCommand::RevokePermission {
@@ -239,12 +222,43 @@ pub async fn role(
         } => {
             let keys = permission_keys(key, range_end, prefix);
             let answer = client.role_revoke_permission(&role, &keys).await?;
-            changed(
-                format,
-                answer,
-                &format!("Permission of role {role} is revoked"),
-            )
+            let revoked = format!("Permission of role {role} is revoked");
+            changed(format, answer, &revoked)
         }
+    }
+}
+
+/// A role in the table format: `Role NAME`, then one tab-indented line per permission with its
+/// kind, its key and where its range ends.
+fn role_with_its_permissions(answer: &RoleResponse) -> String {
+    let mut lines = vec![format!("Role {}", answer.name)];
+    for permission in &answer.permissions {
+        lines.push(format!(
+            "\t{} {}{}",
+            permission.permission,
+            permission.key,
+            range_end_text(permission.range_end.as_deref())
+        ));
+    }
+    lines.join("\n")
+}
+
+/// Where a permission's range ends, as it follows the key: nothing for the key alone, every key
+/// from it on for the end `"\0"`, or ` to END`.
+fn range_end_text(range_end: Option<&str>) -> String {
+    match range_end {
+        None => String::new(),
+        Some("\0") => " (and every key after it)".to_string(),
+        Some(end) => format!(" to {end}"),
+    }
+}
+
+/// A permission's kind as the API names it.
+fn permission_name(permission: PermissionArg) -> &'static str {
+    match permission {
+        PermissionArg::Read => "read",
+        PermissionArg::Write => "write",
+        PermissionArg::Readwrite => "readwrite",
     }
 }
 

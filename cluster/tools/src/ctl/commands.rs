@@ -3,6 +3,7 @@
 
 use std::io::{Read, Write};
 use std::path::Path;
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -27,6 +28,13 @@ pub const LARGEST_TXN_REQUEST_BYTES: u64 = 2 * 1024 * 1024;
 
 /// Runs one command.
 pub async fn execute(args: CtlArgs) -> Result<(), ClientError> {
+    let client = client_from_args(&args)?;
+    execute_key_write_command(&client, args.output, args.command).await
+}
+
+/// The client the global options describe: the endpoints (made `https://` by default when a CA
+/// is given), the time limit of each call, TLS and the user to call as.
+fn client_from_args(args: &CtlArgs) -> Result<Client, ClientError> {
     let defaults: Vec<String> = DEFAULT_ENDPOINTS.split(',').map(String::from).collect();
     let endpoints = args
         .tls
@@ -34,24 +42,29 @@ pub async fn execute(args: CtlArgs) -> Result<(), ClientError> {
     // An empty `REVKV_USER` means no user, as an unset one does.
     let user = args.credentials.as_deref().filter(|user| !user.is_empty());
     let credentials = user.map(Credentials::parse).transpose()?;
-    let client = Client::builder(endpoints)
+    Client::builder(endpoints)
         .request_timeout(args.timeout)
         .tls(args.tls.client_tls())
         .credentials(credentials)
-        .build()?;
-    let format = args.output;
-    match args.command {
-        CtlCommand::Get {
-            key,
-            revision,
-            serializable,
-        } => get(&client, format, &key, read_options(revision, serializable)).await,
+        .build()
+}
+
+/// Runs `command` if it writes keys; every other command goes on to
+/// [`execute_key_read_command`], and from there to [`execute_cluster_command`]. Handing the rest
+/// on, rather than sorting the commands in the caller, keeps the compiler checking that every
+/// command is handled somewhere.
+async fn execute_key_write_command(
+    client: &Client,
+    format: OutputFormat,
+    command: CtlCommand,
+) -> Result<(), ClientError> {
+    match command {
         CtlCommand::Put {
             key,
             value,
             merge_from: Some(read_revision),
             ..
-        } => merge_put(&client, format, &key, &value, read_revision).await,
+        } => merge_put(client, format, &key, &value, read_revision).await,
         CtlCommand::Put {
             key,
             value,
@@ -63,7 +76,7 @@ pub async fn execute(args: CtlArgs) -> Result<(), ClientError> {
         } => {
             let request = put_request(key, value, if_mod_revision, if_absent, prev_kv)
                 .with_lease(lease.unwrap_or(0));
-            put(&client, format, &request).await
+            put(client, format, &request).await
         }
         CtlCommand::Del {
             key,
@@ -72,8 +85,31 @@ pub async fn execute(args: CtlArgs) -> Result<(), ClientError> {
             prev_kv,
         } => {
             let request = delete_request(key, prefix, if_mod_revision, prev_kv);
-            delete(&client, format, &request).await
+            delete(client, format, &request).await
         }
+        CtlCommand::Txn { file } => txn(client, format, file.as_deref()).await,
+        CtlCommand::Patch {
+            key,
+            patch,
+            if_mod_revision,
+        } => patch_key(client, format, &key, &patch, if_mod_revision).await,
+        not_a_write => execute_key_read_command(client, format, not_a_write).await,
+    }
+}
+
+/// Runs `command` if it reads keys, their history or their changes (watch); every other command
+/// goes on to [`execute_cluster_command`].
+async fn execute_key_read_command(
+    client: &Client,
+    format: OutputFormat,
+    command: CtlCommand,
+) -> Result<(), ClientError> {
+    match command {
+        CtlCommand::Get {
+            key,
+            revision,
+            serializable,
+        } => get(client, format, &key, read_options(revision, serializable)).await,
         CtlCommand::List {
             prefix,
             page_size,
@@ -81,26 +117,18 @@ pub async fn execute(args: CtlArgs) -> Result<(), ClientError> {
             revision,
             serializable,
         } => {
-            let request = RangeRequest::prefix(prefix)
-                .limit(page_size.max(1))
-                .read_options(read_options(revision, serializable));
-            list(&client, format, request, max_keys).await
+            let request = list_request(prefix, page_size, read_options(revision, serializable));
+            list(client, format, request, max_keys).await
         }
-        CtlCommand::Txn { file } => txn(&client, format, file.as_deref()).await,
-        CtlCommand::Patch {
-            key,
-            patch,
-            if_mod_revision,
-        } => patch_key(&client, format, &key, &patch, if_mod_revision).await,
         CtlCommand::Conflicts(ConflictsCommand::Top { top }) => {
-            conflicts_top(&client, format, top).await
+            conflicts_top(client, format, top).await
         }
         CtlCommand::History {
             key,
             from_revision,
             max_versions,
             diff,
-        } => history(&client, format, &key, from_revision, max_versions, diff).await,
+        } => history(client, format, &key, from_revision, max_versions, diff).await,
         CtlCommand::Watch {
             key,
             prefix,
@@ -109,59 +137,58 @@ pub async fn execute(args: CtlArgs) -> Result<(), ClientError> {
             progress_notify,
             count,
         } => {
-            let request = WatchRequest {
-                prefix,
-                start_revision,
-                prev_kv,
-                progress_notify,
-                ..WatchRequest::key(key)
-            };
-            watch(&client, format, request, count).await
+            let request = watch_request(key, prefix, start_revision, prev_kv, progress_notify);
+            watch(client, format, request, count).await
         }
-        CtlCommand::Compact { revision } => {
-            let answer = client.compact(revision).await?;
-            print_either(format, &answer, || {
-                format!("compacted at revision {revision}")
-            });
-            Ok(())
-        }
-        CtlCommand::Status => status(&client, format).await,
-        CtlCommand::Member(command) => member(&client, format, command).await,
+        cluster_command => execute_cluster_command(client, format, cluster_command).await,
+    }
+}
+
+/// Runs a command on the cluster rather than on keys: compaction, status, membership,
+/// leadership, hashes, snapshots, leases, auth, alarms, defragmentation, locks and elections.
+async fn execute_cluster_command(
+    client: &Client,
+    format: OutputFormat,
+    command: CtlCommand,
+) -> Result<(), ClientError> {
+    match command {
+        CtlCommand::Compact { revision } => compact(client, format, revision).await,
+        CtlCommand::Status => status(client, format).await,
+        CtlCommand::Member(command) => member(client, format, command).await,
         CtlCommand::Leader(LeaderCommand::Transfer { to }) => {
-            let answer = client.transfer_leader(to).await?;
-            print_either(format, &answer, || {
-                format!("leadership transferred to member {to}")
-            });
-            Ok(())
+            transfer_leader(client, format, to).await
         }
-        CtlCommand::Hash { revision } => hash(&client, format, revision).await,
+        CtlCommand::Hash { revision } => hash(client, format, revision).await,
         CtlCommand::Snapshot(SnapshotCommand::Save { path }) => {
-            super::snapshot::save(&client, format, &path).await
+            super::snapshot::save(client, format, &path).await
         }
-        CtlCommand::Lease(command) => lease(&client, format, command).await,
-        CtlCommand::Auth(command) => super::auth::auth(&client, format, command).await,
-        CtlCommand::User(command) => super::auth::user(&client, format, command).await,
-        CtlCommand::Role(command) => super::auth::role(&client, format, command).await,
-        CtlCommand::Alarm(command) => maintenance::alarm(&client, format, command).await,
-        CtlCommand::Defrag => maintenance::defrag(&client, format).await,
+        CtlCommand::Lease(command) => lease(client, format, command).await,
+        CtlCommand::Auth(command) => super::auth::auth(client, format, command).await,
+        CtlCommand::User(command) => super::auth::user(client, format, command).await,
+        CtlCommand::Role(command) => super::auth::role(client, format, command).await,
+        CtlCommand::Alarm(command) => maintenance::alarm(client, format, command).await,
+        CtlCommand::Defrag => maintenance::defrag(client, format).await,
         CtlCommand::Lock { name, ttl, command } => {
-            recipes::lock(&client, format, &name, ttl, &command).await
+            recipes::lock(client, format, &name, ttl, &command).await
         }
-        CtlCommand::Elect {
-            name,
-            listen: true,
-            count,
-            ..
-        } => recipes::listen(&client, format, &name, count).await,
         CtlCommand::Elect {
             name,
             proposal,
+            listen,
             ttl,
-            ..
-        } => {
-            let proposal = proposal.unwrap_or_default();
-            recipes::elect(&client, format, &name, &proposal, ttl).await
-        }
+            count,
+        } => elect_or_listen(client, format, &name, proposal, listen, ttl, count).await,
+        key_value_command @ (CtlCommand::Get { .. }
+        | CtlCommand::Put { .. }
+        | CtlCommand::Del { .. }
+        | CtlCommand::List { .. }
+        | CtlCommand::Txn { .. }
+        | CtlCommand::Patch { .. }
+        | CtlCommand::Conflicts(_)
+        | CtlCommand::History { .. }
+        | CtlCommand::Watch { .. }) => unreachable!(
+            "the key commands run {key_value_command:?} themselves and never hand it on"
+        ),
     }
 }
 
@@ -215,6 +242,32 @@ fn delete_request(
         request = request.with_prev_kv();
     }
     request
+}
+
+/// The range `list` pages through: every key under `prefix`, `page_size` keys a page (at least
+/// one).
+fn list_request(prefix: String, page_size: u64, options: ReadOptions) -> RangeRequest {
+    RangeRequest::prefix(prefix)
+        .limit(page_size.max(1))
+        .read_options(options)
+}
+
+/// The watch of `key`, or of every key under it with `prefix`, with the options of `ctl watch`
+/// (`progress_notify`: how often to ask for a bookmark).
+fn watch_request(
+    key: String,
+    prefix: bool,
+    start_revision: Option<u64>,
+    prev_kv: bool,
+    progress_notify: Option<Duration>,
+) -> WatchRequest {
+    WatchRequest {
+        prefix,
+        start_revision,
+        prev_kv,
+        progress_notify,
+        ..WatchRequest::key(key)
+    }
 }
 
 /// Prints `answer` as JSON, or the sentence `human` makes.
@@ -399,6 +452,47 @@ async fn merge_put(
         )
     });
     Ok(())
+}
+
+/// `ctl compact`: discards every version superseded at or before `revision`, and says so.
+async fn compact(client: &Client, format: OutputFormat, revision: u64) -> Result<(), ClientError> {
+    let answer = client.compact(revision).await?;
+    print_either(format, &answer, || {
+        format!("compacted at revision {revision}")
+    });
+    Ok(())
+}
+
+/// `ctl leader transfer`: hands leadership to member `to` and says so.
+async fn transfer_leader(
+    client: &Client,
+    format: OutputFormat,
+    to: u64,
+) -> Result<(), ClientError> {
+    let answer = client.transfer_leader(to).await?;
+    print_either(format, &answer, || {
+        format!("leadership transferred to member {to}")
+    });
+    Ok(())
+}
+
+/// `ctl elect`: with `--listen`, prints the election's leaders (up to `count`); otherwise
+/// campaigns with `proposal` (empty if none was given; the options require one without
+/// `--listen`) and leads until interrupted.
+async fn elect_or_listen(
+    client: &Client,
+    format: OutputFormat,
+    name: &str,
+    proposal: Option<String>,
+    listen: bool,
+    ttl_seconds: i64,
+    count: Option<u64>,
+) -> Result<(), ClientError> {
+    if listen {
+        return recipes::listen(client, format, name, count).await;
+    }
+    let proposal = proposal.unwrap_or_default();
+    recipes::elect(client, format, name, &proposal, ttl_seconds).await
 }
 
 async fn watch(
