@@ -100,45 +100,37 @@ impl MemberInner {
             .borrow_watched()
             .membership_config
             .clone();
+        check_admin_target(&request, &membership)?;
         let is_voter = |id: u64| membership.voter_ids().any(|voter| voter == id);
-        let is_member = |id: u64| membership.get_node(&id).is_some();
-        let changed = match request {
-            AdminRequest::AddLearner { id, node } => self.raft.add_learner(id, node, true).await,
-            AdminRequest::Promote { id } if !is_member(id) => {
-                return Err(PeerError::UnknownMember(id))
-            }
-            AdminRequest::Promote { id } => {
-                let voters = ChangeMembers::AddVoterIds(BTreeSet::from([id]));
-                self.raft.change_membership(voters, false).await
-            }
-            AdminRequest::Remove { id } if !is_member(id) => {
-                return Err(PeerError::UnknownMember(id))
-            }
-            AdminRequest::Remove { id } if is_voter(id) => {
-                let voters = ChangeMembers::RemoveVoters(BTreeSet::from([id]));
-                self.raft.change_membership(voters, false).await
-            }
-            AdminRequest::Remove { id } => {
-                let nodes = ChangeMembers::RemoveNodes(BTreeSet::from([id]));
-                self.raft.change_membership(nodes, false).await
-            }
-            AdminRequest::TransferLeader { to } if !is_member(to) => {
-                return Err(PeerError::UnknownMember(to))
-            }
-            AdminRequest::TransferLeader { to } if !is_voter(to) => {
-                return Err(PeerError::Refused(format!("member {to} is not a voter")))
-            }
+        let changes = match request {
             AdminRequest::TransferLeader { to } => {
                 return self.transfer_leadership(to).await.map(|()| None)
             }
-            AdminRequest::UpdateNode { id, .. } if !is_member(id) => {
-                return Err(PeerError::UnknownMember(id))
+            AdminRequest::AddLearner { id, node } => {
+                let added = self.raft.add_learner(id, node, true).await;
+                return self.membership_change_answer(added);
             }
+            AdminRequest::Promote { id } => ChangeMembers::AddVoterIds(BTreeSet::from([id])),
+            AdminRequest::Remove { id } if is_voter(id) => {
+                ChangeMembers::RemoveVoters(BTreeSet::from([id]))
+            }
+            AdminRequest::Remove { id } => ChangeMembers::RemoveNodes(BTreeSet::from([id])),
             AdminRequest::UpdateNode { id, node } => {
-                let nodes = ChangeMembers::SetNodes(BTreeMap::from([(id, node)]));
-                self.raft.change_membership(nodes, false).await
+                ChangeMembers::SetNodes(BTreeMap::from([(id, node)]))
             }
         };
+        let changed = self.raft.change_membership(changes, false).await;
+        self.membership_change_answer(changed)
+    }
+
+    /// The log index of the membership entry a change wrote, or the error the caller should see.
+    fn membership_change_answer(
+        &self,
+        changed: Result<
+            openraft::raft::ClientWriteResponse<TypeConfig>,
+            RaftError<TypeConfig, ClientWriteError<TypeConfig>>,
+        >,
+    ) -> Result<Option<u64>, PeerError> {
         match changed {
             Ok(response) => Ok(Some(response.log_id.index)),
             // Another membership change is still in flight (or this new leader has not committed
@@ -162,24 +154,57 @@ impl MemberInner {
     }
 
     /// Asks raft to hand leadership to `to` and waits (bounded) until it has.
+    ///
+    /// openraft's leader asks once: it stops its heartbeats and takes no new writes, and tells the
+    /// voters, and `to` starts an election if its log holds the leader's. When that one message is
+    /// lost, late, or finds `to` a few entries behind, nothing happens until an election timeout
+    /// ends the transfer, often with leadership elsewhere. So, as etcd's leader does, this one
+    /// gives `to` a moment to catch up first, and while it still leads it asks again whenever
+    /// `to` has caught up with entries it lacked, and whenever a fraction of an election timeout
+    /// passes without the hand-over (a bounded number of times).
     async fn transfer_leadership(&self, to: u64) -> Result<(), PeerError> {
         if self.raft.metrics().borrow_watched().current_leader == Some(to) {
             return Ok(());
         }
-        self.refuse_transfer_to_a_silent_member(to)?;
-        self.raft
-            .trigger()
-            .transfer_leader(to)
-            .await
-            .map_err(|error| PeerError::Fatal(error.to_string()))?;
+        self.refuse_transfer_to_a_silent_member(to).await?;
         let deadline = Instant::now() + self.config.peer_limits.call_timeout;
+        let election_timeout = self.config.timing.election_timeout_min;
         let mut metrics = self.raft.metrics();
+        let catch_up_until = deadline.min(Instant::now() + election_timeout);
+        wait_for(&mut metrics, catch_up_until, |now| holds_whole_log(now, to)).await;
+        let mut asks = 0;
+        let mut held_when_asked = None;
+        let mut ask_again_at = Instant::now();
         loop {
-            if metrics.borrow_watched().current_leader == Some(to) {
-                return Ok(());
+            let now = metrics.borrow_watched().clone();
+            let progress = transfer_progress(&now, (self.id, to), held_when_asked);
+            let unanswered = Instant::now() >= ask_again_at;
+            match progress {
+                TransferProgress::Done => return Ok(()),
+                TransferProgress::MovedElsewhere(leader) => {
+                    return Err(PeerError::Unavailable(format!(
+                        "an election made member {leader} the leader while leadership was being \
+                         handed to member {to}"
+                    )))
+                }
+                TransferProgress::Leading { caught_up } if (caught_up || unanswered) => {
+                    if asks < MAX_TRANSFER_ASKS {
+                        asks += 1;
+                        held_when_asked = matched_index(&now, to);
+                        ask_again_at = Instant::now() + election_timeout / 4;
+                        self.ask_raft_to_transfer(to).await?;
+                        continue;
+                    }
+                }
+                TransferProgress::Leading { .. } | TransferProgress::Waiting => {}
             }
-            let changed = tokio::time::timeout_at(deadline, metrics.changed()).await;
-            if !matches!(changed, Ok(Ok(()))) {
+            let wake_at = if asks < MAX_TRANSFER_ASKS {
+                deadline.min(ask_again_at)
+            } else {
+                deadline
+            };
+            let changed = tokio::time::timeout_at(wake_at, metrics.changed()).await;
+            if matches!(changed, Ok(Err(_))) || Instant::now() >= deadline {
                 return Err(PeerError::Unavailable(format!(
                     "leadership did not move to {to} in time"
                 )));
@@ -187,36 +212,46 @@ impl MemberInner {
         }
     }
 
+    /// Asks openraft to hand leadership to `to`: it stops taking writes and heartbeats and tells
+    /// the voters; `to` starts an election at once if its log holds the leader's.
+    async fn ask_raft_to_transfer(&self, to: u64) -> Result<(), PeerError> {
+        self.raft
+            .trigger()
+            .transfer_leader(to)
+            .await
+            .map_err(|error| PeerError::Fatal(error.to_string()))
+    }
+
     /// Refuses to hand leadership to a member that has not answered this leader within one
     /// election timeout (stopped, frozen or cut off). openraft's leader stops its heartbeats once
     /// it starts a transfer and never calls it off, so handing leadership to a member that cannot
     /// take it leaves the cluster without a leader that accepts writes until another member's
     /// election timeout ends it. etcd's leader gives up such a transfer after an election timeout
-    /// and keeps leading; refusing it up front keeps the cluster writable throughout.
-    fn refuse_transfer_to_a_silent_member(&self, to: u64) -> Result<(), PeerError> {
+    /// and keeps leading; refusing it up front keeps the cluster writable throughout. A leader
+    /// that has not yet heard from `to` at all (one just elected) waits up to an election timeout
+    /// for its first answer before refusing.
+    async fn refuse_transfer_to_a_silent_member(&self, to: u64) -> Result<(), PeerError> {
         let longest_silence = self.config.timing.election_timeout_min;
-        let last_answer = self
-            .raft
-            .metrics()
-            .borrow_watched()
-            .heartbeat
-            .as_ref()
-            .and_then(|answers| answers.get(&to).cloned().flatten())
-            .map(|answered_at| answered_at.elapsed());
-        match last_answer {
-            Some(silence) if silence <= longest_silence => Ok(()),
-            Some(silence) => Err(PeerError::Unavailable(format!(
+        let heard_lately =
+            |now: &Metrics| last_answer_age(now, to).is_some_and(|age| age <= longest_silence);
+        let mut metrics = self.raft.metrics();
+        if wait_for(&mut metrics, Instant::now() + longest_silence, heard_lately).await {
+            return Ok(());
+        }
+        let silence = last_answer_age(&metrics.borrow_watched(), to);
+        Err(PeerError::Unavailable(match silence {
+            Some(silence) => format!(
                 "member {to} has not answered the leader for {} ms (more than an election \
                  timeout, {} ms); leadership stays with member {}",
                 silence.as_millis(),
                 longest_silence.as_millis(),
                 self.id
-            ))),
-            None => Err(PeerError::Unavailable(format!(
+            ),
+            None => format!(
                 "member {to} has not answered the leader yet; leadership stays with member {}",
                 self.id
-            ))),
-        }
+            ),
+        }))
     }
 
     /// Maps a raft error to the peer protocol's refusal.
@@ -237,4 +272,105 @@ impl MemberInner {
             openraft::errors::RaftError::Fatal(fatal) => PeerError::Fatal(fatal.to_string()),
         }
     }
+}
+
+/// openraft's metrics as this member's raft publishes them.
+type Metrics = openraft::RaftMetrics<TypeConfig>;
+
+/// Waits until `condition` holds for raft's metrics, or `until`; answers whether it held.
+async fn wait_for(
+    metrics: &mut openraft::alias::WatchReceiverOf<TypeConfig, Metrics>,
+    until: Instant,
+    condition: impl Fn(&Metrics) -> bool,
+) -> bool {
+    loop {
+        if condition(&metrics.borrow_watched()) {
+            return true;
+        }
+        if !matches!(
+            tokio::time::timeout_at(until, metrics.changed()).await,
+            Ok(Ok(()))
+        ) {
+            return condition(&metrics.borrow_watched());
+        }
+    }
+}
+
+/// How long ago `to` last answered this leader (none when it never has, or this member does not
+/// lead).
+fn last_answer_age(metrics: &Metrics, to: u64) -> Option<std::time::Duration> {
+    let answers = metrics.heartbeat.as_ref()?;
+    let answered_at = answers.get(&to)?.as_ref()?;
+    Some(answered_at.elapsed())
+}
+
+/// Where a leader transfer stands, as the leader's metrics show it.
+enum TransferProgress {
+    /// The target leads.
+    Done,
+    /// Another member won an election meanwhile: the transfer is over without moving leadership
+    /// where it was asked to.
+    MovedElsewhere(u64),
+    /// This member still leads; `caught_up` when the target now holds every entry of its log,
+    /// some of which it lacked when last asked.
+    Leading { caught_up: bool },
+    /// No leader is known (an election is under way).
+    Waiting,
+}
+
+/// Where the transfer from `me` to `to` stands; `held_when_asked` is the last entry the leader
+/// knew `to` held when it last asked.
+fn transfer_progress(
+    now: &Metrics,
+    (me, to): (u64, u64),
+    held_when_asked: Option<u64>,
+) -> TransferProgress {
+    match now.current_leader {
+        Some(leader) if leader == to => TransferProgress::Done,
+        Some(leader) if leader != me => TransferProgress::MovedElsewhere(leader),
+        Some(_) => TransferProgress::Leading {
+            caught_up: holds_whole_log(now, to) && matched_index(now, to) > held_when_asked,
+        },
+        None => TransferProgress::Waiting,
+    }
+}
+
+/// How many times one leader transfer asks raft to hand over, at most: the first time, and again
+/// when the target catches up or the hand-over does not come.
+const MAX_TRANSFER_ASKS: u32 = 6;
+
+/// The index of the last entry the leader knows `to` holds (none while it knows of none, or
+/// when this member does not lead).
+fn matched_index(metrics: &Metrics, to: u64) -> Option<u64> {
+    let replication = metrics.replication.as_ref()?;
+    replication.get(&to)?.as_ref().map(|log_id| log_id.index)
+}
+
+/// Whether the leader knows `to` holds every entry of its log.
+fn holds_whole_log(metrics: &Metrics, to: u64) -> bool {
+    metrics.replication.is_some() && matched_index(metrics, to) == metrics.last_log_index
+}
+
+/// Refuses a change that names a member the membership does not hold, and a leader transfer to a
+/// member that is not a voter. Adding a learner names a new member, so it is never refused here.
+fn check_admin_target(
+    request: &AdminRequest,
+    membership: &crate::types::alias::StoredMembership,
+) -> Result<(), PeerError> {
+    let named = match request {
+        AdminRequest::AddLearner { .. } => return Ok(()),
+        AdminRequest::Promote { id }
+        | AdminRequest::Remove { id }
+        | AdminRequest::UpdateNode { id, .. } => *id,
+        AdminRequest::TransferLeader { to } => *to,
+    };
+    if membership.get_node(&named).is_none() {
+        return Err(PeerError::UnknownMember(named));
+    }
+    if matches!(request, AdminRequest::TransferLeader { .. })
+        && !membership.voter_ids().any(|voter| voter == named)
+    {
+        return Err(PeerError::Refused(format!("member {named} is not a voter")));
+    }
+    Ok(())
 }

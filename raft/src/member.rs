@@ -225,6 +225,11 @@ impl RaftMember {
         &self.inner.log
     }
 
+    /// The switchboard of this member's outgoing peer calls, for tests that lose some of them.
+    pub fn peer_faults(&self) -> &crate::peer::faults::PeerFaults {
+        &self.inner.peers.faults
+    }
+
     /// The openraft instance, for this crate's own tests. Callers outside the crate use
     /// [`status`](Self::status) and [`status_feed`](Self::status_feed), which speak this crate's
     /// types, so that only this crate knows openraft.
@@ -569,15 +574,10 @@ impl RaftMember {
                 return Err(MemberError::NoLeader(last_problem));
             };
             let remaining = deadline.saturating_duration_since(Instant::now());
-            let outcome = if leader_id == self.inner.id {
-                match tokio::time::timeout(remaining, local(request.clone())).await {
-                    Ok(outcome) => outcome.map_err(CallError::Remote),
-                    Err(_) => Err(CallError::Timeout(remaining)),
-                }
-            } else {
-                let peers = &self.inner.peers;
-                peers.call(&leader.peer_url, path, request, remaining).await
-            };
+            let leader_known = (leader_id, &leader);
+            let outcome = self
+                .call_leader_once(leader_known, (path, request), &local, remaining)
+                .await;
             match outcome {
                 Ok(reply) => return Ok(reply),
                 Err(CallError::Remote(PeerError::NotLeader { .. }))
@@ -606,6 +606,30 @@ impl RaftMember {
             return Err(MemberError::Timeout(format!("{path}: {last_problem}")));
         }
         Err(MemberError::NoLeader(last_problem))
+    }
+
+    /// One attempt of [`Self::run_on_leader`]: runs `local` when this member is `leader`, or calls
+    /// `path` on it over the peer protocol, either way within `remaining`.
+    async fn call_leader_once<Req, Reply, Fut>(
+        &self,
+        (leader_id, leader): (u64, &MemberNode),
+        (path, request): (&'static str, &Req),
+        local: &impl Fn(Req) -> Fut,
+        remaining: Duration,
+    ) -> Result<Reply, CallError>
+    where
+        Req: Serialize + Clone,
+        Reply: DeserializeOwned,
+        Fut: Future<Output = Result<Reply, PeerError>>,
+    {
+        if leader_id != self.inner.id {
+            let peers = &self.inner.peers;
+            return peers.call(&leader.peer_url, path, request, remaining).await;
+        }
+        match tokio::time::timeout(remaining, local(request.clone())).await {
+            Ok(outcome) => outcome.map_err(CallError::Remote),
+            Err(_) => Err(CallError::Timeout(remaining)),
+        }
     }
 
     /// How long to wait for a leader to be elected before answering that there is none.

@@ -6,6 +6,7 @@ mod support;
 use std::time::Duration;
 
 use openraft::async_runtime::WatchReceiver;
+use revkv_raft::peer::paths;
 use revkv_raft::AdminRequest;
 use revkv_storage::Response;
 use support::{local_value, put, start_cluster};
@@ -71,12 +72,8 @@ async fn leadership_moves_on_request_and_writes_continue() {
     let cluster = start_cluster(3).await;
     let first = &cluster.members[0];
     first.write(put("before", "1")).await.unwrap();
-    let leader = first
-        .raft()
-        .metrics()
-        .borrow_watched()
-        .current_leader
-        .unwrap();
+    // On a loaded machine an election may be under way even right after a write: wait for one.
+    let leader = known_leader(first).await;
     let target = (1..=3).find(|id| *id != leader).unwrap();
     first
         .admin(AdminRequest::TransferLeader { to: target })
@@ -101,4 +98,50 @@ async fn leadership_moves_on_request_and_writes_continue() {
     for member in &cluster.members {
         member.shutdown().await.unwrap();
     }
+}
+
+/// openraft's leader sends its hand-over message once; when that message is lost, the leader
+/// asks again while it still leads, so leadership moves where it was asked to, round after round,
+/// and the cluster takes writes afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leadership_moves_even_when_the_hand_over_message_is_lost() {
+    let cluster = start_cluster(3).await;
+    cluster.members[0].write(put("before", "1")).await.unwrap();
+    for round in 0..3 {
+        let leader = known_leader(&cluster.members[0]).await;
+        let target = (1..=3).find(|id| *id != leader).unwrap();
+        let leading_member = &cluster.members[(leader - 1) as usize];
+        assert_eq!(leading_member.id(), leader);
+        // The leader's first hand-over message, to each of the other two voters, never arrives.
+        leading_member
+            .peer_faults()
+            .lose_next_calls(paths::TRANSFER_LEADER, 2);
+        cluster.members[0]
+            .admin(AdminRequest::TransferLeader { to: target })
+            .await
+            .unwrap_or_else(|error| panic!("round {round}: transfer to {target}: {error}"));
+        let written = cluster.members[0]
+            .write(put(&format!("after-{round}"), "1"))
+            .await;
+        assert!(written.is_ok(), "round {round}: {written:?}");
+    }
+    for member in &cluster.members {
+        member.shutdown().await.unwrap();
+    }
+}
+
+/// The leader `member` knows of, once it knows one (an election may be under way on a loaded
+/// machine).
+async fn known_leader(member: &revkv_raft::RaftMember) -> u64 {
+    member
+        .raft()
+        .wait(Some(Duration::from_secs(10)))
+        .metrics(
+            |metrics| metrics.current_leader.is_some(),
+            "a leader is known",
+        )
+        .await
+        .expect("a leader is known in time")
+        .current_leader
+        .unwrap()
 }

@@ -20,6 +20,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::peer::append_stream::{AppendStream, StreamCallError};
+use crate::peer::faults::PeerFaults;
 use crate::peer::{paths, PeerError};
 use crate::types::alias::{Snapshot, SnapshotData, Vote};
 use crate::types::{MemberNode, TypeConfig};
@@ -46,6 +47,8 @@ pub enum CallError {
 #[derive(Clone, Debug)]
 pub struct PeerClient {
     pub(super) http: reqwest::Client,
+    /// Calls a test wants lost (`faults.rs`); disarmed outside tests.
+    pub(crate) faults: PeerFaults,
 }
 
 impl PeerClient {
@@ -71,7 +74,10 @@ impl PeerClient {
         let http = builder.build().expect(
             "reqwest accepts plain HTTP, or a rustls configuration of its own rustls version",
         );
-        PeerClient { http }
+        PeerClient {
+            http,
+            faults: PeerFaults::default(),
+        }
     }
 
     /// POSTs one codec-encoded request to `base_url + path` and decodes the reply.
@@ -82,9 +88,14 @@ impl PeerClient {
         request: &Req,
         timeout: Duration,
     ) -> Result<Reply, CallError> {
+        let url = format!("{}{}", base_url.trim_end_matches('/'), path);
+        if self.faults.lose(path) {
+            return Err(CallError::Unreachable(format!(
+                "{url}: the call was lost (an injected peer fault)"
+            )));
+        }
         let body =
             codec::encode(request).map_err(|error| CallError::BadAnswer(error.to_string()))?;
-        let url = format!("{}{}", base_url.trim_end_matches('/'), path);
         let sent = self.http.post(&url).body(body).timeout(timeout).send();
         decode_reply(sent.await, &url, timeout).await
     }
