@@ -227,13 +227,17 @@ impl MemberInner {
     /// it starts a transfer and never calls it off, so handing leadership to a member that cannot
     /// take it leaves the cluster without a leader that accepts writes until another member's
     /// election timeout ends it. etcd's leader gives up such a transfer after an election timeout
-    /// and keeps leading; refusing it up front keeps the cluster writable throughout. A leader
-    /// that has not yet heard from `to` at all (one just elected) waits up to an election timeout
-    /// for its first answer before refusing.
+    /// and keeps leading; refusing it up front keeps the cluster writable throughout.
+    ///
+    /// A leader just elected has no heartbeat answer from anyone yet (openraft times heartbeat
+    /// answers only): an answer to one of its appends counts instead, and it waits up to an
+    /// election timeout for either before refusing.
     async fn refuse_transfer_to_a_silent_member(&self, to: u64) -> Result<(), PeerError> {
         let longest_silence = self.config.timing.election_timeout_min;
-        let heard_lately =
-            |now: &Metrics| last_answer_age(now, to).is_some_and(|age| age <= longest_silence);
+        let heard_lately = |now: &Metrics| match last_answer_age(now, to) {
+            Some(age) => age <= longest_silence,
+            None => matched_index(now, to).is_some(),
+        };
         let mut metrics = self.raft.metrics();
         if wait_for(&mut metrics, Instant::now() + longest_silence, heard_lately).await {
             return Ok(());
