@@ -166,8 +166,9 @@ impl MemberInner {
         if self.raft.metrics().borrow_watched().current_leader == Some(to) {
             return Ok(());
         }
-        self.refuse_transfer_to_a_silent_member(to).await?;
         let deadline = Instant::now() + self.config.peer_limits.call_timeout;
+        self.refuse_transfer_to_a_silent_member(to, deadline)
+            .await?;
         let election_timeout = self.config.timing.election_timeout_min;
         let mut metrics = self.raft.metrics();
         let catch_up_until = deadline.min(Instant::now() + election_timeout);
@@ -230,16 +231,21 @@ impl MemberInner {
     /// and keeps leading; refusing it up front keeps the cluster writable throughout.
     ///
     /// A leader just elected has no heartbeat answer from anyone yet (openraft times heartbeat
-    /// answers only): an answer to one of its appends counts instead, and it waits up to an
-    /// election timeout for either before refusing.
-    async fn refuse_transfer_to_a_silent_member(&self, to: u64) -> Result<(), PeerError> {
+    /// answers only): an answer to one of its appends counts instead, and it waits up to the
+    /// longest election timeout for either before refusing, within the call's time limit.
+    async fn refuse_transfer_to_a_silent_member(
+        &self,
+        to: u64,
+        deadline: Instant,
+    ) -> Result<(), PeerError> {
         let longest_silence = self.config.timing.election_timeout_min;
         let heard_lately = |now: &Metrics| match last_answer_age(now, to) {
             Some(age) => age <= longest_silence,
             None => matched_index(now, to).is_some(),
         };
         let mut metrics = self.raft.metrics();
-        if wait_for(&mut metrics, Instant::now() + longest_silence, heard_lately).await {
+        let wait_until = deadline.min(Instant::now() + self.config.timing.election_timeout_max);
+        if wait_for(&mut metrics, wait_until, heard_lately).await {
             return Ok(());
         }
         let silence = last_answer_age(&metrics.borrow_watched(), to);
