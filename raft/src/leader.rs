@@ -188,18 +188,22 @@ impl MemberInner {
                          handed to member {to}"
                     )))
                 }
-                TransferProgress::Leading { caught_up } if (caught_up || unanswered) => {
-                    if asks < MAX_TRANSFER_ASKS {
-                        asks += 1;
-                        held_when_asked = matched_index(&now, to);
-                        ask_again_at = Instant::now() + election_timeout / 4;
-                        self.ask_raft_to_transfer(to).await?;
-                        continue;
-                    }
+                TransferProgress::Leading { caught_up }
+                    if (caught_up || unanswered) && asks < MAX_TRANSFER_ASKS =>
+                {
+                    asks += 1;
+                    held_when_asked = matched_index(&now, to);
+                    ask_again_at = Instant::now() + election_timeout / 4;
+                    self.ask_raft_to_transfer(to).await?;
+                    continue;
                 }
                 TransferProgress::Leading { .. } | TransferProgress::Waiting => {}
             }
-            let wake_at = if asks < MAX_TRANSFER_ASKS {
+            // Only a member that still leads can ask again; while an election is under way (no
+            // leader known) there is nothing to do but wait for the metrics to change.
+            let may_ask_again =
+                matches!(progress, TransferProgress::Leading { .. }) && asks < MAX_TRANSFER_ASKS;
+            let wake_at = if may_ask_again {
                 deadline.min(ask_again_at)
             } else {
                 deadline
