@@ -12,7 +12,7 @@ use openraft::Instant as _;
 use openraft::{ChangeMembers, ReadPolicy};
 use tokio::time::Instant;
 
-use crate::member_inner::MemberInner;
+use crate::member_inner::{wait_for, MemberInner, Metrics};
 use crate::peer::client::CallError;
 use crate::peer::{paths, AdminRequest, ForwardedWrite, PeerError};
 use crate::types::{ClientRequest, TypeConfig};
@@ -101,7 +101,6 @@ impl MemberInner {
             .membership_config
             .clone();
         check_admin_target(&request, &membership)?;
-        let is_voter = |id: u64| membership.voter_ids().any(|voter| voter == id);
         let changes = match request {
             AdminRequest::TransferLeader { to } => {
                 return self.transfer_leadership(to).await.map(|()| None)
@@ -111,7 +110,7 @@ impl MemberInner {
                 return self.membership_change_answer(added);
             }
             AdminRequest::Promote { id } => ChangeMembers::AddVoterIds(BTreeSet::from([id])),
-            AdminRequest::Remove { id } if is_voter(id) => {
+            AdminRequest::Remove { id } if is_voter(&membership, id) => {
                 ChangeMembers::RemoveVoters(BTreeSet::from([id]))
             }
             AdminRequest::Remove { id } => ChangeMembers::RemoveNodes(BTreeSet::from([id])),
@@ -288,28 +287,6 @@ impl MemberInner {
     }
 }
 
-/// openraft's metrics as this member's raft publishes them.
-type Metrics = openraft::RaftMetrics<TypeConfig>;
-
-/// Waits until `condition` holds for raft's metrics, or `until`; answers whether it held.
-async fn wait_for(
-    metrics: &mut openraft::alias::WatchReceiverOf<TypeConfig, Metrics>,
-    until: Instant,
-    condition: impl Fn(&Metrics) -> bool,
-) -> bool {
-    loop {
-        if condition(&metrics.borrow_watched()) {
-            return true;
-        }
-        if !matches!(
-            tokio::time::timeout_at(until, metrics.changed()).await,
-            Ok(Ok(()))
-        ) {
-            return condition(&metrics.borrow_watched());
-        }
-    }
-}
-
 /// How long ago `to` last answered this leader (none when it never has, or this member does not
 /// lead).
 fn last_answer_age(metrics: &Metrics, to: u64) -> Option<std::time::Duration> {
@@ -381,10 +358,12 @@ fn check_admin_target(
     if membership.get_node(&named).is_none() {
         return Err(PeerError::UnknownMember(named));
     }
-    if matches!(request, AdminRequest::TransferLeader { .. })
-        && !membership.voter_ids().any(|voter| voter == named)
-    {
+    if matches!(request, AdminRequest::TransferLeader { .. }) && !is_voter(membership, named) {
         return Err(PeerError::Refused(format!("member {named} is not a voter")));
     }
     Ok(())
+}
+
+fn is_voter(membership: &crate::types::alias::StoredMembership, id: u64) -> bool {
+    membership.voter_ids().any(|voter| voter == id)
 }

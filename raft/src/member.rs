@@ -22,8 +22,8 @@ use tokio::time::Instant;
 
 use crate::config::MemberConfig;
 use crate::error::MemberError;
-use crate::member_inner::MemberInner;
 pub use crate::member_inner::Raft;
+use crate::member_inner::{wait_for, MemberInner, Metrics};
 use crate::member_start::{startup, OpenStores, StartedRaft};
 use crate::peer::client::{CallError, PeerAddresses};
 use crate::peer::{
@@ -661,18 +661,12 @@ impl RaftMember {
     /// Waits (until `deadline`) for the metrics to name a leader other than `previous`.
     async fn wait_for_leader_change(&self, previous: u64, deadline: Instant) {
         let mut metrics = self.inner.raft.metrics();
-        loop {
-            if self
-                .known_leader()
-                .is_some_and(|(leader, _)| leader != previous)
-            {
-                return;
-            }
-            let changed = tokio::time::timeout_at(deadline, metrics.changed()).await;
-            if !matches!(changed, Ok(Ok(()))) {
-                return;
-            }
-        }
+        let another_leader = |now: &Metrics| {
+            now.current_leader.is_some_and(|leader| {
+                leader != previous && now.membership_config.get_node(&leader).is_some()
+            })
+        };
+        wait_for(&mut metrics, deadline, another_leader).await;
     }
 }
 

@@ -5,8 +5,10 @@
 
 use std::sync::Arc;
 
+use openraft::async_runtime::WatchReceiver;
 use revkv_storage::{MvccStore, RaftLogStore};
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use crate::config::MemberConfig;
 use crate::lessor::Lessor;
@@ -36,4 +38,26 @@ pub(crate) struct MemberInner {
     pub append_streams: Arc<crate::peer::append_stream::OpenStreams>,
     /// The first failure of this member's log or state file (`storage_fault.rs`).
     pub first_storage_fault: crate::storage_fault::FirstStorageFault,
+}
+
+/// openraft's metrics as this member's raft publishes them.
+pub(crate) type Metrics = openraft::RaftMetrics<TypeConfig>;
+
+/// Waits until `condition` holds for raft's metrics, or `until`; answers whether it held.
+pub(crate) async fn wait_for(
+    metrics: &mut openraft::alias::WatchReceiverOf<TypeConfig, Metrics>,
+    until: Instant,
+    condition: impl Fn(&Metrics) -> bool,
+) -> bool {
+    loop {
+        if condition(&metrics.borrow_watched()) {
+            return true;
+        }
+        if !matches!(
+            tokio::time::timeout_at(until, metrics.changed()).await,
+            Ok(Ok(()))
+        ) {
+            return condition(&metrics.borrow_watched());
+        }
+    }
 }
