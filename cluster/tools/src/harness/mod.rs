@@ -18,6 +18,7 @@ pub mod cluster;
 pub mod etcd;
 pub mod member;
 pub mod member_client;
+pub mod private_tools;
 
 use std::fmt::Display;
 use std::net::{SocketAddr, TcpListener};

@@ -1,0 +1,30 @@
+//! Where the test tools from PyPI live: schemathesis and etcd 3.5.1, in the private directory that
+//! `scripts/private-tools.sh` installs them into (never the user's own Python or PATH). The paths
+//! here and in that script must agree; tests call the tools by these paths only.
+
+use std::path::PathBuf;
+
+/// The private tools directory: `$REVKV_TOOLS_DIR`, else `$XDG_CACHE_HOME/revkv-tools`, else
+/// `$HOME/.cache/revkv-tools` (as `scripts/private-tools.sh` computes it).
+pub fn tools_directory() -> Option<PathBuf> {
+    let non_empty = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty());
+    if let Some(directory) = non_empty("REVKV_TOOLS_DIR") {
+        return Some(PathBuf::from(directory));
+    }
+    let cache = non_empty("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| non_empty("HOME").map(|home| PathBuf::from(home).join(".cache")))?;
+    Some(cache.join("revkv-tools"))
+}
+
+/// schemathesis' `st` in the private virtual environment, if it is installed.
+pub fn schemathesis() -> Option<PathBuf> {
+    let path = tools_directory()?.join("venv").join("bin").join("st");
+    path.is_file().then_some(path)
+}
+
+/// The directory of etcd 3.5.1's `etcd`, `etcdctl` and `etcdutl`, if they are installed.
+pub fn etcd_3_5_directory() -> Option<PathBuf> {
+    let directory = tools_directory()?.join("etcd-3.5.1");
+    directory.join("etcdctl").is_file().then_some(directory)
+}
