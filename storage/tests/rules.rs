@@ -328,13 +328,26 @@ fn compaction_discards_superseded_history_and_refuses_older_reads() {
     // At the compact revision itself the state is intact.
     assert_eq!(store.get_at("a", 5).unwrap().unwrap().value, b"2");
     assert!(store.get_at("b", 5).unwrap().is_none());
-    // Watches need complete history, so they must start above the compact revision.
+    // A reader that already delivered everything before 5 needs the delete at 5, which
+    // compaction dropped: it must resume above the compact revision.
     assert!(matches!(
         store.store.events_since(5, 10, false),
         Err(Error::Compacted { .. })
     ));
     let events = store.store.events_since(6, 10, false).unwrap();
     assert_eq!(events.events.len(), 1);
+    // A watch that starts at the compact revision is served, as by etcd: the delete at 5 is
+    // gone, so it starts with the put at 6.
+    let from_start = store.store.events_from_start(5, 10, true).unwrap();
+    assert_eq!(from_start.events.len(), 1);
+    assert_eq!(from_start.events[0].kv.mod_revision, 6);
+    assert!(matches!(
+        store.store.events_from_start(4, 10, false),
+        Err(Error::Compacted {
+            requested: 4,
+            compact_revision: 5
+        })
+    ));
     // Compacting again at or below the compact revision, or in the future, is refused.
     assert!(matches!(
         store.apply(Request::Compact { revision: 5 }).result,
@@ -344,6 +357,97 @@ fn compaction_discards_superseded_history_and_refuses_older_reads() {
         store.apply(Request::Compact { revision: 7 }).result,
         Err(Error::FutureRevision { .. })
     ));
+}
+
+#[test]
+fn a_watch_and_a_key_history_may_start_at_the_compact_revision_whose_puts_remain() {
+    let mut store = TestStore::new();
+    store.put("a", "1"); // 2
+    store.put("b", "1"); // 3
+    store.delete(KeyRange::single("b")); // 4
+    store.put("a", "2"); // 5
+    store.put("c", "1"); // 6
+    store.apply(Request::Compact { revision: 5 });
+    let events = store.store.events_from_start(5, 10, true).unwrap();
+    let revisions: Vec<u64> = events.events.iter().map(|event| event.kv.mod_revision).collect();
+    assert_eq!(revisions, [5, 6]);
+    assert_eq!(events.events[0].kv.value, b"2");
+    // The value before 5 is below the compact revision: no previous value, as in etcd.
+    assert!(events.events[0].prev_kv.is_none());
+    assert!(store.store.events_since(5, 10, false).is_err());
+    // A key's history from the compact revision, and by default, starts with its put there.
+    for from in [Some(5), None] {
+        let history = store.store.key_history(b"a", from, 10).unwrap();
+        let versions: Vec<u64> = history.versions.iter().map(|v| v.kv.mod_revision).collect();
+        assert_eq!(versions, [5], "from {from:?}");
+    }
+    assert!(matches!(
+        store.store.key_history(b"a", Some(4), 10),
+        Err(Error::Compacted { .. })
+    ));
+    // Compacting at the delete of `b` (4 is below 5 now; use a fresh store) drops that delete.
+    let mut deleted = TestStore::new();
+    deleted.put("b", "1"); // 2
+    deleted.delete(KeyRange::single("b")); // 3
+    deleted.put("c", "1"); // 4
+    deleted.apply(Request::Compact { revision: 3 });
+    let history = deleted.store.key_history(b"b", Some(3), 10).unwrap();
+    assert!(history.versions.is_empty(), "{:?}", history.versions);
+    let events = deleted.store.events_from_start(3, 10, false).unwrap();
+    assert_eq!(events.events.len(), 1);
+    assert_eq!(events.events[0].kv.key, b"c");
+}
+
+#[test]
+fn a_delete_of_more_keys_than_the_limit_is_refused_and_writes_nothing() {
+    let mut store = TestStore::with_options(StoreOptions {
+        limits: revkv_storage::Limits {
+            max_delete_keys: 2,
+            ..revkv_storage::Limits::default()
+        },
+        ..StoreOptions::default()
+    });
+    for key in ["d/1", "d/2", "d/3"] {
+        store.put(key, "v");
+    }
+    let outcome = store.delete(KeyRange::prefix("d/"));
+    assert!(
+        matches!(&outcome.result, Err(Error::Invalid(message)) if message.contains("max_delete_keys")),
+        "{:?}",
+        outcome.result
+    );
+    assert_eq!(outcome.revision, 4, "nothing was written");
+    // Two deletes in one branch count together: 1 + 2 keys, each within the limit.
+    let split = txn(
+        vec![],
+        vec![
+            TxnOp::DeleteRange(DeleteRangeRequest {
+                range: KeyRange::single("d/1"),
+                prev_kv: false,
+            }),
+            TxnOp::DeleteRange(DeleteRangeRequest {
+                range: KeyRange {
+                    start: b"d/2".to_vec(),
+                    end: revkv_storage::RangeEnd::Until(b"d/4".to_vec()),
+                },
+                prev_kv: false,
+            }),
+        ],
+        vec![],
+    );
+    let refused = store.apply(split).result;
+    assert!(
+        matches!(&refused, Err(Error::Invalid(message)) if message.contains("max_delete_keys")),
+        "{refused:?}"
+    );
+    assert_eq!(store.store.current_revision().unwrap(), 4);
+    // Within the limit it deletes.
+    let two = store.delete(KeyRange {
+        start: b"d/1".to_vec(),
+        end: revkv_storage::RangeEnd::Until(b"d/3".to_vec()),
+    });
+    assert!(two.result.is_ok(), "{:?}", two.result);
+    assert_eq!(two.revision, 5);
 }
 
 #[test]

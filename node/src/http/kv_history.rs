@@ -6,8 +6,9 @@
 //! `from_revision`), `consistency`, `min_revision`, `encoding`. The answer is `{header, versions,
 //! more, continue?}`; a version is `{"type": "PUT", "kv"}` or, where a delete removed the key,
 //! `{"type": "DELETE", "kv": {key, mod_revision, ...zeros}}`, as watch events are. `410
-//! compacted` when R is at or below the compact revision. The page is served from the store's
-//! key index, so its cost follows the versions returned (`MvccStore::key_history`).
+//! compacted` when R is below the compact revision (at it, its puts remain and its deletes are
+//! gone). The page is served from the store's key index, so its cost follows the versions
+//! returned (`MvccStore::key_history`).
 
 use axum::response::{IntoResponse, Response};
 use axum::Json;

@@ -4,7 +4,7 @@ use xxhash_rust::xxh3::Xxh3;
 
 use crate::codec::{self, VersionRecord};
 use crate::error::{corrupt, db_error, Error, Result};
-use crate::mvcc::tables::version_to_kv;
+use crate::mvcc::tables::{version_to_kv, HistoryTable, TableSet};
 use crate::mvcc::{check_readable_revision, MvccStore};
 use crate::types::{Event, EventBatch, EventKind, StateHash};
 
@@ -21,18 +21,48 @@ impl MvccStore {
     /// batch may exceed it by the size of one revision).
     ///
     /// History at or below the compact revision is incomplete, so `from_revision` must be above it;
-    /// otherwise the answer is `Compacted` (a watch must then relist).
+    /// otherwise the answer is `Compacted` (a watch must then relist). A reader that already
+    /// delivered everything before `from_revision` needs exactly this: compaction at
+    /// `from_revision` removed its deletes.
     pub fn events_since(
         &self,
         from_revision: u64,
         max_events: usize,
         with_prev_kv: bool,
     ) -> Result<EventBatch> {
+        self.read_events(from_revision, max_events, with_prev_kv, false)
+    }
+
+    /// As [`MvccStore::events_since`], for a watch that starts at `from_revision`: as in etcd it
+    /// may start at the compact revision itself, whose puts remain while its deletes are gone
+    /// (compaction drops tombstones at or below it), and no event there has a previous value
+    /// (that would be a read below the compact revision). Below it the answer is `Compacted`.
+    pub fn events_from_start(
+        &self,
+        from_revision: u64,
+        max_events: usize,
+        with_prev_kv: bool,
+    ) -> Result<EventBatch> {
+        self.read_events(from_revision, max_events, with_prev_kv, true)
+    }
+
+    fn read_events(
+        &self,
+        from_revision: u64,
+        max_events: usize,
+        with_prev_kv: bool,
+        may_start_at_compact_revision: bool,
+    ) -> Result<EventBatch> {
         if from_revision == 0 {
             return Err(Error::Invalid("start revision must be at least 1".into()));
         }
         let (tables, state) = self.read_tables()?;
-        if from_revision <= state.compact_revision {
+        let compacted = if may_start_at_compact_revision {
+            from_revision < state.compact_revision
+        } else {
+            from_revision <= state.compact_revision
+        };
+        if compacted {
             return Err(Error::Compacted {
                 requested: from_revision,
                 compact_revision: state.compact_revision,
@@ -54,22 +84,13 @@ impl MvccStore {
                 break;
             }
             let record: VersionRecord = codec::decode(bytes.value()).map_err(corrupt(file))?;
-            let prev_kv = if with_prev_kv {
-                tables.kv_at(&record.key, revision - 1, true)?
-            } else {
-                None
-            };
-            let kind = if record.tombstone {
-                EventKind::Delete
-            } else {
-                EventKind::Put
-            };
-            events.push(Event {
-                kind,
-                kv: version_to_kv(record, revision),
-                prev_kv,
-            });
-            last_revision = Some(revision);
+            let compact_revision = state.compact_revision;
+            if let Some(event) =
+                event_of(&tables, record, revision, with_prev_kv, compact_revision)?
+            {
+                events.push(event);
+                last_revision = Some(revision);
+            }
         }
         Ok(EventBatch {
             events,
@@ -159,4 +180,35 @@ impl MvccStore {
             compact_revision: state.compact_revision,
         }))
     }
+}
+
+/// The event a history entry at `revision` stands for, or `None` for a delete at the compact
+/// revision: compacted away, though a pending compaction may not have cleaned it yet. An event at
+/// the compact revision has no previous value, since that would be a read below it.
+fn event_of(
+    tables: &TableSet<'_, impl HistoryTable>,
+    record: VersionRecord,
+    revision: u64,
+    with_prev_kv: bool,
+    compact_revision: u64,
+) -> Result<Option<Event>> {
+    let at_compact_revision = revision <= compact_revision;
+    if at_compact_revision && record.tombstone {
+        return Ok(None);
+    }
+    let prev_kv = if with_prev_kv && !at_compact_revision {
+        tables.kv_at(&record.key, revision - 1, true)?
+    } else {
+        None
+    };
+    let kind = if record.tombstone {
+        EventKind::Delete
+    } else {
+        EventKind::Put
+    };
+    Ok(Some(Event {
+        kind,
+        kv: version_to_kv(record, revision),
+        prev_kv,
+    }))
 }

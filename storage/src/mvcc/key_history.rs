@@ -11,10 +11,11 @@ use crate::types::{KeyHistory, KeyValue, KeyVersion};
 impl MvccStore {
     /// The versions of `key` with mod revision `>= from_revision` (at most `limit`, which must be
     /// between 1 and the range limit), oldest first. Without `from_revision`, from the oldest
-    /// revision still kept (just above the compact revision).
+    /// revision still kept (the compact revision).
     ///
-    /// History at or below the compact revision is incomplete (superseded versions and tombstones
-    /// there are gone), so `from_revision` must be above it; otherwise the answer is `Compacted`.
+    /// History below the compact revision is incomplete (superseded versions and tombstones there
+    /// are gone), so `from_revision` must be at or above it; otherwise the answer is `Compacted`.
+    /// At the compact revision itself a put remains and a delete is gone, as for a watch.
     pub fn key_history(
         &self,
         key: &[u8],
@@ -29,24 +30,32 @@ impl MvccStore {
             )));
         }
         let (tables, state) = self.read_tables()?;
-        let from_revision = from_revision.unwrap_or(state.compact_revision + 1);
-        if from_revision <= state.compact_revision {
+        let from_revision = from_revision.unwrap_or(state.compact_revision.max(1));
+        if from_revision == 0 || from_revision < state.compact_revision {
             return Err(Error::Compacted {
                 requested: from_revision,
                 compact_revision: state.compact_revision,
             });
         }
-        // A version at or above `from_revision` is never compacted away by a compaction below
-        // it, so the index answers for this read unless compaction passed `from_revision - 1`.
+        // A version above the compact revision is never compacted away, so the index answers for
+        // this read unless compaction passed `from_revision - 1` (or, from the compact revision
+        // itself, moved further). One more than a page, to tell whether a next page exists, and
+        // from the compact revision one more again, for its tombstone, which is skipped below.
+        let at_compact_revision = from_revision == state.compact_revision;
         let wanted = usize::try_from(limit)
             .unwrap_or(usize::MAX)
-            .saturating_add(1);
-        let entries = tables.index.read_at(from_revision - 1)?.versions_between(
+            .saturating_add(1 + usize::from(at_compact_revision));
+        let guard_revision = (from_revision - 1).max(state.compact_revision);
+        let entries = tables.index.read_at(guard_revision)?.versions_between(
             key,
             (from_revision, state.current_revision),
             wanted,
         );
         let index_entries_visited = entries.len();
+        // A delete at the compact revision is compacted away even while cleaning is pending.
+        let entries = entries
+            .into_iter()
+            .filter(|entry| !(entry.tombstone && entry.revision <= state.compact_revision));
         let mut versions = Vec::new();
         let mut next_from_revision = None;
         for entry in entries {
