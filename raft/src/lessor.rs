@@ -299,15 +299,16 @@ impl Lessor {
         }
     }
 
-    /// The granted and remaining TTL of lease `id`, or `None` when it is unknown.
+    /// The granted and remaining TTL of lease `id`, or `None` when it is unknown. The remaining
+    /// TTL is in whole seconds rounded down, as etcd shows it (`int64(Remaining().Seconds())`):
+    /// right after a 60 s grant it is 59, and a lease about to expire shows 0.
     pub fn reading(&self, id: i64, now: Instant) -> Option<LeaseClockReading> {
         let state = self.state();
         let clock = state.leases.get(&id)?;
         let remaining = clock.deadline.saturating_duration_since(now);
-        let remaining_ttl_seconds = remaining.as_secs() + u64::from(remaining.subsec_nanos() > 0);
         Some(LeaseClockReading {
             granted_ttl_seconds: clock.granted_ttl.as_secs() as i64,
-            remaining_ttl_seconds: remaining_ttl_seconds as i64,
+            remaining_ttl_seconds: remaining.as_secs() as i64,
         })
     }
 

@@ -264,3 +264,21 @@ fn a_remaining_ttl_is_rounded_up_to_the_millisecond() {
         "54.999999999 s is 55,000 ms"
     );
 }
+
+#[test]
+fn the_remaining_ttl_is_rounded_down_to_whole_seconds_as_etcd_shows_it() {
+    let lessor = Lessor::default();
+    let start = Instant::now();
+    lessor.follow_role(true, true, 1, start);
+    lessor.granted(9, 60, start);
+    let remaining_at = |after: Duration| {
+        lessor
+            .reading(9, start + after)
+            .unwrap()
+            .remaining_ttl_seconds
+    };
+    assert_eq!(remaining_at(Duration::ZERO), 60);
+    assert_eq!(remaining_at(Duration::from_millis(1)), 59, "etcd shows 59");
+    assert_eq!(remaining_at(Duration::from_millis(59_999)), 0);
+    assert_eq!(remaining_at(Duration::from_secs(61)), 0, "never negative");
+}
