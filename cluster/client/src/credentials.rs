@@ -3,7 +3,12 @@
 //! call as `Authorization: Bearer`, and, when a member answers `401` (the token expired, or auth
 //! was re-enabled with a new key), authenticates once more and repeats the call. Repeating is
 //! safe even for writes: a `401` means the member refused the request before doing anything.
+//!
+//! Credentials against a cluster whose auth is off are not an error, as with etcd's own client:
+//! the member answers that auth is not enabled, and the client carries on without a token until a
+//! member answers `401` (auth was enabled meanwhile, perhaps by this very client's `auth enable`).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::RwLock;
 
 use reqwest::Method;
@@ -45,11 +50,17 @@ impl Credentials {
     }
 }
 
+/// The message a member answers `authenticate` with while auth is off (`400 invalid`; the text is
+/// `node/src/auth/authenticate.rs`'s, and `node/bin/tests/ctl.rs` checks the two still meet).
+const AUTH_NOT_ENABLED: &str = "auth is not enabled";
+
 /// The credentials of a client and the token they last bought.
 #[derive(Default)]
 pub struct TokenCache {
     credentials: Option<Credentials>,
     token: RwLock<Option<String>>,
+    /// A member said auth is off: calls go without a token until one answers `401`.
+    auth_off: AtomicBool,
 }
 
 #[derive(Deserialize)]
@@ -62,6 +73,7 @@ impl TokenCache {
         TokenCache {
             credentials,
             token: RwLock::new(None),
+            auth_off: AtomicBool::new(false),
         }
     }
 
@@ -96,7 +108,8 @@ impl Transport {
         if self.tokens.credentials.is_none() {
             return attempt().await;
         }
-        if self.tokens.current().is_none() {
+        let auth_off = self.tokens.auth_off.load(Ordering::Relaxed);
+        if self.tokens.current().is_none() && !auth_off {
             self.authenticate(deadline).await?;
         }
         match attempt().await {
@@ -120,7 +133,14 @@ impl Transport {
         let mut call = Call::write(Method::POST, "/v1/auth/authenticate".into(), Some(body));
         // Authenticating changes nothing, so it may be repeated on another member.
         call.idempotent = true;
-        let answer = self.execute_without_token(&call, deadline).await?;
+        let answer = match self.execute_without_token(&call, deadline).await {
+            Err(ClientError::Invalid { message }) if message == AUTH_NOT_ENABLED => {
+                self.tokens.auth_off.store(true, Ordering::Relaxed);
+                return Ok(());
+            }
+            other => other?,
+        };
+        self.tokens.auth_off.store(false, Ordering::Relaxed);
         let parsed: TokenAnswer = serde_json::from_slice(&answer.body).map_err(|error| {
             ClientError::UnreadableAnswer {
                 message: error.to_string(),

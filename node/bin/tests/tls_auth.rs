@@ -58,9 +58,13 @@ async fn a_tls_cluster_with_auth_serves_only_who_belongs_and_only_where() {
     let endpoints = urls.join(",");
     let ca_file = tls.ca_file.as_path();
 
-    let root_client = client_as(&urls, ca_file, None);
-    root_client.put("secret/key", "s").await.unwrap();
+    // Credentials against a cluster whose auth is still off are no error (etcd's client carries
+    // on without a token too); once auth is on, the same client authenticates.
+    let early_root_client = client_as(&urls, ca_file, Some(ROOT));
+    early_root_client.put("secret/key", "s").await.unwrap();
     set_up_auth_with_ctl(&endpoints, ca_file).await;
+    let after_enable = early_root_client.get("secret/key").await.unwrap();
+    assert_eq!(after_enable.kv.value, "s");
 
     // Plain HTTP gets no answer; HTTPS without a token gets 401.
     let plain_url = urls[0].replacen("https://", "http://", 1);
@@ -132,7 +136,8 @@ async fn a_tls_cluster_with_auth_serves_only_who_belongs_and_only_where() {
 }
 
 /// etcdctl's recipe: root with the root role, a role with read-write on `app/`, a user holding
-/// it, then auth enable; the password of `user add` comes from standard input here.
+/// it, then auth enable; the password of `user add` comes from standard input here. Every step
+/// runs with root's credentials, as operators' scripts do before auth is on (etcdctl accepts that).
 async fn set_up_auth_with_ctl(endpoints: &str, ca: &Path) {
     let steps: [&[&str]; 6] = [
         &[
@@ -161,7 +166,7 @@ async fn set_up_auth_with_ctl(endpoints: &str, ca: &Path) {
         .await
         .expect_success();
     for step in steps {
-        ctl_as(endpoints, ca, None, step).await.expect_success();
+        ctl_as(endpoints, ca, Some(ROOT), step).await.expect_success();
     }
     let status = ctl_as(endpoints, ca, Some(ROOT), &["auth", "status"]).await;
     assert!(status.expect_success().stdout.contains("true"));
