@@ -1,7 +1,8 @@
 //! Auth on the gRPC port (issues 15 and 16), as etcd does it: clients authenticate with the
 //! `Auth` service and send the token as `token` metadata on every call. The `gate` middleware in
-//! front of every service resolves it into a `Caller` (refusing a missing or invalid token with
-//! `Unauthenticated`, "etcdserver: invalid auth token", which makes clientv3 authenticate again)
+//! front of every service resolves it into a `Caller` (refusing a missing token with
+//! `InvalidArgument`, "etcdserver: user name is empty", and an invalid one with `Unauthenticated`,
+//! "etcdserver: invalid auth token", which makes clientv3 authenticate again, both as etcd does)
 //! and refuses a non-root caller on administration methods (`PermissionDenied`); services that
 //! touch keys act through `revkv_node::auth::CheckedBackend` for that caller, the same checks as
 //! the HTTP API's.
@@ -65,6 +66,11 @@ pub async fn gate<B: KvBackend>(
             .headers()
             .get("token")
             .and_then(|value| value.to_str().ok());
+        if token.is_none() {
+            // etcd tells a call without any token apart from one with a bad token: it has no
+            // user at all. Clients match on the text.
+            return Status::invalid_argument(error::USER_EMPTY).into_http::<axum::body::Body>();
+        }
         let now = revkv_node::auth::authenticate::unix_now();
         authenticate_bearer(&records, token, &options, now).and_then(|caller| match access {
             MethodAccess::Root => caller.require_root().map(|()| caller),

@@ -28,6 +28,8 @@ pub const TIMEOUT: &str = "etcdserver: request timed out";
 pub const TOO_MANY_REQUESTS: &str = "etcdserver: too many requests";
 pub const NO_SPACE: &str = "etcdserver: mvcc: database space exceeded";
 pub const INVALID_AUTH_TOKEN: &str = "etcdserver: invalid auth token";
+/// A call without a token while auth is enabled (etcd's `ErrGRPCUserEmpty`).
+pub const USER_EMPTY: &str = "etcdserver: user name is empty";
 pub const PERMISSION_DENIED: &str = "etcdserver: permission denied";
 
 /// The status etcd would answer for `error`.
