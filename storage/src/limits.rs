@@ -27,6 +27,18 @@ pub struct Limits {
     /// Most keys attached to one lease. A revoke deletes them all in one revision, inside one
     /// transaction, so this bounds the largest revoke.
     pub max_keys_per_lease: u64,
+    /// Most keys one delete (a delete range, or all the delete ranges of one txn branch) may
+    /// remove. The doomed keys are gathered in memory and deleted in one transaction at one
+    /// revision, so this bounds that memory and the length of one apply; a larger delete is
+    /// refused whole (`invalid`), and is done in smaller ranges. etcd has no such limit.
+    #[serde(default = "default_max_delete_keys")]
+    pub max_delete_keys: u64,
+}
+
+/// The default of `Limits::max_delete_keys`: a million keys, about 100 MB of doomed keys in
+/// memory at 100-byte keys (more with `prev_kv`), and some seconds of one apply.
+fn default_max_delete_keys() -> u64 {
+    1_000_000
 }
 
 impl Default for Limits {
@@ -39,6 +51,7 @@ impl Default for Limits {
             max_leases: 100_000,
             max_lease_ttl_seconds: 9_000_000_000,
             max_keys_per_lease: 10_000,
+            max_delete_keys: default_max_delete_keys(),
         }
     }
 }

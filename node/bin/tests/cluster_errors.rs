@@ -402,3 +402,53 @@ async fn a_leader_without_a_quorum_times_out_writes_and_refuses_linearizable_rea
         .expect_ok("a serializable read without a quorum");
     assert_eq!(local.json["kv"]["value"], "before");
 }
+
+/// `--max-delete-keys`: a delete (or a txn branch's deletes together) that would remove more keys
+/// than the limit is refused whole with 400 `invalid`, through a follower and the leader, and
+/// removes nothing, while a delete within the limit removes its keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_of_more_keys_than_the_limit_is_refused_whole() {
+    let options = cluster_options().with_flags(&["--max-delete-keys", "3"]);
+    let cluster = ProcessCluster::start(3, options).await;
+    let leader_id = cluster.leader().await;
+    let follower_id = cluster.ids().into_iter().find(|id| *id != leader_id);
+    let follower = cluster.client(follower_id.expect("a follower"));
+    let leader = cluster.client(leader_id);
+    for index in 0..5 {
+        follower.put_ok(&format!("doomed/{index}"), "v").await;
+    }
+    let revision_before = follower.put_ok("doomed-marker", "v").await;
+
+    for client in [&follower, &leader] {
+        let refused = client.delete("/v1/kv/doomed/?prefix=true").await;
+        refused.expect_error(StatusCode::BAD_REQUEST, "invalid", &[]);
+        assert!(
+            refused.json["error"]["message"]
+                .as_str()
+                .is_some_and(|message| message.contains("max_delete_keys")),
+            "the refusal names the limit: {refused:?}"
+        );
+        // Two deletes of two and three keys: five in all, over the limit of three.
+        let split = json!({
+            "success": [
+                {"delete": {"key": "doomed/0", "range_end": "doomed/2"}},
+                {"delete": {"key": "doomed/2", "range_end": "doomed/5"}}
+            ]
+        });
+        client
+            .post("/v1/txn", split)
+            .await
+            .expect_error(StatusCode::BAD_REQUEST, "invalid", &[]);
+    }
+    let listed = leader.get("/v1/kv?prefix=doomed/").await.expect_ok("list");
+    assert_eq!(listed.json["kvs"].as_array().map(Vec::len), Some(5));
+    assert_eq!(listed.revision(), revision_before, "nothing was written");
+
+    let three = json!({
+        "success": [{"delete": {"key": "doomed/0", "range_end": "doomed/3"}}]
+    });
+    let within = leader.post("/v1/txn", three).await;
+    let within = within.expect_ok("a delete of three keys");
+    let listed = leader.get("/v1/kv?prefix=doomed/").await.expect_ok("list");
+    assert_eq!(listed.json["kvs"].as_array().map(Vec::len), Some(2), "{within:?}");
+}

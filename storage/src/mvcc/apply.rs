@@ -96,7 +96,7 @@ fn apply_history_change<'f, 't>(
     };
     let answer = match request {
         Request::Put(put) => change.put_checked(put)?.map(Response::Put),
-        Request::DeleteRange(delete) => Ok(Response::DeleteRange(change.delete_range(delete)?)),
+        Request::DeleteRange(delete) => change.delete_range_checked(delete)?.map(Response::DeleteRange),
         Request::Txn(txn) => change.txn(txn)?.map(Response::Txn),
         Request::LeaseRevoke { id } => change.revoke(*id)?.map(Response::LeaseRevoke),
         Request::Compact { .. } => unreachable!("compactions are applied by the batch"),
@@ -113,7 +113,8 @@ fn apply_history_change<'f, 't>(
     let response = match answer {
         Ok(response) => response,
         Err(rejection) => {
-            // Lease checks run before the first write, so a rejection leaves nothing behind.
+            // Lease and delete-size checks run before the first write, so a rejection leaves
+            // nothing behind.
             assert_eq!(change.next_position, 0, "a rejected request wrote history");
             return Ok(rejected(state, rejection));
         }
@@ -298,6 +299,43 @@ impl Change<'_, '_, '_> {
         Ok(PutResponse { prev_kv })
     }
 
+    /// A top-level delete: its size is checked first.
+    fn delete_range_checked(
+        &mut self,
+        delete: &DeleteRangeRequest,
+    ) -> Result<Answer<DeleteRangeResponse>> {
+        if let Err(rejection) = self.check_delete_sizes([delete])? {
+            return Ok(Err(rejection));
+        }
+        self.delete_range(delete).map(Ok)
+    }
+
+    /// Rejects deletes that would remove more than `max_delete_keys` keys in all, counted before
+    /// the request changes anything. Reads only, so a rejection writes nothing. Overlapping
+    /// ranges count their common keys twice, which errs on the side of refusing.
+    fn check_delete_sizes<'d>(
+        &self,
+        deletes: impl IntoIterator<Item = &'d DeleteRangeRequest>,
+    ) -> Result<Answer<()>> {
+        let most = self.limits.max_delete_keys;
+        let mut doomed: u64 = 0;
+        for delete in deletes {
+            let count_keys = RangeRequest {
+                range: Some(delete.range.clone()),
+                count_only: true,
+                ..RangeRequest::default()
+            };
+            doomed = doomed.saturating_add(self.read_current(&count_keys, u64::MAX)?.count);
+            if doomed > most {
+                return Ok(Err(Error::Invalid(format!(
+                    "the delete would remove {doomed} keys or more; one request removes at most \
+                     {most} (max_delete_keys): delete in smaller ranges"
+                ))));
+            }
+        }
+        Ok(Ok(()))
+    }
+
     fn delete_range(&mut self, delete: &DeleteRangeRequest) -> Result<DeleteRangeResponse> {
         let doomed_keys = RangeRequest {
             range: Some(delete.range.clone()),
@@ -374,6 +412,13 @@ impl Change<'_, '_, '_> {
             _ => None,
         });
         if let Err(rejection) = self.check_leases(puts)? {
+            return Ok(Err(rejection));
+        }
+        let deletes = branch.iter().filter_map(|op| match op {
+            TxnOp::DeleteRange(delete) => Some(delete),
+            _ => None,
+        });
+        if let Err(rejection) = self.check_delete_sizes(deletes)? {
             return Ok(Err(rejection));
         }
         let mut responses = Vec::with_capacity(branch.len());

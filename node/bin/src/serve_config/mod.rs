@@ -131,6 +131,10 @@ pub struct ServeArgs {
     /// Most keys attached to one lease (default 10000); a revoke deletes them in one revision.
     #[arg(long, env = "REVKV_MAX_KEYS_PER_LEASE")]
     pub max_keys_per_lease: Option<u64>,
+    /// Most keys one delete may remove (a delete range, or all of one txn branch's), default
+    /// 1000000; a larger delete is refused whole with `invalid`, and is done in smaller ranges.
+    #[arg(long, env = "REVKV_MAX_DELETE_KEYS")]
+    pub max_delete_keys: Option<u64>,
     /// Longest lease TTL a grant may ask for, in seconds (default 9000000000, etcd's). The
     /// shortest is 1.5 x the longest election timeout, rounded up to whole seconds.
     #[arg(long, env = "REVKV_MAX_LEASE_TTL_SECONDS")]
@@ -299,7 +303,7 @@ impl ServeArgs {
             election_timeout_ms, snapshot_entries, snapshot_keep_entries, durable_commit_interval_ms,
             state_cache_bytes, log_segment_bytes, log_tail_entries, log_tail_bytes,
             request_timeout_ms, max_body_bytes, max_key_bytes, max_value_bytes, max_txn_ops,
-            max_leases, max_keys_per_lease, max_lease_ttl_seconds, lease_expiry_check_interval_ms,
+            max_leases, max_keys_per_lease, max_delete_keys, max_lease_ttl_seconds, lease_expiry_check_interval_ms,
             lease_checkpoint_interval_ms, max_leases_per_checkpoint, max_lease_keepalive_streams,
             lease_keepalive_idle_timeout_ms, max_client_connections, max_connections_per_client,
             header_read_timeout_ms, max_header_bytes, max_snapshot_streams, hot_keys_capacity, hot_keys_window_seconds, max_snapshot_bytes, compaction_batch_limit,

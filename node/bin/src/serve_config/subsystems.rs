@@ -38,7 +38,8 @@ impl ServeArgs {
 pub(super) const LONGEST_LEASE_TTL_SECONDS: i64 = 9_000_000_000;
 
 impl ServeArgs {
-    /// The lease limits (the other limits at their defaults), each checked against its floor.
+    /// The lease limits and the delete limit (the other limits at their defaults), each checked
+    /// against its floor.
     pub(super) fn lease_limits(&self, timing: &RaftTiming) -> Result<Limits, String> {
         let defaults = Limits::default();
         let limits = Limits {
@@ -49,6 +50,7 @@ impl ServeArgs {
             max_lease_ttl_seconds: self
                 .max_lease_ttl_seconds
                 .unwrap_or(defaults.max_lease_ttl_seconds),
+            max_delete_keys: self.max_delete_keys.unwrap_or(defaults.max_delete_keys),
             ..defaults
         };
         if limits.max_leases == 0 {
@@ -56,6 +58,9 @@ impl ServeArgs {
         }
         if limits.max_keys_per_lease == 0 {
             return Err("--max-keys-per-lease must be at least 1".into());
+        }
+        if limits.max_delete_keys == 0 {
+            return Err("--max-delete-keys must be at least 1".into());
         }
         let shortest = timing.min_lease_ttl_seconds();
         if !(shortest..=LONGEST_LEASE_TTL_SECONDS).contains(&limits.max_lease_ttl_seconds) {
