@@ -5,10 +5,12 @@
 //!
 //! As in etcd: a watch id of 0 in a create request asks the stream to pick one (the lowest unused,
 //! from 0); a `WatchProgressRequest` makes every watch of the stream send a progress response
-//! (no events) once everything up to the member's current revision was sent; a start revision at
-//! or below the compact revision answers `created` and then `canceled` with `compact_revision`.
+//! (no events) once everything up to the member's current revision was sent; a start revision
+//! below the compact revision answers `created` and then `canceled` with `compact_revision`.
 //! A watch created with `fragment` gets responses larger than the largest request split into
-//! fragments (`watch_fragment.rs`), as from etcd.
+//! fragments (`watch_fragment.rs`), as from etcd. The hub hands out one message per revision;
+//! events of several revisions that are already waiting (the history a watch catches up on) leave
+//! in one response, up to etcd's 1,000 revisions, as etcd sends them.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -16,6 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::Stream;
+use prost::Message;
 use revkv_node::watch::{EventFilter, WatchMessage, WatchRequest as HubRequest};
 use revkv_node::{KvBackend, NodeError};
 use revkv_storage::{Error as StorageError, EventKind};
@@ -267,8 +270,19 @@ async fn forward<B: KvBackend>(
     sender: mpsc::Sender<pb::WatchResponse>,
     fragment_bytes: Option<usize>,
 ) -> i64 {
-    while let Some(message) = watch.next().await {
-        let response = response_of(&message, id, backend.as_ref());
+    let mut held = None;
+    loop {
+        let message = match held.take() {
+            Some(message) => message,
+            None => match watch.next().await {
+                Some(message) => message,
+                None => break,
+            },
+        };
+        let mut response = response_of(&message, id, backend.as_ref());
+        if matches!(message, WatchMessage::Events(_)) {
+            held = gather_ready_events(&mut watch, &mut response);
+        }
         let pieces = match fragment_bytes {
             Some(limit) => crate::watch_fragment::fragments(response, limit),
             None => vec![response],
@@ -280,6 +294,54 @@ async fn forward<B: KvBackend>(
         }
     }
     id
+}
+
+/// The most revisions one events response gathers: etcd's `watchBatchMaxRevs`.
+const MAX_REVISIONS_PER_RESPONSE: usize = 1000;
+
+/// The size at which a response stops gathering more revisions: tonic's default limit on a
+/// message it decodes (4 MiB), so that clients built on tonic, as Rust's etcd clients are, can
+/// read every gathered response. A single revision larger than this is still sent whole.
+const MAX_GATHERED_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
+
+/// Adds to the events `response` the events of every events message already waiting, as etcd
+/// sends the history a watch catches up on in one response rather than one per revision. Stops at
+/// the first waiting message that is not events and answers it, to be sent next, so the order of
+/// events, bookmarks and the cancel never changes.
+fn gather_ready_events(
+    watch: &mut revkv_node::watch::Watch,
+    response: &mut pb::WatchResponse,
+) -> Option<WatchMessage> {
+    let mut revisions = 1;
+    let mut bytes = response.encoded_len();
+    while revisions < MAX_REVISIONS_PER_RESPONSE && bytes < MAX_GATHERED_RESPONSE_BYTES {
+        match watch.next_ready()? {
+            WatchMessage::Events(events) => {
+                let more = events_of(&events);
+                bytes += more.iter().map(Message::encoded_len).sum::<usize>();
+                response.events.extend(more);
+                revisions += 1;
+            }
+            other => return Some(other),
+        }
+    }
+    None
+}
+
+/// One revision's events as etcd's.
+fn events_of(events: &revkv_node::watch::RevisionEvents) -> Vec<mvccpb::Event> {
+    events
+        .events()
+        .map(|event| mvccpb::Event {
+            r#type: match event.kind {
+                EventKind::Put => mvccpb::event::EventType::Put,
+                EventKind::Delete => mvccpb::event::EventType::Delete,
+            }
+            .into(),
+            kv: Some(convert::key_value(event.kv.clone())),
+            prev_kv: event.prev_kv.cloned().map(convert::key_value),
+        })
+        .collect()
 }
 
 /// A hub message as etcd's response for stream watch `id`.
@@ -297,18 +359,7 @@ fn response_of<B: KvBackend>(message: &WatchMessage, id: i64, backend: &B) -> pb
         WatchMessage::Events(events) => pb::WatchResponse {
             header: header(None),
             watch_id: id,
-            events: events
-                .events()
-                .map(|event| mvccpb::Event {
-                    r#type: match event.kind {
-                        EventKind::Put => mvccpb::event::EventType::Put,
-                        EventKind::Delete => mvccpb::event::EventType::Delete,
-                    }
-                    .into(),
-                    kv: Some(convert::key_value(event.kv.clone())),
-                    prev_kv: event.prev_kv.cloned().map(convert::key_value),
-                })
-                .collect(),
+            events: events_of(events),
             ..Default::default()
         },
         WatchMessage::Bookmark { revision } => pb::WatchResponse {

@@ -81,23 +81,46 @@ impl Watch {
                 },
                 None => self.receiver.recv().await,
             };
-            let message = match received {
-                Some(message) => {
-                    if let Some(revision) = message.resume_revision() {
-                        // The hub's ordering argument: revisions never go backwards.
-                        debug_assert!(revision >= self.delivered_through);
-                        self.delivered_through = self.delivered_through.max(revision);
-                    }
-                    message
-                }
-                None => {
-                    self.finished = true;
-                    WatchMessage::Canceled(self.final_cancellation())
-                }
-            };
-            self.count(&message);
-            return Some(message);
+            return Some(self.hand_out(received));
         }
+    }
+
+    /// The next message if one is already waiting, without waiting for one: what a writer adds to
+    /// the message it holds, so that history the catch-up delivered at once leaves in one response
+    /// (as etcd sends a catch-up), not one response per revision.
+    pub fn next_ready(&mut self) -> Option<WatchMessage> {
+        if let Some(created) = self.created.take() {
+            return Some(created);
+        }
+        if self.finished {
+            return None;
+        }
+        match self.receiver.try_recv() {
+            Ok(message) => Some(self.hand_out(Some(message))),
+            Err(mpsc::error::TryRecvError::Empty) => None,
+            Err(mpsc::error::TryRecvError::Disconnected) => Some(self.hand_out(None)),
+        }
+    }
+
+    /// A message received from the hub (`None`: the hub let go, so the stream ends), recorded as
+    /// handed to the reader.
+    fn hand_out(&mut self, received: Option<WatchMessage>) -> WatchMessage {
+        let message = match received {
+            Some(message) => {
+                if let Some(revision) = message.resume_revision() {
+                    // The hub's ordering argument: revisions never go backwards.
+                    debug_assert!(revision >= self.delivered_through);
+                    self.delivered_through = self.delivered_through.max(revision);
+                }
+                message
+            }
+            None => {
+                self.finished = true;
+                WatchMessage::Canceled(self.final_cancellation())
+            }
+        };
+        self.count(&message);
+        message
     }
 
     /// Feeds the watch metrics with a message handed to the reader.
@@ -128,6 +151,25 @@ impl Watch {
         let hub_said = cancellation.last_revision.unwrap_or(0);
         cancellation.last_revision = Some(hub_said.max(self.delivered_through));
         cancellation
+    }
+
+    /// The watch as a `Stream` of groups of messages: each the next message and every message
+    /// already waiting behind it, at most `max_messages` (at least one), in order. A writer that
+    /// writes each group at once sends the history a watch catches up on in one piece.
+    pub fn into_ready_groups(
+        self,
+        max_messages: usize,
+    ) -> impl Stream<Item = Vec<WatchMessage>> + Send + 'static {
+        futures_util::stream::unfold(self, move |mut watch| async move {
+            let mut group = vec![watch.next().await?];
+            while group.len() < max_messages.max(1) {
+                match watch.next_ready() {
+                    Some(message) => group.push(message),
+                    None => break,
+                }
+            }
+            Some((group, watch))
+        })
     }
 
     /// The watch as a `Stream` of messages, ending after CANCELED.
