@@ -2,7 +2,8 @@
 # A three-member revkv cluster on this machine, for trying revkv out and for benchmarks.
 #
 #   scripts/cluster.sh up       build the release binary if needed, start members 1-3, wait until
-#                               a leader is elected and every member is ready, print the endpoints
+#                               a leader is elected, every member is ready and every member lists
+#                               every member's client and gRPC URLs, print the endpoints
 #   scripts/cluster.sh up --prometheus
 #                               the same, then also start Debian's `prometheus` on 127.0.0.1:9090
 #                               (REVKV_PROMETHEUS_PORT) scraping the members (scripts/prometheus.yml),
@@ -132,6 +133,28 @@ wait_until_ready() {
   done
 }
 
+# Waits until every member lists every member's client and gRPC URL: founding members publish
+# them through raft once a leader is known, a moment after they are ready, and etcdctl's
+# `--cluster` commands dial exactly those URLs.
+wait_until_published() {
+  local deadline=$((SECONDS + ready_timeout_seconds)) id listed
+  for id in "${members[@]}"; do
+    until listed=$(member_curl -sf "$(client_url "$id")/v1/members" 2>/dev/null) &&
+      python3 -c '
+import json, sys
+members = json.loads(sys.argv[1])["members"]
+wanted = int(sys.argv[2])
+sys.exit(not (len(members) >= wanted and all(m.get("client_url") and m.get("grpc_url") for m in members)))
+' "$listed" "${#members[@]}"; do
+      if ((SECONDS >= deadline)); then
+        echo "member $id did not list every member's client URLs in ${ready_timeout_seconds}s; see $cluster_dir/member-$id.log" >&2
+        exit 1
+      fi
+      sleep 0.1
+    done
+  done
+}
+
 up() {
   local with_prometheus=false with_tls=false
   for option in "$@"; do
@@ -158,6 +181,7 @@ up() {
   if [[ "$with_tls" == true ]]; then make_certificates; fi
   for id in "${members[@]}"; do start_member "$id"; done
   wait_until_ready
+  wait_until_published
   echo "revkv cluster ready; client endpoints:"
   for id in "${members[@]}"; do echo "  member $id: $(client_url "$id")"; done
   echo "etcd gRPC endpoints (etcdctl --endpoints): 127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203"
