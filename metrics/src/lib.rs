@@ -13,12 +13,14 @@
 //! - [`LeaseMetrics`]: leases granted now, grants, revokes, expiries, keep-alives, expiry lag.
 //! - [`HttpMetrics`]: requests and durations by route, with [`HttpMetricsLayer`].
 //! - [`AuthMetrics`]: requests refused by auth, by reason, and tokens handed out.
+//! - [`ConsistencyMetrics`]: consistency checks of the members' replica hashes, by result.
 //!
 //! The crate knows nothing of raft, storage or the HTTP API's types: callers turn their state into
 //! the plain observations defined here. Names carry their unit (`_seconds`, `_bytes`, `_total`),
 //! and every label set is bounded (key prefixes are folded by [`PrefixFolder`]).
 
 mod auth;
+mod consistency;
 mod http;
 mod kv;
 mod lease;
@@ -33,6 +35,7 @@ use std::sync::{Arc, RwLock};
 use prometheus::{Encoder, Registry, TextEncoder};
 
 pub use auth::{AuthDenial, AuthMetrics};
+pub use consistency::{ConsistencyMetrics, CorruptionCheckResult};
 pub use http::{HttpMetrics, HttpMetricsLayer, HttpMetricsService, UNMATCHED_ROUTE};
 pub use kv::{ConflictResolution, KvMetrics, KvOp, UpdateOutcome};
 pub use lease::LeaseMetrics;
@@ -60,6 +63,7 @@ pub struct Metrics {
     pub lease: LeaseMetrics,
     pub http: HttpMetrics,
     pub auth: AuthMetrics,
+    pub consistency: ConsistencyMetrics,
     before_scrape: RwLock<Option<BeforeScrape>>,
 }
 
@@ -82,6 +86,7 @@ impl Metrics {
             lease: LeaseMetrics::register(&registry)?,
             http: HttpMetrics::register(&registry)?,
             auth: AuthMetrics::register(&registry)?,
+            consistency: ConsistencyMetrics::register(&registry)?,
             registry,
             before_scrape: RwLock::new(None),
         })

@@ -22,6 +22,8 @@ pub struct StoreObservation {
     pub log_file_bytes: u64,
     /// NOSPACE alarms raised in the cluster (one per member past its quota).
     pub no_space_alarms: u64,
+    /// CORRUPT alarms raised in the cluster (one per member whose data differs).
+    pub corrupt_alarms: u64,
 }
 
 /// The store metrics of one member.
@@ -71,7 +73,8 @@ impl StoreMetrics {
                 registry,
                 "revkv_alarms",
                 "Alarms raised in the cluster, by kind (NOSPACE: a member's state file passed \
-                 --quota-backend-bytes, and writes that grow the store are refused).",
+                 --quota-backend-bytes, and writes that grow the store are refused; CORRUPT: a \
+                 member's data differs from the others', and writes are refused).",
                 &["kind"],
             )?,
         })
@@ -93,5 +96,8 @@ impl StoreMetrics {
         self.alarms
             .with_label_values(&["NOSPACE"])
             .set(saturating_i64(observation.no_space_alarms));
+        self.alarms
+            .with_label_values(&["CORRUPT"])
+            .set(saturating_i64(observation.corrupt_alarms));
     }
 }

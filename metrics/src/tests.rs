@@ -155,6 +155,7 @@ fn the_before_scrape_callback_refreshes_gauges() {
             state_file_bytes: 4096,
             state_bytes_in_use: 1500,
             no_space_alarms: 2,
+            corrupt_alarms: 1,
             ..StoreObservation::default()
         })
     });
@@ -163,6 +164,26 @@ fn the_before_scrape_callback_refreshes_gauges() {
     assert!(text.contains("revkv_store_db_size_bytes{file=\"state\"} 4096"));
     assert!(text.contains("revkv_store_state_bytes_in_use 1500"));
     assert!(text.contains("revkv_alarms{kind=\"NOSPACE\"} 2"));
+    assert!(text.contains("revkv_alarms{kind=\"CORRUPT\"} 1"));
+}
+
+#[test]
+fn consistency_checks_are_counted_by_result_from_zero() {
+    let metrics = metrics();
+    let text = metrics.render().unwrap();
+    for result in ["ok", "mismatch", "skipped"] {
+        let series = format!("revkv_corruption_checks_total{{result=\"{result}\"}} 0");
+        assert!(text.contains(&series), "{text}");
+    }
+    metrics.consistency.record_check(CorruptionCheckResult::Ok);
+    metrics.consistency.record_check(CorruptionCheckResult::Ok);
+    metrics
+        .consistency
+        .record_check(CorruptionCheckResult::Mismatch);
+    let text = metrics.render().unwrap();
+    assert!(text.contains("revkv_corruption_checks_total{result=\"ok\"} 2"));
+    assert!(text.contains("revkv_corruption_checks_total{result=\"mismatch\"} 1"));
+    assert!(text.contains("revkv_corruption_checks_total{result=\"skipped\"} 0"));
 }
 
 #[test]

@@ -113,11 +113,12 @@ fn store_observation(
 ) -> revkv_storage::Result<(StoreObservation, u64)> {
     let stats = store.stats()?;
     let log_file_bytes = log.size_bytes();
-    let no_space_alarms = store
-        .alarms()?
-        .iter()
-        .filter(|alarm| alarm.kind == revkv_storage::AlarmKind::NoSpace)
-        .count() as u64;
+    let alarms = store.alarms()?;
+    let raised = |kind: revkv_storage::AlarmKind| {
+        alarms.iter().filter(|alarm| alarm.kind == kind).count() as u64
+    };
+    let no_space_alarms = raised(revkv_storage::AlarmKind::NoSpace);
+    let corrupt_alarms = raised(revkv_storage::AlarmKind::Corrupt);
     let observation = StoreObservation {
         revision: stats.current_revision,
         compact_revision: stats.compact_revision,
@@ -126,6 +127,7 @@ fn store_observation(
         state_bytes_in_use: stats.bytes_in_use,
         log_file_bytes,
         no_space_alarms,
+        corrupt_alarms,
     };
     Ok((observation, stats.leases))
 }

@@ -19,6 +19,7 @@ use tokio::sync::{oneshot, watch};
 
 use crate::compaction;
 use crate::compaction_cleaner;
+use crate::corruption_check;
 use crate::error::NodeError;
 use crate::http::client_router_with_metrics;
 use crate::metrics_feed::{start_metrics_feeds, AppendApplyTimings, LeaseEventCounts};
@@ -172,8 +173,8 @@ async fn wait_for_recovery_if_initialized(
     Ok(())
 }
 
-/// Starts automatic compaction, the space quota's watch and the compaction cleaner; they all stop
-/// when the returned sender says so.
+/// Starts automatic compaction, the space quota's watch, the compaction cleaner and the
+/// consistency checks; they all stop when the returned sender says so.
 fn spawn_background_tasks(
     backend: &Arc<MemberBackend>,
     config: &NodeConfig,
@@ -192,6 +193,11 @@ fn spawn_background_tasks(
     compaction_cleaner::spawn(
         backend.member.store().clone(),
         config.compaction_cleaner,
+        stop_background.subscribe(),
+    );
+    corruption_check::spawn(
+        backend.clone(),
+        config.corruption_check,
         stop_background.subscribe(),
     );
     stop_background

@@ -14,6 +14,8 @@
 //!   tells an observer the embedder supplies of grants, revokes, expiries and renewals.
 //! - [`member`]: a running member: writes forwarded to the leader, ReadIndex barriers for
 //!   linearizable reads on any member, membership and leadership changes.
+//! - [`key_space_hashes`]: every member's hash of its history at one revision, for the
+//!   consistency check.
 //! - [`snapshot_stream`]: a snapshot stream (backups today) produced in bounded chunks over one
 //!   read transaction; [`restore`]: a backup made into a new cluster's member.
 //!
@@ -22,6 +24,7 @@
 mod blocking;
 pub mod config;
 pub mod error;
+pub mod key_space_hashes;
 mod leader;
 mod leader_leases;
 mod lease_checkpoint;
@@ -47,11 +50,12 @@ mod write_path_trace;
 
 pub use config::{LeaseSettings, MemberConfig, PeerLimits, RaftTiming};
 pub use error::MemberError;
+pub use key_space_hashes::MemberKeySpaceHash;
 pub use lease_events::{LeaseEvents, LeaseObserver};
 pub use log_storage::LogStorage;
 pub use log_tail::TailLimits;
 pub use member::{Membership, RaftMember};
-pub use peer::{AdminRequest, LeaseTimeToLive, PeerIdentity};
+pub use peer::{AdminRequest, KeySpaceHashAnswer, LeaseTimeToLive, PeerIdentity};
 pub use restore::{restore_member, RestoreError, RestorePlan};
 pub use snapshot_stream::{ChunkLimits, ChunkedExport};
 pub use state_machine::{AppliedPosition, StateMachine};

@@ -449,6 +449,16 @@ impl RaftMember {
         Ok(identity)
     }
 
+    /// Every member's hash of its history at `revision` (this member's own included), each asked
+    /// at once and bounded by `timeout`; the consistency check compares them.
+    pub async fn key_space_hashes(
+        &self,
+        revision: u64,
+        timeout: Duration,
+    ) -> Vec<crate::MemberKeySpaceHash> {
+        self.inner.collect_key_space_hashes(revision, timeout).await
+    }
+
     /// Waits until this member has applied at least `revision`.
     pub async fn wait_for_revision(
         &self,

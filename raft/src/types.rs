@@ -75,6 +75,8 @@ pub enum Rejection {
     // Appended after the older variants: forwarded answers of older members still decode.
     AuthRecord(String),
     AuthRecordNotFound(String),
+    // Appended after the auth variants, for the same reason.
+    CorruptCluster,
 }
 
 impl Rejection {
@@ -100,6 +102,7 @@ impl Rejection {
             Error::NoSpace => Rejection::NoSpace,
             Error::AuthRecord(message) => Rejection::AuthRecord(message.clone()),
             Error::AuthRecordNotFound(message) => Rejection::AuthRecordNotFound(message.clone()),
+            Error::CorruptCluster => Rejection::CorruptCluster,
             // Faults, listed rather than matched by a wildcard: a new storage error must be
             // classified here, or an apply that should have answered a client stops the member
             // (as an auth error did, until schemathesis found it).
@@ -135,6 +138,7 @@ impl Rejection {
             Rejection::NoSpace => Error::NoSpace,
             Rejection::AuthRecord(message) => Error::AuthRecord(message),
             Rejection::AuthRecordNotFound(message) => Error::AuthRecordNotFound(message),
+            Rejection::CorruptCluster => Error::CorruptCluster,
         }
     }
 }
@@ -269,6 +273,7 @@ mod tests {
             Error::NoSpace,
             Error::AuthRecord("role r already exists".into()),
             Error::AuthRecordNotFound("user u does not exist".into()),
+            Error::CorruptCluster,
         ];
         for answer in answers {
             let text = answer.to_string();

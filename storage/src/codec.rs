@@ -647,6 +647,34 @@ mod tests {
     }
 
     #[test]
+    fn alarm_records_written_before_the_corrupt_kind_still_decode() {
+        use crate::types::{Alarm, AlarmKind};
+        // The alarm record a file held before CORRUPT existed: version 1, one alarm, member 2,
+        // kind 0 (NOSPACE). bincode writes an enum as its variant index, so CORRUPT is appended
+        // as index 1 and the old bytes keep their meaning.
+        let written_before = [FORMAT_VERSION, 1, 2, 0];
+        let no_space = Alarm {
+            member_id: 2,
+            kind: AlarmKind::NoSpace,
+        };
+        assert_eq!(
+            decode::<Vec<Alarm>>(&written_before).unwrap(),
+            vec![no_space]
+        );
+        assert_eq!(encode(&vec![no_space]).unwrap(), written_before);
+        let corrupt = Alarm {
+            member_id: 3,
+            kind: AlarmKind::Corrupt,
+        };
+        let both = vec![no_space, corrupt];
+        let bytes = encode(&both).unwrap();
+        assert_eq!(bytes, [FORMAT_VERSION, 2, 2, 0, 3, 1]);
+        assert_eq!(decode::<Vec<Alarm>>(&bytes).unwrap(), both);
+        // A kind this build does not know is an error, not a panic.
+        assert!(decode::<Vec<Alarm>>(&[FORMAT_VERSION, 1, 2, 9]).is_err());
+    }
+
+    #[test]
     fn a_huge_claimed_length_is_an_error_not_an_allocation() {
         // A version byte, then a varint claiming a vector of about 2^62 bytes.
         let bytes = [FORMAT_VERSION, 0xff, 0, 0, 0, 0, 0, 0, 0, 0x40];

@@ -77,6 +77,14 @@ pub enum Error {
          the store are refused until it is cleared; compact, defragment, then disarm it"
     )]
     NoSpace,
+    /// A CORRUPT alarm is raised (a member's data differs from the others'), and the request would
+    /// change keys or leases. etcd's "etcdserver: corrupt cluster".
+    #[error(
+        "the CORRUPT alarm is raised (a member's data differs from the rest of the cluster's): \
+         writes are refused until an operator has repaired or replaced that member and disarmed \
+         the alarm"
+    )]
+    CorruptCluster,
     /// The operation needs the store to itself for a moment, and other work kept it busy past the
     /// bounded wait (a defragmentation under long reads). Try again later.
     #[error("busy: {0}")]
@@ -102,6 +110,7 @@ impl Error {
                 | Error::LeaseNotFound { .. }
                 | Error::LeaseExists { .. }
                 | Error::NoSpace
+                | Error::CorruptCluster
         )
     }
 }

@@ -254,7 +254,8 @@ pub enum Request {
     // Alarms come after the checkpoints, for the same reason.
     /// Raises or clears an alarm (etcd's Alarm request). Takes no revision. While a `NoSpace`
     /// alarm is raised, a request that would grow the store (a put, a txn with a put in either
-    /// branch, a lease grant) is rejected with `NoSpace` on every member.
+    /// branch, a lease grant) is rejected with `NoSpace` on every member; while a `Corrupt` alarm
+    /// is raised, every request that changes keys or leases is rejected with `CorruptCluster`.
     Alarm {
         action: AlarmAction,
         alarm: Alarm,
@@ -279,11 +280,16 @@ pub struct Alarm {
     pub kind: AlarmKind,
 }
 
-/// The kinds of alarm (etcd's `AlarmType`, without `NONE` and `CORRUPT` for now).
+/// The kinds of alarm (etcd's `AlarmType`, without `NONE`). Stored in the state file and in log
+/// entries by variant index, so a new kind is appended, never inserted: files and logs written
+/// before it still decode (`codec.rs` tests the old bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum AlarmKind {
     /// The member's state file passed `--quota-backend-bytes`.
     NoSpace,
+    /// The member's replica hash differs from the majority's at the same revision (the
+    /// consistency check, `revkv serve --initial-corrupt-check` / `--corrupt-check-time`).
+    Corrupt,
 }
 
 impl AlarmKind {
@@ -291,6 +297,7 @@ impl AlarmKind {
     pub fn name(self) -> &'static str {
         match self {
             AlarmKind::NoSpace => "NOSPACE",
+            AlarmKind::Corrupt => "CORRUPT",
         }
     }
 }

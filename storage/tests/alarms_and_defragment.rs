@@ -1,6 +1,7 @@
-//! The NOSPACE alarm through the apply path (raised and cleared by requests, kept across a reopen,
-//! refusing exactly the writes that grow the store, at no revision), and defragmentation giving
-//! compacted space back to the filesystem without changing what the store holds.
+//! The NOSPACE and CORRUPT alarms through the apply path (raised and cleared by requests, kept
+//! across a reopen, refusing exactly the writes they stop, at no revision), the key-space hash the
+//! consistency check compares, and defragmentation giving compacted space back to the filesystem
+//! without changing what the store holds.
 
 mod support;
 
@@ -59,6 +60,82 @@ fn a_raised_no_space_alarm_refuses_growth_until_it_is_cleared_and_survives_a_reo
     );
     ok(test.apply(put_request("new", "2")));
     assert_eq!(test.get("new").unwrap().value, b"2".to_vec());
+}
+
+#[test]
+fn a_raised_corrupt_alarm_refuses_every_change_until_it_is_cleared_and_survives_a_reopen() {
+    let mut test = TestStore::new();
+    test.put("kept", "1");
+    let revision = test.revision();
+    let corrupt = Alarm {
+        member_id: 3,
+        kind: AlarmKind::Corrupt,
+    };
+    let change = |action| Request::Alarm {
+        action,
+        alarm: corrupt,
+    };
+    ok(test.apply(change(AlarmAction::Activate)));
+    test.reopen(StoreOptions::default());
+    assert_eq!(test.store.alarms().unwrap(), vec![corrupt]);
+
+    let refused = [
+        put_request("new", "2"),
+        Request::DeleteRange(revkv_storage::DeleteRangeRequest {
+            range: KeyRange::single("kept"),
+            prev_kv: false,
+        }),
+        Request::Compact { revision },
+        Request::LeaseGrant {
+            id: 7,
+            ttl_seconds: 60,
+        },
+    ];
+    for request in refused {
+        let outcome = test.apply(request);
+        assert!(
+            matches!(outcome.result, Err(Error::CorruptCluster)),
+            "{outcome:?}"
+        );
+    }
+    assert_eq!(test.revision(), revision, "refused writes take no revision");
+    assert_eq!(
+        test.get("kept").unwrap().value,
+        b"1".to_vec(),
+        "reads go on"
+    );
+
+    ok(test.apply(change(AlarmAction::Deactivate)));
+    ok(test.apply(put_request("new", "2")));
+    assert_eq!(test.get("new").unwrap().value, b"2".to_vec());
+}
+
+#[test]
+fn the_key_space_hash_follows_the_history_and_not_the_leases() {
+    let mut test = TestStore::new();
+    test.put("a", "1");
+    let revision = test.revision();
+    let before = test.store.key_space_hash(revision).unwrap();
+    let whole_before = test.store.hash(Some(revision)).unwrap();
+    // A lease grant takes no revision: members at one revision may differ in leases for a moment.
+    ok(test.apply(Request::LeaseGrant {
+        id: 7,
+        ttl_seconds: 60,
+    }));
+    assert_eq!(test.revision(), revision);
+    assert_eq!(test.store.key_space_hash(revision).unwrap(), before);
+    assert_ne!(test.store.hash(Some(revision)).unwrap(), whole_before);
+    // A change of the history at or below the revision changes it; one above does not.
+    test.put("b", "2");
+    assert_eq!(test.store.key_space_hash(revision).unwrap(), before);
+    assert_ne!(
+        test.store.key_space_hash(test.revision()).unwrap().hash,
+        before.hash
+    );
+    assert!(matches!(
+        test.store.key_space_hash(test.revision() + 1),
+        Err(Error::FutureRevision { .. })
+    ));
 }
 
 #[test]

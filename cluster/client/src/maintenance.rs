@@ -14,7 +14,7 @@ use super::transport::Call;
 use super::types::ResponseHeader;
 use super::Client;
 
-/// One raised alarm: the member that raised it and its kind (`NOSPACE`).
+/// One raised alarm: the member it names and its kind (`NOSPACE` or `CORRUPT`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AlarmMember {
     pub member_id: u64,

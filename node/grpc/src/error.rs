@@ -27,6 +27,7 @@ pub const NO_LEADER: &str = "etcdserver: no leader";
 pub const TIMEOUT: &str = "etcdserver: request timed out";
 pub const TOO_MANY_REQUESTS: &str = "etcdserver: too many requests";
 pub const NO_SPACE: &str = "etcdserver: mvcc: database space exceeded";
+pub const CORRUPT: &str = "etcdserver: corrupt cluster";
 pub const INVALID_AUTH_TOKEN: &str = "etcdserver: invalid auth token";
 /// A call without a token while auth is enabled (etcd's `ErrGRPCUserEmpty`).
 pub const USER_EMPTY: &str = "etcdserver: user name is empty";
@@ -61,6 +62,8 @@ fn storage_status(error: StorageError) -> Status {
         StorageError::LeaseNotFound { .. } => Status::not_found(LEASE_NOT_FOUND),
         StorageError::LeaseExists { .. } => Status::failed_precondition(LEASE_EXISTS),
         StorageError::NoSpace => Status::resource_exhausted(NO_SPACE),
+        // etcd's ErrGRPCCorrupt: DataLoss.
+        StorageError::CorruptCluster => Status::data_loss(CORRUPT),
         StorageError::Busy(_) => Status::unavailable(TOO_MANY_REQUESTS),
         // etcd answers its auth store's refusals ("role name already exists", "user name not
         // found") with FailedPrecondition.
@@ -124,6 +127,10 @@ mod tests {
         assert_eq!(
             code_and_message(NodeError::Storage(future)),
             (Code::OutOfRange, FUTURE_REVISION.to_string())
+        );
+        assert_eq!(
+            code_and_message(NodeError::Storage(StorageError::CorruptCluster)),
+            (Code::DataLoss, CORRUPT.to_string())
         );
         let lease = StorageError::LeaseNotFound { id: 7 };
         assert_eq!(

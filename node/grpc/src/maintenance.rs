@@ -67,9 +67,10 @@ impl<B: KvBackend> pb::maintenance_server::Maintenance for MaintenanceService<B>
         };
         let kind = match pb::AlarmType::try_from(request.alarm) {
             Ok(pb::AlarmType::Nospace) => AlarmKind::NoSpace,
+            Ok(pb::AlarmType::Corrupt) => AlarmKind::Corrupt,
             _ => {
                 return Err(Status::invalid_argument(
-                    "revkv knows only the NOSPACE alarm",
+                    "revkv knows only the NOSPACE and CORRUPT alarms",
                 ))
             }
         };
@@ -204,6 +205,7 @@ impl<B: KvBackend> pb::maintenance_server::Maintenance for MaintenanceService<B>
 fn alarm_member(alarm: &Alarm) -> pb::AlarmMember {
     let kind = match alarm.kind {
         AlarmKind::NoSpace => pb::AlarmType::Nospace,
+        AlarmKind::Corrupt => pb::AlarmType::Corrupt,
     };
     pb::AlarmMember {
         member_id: alarm.member_id,

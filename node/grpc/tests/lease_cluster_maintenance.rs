@@ -135,7 +135,8 @@ async fn member_list_status_hash_and_alarms() {
 }
 
 /// ACTIVATE raises a NOSPACE alarm through raft, a put is then refused with etcd's message, and
-/// DEACTIVATE (what `etcdctl alarm disarm` sends) clears it.
+/// DEACTIVATE (what `etcdctl alarm disarm` sends) clears it; then the same with CORRUPT, which
+/// refuses a delete too (DataLoss, "etcdserver: corrupt cluster") while reads go on.
 async fn alarm_raise_refuse_and_clear(client: &mut etcd_client::Client) {
     use etcd_client::{AlarmAction, AlarmOptions, AlarmType};
     let for_member = |member| {
@@ -168,6 +169,27 @@ async fn alarm_raise_refuse_and_clear(client: &mut etcd_client::Client) {
         .unwrap();
     assert!(cleared.alarms().is_empty());
     client.put("grows", "v", None).await.expect("writes again");
+
+    // CORRUPT (etcd's AlarmType 2) refuses every write with etcd 3.5's text, reads go on.
+    client
+        .alarm(AlarmAction::Activate, AlarmType::Corrupt, for_member(7))
+        .await
+        .unwrap();
+    let listed = client
+        .alarm(AlarmAction::Get, AlarmType::None, None)
+        .await
+        .unwrap();
+    assert_eq!(listed.alarms()[0].alarm(), AlarmType::Corrupt);
+    let refused = client.delete("grows", None).await.err().map(grpc_status);
+    let (code, message) = refused.expect("a delete is refused while CORRUPT is raised");
+    assert_eq!(code, Code::DataLoss, "{message}");
+    assert_eq!(message, "etcdserver: corrupt cluster");
+    client.get("grows", None).await.expect("reads go on");
+    client
+        .alarm(AlarmAction::Deactivate, AlarmType::Corrupt, for_member(7))
+        .await
+        .unwrap();
+    client.delete("grows", None).await.expect("writes again");
 }
 
 /// `Maintenance.Snapshot` streams the member's backup: the bytes are revkv's backup format, and

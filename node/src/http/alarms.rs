@@ -1,6 +1,7 @@
 //! Space maintenance routes: `GET /v1/alarms` (the alarms raised), `DELETE /v1/alarms` (clear
 //! them, through raft, once there is room) and `POST /v1/defragment` (this member's state file
-//! gives back the space compaction freed). See `space_quota.rs` for when the NOSPACE alarm rises.
+//! gives back the space compaction freed). See `space_quota.rs` for when the NOSPACE alarm rises
+//! and `corruption_check/` for the CORRUPT alarm.
 
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
@@ -28,6 +29,8 @@ pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
 #[derive(Serialize, utoipa::ToSchema)]
 struct AlarmJson {
     member_id: u64,
+    /// The kind: NOSPACE (the member's state file passed its quota) or CORRUPT (the member's data
+    /// differs from the rest of the cluster's).
     alarm: &'static str,
 }
 

@@ -11,6 +11,7 @@
 //! | storage `Compacted` | 410 | `compacted` | `compact_revision` |
 //! | `TooLarge`, storage `TooLarge` | 413 | `too_large` | |
 //! | storage `NoSpace` | 507 | `no_space` | |
+//! | storage `CorruptCluster` | 500 | `corrupt` | |
 //! | `Unavailable` | 503 | `unavailable` | `Retry-After` header, whole seconds, at least 1 |
 //! | storage `Busy` | 503 | `unavailable` | |
 //! | `Timeout` | 504 | `timeout` | |
@@ -30,6 +31,10 @@ use serde_json::{json, Map, Value};
 use super::keys::TextEncoding;
 use super::wire::kv_json_after_write;
 use crate::error::NodeError;
+
+/// The code of member faults, which are logged here with their full text (a `corrupt` refusal
+/// shares their status but is an answer, not a fault of this request).
+const INTERNAL: &str = "internal";
 
 /// A failed request on its way to the client: the error and the encoding the client asked for,
 /// which decides how a conflict's `current` key-value is written.
@@ -66,7 +71,7 @@ impl From<StorageError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = status_and_code(&self.error);
-        if status == StatusCode::INTERNAL_SERVER_ERROR {
+        if code == INTERNAL {
             tracing::error!(error = %self.error, "internal error serving a client request");
         }
         let mut body = Map::new();
@@ -89,8 +94,8 @@ impl IntoResponse for ApiError {
 /// The machine-readable code of an error, for answers that cannot carry a status of their own
 /// (a line of a stream whose status was already sent). Faults are logged as for a whole answer.
 pub(crate) fn error_code(error: &NodeError) -> &'static str {
-    let (status, code) = status_and_code(error);
-    if status == StatusCode::INTERNAL_SERVER_ERROR {
+    let (_, code) = status_and_code(error);
+    if code == INTERNAL {
         tracing::error!(%error, "internal error serving a line of a client stream");
     }
     code
@@ -108,7 +113,7 @@ fn status_and_code(error: &NodeError) -> (StatusCode, &'static str) {
         NodeError::Timeout(_) => (StatusCode::GATEWAY_TIMEOUT, "timeout"),
         NodeError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "unauthenticated"),
         NodeError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
-        NodeError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        NodeError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, INTERNAL),
     }
 }
 
@@ -127,6 +132,10 @@ fn storage_status_and_code(error: &StorageError) -> (StatusCode, &'static str) {
         }
         StorageError::AuthRecordNotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
         StorageError::NoSpace => (StatusCode::INSUFFICIENT_STORAGE, "no_space"),
+        // etcd answers DataLoss, which its HTTP gateway turns into 500. Not 503: nothing changes
+        // by retrying until an operator has acted, and clients must not move on to another
+        // member as for an election.
+        StorageError::CorruptCluster => (StatusCode::INTERNAL_SERVER_ERROR, "corrupt"),
         StorageError::Busy(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
         StorageError::Database { .. }
         | StorageError::FileIo { .. }
@@ -134,7 +143,7 @@ fn storage_status_and_code(error: &StorageError) -> (StatusCode, &'static str) {
         | StorageError::Corrupt { .. }
         | StorageError::BadSnapshot(_)
         | StorageError::SnapshotIo(_)
-        | StorageError::Invariant(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        | StorageError::Invariant(_) => (StatusCode::INTERNAL_SERVER_ERROR, INTERNAL),
     }
 }
 
@@ -185,5 +194,10 @@ mod tests {
             compact_revision: 3,
         });
         assert_eq!(status_and_code(&compacted), (StatusCode::GONE, "compacted"));
+        let corrupt = NodeError::Storage(StorageError::CorruptCluster);
+        assert_eq!(
+            status_and_code(&corrupt),
+            (StatusCode::INTERNAL_SERVER_ERROR, "corrupt")
+        );
     }
 }

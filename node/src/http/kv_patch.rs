@@ -82,7 +82,7 @@ struct PatchRequest {
             headers(("ETag" = String, description = "The key's new mod revision, quoted"))),
         (status = 409, description = "If-Match failed, or every attempt lost its race", body = super::openapi::ErrorBody),
         (status = "4XX", description = "Refused: invalid, not_found, too_large", body = super::openapi::ErrorBody),
-        (status = "5XX", description = "unavailable, timeout or no_space", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable, timeout, no_space or corrupt", body = super::openapi::ErrorBody),
     )
 )]
 async fn patch_key<B: KvBackend>(

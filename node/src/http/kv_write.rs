@@ -92,7 +92,7 @@ struct DeleteAnswer {
             headers(("ETag" = String, description = "The key's new mod revision, quoted"))),
         (status = 409, description = "A precondition failed, or a merge's changes overlap", body = ErrorBody),
         (status = "4XX", description = "Refused: invalid, too_large, not_found (lease), compacted", body = ErrorBody),
-        (status = "5XX", description = "unavailable, timeout or no_space", body = ErrorBody),
+        (status = "5XX", description = "unavailable, timeout, no_space or corrupt", body = ErrorBody),
     )
 )]
 async fn put_key<B: KvBackend>(

@@ -173,7 +173,7 @@ pub struct ErrorBody {
 #[derive(Serialize, ToSchema)]
 pub struct ErrorDetail {
     /// One of the contract's codes: invalid, future_revision, not_found, conflict, compacted,
-    /// too_large, unavailable, timeout, unauthenticated, forbidden, no_space, internal.
+    /// too_large, unavailable, timeout, unauthenticated, forbidden, no_space, corrupt, internal.
     pub code: String,
     pub message: String,
 }

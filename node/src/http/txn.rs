@@ -68,7 +68,7 @@ enum OpAnswer {
     responses(
         (status = 200, description = "The branch that ran and its answers (a failed compare is succeeded: false)", body = TxnAnswer),
         (status = "4XX", description = "Refused: invalid, too_large, compacted, future_revision", body = super::openapi::ErrorBody),
-        (status = "5XX", description = "unavailable, timeout or no_space", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable, timeout, no_space or corrupt", body = super::openapi::ErrorBody),
     )
 )]
 async fn post_txn<B: KvBackend>(

@@ -12,6 +12,7 @@ use revkv_storage::StoreOptions;
 
 use crate::compaction::AutoCompaction;
 use crate::compaction_cleaner::CleanerSettings;
+use crate::corruption_check::CorruptionCheckSettings;
 use crate::http::HttpLimits;
 use crate::watch::WatchLimits;
 
@@ -39,6 +40,8 @@ pub struct NodeConfig {
     pub client_tls: Option<revkv_tls::ServerTls>,
     /// Past this size of its state file the member raises the NOSPACE alarm (`space_quota`).
     pub space_quota: SpaceQuota,
+    /// When members compare their data (at start, periodically); both off by default, as in etcd.
+    pub corruption_check: CorruptionCheckSettings,
     /// Bounds on the client listener's connections (count, per client address, header read
     /// time and size).
     pub client_connections: revkv_tls::ConnectionLimits,
@@ -97,6 +100,7 @@ impl NodeConfig {
             metric_prefix_labels: PrefixLabelConfig::default(),
             client_tls: None,
             space_quota: SpaceQuota::default(),
+            corruption_check: CorruptionCheckSettings::default(),
             client_connections: revkv_tls::ConnectionLimits::default(),
         }
     }

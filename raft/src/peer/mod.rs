@@ -7,7 +7,8 @@
 //! (append, vote, full snapshot, transfer leader) there are the calls a follower needs from the
 //! leader: forward a client write, get a read index, run a membership change, and the lease calls
 //! only the leader can answer (grant, which picks the id; keep-alive and time-to-live, which read
-//! the leader's deadlines).
+//! the leader's deadlines). Any member also answers `/raft/key-space-hash`, its hash of the
+//! history at a revision, which the consistency check compares (`key_space_hashes.rs`).
 
 pub(crate) mod append_stream;
 pub mod client;
@@ -34,6 +35,20 @@ pub mod paths {
     pub const LEASE_KEEP_ALIVE: &str = "/raft/lease/keep-alive";
     pub const LEASE_TIME_TO_LIVE: &str = "/raft/lease/time-to-live";
     pub const IDENTITY: &str = "/raft/identity";
+    /// A member's hash of its history at a revision (the consistency check).
+    pub const KEY_SPACE_HASH: &str = "/raft/key-space-hash";
+}
+
+/// A member's answer to "your hash of the history at revision R" (etcd's HashKV between peers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum KeySpaceHashAnswer {
+    /// The hash of every history entry at or below R that compaction keeps, and the compact
+    /// revision it was taken under (hashes compare only under equal compact revisions).
+    Hashed { hash: u64, compact_revision: u64 },
+    /// R is at or below this member's compact revision: its history at R is gone.
+    Compacted { compact_revision: u64 },
+    /// This member had not applied R within its wait.
+    Behind { applied_revision: u64 },
 }
 
 /// What a member says about itself over the peer port: how a member is added by its peer URL

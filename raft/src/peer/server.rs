@@ -47,6 +47,7 @@ pub(crate) fn spawn(
         .route(paths::LEASE_KEEP_ALIVE, post(lease_keep_alive))
         .route(paths::LEASE_TIME_TO_LIVE, post(lease_time_to_live))
         .route(paths::IDENTITY, post(identity))
+        .route(paths::KEY_SPACE_HASH, post(key_space_hash))
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .with_state(member.clone());
     let tls = member.config.peer_tls.clone();
@@ -189,6 +190,13 @@ async fn identity(State(member): Shared, body: Bytes) -> Response {
             node: member.config.advertise.clone(),
             initialized,
         })
+    })
+    .await
+}
+
+async fn key_space_hash(State(member): Shared, body: Bytes) -> Response {
+    serve(body, |revision: u64| async move {
+        member.key_space_hash(revision).await
     })
     .await
 }

@@ -1,6 +1,7 @@
-//! Alarms: raised and cleared through raft, kept in the state file's meta table, and the one rule
-//! they impose on the write path (while a NOSPACE alarm is raised, nothing that grows the store is
-//! applied).
+//! Alarms: raised and cleared through raft, kept in the state file's meta table, and the rules
+//! they impose on the write path: while a NOSPACE alarm is raised, nothing that grows the store is
+//! applied; while a CORRUPT alarm is raised, nothing that changes keys or leases is applied
+//! (etcd 3.5's `applierV3Corrupt`: put, delete, txn, compaction, lease grant and revoke).
 //!
 //! The alarms are one record in the meta table (absent: none), so a file written before alarms
 //! existed needs no upgrade. Every member applies the same alarm requests, so every member refuses
@@ -71,10 +72,42 @@ pub(crate) fn change_alarm(
     Ok(())
 }
 
-/// True when `request` must be refused because of the alarms raised.
-pub(crate) fn refused_by_alarms(alarms: &[Alarm], request: &Request) -> bool {
-    let no_space = alarms.iter().any(|alarm| alarm.kind == AlarmKind::NoSpace);
-    no_space && grows_store(request)
+/// The rejection `request` gets because of the alarms raised, if any. CORRUPT is checked first:
+/// it refuses more, and its answer tells the operator about the graver problem.
+pub(crate) fn refusal_by_alarms(alarms: &[Alarm], request: &Request) -> Option<Error> {
+    let raised = |kind: AlarmKind| alarms.iter().any(|alarm| alarm.kind == kind);
+    if raised(AlarmKind::Corrupt) && changes_data(request) {
+        return Some(Error::CorruptCluster);
+    }
+    if raised(AlarmKind::NoSpace) && grows_store(request) {
+        return Some(Error::NoSpace);
+    }
+    None
+}
+
+/// Whether a request is one etcd's corrupt applier refuses: everything that changes keys or leases.
+/// A txn that only reads is served (etcd answers it without raft); lease checkpoints, alarms and
+/// auth changes go through, so an operator can still disarm the alarm and manage users.
+fn changes_data(request: &Request) -> bool {
+    match request {
+        Request::Put(_)
+        | Request::DeleteRange(_)
+        | Request::Compact { .. }
+        | Request::LeaseGrant { .. }
+        | Request::LeaseRevoke { .. } => true,
+        Request::Txn(txn) => txn_writes(txn),
+        Request::LeaseCheckpoint { .. }
+        | Request::LeaseCheckpointClear { .. }
+        | Request::Alarm { .. }
+        | Request::Auth(_) => false,
+    }
+}
+
+fn txn_writes(txn: &TxnRequest) -> bool {
+    txn.success
+        .iter()
+        .chain(txn.failure.iter())
+        .any(|op| !matches!(op, TxnOp::Get(_)))
 }
 
 /// Whether a request may add data: etcd's quota rule counts every put of a txn, in either branch,
@@ -166,24 +199,69 @@ mod tests {
             success: vec![TxnOp::DeleteRange(delete.clone())],
             failure: Vec::new(),
         };
-        assert!(refused_by_alarms(&alarms, &Request::Put(put())));
-        assert!(refused_by_alarms(
-            &alarms,
-            &Request::LeaseGrant {
+        let refused = |request: &Request| refusal_by_alarms(&alarms, request).is_some();
+        assert!(refused(&Request::Put(put())));
+        assert!(refused(&Request::LeaseGrant {
+            id: 1,
+            ttl_seconds: 10
+        }));
+        assert!(refused(&Request::Txn(txn_with_put_in_failure)));
+        assert!(!refused(&Request::Txn(txn_without_put)));
+        assert!(!refused(&Request::DeleteRange(delete)));
+        assert!(!refused(&Request::Compact { revision: 1 }));
+        assert!(refusal_by_alarms(&[], &Request::Put(put())).is_none());
+    }
+
+    #[test]
+    fn a_corrupt_alarm_refuses_every_change_of_keys_or_leases_and_nothing_else() {
+        let alarms = vec![Alarm {
+            member_id: 3,
+            kind: AlarmKind::Corrupt,
+        }];
+        let range = crate::types::RangeRequest::of(KeyRange::single("k"));
+        let delete = DeleteRangeRequest {
+            range: KeyRange::single("k"),
+            prev_kv: false,
+        };
+        let read_only_txn = TxnRequest {
+            compare: Vec::new(),
+            success: vec![TxnOp::Get(range.clone())],
+            failure: vec![TxnOp::Get(range)],
+        };
+        let deleting_txn = TxnRequest {
+            compare: Vec::new(),
+            success: Vec::new(),
+            failure: vec![TxnOp::DeleteRange(delete.clone())],
+        };
+        let refusal = |request: &Request| refusal_by_alarms(&alarms, request);
+        for refused in [
+            Request::Put(put()),
+            Request::DeleteRange(delete),
+            Request::Txn(deleting_txn),
+            Request::Compact { revision: 1 },
+            Request::LeaseGrant {
                 id: 1,
-                ttl_seconds: 10
-            }
+                ttl_seconds: 10,
+            },
+            Request::LeaseRevoke { id: 1 },
+        ] {
+            assert!(
+                matches!(refusal(&refused), Some(Error::CorruptCluster)),
+                "{refused:?}"
+            );
+        }
+        assert!(refusal(&Request::Txn(read_only_txn)).is_none());
+        assert!(refusal(&Request::LeaseCheckpointClear { id: 1 }).is_none());
+        let disarm = Request::Alarm {
+            action: AlarmAction::Deactivate,
+            alarm: alarms[0],
+        };
+        assert!(refusal(&disarm).is_none());
+        // With both alarms raised, the graver one answers.
+        let both = [alarms[0], no_space(1)];
+        assert!(matches!(
+            refusal_by_alarms(&both, &Request::Put(put())),
+            Some(Error::CorruptCluster)
         ));
-        assert!(refused_by_alarms(
-            &alarms,
-            &Request::Txn(txn_with_put_in_failure)
-        ));
-        assert!(!refused_by_alarms(&alarms, &Request::Txn(txn_without_put)));
-        assert!(!refused_by_alarms(&alarms, &Request::DeleteRange(delete)));
-        assert!(!refused_by_alarms(
-            &alarms,
-            &Request::Compact { revision: 1 }
-        ));
-        assert!(!refused_by_alarms(&[], &Request::Put(put())));
     }
 }

@@ -15,6 +15,15 @@ const HASH_ATTEMPTS: usize = 5;
 /// to commit.
 const HASH_PAUSE_BETWEEN_ATTEMPTS: std::time::Duration = std::time::Duration::from_millis(2);
 
+/// What a hash covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum HashScope {
+    /// The history and the leases granted now (`GET /v1/hash`).
+    KeysAndLeases,
+    /// The history only (the consistency check).
+    KeysOnly,
+}
+
 impl MvccStore {
     /// Every event with revision `>= from_revision`, in revision order and, within a revision, in
     /// the order the request made them; at most about `max_events` (whole revisions only, so a
@@ -112,8 +121,21 @@ impl MvccStore {
     /// a revision, so including it would make members that applied the same revisions hash
     /// differently for a moment. Snapshots carry it.
     pub fn hash(&self, revision: Option<u64>) -> Result<StateHash> {
+        self.hash_with_scope(revision, HashScope::KeysAndLeases)
+    }
+
+    /// The hash of the history alone at `revision` (etcd's HashKV covers the keys only), which the
+    /// consistency check compares between members. Unlike `hash` it depends on nothing but the
+    /// revision and the compact revision: a lease grant takes no revision, so two healthy members
+    /// at one revision may hold different leases for a moment, and comparing those would raise a
+    /// false CORRUPT alarm.
+    pub fn key_space_hash(&self, revision: u64) -> Result<StateHash> {
+        self.hash_with_scope(Some(revision), HashScope::KeysOnly)
+    }
+
+    fn hash_with_scope(&self, revision: Option<u64>, scope: HashScope) -> Result<StateHash> {
         for _attempt in 0..HASH_ATTEMPTS {
-            if let Some(hash) = self.hash_once(revision)? {
+            if let Some(hash) = self.hash_once(revision, scope)? {
                 return Ok(hash);
             }
             std::thread::sleep(HASH_PAUSE_BETWEEN_ATTEMPTS);
@@ -126,7 +148,7 @@ impl MvccStore {
 
     /// One attempt at `hash`: `None` when the key index's compact revision was not the snapshot's
     /// before and after the walk (a compaction was being applied), which `is_compacted_away` needs.
-    fn hash_once(&self, revision: Option<u64>) -> Result<Option<StateHash>> {
+    fn hash_once(&self, revision: Option<u64>, scope: HashScope) -> Result<Option<StateHash>> {
         let (tables, leases, state) = self.read_tables_with_leases()?;
         let revision = revision.unwrap_or(state.current_revision);
         check_readable_revision(revision, &state)?;
@@ -166,7 +188,11 @@ impl MvccStore {
             hasher.update(&record.lease.to_be_bytes());
             hasher.update(&[u8::from(record.tombstone)]);
         }
-        for lease in leases.all(u64::MAX)? {
+        let lease_records = match scope {
+            HashScope::KeysAndLeases => leases.all(u64::MAX)?,
+            HashScope::KeysOnly => Vec::new(),
+        };
+        for lease in lease_records {
             hasher.update(&lease.id.to_be_bytes());
             hasher.update(&lease.granted_ttl_seconds.to_be_bytes());
             hasher.update(&lease.attached_keys.to_be_bytes());

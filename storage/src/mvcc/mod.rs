@@ -379,6 +379,16 @@ impl MvccStore {
             auth,
             pending_compaction,
         } = batch;
+        if let EntryPayload::Request(request) = &entry.payload {
+            // Before any request's own rules: an alarm refuses whole kinds of request, compaction
+            // included, and changes nothing (every member refuses the same entries).
+            if let Some(refusal) = alarms::refusal_by_alarms(raised, request) {
+                return Ok(ApplyOutcome {
+                    revision: state.current_revision,
+                    result: Err(refusal),
+                });
+            }
+        }
         match &entry.payload {
             EntryPayload::Request(request @ Request::Compact { revision }) => {
                 if let Err(rejection) = validate_request(request, &self.options.limits) {
@@ -413,12 +423,6 @@ impl MvccStore {
                 Ok(ApplyOutcome {
                     revision: state.current_revision,
                     result,
-                })
-            }
-            EntryPayload::Request(request) if alarms::refused_by_alarms(raised, request) => {
-                Ok(ApplyOutcome {
-                    revision: state.current_revision,
-                    result: Err(Error::NoSpace),
                 })
             }
             EntryPayload::Request(request) => {

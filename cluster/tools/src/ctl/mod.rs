@@ -219,7 +219,8 @@ pub enum CtlCommand {
     /// Backups.
     #[command(subcommand)]
     Snapshot(SnapshotCommand),
-    /// Alarms (NOSPACE when a member's state file passed its quota).
+    /// Alarms (NOSPACE when a member's state file passed its quota, CORRUPT when its data differs
+    /// from the other members').
     #[command(subcommand)]
     Alarm(AlarmCommand),
     /// Give the space compaction freed back to the filesystem, on every endpoint in turn.

@@ -24,6 +24,7 @@ impl ServeArgs {
         let compaction_cleaner = self.compaction_cleaner()?;
         let auto_compaction = self.auto_compaction()?;
         let space_quota = self.space_quota();
+        let corruption_check = self.corruption_check()?;
         let client_connections = self.client_connection_limits()?;
         let metric_prefix_labels = self.metric_prefix_labels()?;
         let client_tls = self.client_tls()?;
@@ -40,6 +41,7 @@ impl ServeArgs {
             metric_prefix_labels,
             client_tls,
             space_quota,
+            corruption_check,
             client_connections,
         })
     }

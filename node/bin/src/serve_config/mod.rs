@@ -225,6 +225,17 @@ pub struct ServeArgs {
     /// grow the store are refused (507 `no_space`) on every member.
     #[arg(long, env = "REVKV_QUOTA_BACKEND_BYTES")]
     pub quota_backend_bytes: Option<u64>,
+    /// Compare this member's data with the other members' once it has caught up after its start
+    /// (etcd's `--experimental-initial-corrupt-check`; default false). A member whose hash of the
+    /// history differs from the majority's at the same revision gets the CORRUPT alarm, and every
+    /// member then refuses writes (500 `corrupt`) until the alarm is disarmed.
+    #[arg(long, env = "REVKV_INITIAL_CORRUPT_CHECK", num_args = 0..=1, default_missing_value = "true")]
+    pub initial_corrupt_check: Option<bool>,
+    /// How often the leader compares the members' data, as a span such as `5m` or `1h` (etcd's
+    /// `--experimental-corrupt-check-time`); 0, the default, turns the periodic check off. At
+    /// least 1s: each check hashes every member's whole history.
+    #[arg(long, env = "REVKV_CORRUPT_CHECK_TIME")]
+    pub corrupt_check_time: Option<String>,
     /// Periodic bookmark interval of a watch that names none, in milliseconds; 0 turns them off
     /// (default 600000, etcd's ten minutes).
     #[arg(long, env = "REVKV_WATCH_PROGRESS_NOTIFY_INTERVAL_MS")]
@@ -309,7 +320,7 @@ impl ServeArgs {
             header_read_timeout_ms, max_header_bytes, max_snapshot_streams, hot_keys_capacity, hot_keys_window_seconds, max_snapshot_bytes, compaction_batch_limit,
             compaction_sleep_interval_ms, auth_token_ttl_seconds,
             max_concurrent_password_checks, log_format, auto_compaction_mode, auto_compaction_retention,
-            quota_backend_bytes,
+            quota_backend_bytes, initial_corrupt_check, corrupt_check_time,
             auto_compaction_interval_ms, watch_progress_notify_interval_ms, max_watches,
             watch_buffer_messages, metrics_prefix_depth, metrics_max_prefixes, cert_file, key_file,
             trusted_ca_file, client_cert_auth, peer_cert_file, peer_key_file, peer_trusted_ca_file,

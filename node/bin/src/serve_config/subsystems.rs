@@ -12,6 +12,7 @@ use revkv_storage::{Limits, LogOptions};
 use revkv_node::auth::AuthOptions;
 use revkv_node::compaction::AutoCompaction;
 use revkv_node::compaction_cleaner::CleanerSettings;
+use revkv_node::corruption_check::CorruptionCheckSettings;
 use revkv_node::hot_keys::HotKeyLimits;
 use revkv_node::http::{LeaseStreamLimits, DEFAULT_MAX_SNAPSHOT_STREAMS};
 use revkv_node::space_quota::{SpaceQuota, DEFAULT_QUOTA_BACKEND_BYTES};
@@ -324,4 +325,33 @@ impl ServeArgs {
             ..SpaceQuota::default()
         }
     }
+
+    /// `--initial-corrupt-check` and `--corrupt-check-time`, both off by default as in etcd.
+    pub(super) fn corruption_check(&self) -> Result<CorruptionCheckSettings, String> {
+        let interval = match self.corrupt_check_time.as_deref().map(str::trim) {
+            None | Some("0") => None,
+            Some(text) => {
+                let interval = humantime::parse_duration(text)
+                    .map_err(|error| format!("corrupt-check-time {text:?}: {error}"))?;
+                if !(MIN_CORRUPT_CHECK_TIME..=MAX_CORRUPT_CHECK_TIME).contains(&interval) {
+                    return Err(format!(
+                        "corrupt-check-time {text:?} must be 0 (off) or between 1s and 7 days"
+                    ));
+                }
+                Some(interval)
+            }
+        };
+        Ok(CorruptionCheckSettings {
+            initial: self.initial_corrupt_check.unwrap_or(false),
+            interval,
+        })
+    }
 }
+
+/// The shortest period of the consistency check: each check hashes every member's whole history,
+/// so a shorter one would keep the members busy hashing.
+const MIN_CORRUPT_CHECK_TIME: Duration = Duration::from_secs(1);
+
+/// The longest period: beyond a week a check finds a fault too late to matter, and a typo (a
+/// missing unit) is more likely than the wish.
+const MAX_CORRUPT_CHECK_TIME: Duration = Duration::from_secs(7 * 24 * 3600);

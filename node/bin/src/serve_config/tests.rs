@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::subsystems::LONGEST_LEASE_TTL_SECONDS;
 use super::*;
 use revkv_node::compaction::AutoCompaction;
+use revkv_node::corruption_check::CorruptionCheckSettings;
 use revkv_node::NodeConfig;
 use revkv_storage::Limits;
 
@@ -420,4 +421,33 @@ fn tls_settings_come_from_the_toml_file_too() {
     );
     assert_eq!(merged.client_cert_auth, Some(true));
     assert_eq!(merged.peer_client_cert_auth, Some(true));
+}
+
+#[test]
+fn corruption_checks_are_off_by_default_and_checked_when_set() {
+    let defaults = ServeArgs::default().into_node_config().unwrap();
+    assert_eq!(
+        defaults.corruption_check,
+        CorruptionCheckSettings::default()
+    );
+    let with = |initial, time: Option<&str>| ServeArgs {
+        initial_corrupt_check: initial,
+        corrupt_check_time: time.map(str::to_string),
+        ..ServeArgs::default()
+    };
+    let both = with(Some(true), Some("5m")).into_node_config().unwrap();
+    assert_eq!(
+        both.corruption_check,
+        CorruptionCheckSettings {
+            initial: true,
+            interval: Some(Duration::from_secs(300)),
+        }
+    );
+    let off = with(None, Some("0")).into_node_config().unwrap();
+    assert_eq!(off.corruption_check.interval, None);
+    for bad in ["5", "soon", "10ms", "8days"] {
+        let refused = with(None, Some(bad)).into_node_config();
+        let error = refused.expect_err(bad);
+        assert!(error.contains("corrupt-check-time"), "{bad}: {error}");
+    }
 }
