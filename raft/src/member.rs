@@ -26,6 +26,7 @@ pub use crate::member_inner::Raft;
 use crate::member_inner::{wait_for, MemberInner, Metrics};
 use crate::member_start::{startup, OpenStores, StartedRaft};
 use crate::peer::client::{CallError, PeerAddresses};
+use crate::peer::failure_log::PeerFailureLog;
 use crate::peer::{
     paths, AdminRequest, ForwardedWrite, LeaseGrantCall, LeaseTimeToLive, LeaseTimeToLiveCall,
     PeerError, PeerIdentity,
@@ -49,6 +50,8 @@ pub struct RaftMember {
     stop_peer_server: std::sync::Mutex<Option<oneshot::Sender<()>>>,
     /// Turns true at shutdown, ending the lease expiry task.
     stop_lease_expiry: watch::Sender<bool>,
+    /// openraft's calls to other members that failed, logged at a bounded rate.
+    peer_failures: Arc<PeerFailureLog>,
     /// True once this member has applied everything it knew to be committed (see `is_ready`).
     caught_up_once: std::sync::atomic::AtomicBool,
 }
@@ -87,6 +90,7 @@ impl RaftMember {
             peer_address,
             stop_peer_server: std::sync::Mutex::new(Some(stop_peer_server)),
             stop_lease_expiry,
+            peer_failures: raft.peer_failures,
             caught_up_once: std::sync::atomic::AtomicBool::new(false),
         };
         member.spawn_follow_peer_addresses(raft.peer_addresses);
@@ -208,6 +212,12 @@ impl RaftMember {
     /// member serves now.
     pub fn open_append_streams(&self) -> usize {
         self.inner.append_streams.count()
+    }
+
+    /// How many of openraft's calls (appends, heartbeats, votes) to member `peer` have failed in
+    /// a row, since it last answered; 0 while it answers.
+    pub fn failed_calls_in_a_row(&self, peer: u64) -> u64 {
+        self.peer_failures.failures_in_a_row(peer)
     }
 
     /// The address the peer listener is bound to.
@@ -426,12 +436,12 @@ impl RaftMember {
             .call(peer_url, paths::IDENTITY, &(), timeout)
             .await
             .map_err(|error| match error {
-                CallError::Unreachable(detail) | CallError::BadAnswer(detail) => {
-                    MemberError::Refused(format!(
-                        "no revkv member answers at {peer_url} ({detail}); start it first with \
+                CallError::Unreachable(detail)
+                | CallError::BadAnswer(detail)
+                | CallError::ClosedBeforeAnswer(detail) => MemberError::Refused(format!(
+                    "no revkv member answers at {peer_url} ({detail}); start it first with \
                          `revkv serve --join`, listening for peers there"
-                    ))
-                }
+                )),
                 other => member_error(other),
             })?;
         if identity.initialized {
@@ -594,7 +604,10 @@ impl RaftMember {
                 // The request was sent but no valid answer came back: a write or a membership
                 // change may have taken effect on the leader, so its outcome is unknown (504), and
                 // "no leader, retry" (503) would invite the client to apply it twice.
-                Err(CallError::BadAnswer(message)) if path != paths::READ_INDEX => {
+                Err(CallError::BadAnswer(message))
+                | Err(CallError::ClosedBeforeAnswer(message))
+                    if path != paths::READ_INDEX =>
+                {
                     return Err(MemberError::Timeout(format!(
                         "the leader's answer was lost, the outcome is unknown: {message}"
                     )));
@@ -679,6 +692,7 @@ fn member_error(error: CallError) -> MemberError {
         CallError::Timeout(after) => MemberError::Timeout(format!("no answer in {after:?}")),
         CallError::Unreachable(message) => MemberError::NoLeader(message),
         CallError::BadAnswer(message) => MemberError::NoLeader(message),
+        CallError::ClosedBeforeAnswer(message) => MemberError::NoLeader(message),
         CallError::Remote(PeerError::UnknownMember(id)) => MemberError::UnknownMember(id),
         CallError::Remote(PeerError::Refused(message)) => MemberError::Refused(message),
         CallError::Remote(PeerError::OutcomeUnknown(message)) => MemberError::Timeout(message),
