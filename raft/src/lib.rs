@@ -35,6 +35,7 @@ pub mod member;
 mod member_inner;
 mod member_start;
 pub mod peer;
+mod publish_addresses;
 pub mod restore;
 pub mod snapshot_file;
 pub mod snapshot_stream;

@@ -48,8 +48,8 @@ pub struct RaftMember {
     inner: Arc<MemberInner>,
     peer_address: SocketAddr,
     stop_peer_server: std::sync::Mutex<Option<oneshot::Sender<()>>>,
-    /// Turns true at shutdown, ending the lease expiry task.
-    stop_lease_expiry: watch::Sender<bool>,
+    /// Turns true at shutdown, ending the lease expiry and address publishing tasks.
+    stop_background_tasks: watch::Sender<bool>,
     /// openraft's calls to other members that failed, logged at a bounded rate.
     peer_failures: Arc<PeerFailureLog>,
     /// True once this member has applied everything it knew to be committed (see `is_ready`).
@@ -83,19 +83,22 @@ impl RaftMember {
             first_storage_fault: raft.first_storage_fault,
         });
         let stop_peer_server = crate::peer::server::spawn(inner.clone(), peer_listener);
-        let stop_lease_expiry = watch::Sender::new(false);
-        crate::lease_expiry::spawn(inner.clone(), stop_lease_expiry.subscribe());
+        let stop_background_tasks = watch::Sender::new(false);
+        crate::lease_expiry::spawn(inner.clone(), stop_background_tasks.subscribe());
         let member = RaftMember {
             inner,
             peer_address,
             stop_peer_server: std::sync::Mutex::new(Some(stop_peer_server)),
-            stop_lease_expiry,
+            stop_background_tasks,
             peer_failures: raft.peer_failures,
             caught_up_once: std::sync::atomic::AtomicBool::new(false),
         };
         member.spawn_follow_peer_addresses(raft.peer_addresses);
         member.bootstrap_if_new().await?;
-        member.spawn_publish_advertised_addresses();
+        crate::publish_addresses::spawn(
+            member.inner.clone(),
+            member.stop_background_tasks.subscribe(),
+        );
         Ok(member)
     }
 
@@ -153,59 +156,13 @@ impl RaftMember {
         self.inner.id
     }
 
-    /// Founding members bootstrap with identical memberships that carry only peer URLs (raft needs
-    /// equal entries at equal log ids), so each member then publishes its own client URL through a
-    /// replicated membership update, once a leader is known. Bounded: gives up after a while and
-    /// logs it; the client URL is informational.
-    fn spawn_publish_advertised_addresses(&self) {
-        let inner = self.inner.clone();
-        tokio::spawn(async move {
-            const ATTEMPTS: u32 = 20;
-            for _ in 0..ATTEMPTS {
-                // Right after bootstrap the membership is not in the metrics yet; once a leader is
-                // known, it is.
-                let mut metrics = inner.raft.metrics();
-                let wait = tokio::time::timeout(
-                    inner.config.peer_limits.call_timeout,
-                    metrics.wait_until(|metrics| metrics.current_leader.is_some()),
-                );
-                if !matches!(wait.await, Ok(Ok(_))) {
-                    continue;
-                }
-                let advertised = inner.config.advertise.clone();
-                let recorded = inner
-                    .raft
-                    .metrics()
-                    .borrow_watched()
-                    .membership_config
-                    .get_node(&inner.id)
-                    .cloned();
-                match recorded {
-                    Some(node) if node == advertised => return,
-                    // A joining learner: whoever adds it names its client URL.
-                    None if inner.config.join => return,
-                    // A founding member that learned of the leader before receiving the log that
-                    // holds the membership: ask again shortly.
-                    None => {}
-                    // A different peer URL: not ours to fix.
-                    Some(node) if node.peer_url != advertised.peer_url => return,
-                    Some(_) => {
-                        let update = AdminRequest::UpdateNode {
-                            id: inner.id,
-                            node: advertised,
-                        };
-                        match MemberInner::run_admin_on_leader(&inner, update).await {
-                            Ok(()) => return,
-                            Err(error) => {
-                                tracing::debug!(%error, "publishing client URL, will retry")
-                            }
-                        }
-                    }
-                }
-                tokio::time::sleep(inner.config.timing.election_timeout_max).await;
-            }
-            tracing::warn!("could not publish this member's client URL to the membership");
-        });
+    /// True when the membership holds this member's client URLs as it advertises them (HTTP,
+    /// and gRPC if it serves it). A founding member publishes them once a leader is known
+    /// (`publish_addresses.rs`); until then its entry has only its peer URL.
+    pub fn client_urls_published(&self) -> bool {
+        let metrics = self.inner.raft.metrics();
+        let recorded = metrics.borrow_watched();
+        recorded.membership_config.get_node(&self.inner.id) == Some(&self.inner.config.advertise)
     }
 
     /// How many append streams (other members' replication and heartbeat connections) this
@@ -539,7 +496,7 @@ impl RaftMember {
 
     /// Stops raft and the peer server, and makes the store durable.
     pub async fn shutdown(&self) -> Result<(), MemberError> {
-        self.stop_lease_expiry.send_replace(true);
+        self.stop_background_tasks.send_replace(true);
         let stop = self
             .stop_peer_server
             .lock()
