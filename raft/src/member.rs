@@ -4,8 +4,9 @@
 //!
 //! Any member accepts any operation. Whatever must run on the leader (writes, read indexes,
 //! membership changes) runs locally when this member leads, and otherwise is sent to the leader
-//! over the peer protocol; when leadership moves underneath, the call is retried on the new leader,
-//! at most `PeerLimits::leader_change_attempts` times and never past `PeerLimits::call_timeout`.
+//! over the peer protocol; when leadership moves underneath (or the leader cannot be reached), the
+//! call is retried on the new leader until its deadline (`PeerLimits::call_timeout`, the request's
+//! timeout), at most `MAX_LEADER_ATTEMPTS` times, with a growing pause between attempts.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -34,6 +35,17 @@ use crate::peer::{
 use crate::state_machine::AppliedPosition;
 use crate::status::{RaftStatus, RaftStatusFeed};
 use crate::types::{ClientRequest, MemberNode, WriteResult};
+
+/// The most attempts one forwarded call makes on a leader, whatever its deadline. The deadline
+/// bounds a call in time; this bounds it in work when the answers come back at once (a leader that
+/// refuses, a dead leader whose port refuses connections). With the pauses below, 64 attempts
+/// outlast any deadline of a few seconds, so in practice the deadline decides.
+const MAX_LEADER_ATTEMPTS: u32 = 64;
+
+/// The first pause after an attempt that found no leader to take the call; it doubles after each
+/// further attempt, up to the shortest election timeout, the soonest a dead leader is replaced.
+/// The pause ends early when the metrics name another leader.
+const FIRST_LEADER_RETRY_PAUSE: Duration = Duration::from_millis(20);
 
 /// One member of the cluster as seen by the membership API.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -517,8 +529,11 @@ impl RaftMember {
         Ok(())
     }
 
-    /// Runs `local` when this member leads, or calls `path` on the leader; retries when the leader
-    /// changes, within the attempt and time limits.
+    /// Runs `local` when this member leads, or calls `path` on the leader; when the leader moved
+    /// or could not be reached (so the call took no effect), waits for a leader (another one, or a
+    /// pause) and tries again, until the call's deadline (`PeerLimits::call_timeout`, the
+    /// request's timeout) and at most `MAX_LEADER_ATTEMPTS` times. An election that ends before
+    /// the deadline therefore ends in an answer, not in `NoLeader`.
     async fn run_on_leader<Req, Reply, Fut>(
         &self,
         path: &'static str,
@@ -530,17 +545,17 @@ impl RaftMember {
         Reply: DeserializeOwned,
         Fut: Future<Output = Result<Reply, PeerError>>,
     {
-        let limits = &self.inner.config.peer_limits;
-        let deadline = Instant::now() + limits.call_timeout;
+        let deadline = Instant::now() + self.inner.config.peer_limits.call_timeout;
+        let mut pause = FIRST_LEADER_RETRY_PAUSE;
         let mut last_problem = String::from("no leader known");
-        for _attempt in 0..limits.leader_change_attempts.max(1) {
-            // An election takes at most a few election timeouts; waiting longer for a leader only
-            // delays the 503 that tells the client to retry elsewhere or later.
-            let leader_deadline = deadline.min(Instant::now() + self.leader_wait_limit());
-            let Some((leader_id, leader)) = self.wait_for_leader(leader_deadline).await else {
-                return Err(MemberError::NoLeader(last_problem));
+        for _attempt in 0..MAX_LEADER_ATTEMPTS {
+            let Some((leader_id, leader)) = self.wait_for_leader(deadline).await else {
+                break;
             };
             let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                break;
+            }
             let leader_known = (leader_id, &leader);
             let outcome = self
                 .call_leader_once(leader_known, (path, request), &local, remaining)
@@ -551,12 +566,12 @@ impl RaftMember {
                 | Err(CallError::Unreachable(_)) => {
                     last_problem = format!("leader {leader_id} moved or unreachable");
                     // Usually leadership moved, and the metrics soon name the new leader. But a
-                    // leader that has just been elected (or whose lease lapsed) refuses for a
-                    // moment while nobody else leads: wait at most an election timeout for
-                    // another leader, then ask again, instead of waiting out the whole deadline.
-                    let retry_at = deadline
-                        .min(Instant::now() + self.inner.config.timing.election_timeout_min);
+                    // dead leader stays named until the followers' election timers run out, and
+                    // a leader just elected (or whose lease lapsed) refuses for a moment while
+                    // nobody else leads: wait for another leader, at most the pause, then ask again.
+                    let retry_at = deadline.min(Instant::now() + pause);
                     self.wait_for_leader_change(leader_id, retry_at).await;
+                    pause = (pause * 2).min(self.inner.config.timing.election_timeout_min);
                 }
                 // The request was sent but no valid answer came back: a write or a membership
                 // change may have taken effect on the leader, so its outcome is unknown (504), and
@@ -572,10 +587,9 @@ impl RaftMember {
                 Err(other) => return Err(member_error(other)),
             }
         }
-        if Instant::now() >= deadline {
-            return Err(MemberError::Timeout(format!("{path}: {last_problem}")));
-        }
-        Err(MemberError::NoLeader(last_problem))
+        // Every attempt failed before the leader took the call (it moved, was unreachable, or
+        // none was known), so nothing happened: "unavailable, retry" is the truth.
+        Err(MemberError::NoLeader(format!("{path}: {last_problem}")))
     }
 
     /// One attempt of [`Self::run_on_leader`]: runs `local` when this member is `leader`, or calls
@@ -600,11 +614,6 @@ impl RaftMember {
             Ok(outcome) => outcome.map_err(CallError::Remote),
             Err(_) => Err(CallError::Timeout(remaining)),
         }
-    }
-
-    /// How long to wait for a leader to be elected before answering that there is none.
-    fn leader_wait_limit(&self) -> Duration {
-        self.inner.config.timing.election_timeout_max * 3
     }
 
     fn known_leader(&self) -> Option<(u64, MemberNode)> {
