@@ -49,11 +49,11 @@ mod write_path_trace;
 /// The log filter a member's process starts from when none is given (`RUST_LOG`): info, with
 /// openraft's chatter at warn. openraft warns about every failed call to a peer, on every
 /// heartbeat and retry, which floods the log while a member is down or cut off; those lines
-/// (its replication and heartbeat modules) are kept to errors, because the peer connections log
+/// (its replication, replication handler and heartbeat modules) are kept to errors, because the peer connections log
 /// the same failures themselves, at most one line per peer per ten seconds
 /// (`peer/failure_log.rs`).
-pub const DEFAULT_LOG_FILTER: &str =
-    "info,openraft=warn,openraft::replication=error,openraft::core::heartbeat=error";
+pub const DEFAULT_LOG_FILTER: &str = "info,openraft=warn,openraft::replication=error,\
+    openraft::engine::handler::replication_handler=error,openraft::core::heartbeat=error";
 
 pub use config::{LeaseSettings, MemberConfig, PeerLimits, RaftTiming};
 pub use error::MemberError;

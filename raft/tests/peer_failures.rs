@@ -22,8 +22,9 @@ static CAPTURED_LOG: Mutex<Vec<u8>> = Mutex::new(Vec::new());
 const FAILED_CALLS: u64 = 100;
 
 /// The most lines the whole cluster may log while those calls fail: the first failure's warning,
-/// and room for a few unrelated lines.
-const MOST_LINES_ALLOWED: usize = 10;
+/// and room for unrelated lines (on a loaded machine an election may happen meanwhile, and each
+/// member logs its own votes and failures). Without the bound it is one line per failed call.
+const MOST_LINES_ALLOWED: usize = 20;
 
 /// How long the failed calls may take to add up.
 const FAILURES_DEADLINE: Duration = Duration::from_secs(60);
@@ -77,9 +78,10 @@ async fn a_stopped_follower_costs_the_leader_a_bounded_number_of_log_lines() {
         .iter()
         .find(|member| member.id() != leader_id)
         .expect("a follower");
-    stopped.shutdown().await.unwrap();
+    // Counted from before the shutdown: the leader's first failed call may come while it runs.
     let lines_before = captured_lines().len();
     let stopped_at = Instant::now();
+    stopped.shutdown().await.unwrap();
 
     let deadline = Instant::now() + FAILURES_DEADLINE;
     let mut poll = tokio::time::interval(Duration::from_millis(50));
@@ -104,10 +106,12 @@ async fn a_stopped_follower_costs_the_leader_a_bounded_number_of_log_lines() {
         .iter()
         .filter(|line| line.contains(&format!("calls to peer {} fail", stopped.id())))
         .count();
-    // One line when the failures start, then at most one per interval.
+    // Each member that calls it (the leader, and the other follower if an election happened
+    // meanwhile) logs one line when its failures start, then at most one per interval.
     let intervals = stopped_at.elapsed().as_secs() / LOG_INTERVAL.as_secs();
+    let callers = cluster.members.len() - 1;
     assert!(
-        (1..=1 + intervals as usize).contains(&warnings_about_the_stopped_member),
+        (1..=callers * (1 + intervals as usize)).contains(&warnings_about_the_stopped_member),
         "{warnings_about_the_stopped_member} warnings about the stopped member: {lines:#?}"
     );
     for member in &cluster.members {
