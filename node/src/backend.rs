@@ -103,6 +103,10 @@ pub struct MemberStatus {
     pub version: String,
     /// "leader", "follower", "candidate", "learner" or "shutdown".
     pub role: String,
+    /// True once the membership holds this member's client URLs as it advertises them. A
+    /// founding member publishes them after a leader is known and keeps trying until it has;
+    /// until then `GET /v1/members` shows its entry without them.
+    pub client_urls_published: bool,
 }
 
 /// The member operations behind the HTTP API. Every method is bounded in time by the member.

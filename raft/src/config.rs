@@ -43,12 +43,11 @@ pub struct PeerLimits {
     pub max_body_bytes: usize,
     /// Largest snapshot a member accepts from the leader, streamed to a file.
     pub max_snapshot_bytes: u64,
-    /// How long a forwarded write, read index or membership change may take.
+    /// How long a forwarded write, read index or membership change may take, retries on a new
+    /// leader included (the request's timeout: `revkv serve --request-timeout-ms`).
     pub call_timeout: Duration,
     /// How long connecting to a peer may take.
     pub connect_timeout: Duration,
-    /// How many times a write or read index is retried when the leader changes under it.
-    pub leader_change_attempts: u32,
 }
 
 impl Default for PeerLimits {
@@ -58,7 +57,6 @@ impl Default for PeerLimits {
             max_snapshot_bytes: 64 * 1024 * 1024 * 1024,
             call_timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(1),
-            leader_change_attempts: 5,
         }
     }
 }

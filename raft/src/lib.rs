@@ -38,6 +38,7 @@ pub mod member;
 mod member_inner;
 mod member_start;
 pub mod peer;
+mod publish_addresses;
 pub mod restore;
 pub mod snapshot_file;
 pub mod snapshot_stream;
@@ -47,6 +48,15 @@ mod storage_fault;
 pub mod timings;
 pub mod types;
 mod write_path_trace;
+
+/// The log filter a member's process starts from when none is given (`RUST_LOG`): info, with
+/// openraft's chatter at warn. openraft warns about every failed call to a peer, on every
+/// heartbeat and retry, which floods the log while a member is down or cut off; those lines
+/// (its replication, replication handler and heartbeat modules) are kept to errors, because the peer connections log
+/// the same failures themselves, at most one line per peer per ten seconds
+/// (`peer/failure_log.rs`).
+pub const DEFAULT_LOG_FILTER: &str = "info,openraft=warn,openraft::replication=error,\
+    openraft::engine::handler::replication_handler=error,openraft::core::heartbeat=error";
 
 pub use config::{LeaseSettings, MemberConfig, PeerLimits, RaftTiming};
 pub use error::MemberError;

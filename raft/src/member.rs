@@ -4,8 +4,9 @@
 //!
 //! Any member accepts any operation. Whatever must run on the leader (writes, read indexes,
 //! membership changes) runs locally when this member leads, and otherwise is sent to the leader
-//! over the peer protocol; when leadership moves underneath, the call is retried on the new leader,
-//! at most `PeerLimits::leader_change_attempts` times and never past `PeerLimits::call_timeout`.
+//! over the peer protocol; when leadership moves underneath (or the leader cannot be reached), the
+//! call is retried on the new leader until its deadline (`PeerLimits::call_timeout`, the request's
+//! timeout), at most `MAX_LEADER_ATTEMPTS` times, with a growing pause between attempts.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -26,6 +27,7 @@ pub use crate::member_inner::Raft;
 use crate::member_inner::{wait_for, MemberInner, Metrics};
 use crate::member_start::{startup, OpenStores, StartedRaft};
 use crate::peer::client::{CallError, PeerAddresses};
+use crate::peer::failure_log::PeerFailureLog;
 use crate::peer::{
     paths, AdminRequest, ForwardedWrite, LeaseGrantCall, LeaseTimeToLive, LeaseTimeToLiveCall,
     PeerError, PeerIdentity,
@@ -33,6 +35,17 @@ use crate::peer::{
 use crate::state_machine::AppliedPosition;
 use crate::status::{RaftStatus, RaftStatusFeed};
 use crate::types::{ClientRequest, MemberNode, WriteResult};
+
+/// The most attempts one forwarded call makes on a leader, whatever its deadline. The deadline
+/// bounds a call in time; this bounds it in work when the answers come back at once (a leader that
+/// refuses, a dead leader whose port refuses connections). With the pauses below, 64 attempts
+/// outlast any deadline of a few seconds, so in practice the deadline decides.
+const MAX_LEADER_ATTEMPTS: u32 = 64;
+
+/// The first pause after an attempt that found no leader to take the call; it doubles after each
+/// further attempt, up to the shortest election timeout, the soonest a dead leader is replaced.
+/// The pause ends early when the metrics name another leader.
+const FIRST_LEADER_RETRY_PAUSE: Duration = Duration::from_millis(20);
 
 /// One member of the cluster as seen by the membership API.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,8 +60,10 @@ pub struct RaftMember {
     inner: Arc<MemberInner>,
     peer_address: SocketAddr,
     stop_peer_server: std::sync::Mutex<Option<oneshot::Sender<()>>>,
-    /// Turns true at shutdown, ending the lease expiry task.
-    stop_lease_expiry: watch::Sender<bool>,
+    /// Turns true at shutdown, ending the lease expiry and address publishing tasks.
+    stop_background_tasks: watch::Sender<bool>,
+    /// openraft's calls to other members that failed, logged at a bounded rate.
+    peer_failures: Arc<PeerFailureLog>,
     /// True once this member has applied everything it knew to be committed (see `is_ready`).
     caught_up_once: std::sync::atomic::AtomicBool,
 }
@@ -80,18 +95,22 @@ impl RaftMember {
             first_storage_fault: raft.first_storage_fault,
         });
         let stop_peer_server = crate::peer::server::spawn(inner.clone(), peer_listener);
-        let stop_lease_expiry = watch::Sender::new(false);
-        crate::lease_expiry::spawn(inner.clone(), stop_lease_expiry.subscribe());
+        let stop_background_tasks = watch::Sender::new(false);
+        crate::lease_expiry::spawn(inner.clone(), stop_background_tasks.subscribe());
         let member = RaftMember {
             inner,
             peer_address,
             stop_peer_server: std::sync::Mutex::new(Some(stop_peer_server)),
-            stop_lease_expiry,
+            stop_background_tasks,
+            peer_failures: raft.peer_failures,
             caught_up_once: std::sync::atomic::AtomicBool::new(false),
         };
         member.spawn_follow_peer_addresses(raft.peer_addresses);
         member.bootstrap_if_new().await?;
-        member.spawn_publish_advertised_addresses();
+        crate::publish_addresses::spawn(
+            member.inner.clone(),
+            member.stop_background_tasks.subscribe(),
+        );
         Ok(member)
     }
 
@@ -149,65 +168,25 @@ impl RaftMember {
         self.inner.id
     }
 
-    /// Founding members bootstrap with identical memberships that carry only peer URLs (raft needs
-    /// equal entries at equal log ids), so each member then publishes its own client URL through a
-    /// replicated membership update, once a leader is known. Bounded: gives up after a while and
-    /// logs it; the client URL is informational.
-    fn spawn_publish_advertised_addresses(&self) {
-        let inner = self.inner.clone();
-        tokio::spawn(async move {
-            const ATTEMPTS: u32 = 20;
-            for _ in 0..ATTEMPTS {
-                // Right after bootstrap the membership is not in the metrics yet; once a leader is
-                // known, it is.
-                let mut metrics = inner.raft.metrics();
-                let wait = tokio::time::timeout(
-                    inner.config.peer_limits.call_timeout,
-                    metrics.wait_until(|metrics| metrics.current_leader.is_some()),
-                );
-                if !matches!(wait.await, Ok(Ok(_))) {
-                    continue;
-                }
-                let advertised = inner.config.advertise.clone();
-                let recorded = inner
-                    .raft
-                    .metrics()
-                    .borrow_watched()
-                    .membership_config
-                    .get_node(&inner.id)
-                    .cloned();
-                match recorded {
-                    Some(node) if node == advertised => return,
-                    // A joining learner: whoever adds it names its client URL.
-                    None if inner.config.join => return,
-                    // A founding member that learned of the leader before receiving the log that
-                    // holds the membership: ask again shortly.
-                    None => {}
-                    // A different peer URL: not ours to fix.
-                    Some(node) if node.peer_url != advertised.peer_url => return,
-                    Some(_) => {
-                        let update = AdminRequest::UpdateNode {
-                            id: inner.id,
-                            node: advertised,
-                        };
-                        match MemberInner::run_admin_on_leader(&inner, update).await {
-                            Ok(()) => return,
-                            Err(error) => {
-                                tracing::debug!(%error, "publishing client URL, will retry")
-                            }
-                        }
-                    }
-                }
-                tokio::time::sleep(inner.config.timing.election_timeout_max).await;
-            }
-            tracing::warn!("could not publish this member's client URL to the membership");
-        });
+    /// True when the membership holds this member's client URLs as it advertises them (HTTP,
+    /// and gRPC if it serves it). A founding member publishes them once a leader is known
+    /// (`publish_addresses.rs`); until then its entry has only its peer URL.
+    pub fn client_urls_published(&self) -> bool {
+        let metrics = self.inner.raft.metrics();
+        let recorded = metrics.borrow_watched();
+        recorded.membership_config.get_node(&self.inner.id) == Some(&self.inner.config.advertise)
     }
 
     /// How many append streams (other members' replication and heartbeat connections) this
     /// member serves now.
     pub fn open_append_streams(&self) -> usize {
         self.inner.append_streams.count()
+    }
+
+    /// How many of openraft's calls (appends, heartbeats, votes) to member `peer` have failed in
+    /// a row, since it last answered; 0 while it answers.
+    pub fn failed_calls_in_a_row(&self, peer: u64) -> u64 {
+        self.peer_failures.failures_in_a_row(peer)
     }
 
     /// The address the peer listener is bound to.
@@ -426,12 +405,12 @@ impl RaftMember {
             .call(peer_url, paths::IDENTITY, &(), timeout)
             .await
             .map_err(|error| match error {
-                CallError::Unreachable(detail) | CallError::BadAnswer(detail) => {
-                    MemberError::Refused(format!(
-                        "no revkv member answers at {peer_url} ({detail}); start it first with \
+                CallError::Unreachable(detail)
+                | CallError::BadAnswer(detail)
+                | CallError::ClosedBeforeAnswer(detail) => MemberError::Refused(format!(
+                    "no revkv member answers at {peer_url} ({detail}); start it first with \
                          `revkv serve --join`, listening for peers there"
-                    ))
-                }
+                )),
                 other => member_error(other),
             })?;
         if identity.initialized {
@@ -539,7 +518,7 @@ impl RaftMember {
 
     /// Stops raft and the peer server, and makes the store durable.
     pub async fn shutdown(&self) -> Result<(), MemberError> {
-        self.stop_lease_expiry.send_replace(true);
+        self.stop_background_tasks.send_replace(true);
         let stop = self
             .stop_peer_server
             .lock()
@@ -560,8 +539,11 @@ impl RaftMember {
         Ok(())
     }
 
-    /// Runs `local` when this member leads, or calls `path` on the leader; retries when the leader
-    /// changes, within the attempt and time limits.
+    /// Runs `local` when this member leads, or calls `path` on the leader; when the leader moved
+    /// or could not be reached (so the call took no effect), waits for a leader (another one, or a
+    /// pause) and tries again, until the call's deadline (`PeerLimits::call_timeout`, the
+    /// request's timeout) and at most `MAX_LEADER_ATTEMPTS` times. An election that ends before
+    /// the deadline therefore ends in an answer, not in `NoLeader`.
     async fn run_on_leader<Req, Reply, Fut>(
         &self,
         path: &'static str,
@@ -573,17 +555,17 @@ impl RaftMember {
         Reply: DeserializeOwned,
         Fut: Future<Output = Result<Reply, PeerError>>,
     {
-        let limits = &self.inner.config.peer_limits;
-        let deadline = Instant::now() + limits.call_timeout;
+        let deadline = Instant::now() + self.inner.config.peer_limits.call_timeout;
+        let mut pause = FIRST_LEADER_RETRY_PAUSE;
         let mut last_problem = String::from("no leader known");
-        for _attempt in 0..limits.leader_change_attempts.max(1) {
-            // An election takes at most a few election timeouts; waiting longer for a leader only
-            // delays the 503 that tells the client to retry elsewhere or later.
-            let leader_deadline = deadline.min(Instant::now() + self.leader_wait_limit());
-            let Some((leader_id, leader)) = self.wait_for_leader(leader_deadline).await else {
-                return Err(MemberError::NoLeader(last_problem));
+        for _attempt in 0..MAX_LEADER_ATTEMPTS {
+            let Some((leader_id, leader)) = self.wait_for_leader(deadline).await else {
+                break;
             };
             let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                break;
+            }
             let leader_known = (leader_id, &leader);
             let outcome = self
                 .call_leader_once(leader_known, (path, request), &local, remaining)
@@ -594,17 +576,20 @@ impl RaftMember {
                 | Err(CallError::Unreachable(_)) => {
                     last_problem = format!("leader {leader_id} moved or unreachable");
                     // Usually leadership moved, and the metrics soon name the new leader. But a
-                    // leader that has just been elected (or whose lease lapsed) refuses for a
-                    // moment while nobody else leads: wait at most an election timeout for
-                    // another leader, then ask again, instead of waiting out the whole deadline.
-                    let retry_at = deadline
-                        .min(Instant::now() + self.inner.config.timing.election_timeout_min);
+                    // dead leader stays named until the followers' election timers run out, and
+                    // a leader just elected (or whose lease lapsed) refuses for a moment while
+                    // nobody else leads: wait for another leader, at most the pause, then ask again.
+                    let retry_at = deadline.min(Instant::now() + pause);
                     self.wait_for_leader_change(leader_id, retry_at).await;
+                    pause = (pause * 2).min(self.inner.config.timing.election_timeout_min);
                 }
                 // The request was sent but no valid answer came back: a write or a membership
                 // change may have taken effect on the leader, so its outcome is unknown (504), and
                 // "no leader, retry" (503) would invite the client to apply it twice.
-                Err(CallError::BadAnswer(message)) if path != paths::READ_INDEX => {
+                Err(CallError::BadAnswer(message))
+                | Err(CallError::ClosedBeforeAnswer(message))
+                    if path != paths::READ_INDEX =>
+                {
                     return Err(MemberError::Timeout(format!(
                         "the leader's answer was lost, the outcome is unknown: {message}"
                     )));
@@ -612,10 +597,9 @@ impl RaftMember {
                 Err(other) => return Err(member_error(other)),
             }
         }
-        if Instant::now() >= deadline {
-            return Err(MemberError::Timeout(format!("{path}: {last_problem}")));
-        }
-        Err(MemberError::NoLeader(last_problem))
+        // Every attempt failed before the leader took the call (it moved, was unreachable, or
+        // none was known), so nothing happened: "unavailable, retry" is the truth.
+        Err(MemberError::NoLeader(format!("{path}: {last_problem}")))
     }
 
     /// One attempt of [`Self::run_on_leader`]: runs `local` when this member is `leader`, or calls
@@ -640,11 +624,6 @@ impl RaftMember {
             Ok(outcome) => outcome.map_err(CallError::Remote),
             Err(_) => Err(CallError::Timeout(remaining)),
         }
-    }
-
-    /// How long to wait for a leader to be elected before answering that there is none.
-    fn leader_wait_limit(&self) -> Duration {
-        self.inner.config.timing.election_timeout_max * 3
     }
 
     fn known_leader(&self) -> Option<(u64, MemberNode)> {
@@ -689,6 +668,7 @@ fn member_error(error: CallError) -> MemberError {
         CallError::Timeout(after) => MemberError::Timeout(format!("no answer in {after:?}")),
         CallError::Unreachable(message) => MemberError::NoLeader(message),
         CallError::BadAnswer(message) => MemberError::NoLeader(message),
+        CallError::ClosedBeforeAnswer(message) => MemberError::NoLeader(message),
         CallError::Remote(PeerError::UnknownMember(id)) => MemberError::UnknownMember(id),
         CallError::Remote(PeerError::Refused(message)) => MemberError::Refused(message),
         CallError::Remote(PeerError::OutcomeUnknown(message)) => MemberError::Timeout(message),

@@ -16,6 +16,7 @@ use crate::lessor::Lessor;
 use crate::log_storage::LogStorage;
 use crate::member_inner::Raft;
 use crate::peer::client::{PeerAddresses, PeerClient, PeerNetworkFactory};
+use crate::peer::failure_log::PeerFailureLog;
 use crate::snapshot_file::SnapshotFiles;
 use crate::state_machine::{AppliedPosition, StateMachine};
 use crate::storage_fault::FirstStorageFault;
@@ -68,6 +69,7 @@ pub(crate) struct StartedRaft {
     pub(crate) lessor: Arc<Lessor>,
     pub(crate) peers: PeerClient,
     pub(crate) peer_addresses: Arc<PeerAddresses>,
+    pub(crate) peer_failures: Arc<PeerFailureLog>,
     pub(crate) first_storage_fault: FirstStorageFault,
 }
 
@@ -93,10 +95,12 @@ impl StartedRaft {
             config.peer_tls.as_ref(),
         );
         let peer_addresses = Arc::new(PeerAddresses::default());
+        let peer_failures = Arc::new(PeerFailureLog::default());
         let network = PeerNetworkFactory {
             client: peers.clone(),
             minimum_call_timeout: config.timing.election_timeout_min,
             addresses: peer_addresses.clone(),
+            failures: peer_failures.clone(),
         };
         let log_storage = LogStorage::new(
             stores.log.clone(),
@@ -117,6 +121,7 @@ impl StartedRaft {
             lessor,
             peers,
             peer_addresses,
+            peer_failures,
             first_storage_fault,
         })
     }

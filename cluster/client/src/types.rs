@@ -131,6 +131,10 @@ pub struct StatusResponse {
     pub version: String,
     #[serde(default)]
     pub role: String,
+    /// Whether the membership holds this member's client URLs yet (false from a member too old
+    /// to report it).
+    #[serde(default)]
+    pub client_urls_published: bool,
 }
 
 /// One member of the cluster, as `GET /v1/members` lists it.

@@ -157,10 +157,11 @@ fn fail(message: &str) -> ExitCode {
     ExitCode::FAILURE
 }
 
-/// Logs go to stderr; `RUST_LOG` filters them (default: info, with openraft's chatter at warn).
+/// Logs go to stderr; `RUST_LOG` filters them (default: `revkv_raft::DEFAULT_LOG_FILTER`, info
+/// with openraft's chatter at warn and its per-attempt peer failures left to revkv's own lines).
 fn init_logging(format: LogFormat) {
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,openraft=warn"));
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(revkv_raft::DEFAULT_LOG_FILTER));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

@@ -2,7 +2,8 @@
 //! with SIGKILL the survivors elect a new leader and keep taking writes, and the old leader,
 //! restarted on its data directory, catches up to an equal replica hash; a member that was down
 //! while the leader snapshotted and purged its log catches up by installing a snapshot; and writes
-//! cut off by the crash answer 503 only when they did not happen (otherwise 504, outcome unknown).
+//! cut off by the crash answer 503 only when they did not happen (otherwise 504, outcome unknown);
+//! and a write through a follower while no leader is elected waits for one within its own timeout.
 
 mod process_cluster;
 
@@ -36,6 +37,15 @@ fn highest_purged_index(log: &str) -> Option<u64> {
         })
         .max()
 }
+
+/// How many elections a lone follower must start and lose before the paused member comes back:
+/// each takes at least the harness's election timeout (300 ms), so ten take at least 3 s, past
+/// the 2.1 s after which a forwarded write used to give up with 503 (five attempts 300 ms apart,
+/// then at most three longest election timeouts, 1.8 s, of waiting for a leader).
+const ELECTIONS_WITHOUT_A_QUORUM: u64 = 10;
+
+/// A request timeout far longer than the elections above and the one that ends them.
+const LONG_REQUEST_TIMEOUT_MS: u64 = 15_000;
 
 /// Asserts that member `id` holds exactly `expected` under `prefix`, read from its local state.
 async fn assert_member_holds(
@@ -286,4 +296,58 @@ async fn writes_cut_off_by_a_leader_crash_answer_unavailable_only_when_they_did_
         let revision = cluster.wait_for_same_revision(&survivors, 0).await;
         cluster.assert_same_hash(&survivors, revision).await;
     }
+}
+
+/// A write through a follower while the cluster has no leader waits for one within the request's
+/// own timeout (issue 33, item 8): the leader is killed and the other follower frozen, so the
+/// follower the write went to loses election after election; once the frozen member runs again a
+/// leader is elected and the write is applied. It used to answer 503 after a fixed number of
+/// attempts, long before its timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_through_a_follower_waits_for_a_new_leader_within_its_timeout() {
+    let options = cluster_options().with_request_timeout_ms(LONG_REQUEST_TIMEOUT_MS);
+    let mut cluster = ProcessCluster::start(3, options).await;
+    let leader = cluster.leader().await;
+    let followers: Vec<u64> = cluster
+        .ids()
+        .into_iter()
+        .filter(|id| *id != leader)
+        .collect();
+    let (writer_id, frozen_id) = (followers[0], followers[1]);
+    let writer = cluster.client(writer_id);
+    writer.put_ok("election/before", "1").await;
+    let term_before = writer.status().await.expect("status")["raft_term"]
+        .as_u64()
+        .expect("a term");
+
+    cluster.pause(frozen_id);
+    cluster.kill(leader);
+    let write = {
+        let writer = writer.clone();
+        tokio::spawn(async move { writer.put("election/during", "2").await })
+    };
+    let what = format!("{ELECTIONS_WITHOUT_A_QUORUM} elections lost by member {writer_id}");
+    wait_until(what, CONVERGENCE_TIMEOUT, async || {
+        let term = writer.status().await?["raft_term"].as_u64()?;
+        (term >= term_before + ELECTIONS_WITHOUT_A_QUORUM).then_some(())
+    })
+    .await;
+    if write.is_finished() {
+        let early = write.await.expect("the write task");
+        panic!("the write answered before any leader was elected: {early:?}");
+    }
+    cluster.resume(frozen_id);
+
+    let answer = write.await.expect("the write task");
+    let written = answer
+        .expect_ok("a write that waited for the election")
+        .revision();
+    let survivors = cluster.running_ids();
+    let new_leader = cluster.wait_for_leader(&survivors).await;
+    assert_ne!(new_leader, leader);
+    let read = writer
+        .get_key("election/during", "")
+        .await
+        .expect_ok("the write, read back");
+    assert_eq!(read.json["kv"]["mod_revision"], written);
 }

@@ -1,5 +1,6 @@
 //! Membership and leadership changes in a real cluster of `revkv serve` processes: the founding
-//! members publish their client URLs; a fourth, empty process started with `--join` is added as a
+//! members publish their client URLs, even a founder that waited alone long before the others
+//! started; a fourth, empty process started with `--join` is added as a
 //! learner, promoted to a voter and serves current data; a founding member (the leader) is removed
 //! and the remaining three keep working; a leader transfer moves leadership where it was asked
 //! to; and leadership is not handed to a member the leader has not heard from.
@@ -9,6 +10,22 @@ mod process_cluster;
 use process_cluster::{cluster_options, wait_until, Answer, ProcessCluster, CONVERGENCE_TIMEOUT};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
+
+/// A short request timeout: it bounds each attempt to publish a client URL while no leader is
+/// known, so the window after which publishing used to give up (20 such attempts) ends after
+/// about 4 s.
+const SHORT_REQUEST_TIMEOUT_MS: u64 = 200;
+
+/// How many elections the first founder starts and loses alone before the others start: each
+/// takes at least the harness's election timeout (300 ms), so 30 take at least 9 s, past the old
+/// give-up window above.
+const ELECTIONS_ALONE: usize = 30;
+
+/// What openraft 0.10.0-alpha.37 logs (target `openraft::core::raft_core`, level warn) for each
+/// vote request of an election that fails to reach member 2; the version is pinned, so the text
+/// is stable. A lone founder logs one per election.
+const VOTE_TO_MEMBER_2_FAILED: &str = "while requesting vote, error: ";
+const TO_MEMBER_2: &str = ", target: 2";
 
 /// Polls `GET /v1/members` on every member in `among` until each lists exactly `expected`, as
 /// `(id, is_learner)` pairs in id order; returns the last listing.
@@ -451,4 +468,38 @@ async fn leadership_is_not_handed_to_a_member_the_leader_has_not_heard_from() {
     )
     .await;
     assert_eq!(cluster.wait_for_leader(&ids).await, silent);
+}
+
+/// A founding member that comes up long before a quorum of its cluster keeps trying to publish its
+/// client URL until it can (issue 33, item 9), and its status says it has: it used to give up
+/// after 20 attempts, and `GET /v1/members` then showed it without a client URL for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_founding_member_publishes_its_client_url_however_late_its_quorum_comes_up() {
+    let options = cluster_options().with_request_timeout_ms(SHORT_REQUEST_TIMEOUT_MS);
+    let mut cluster = ProcessCluster::spawn_some_founders(3, options, &[1]);
+    let what = format!("{ELECTIONS_ALONE} elections lost by the first founder alone");
+    wait_until(what, CONVERGENCE_TIMEOUT, async || {
+        let elections = cluster
+            .log_text(1)
+            .lines()
+            .filter(|line| line.contains(VOTE_TO_MEMBER_2_FAILED) && line.contains(TO_MEMBER_2))
+            .count();
+        (elections >= ELECTIONS_ALONE).then_some(())
+    })
+    .await;
+    assert!(
+        cluster.exited(1).is_none(),
+        "the first founder is still running"
+    );
+
+    cluster.restart(2).await;
+    cluster.restart(3).await;
+    cluster.wait_for_published_client_urls().await;
+    for id in cluster.ids() {
+        let status = cluster.client(id).status().await.expect("status");
+        assert_eq!(
+            status["client_urls_published"], true,
+            "member {id}: {status}"
+        );
+    }
 }

@@ -306,6 +306,7 @@ impl KvBackend for MemberBackend {
             log_db_bytes,
             version: env!("CARGO_PKG_VERSION").to_string(),
             role: raft.role.as_str().to_string(),
+            client_urls_published: self.member.client_urls_published(),
         })
     }
 

@@ -288,6 +288,7 @@ impl KvBackend for StoreBackend {
             log_db_bytes: 0,
             version: "test".into(),
             role: "leader".into(),
+            client_urls_published: true,
         })
     }
 

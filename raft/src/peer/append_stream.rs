@@ -30,7 +30,7 @@ use revkv_storage::codec;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::member_inner::MemberInner;
-use crate::peer::client::{classify, CallError, PeerClient};
+use crate::peer::client::{classify_answer_error, classify_unanswered, CallError, PeerClient};
 use crate::peer::{paths, PeerError};
 use crate::types::TypeConfig;
 use crate::write_path_trace::{self, Stage};
@@ -137,7 +137,8 @@ impl AppendStream {
             .timeout(timeout)
             .send()
             .await;
-        let response = sent.map_err(|error| StreamCallError::Call(classify(error, timeout)))?;
+        let response =
+            sent.map_err(|error| StreamCallError::Call(classify_unanswered(error, timeout)))?;
         match response.status() {
             StatusCode::SWITCHING_PROTOCOLS => {}
             StatusCode::NOT_FOUND => return Err(StreamCallError::NotServed),
@@ -150,7 +151,7 @@ impl AppendStream {
         let io = response
             .upgrade()
             .await
-            .map_err(|error| StreamCallError::Call(classify(error, timeout)))?;
+            .map_err(|error| StreamCallError::Call(classify_answer_error(error, timeout)))?;
         Ok(AppendStream {
             peer_url: peer_url.to_string(),
             io: std::sync::Mutex::new(io),

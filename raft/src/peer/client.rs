@@ -20,6 +20,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::peer::append_stream::{AppendStream, StreamCallError};
+use crate::peer::failure_log::PeerFailureLog;
 use crate::peer::faults::PeerFaults;
 use crate::peer::{paths, PeerError};
 use crate::types::alias::{Snapshot, SnapshotData, Vote};
@@ -29,9 +30,16 @@ use crate::write_path_trace::{self, Stage};
 /// How a peer call failed from the caller's side.
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
-    /// The peer could not be reached (connection refused or reset before an answer).
+    /// The request never reached the peer: the connection could not be made (refused, no route,
+    /// an address that does not resolve, the connect timeout), so the call took no effect.
     #[error("peer unreachable: {0}")]
     Unreachable(String),
+    /// A connection was made, but it was closed or reset before any answer came back (a peer that
+    /// died, a link proxy of a partition that drops what it accepts). The peer may have received
+    /// the request: raft's own calls may be repeated and treat this as unreachable, a forwarded
+    /// write may not (its outcome is unknown).
+    #[error("peer closed the connection before answering: {0}")]
+    ClosedBeforeAnswer(String),
     /// No answer in time; the call may or may not have taken effect.
     #[error("peer call timed out after {0:?}")]
     Timeout(Duration),
@@ -101,13 +109,25 @@ impl PeerClient {
     }
 }
 
+/// openraft's view of a failed call: `Unreachable` when the request never reached the peer or
+/// the connection died before any answer, so openraft backs off before it tries again (a network
+/// error makes it retry at once, hundreds of times a second against a partitioned peer).
+fn rpc_error(error: CallError) -> RPCError<TypeConfig> {
+    match error {
+        CallError::Unreachable(message) | CallError::ClosedBeforeAnswer(message) => {
+            RPCError::Unreachable(Unreachable::from_string(message))
+        }
+        other => RPCError::Network(NetworkError::from_string(other.to_string())),
+    }
+}
+
 /// The reply of a peer call: the codec record of `Result<Reply, PeerError>` in a 2xx answer.
 pub(super) async fn decode_reply<Reply: DeserializeOwned>(
     sent: reqwest::Result<reqwest::Response>,
     url: &str,
     timeout: Duration,
 ) -> Result<Reply, CallError> {
-    let response = sent.map_err(|error| classify(error, timeout))?;
+    let response = sent.map_err(|error| classify_unanswered(error, timeout))?;
     if !response.status().is_success() {
         return Err(CallError::BadAnswer(format!(
             "{url} answered {}",
@@ -117,27 +137,78 @@ pub(super) async fn decode_reply<Reply: DeserializeOwned>(
     let bytes = response
         .bytes()
         .await
-        .map_err(|error| classify(error, timeout))?;
+        .map_err(|error| classify_answer_error(error, timeout))?;
     let reply: Result<Reply, PeerError> =
         codec::decode(&bytes).map_err(|error| CallError::BadAnswer(error.to_string()))?;
     Ok(reply?)
 }
 
-pub(super) fn classify(error: reqwest::Error, timeout: Duration) -> CallError {
-    if error.is_timeout() {
+/// Why a request got no answer at all (the error of `send`). The connect phase comes first: a
+/// connect timeout is a timeout *and* a connect error, and it is the second that matters, since
+/// nothing was sent.
+pub(super) fn classify_unanswered(error: reqwest::Error, timeout: Duration) -> CallError {
+    if error.is_connect() || error.is_builder() {
+        CallError::Unreachable(error_chain(&error))
+    } else if error.is_timeout() {
         CallError::Timeout(timeout)
-    } else if error.is_connect() {
-        CallError::Unreachable(error.to_string())
+    } else if closed_by_peer(&error) {
+        CallError::ClosedBeforeAnswer(error_chain(&error))
     } else {
-        CallError::BadAnswer(error.to_string())
+        CallError::BadAnswer(error_chain(&error))
     }
 }
 
-fn rpc_error(error: CallError) -> RPCError<TypeConfig> {
-    match error {
-        CallError::Unreachable(message) => RPCError::Unreachable(Unreachable::from_string(message)),
-        other => RPCError::Network(NetworkError::from_string(other.to_string())),
+/// Why an answer that had begun (its status line arrived) could not be read whole.
+pub(super) fn classify_answer_error(error: reqwest::Error, timeout: Duration) -> CallError {
+    if error.is_timeout() {
+        CallError::Timeout(timeout)
+    } else {
+        CallError::BadAnswer(error_chain(&error))
     }
+}
+
+/// True when the connection was closed or reset under the request: hyper's "connection closed
+/// before message completed" or "canceled", or a reset, abort, broken pipe or early end of the
+/// socket, anywhere in the error's chain of sources.
+fn closed_by_peer(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if let Some(hyper_error) = error.downcast_ref::<hyper::Error>() {
+            if hyper_error.is_incomplete_message() || hyper_error.is_canceled() {
+                return true;
+            }
+        }
+        if let Some(io_error) = error.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind;
+            if matches!(
+                io_error.kind(),
+                ErrorKind::ConnectionReset
+                    | ErrorKind::ConnectionAborted
+                    | ErrorKind::BrokenPipe
+                    | ErrorKind::UnexpectedEof
+                    | ErrorKind::NotConnected
+            ) {
+                return true;
+            }
+        }
+        next = error.source();
+    }
+    false
+}
+
+/// The error and its sources in one line ("error sending request: ...: Connection refused"):
+/// reqwest's own message names only the outermost layer.
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut next = error.source();
+    // A bounded walk: an error chain is a handful of layers deep.
+    for _ in 0..8 {
+        let Some(source) = next else { break };
+        text.push_str(": ");
+        text.push_str(&source.to_string());
+        next = source.source();
+    }
+    text
 }
 
 /// The peer URL of every member as the newest membership names it, kept up to date by the member
@@ -176,6 +247,8 @@ pub struct PeerNetworkFactory {
     /// The shortest time an append or a vote request may take (see `PeerConnection::timeout`).
     pub minimum_call_timeout: Duration,
     pub addresses: Arc<PeerAddresses>,
+    /// Every connection's failures, logged at a bounded rate (`failure_log.rs`).
+    pub failures: Arc<PeerFailureLog>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for PeerNetworkFactory {
@@ -188,6 +261,7 @@ impl RaftNetworkFactory<TypeConfig> for PeerNetworkFactory {
             peer_url_when_made: node.peer_url.clone(),
             addresses: self.addresses.clone(),
             minimum_call_timeout: self.minimum_call_timeout,
+            failures: self.failures.clone(),
             append_stream: None,
             append_stream_not_served: false,
         }
@@ -203,6 +277,7 @@ pub struct PeerConnection {
     peer_url_when_made: String,
     addresses: Arc<PeerAddresses>,
     minimum_call_timeout: Duration,
+    failures: Arc<PeerFailureLog>,
     /// The open append stream, if any; taken out for each call and put back only after a whole
     /// answer, so a failed, timed-out or cancelled call leaves none behind.
     append_stream: Option<AppendStream>,
@@ -211,6 +286,15 @@ pub struct PeerConnection {
 }
 
 impl PeerConnection {
+    /// Reports a call's outcome to the failure log, and hands it on.
+    fn noted<T, E: std::fmt::Display>(&self, outcome: Result<T, E>) -> Result<T, E> {
+        match &outcome {
+            Ok(_) => self.failures.answered(self.target),
+            Err(error) => self.failures.failed(self.target, error),
+        }
+        outcome
+    }
+
     /// The target's peer URL as the newest membership names it.
     fn peer_url(&self) -> String {
         self.addresses
@@ -305,7 +389,7 @@ impl RaftNetworkV2<TypeConfig> for PeerConnection {
         if let Some(index) = last_index {
             write_path_trace::mark(Stage::Replied, index);
         }
-        answer
+        self.noted(answer)
     }
 
     async fn vote(
@@ -316,7 +400,7 @@ impl RaftNetworkV2<TypeConfig> for PeerConnection {
         let timeout = self.timeout(&option);
         let peer_url = self.peer_url();
         let call = self.client.call(&peer_url, paths::VOTE, &request, timeout);
-        call.await.map_err(rpc_error)
+        self.noted(call.await.map_err(rpc_error))
     }
 
     async fn full_snapshot(
@@ -355,5 +439,132 @@ impl RaftNetworkV2<TypeConfig> for PeerConnection {
             option.soft_ttl(),
         );
         call.await.map_err(rpc_error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::network::RPCOption;
+    use openraft::raft::AppendEntriesRequest;
+
+    use super::*;
+
+    /// A connection to `peer_url` as openraft gets it, with its own failure log.
+    async fn connection_to(peer_url: &str) -> (PeerConnection, Arc<PeerFailureLog>) {
+        let failures = Arc::new(PeerFailureLog::default());
+        let mut factory = PeerNetworkFactory {
+            client: PeerClient::new(Duration::from_millis(300), None, None),
+            minimum_call_timeout: Duration::from_millis(300),
+            addresses: Arc::new(PeerAddresses::default()),
+            failures: failures.clone(),
+        };
+        let node = MemberNode {
+            peer_url: peer_url.to_string(),
+            client_url: String::new(),
+            grpc_url: None,
+        };
+        (factory.new_client(2, &node).await, failures)
+    }
+
+    fn heartbeat() -> AppendEntriesRequest<TypeConfig> {
+        AppendEntriesRequest {
+            vote: Vote::new(1, 1),
+            prev_log_id: None,
+            leader_commit: None,
+            entries: Vec::new(),
+        }
+    }
+
+    /// A loopback URL whose port nobody listens on (bound, then released).
+    fn url_nobody_listens_on() -> String {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        drop(listener);
+        format!("http://{address}")
+    }
+
+    /// A listener that accepts every connection and closes it at once without a byte, as the
+    /// link proxy of a partition does: the connection is made, and no answer ever comes.
+    async fn url_that_closes_every_connection() -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((connection, _)) = listener.accept().await {
+                drop(connection);
+            }
+        });
+        url
+    }
+
+    fn assert_unreachable<T: std::fmt::Debug>(outcome: Result<T, RPCError<TypeConfig>>) {
+        match outcome {
+            Err(RPCError::Unreachable(_)) => {}
+            other => panic!("expected Unreachable, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_to_an_address_nobody_listens_on_is_unreachable() {
+        let url = url_nobody_listens_on();
+        let client = PeerClient::new(Duration::from_millis(300), None, None);
+        let call = client.call::<_, u64>(&url, paths::IDENTITY, &(), Duration::from_secs(5));
+        assert!(matches!(call.await, Err(CallError::Unreachable(_))));
+        let (mut connection, _) = connection_to(&url).await;
+        let option = RPCOption::new(Duration::from_secs(5));
+        assert_unreachable(connection.append_entries(heartbeat(), option).await);
+        let vote = openraft::raft::VoteRequest::new(Vote::new(1, 1), None);
+        let option = RPCOption::new(Duration::from_secs(5));
+        assert_unreachable(connection.vote(vote, option).await);
+    }
+
+    /// A partition's proxy accepts the connection and drops it: raft's calls must see a peer they
+    /// cannot reach (and back off), not a bad answer they retry at once; a forwarded call is told
+    /// the connection closed, whose outcome is unknown, not that it never arrived.
+    #[tokio::test]
+    async fn a_connection_closed_before_any_answer_is_unreachable_to_raft() {
+        let url = url_that_closes_every_connection().await;
+        let (mut connection, _) = connection_to(&url).await;
+        let option = RPCOption::new(Duration::from_secs(5));
+        assert_unreachable(connection.append_entries(heartbeat(), option).await);
+        let vote = openraft::raft::VoteRequest::new(Vote::new(1, 1), None);
+        let option = RPCOption::new(Duration::from_secs(5));
+        assert_unreachable(connection.vote(vote, option).await);
+        let client = PeerClient::new(Duration::from_millis(300), None, None);
+        let call = client.call::<_, u64>(&url, paths::FORWARD_WRITE, &(), Duration::from_secs(5));
+        let outcome = call.await;
+        assert!(
+            matches!(outcome, Err(CallError::ClosedBeforeAnswer(_))),
+            "{outcome:?}"
+        );
+    }
+
+    /// An address that never answers the connect (a documentation address, not routed): the
+    /// connect timeout is a failure to reach the peer, not a call that may have taken effect.
+    #[tokio::test]
+    async fn a_connect_that_times_out_is_unreachable() {
+        let client = PeerClient::new(Duration::from_millis(200), None, None);
+        let call = client.call::<_, u64>(
+            "http://192.0.2.1:7",
+            paths::FORWARD_WRITE,
+            &(),
+            Duration::from_secs(5),
+        );
+        let outcome = call.await;
+        assert!(
+            matches!(outcome, Err(CallError::Unreachable(_))),
+            "{outcome:?}"
+        );
+    }
+
+    /// A peer that is down for many of openraft's attempts costs one warning, not one per attempt.
+    #[tokio::test]
+    async fn many_failed_calls_to_a_peer_that_is_down_log_one_warning() {
+        let (mut connection, failures) = connection_to(&url_nobody_listens_on()).await;
+        for _ in 0..50 {
+            let option = RPCOption::new(Duration::from_secs(5));
+            assert_unreachable(connection.append_entries(heartbeat(), option).await);
+        }
+        assert_eq!(failures.failures_in_a_row(2), 50);
+        assert_eq!(failures.warnings_logged(), 1);
     }
 }

@@ -12,6 +12,7 @@
 
 pub(crate) mod append_stream;
 pub mod client;
+pub mod failure_log;
 pub mod faults;
 pub mod server;
 pub mod snapshot_transfer;

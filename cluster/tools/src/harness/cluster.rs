@@ -209,6 +209,25 @@ impl ProcessCluster {
         unreachable!("the last attempt returns or panics")
     }
 
+    /// Registers members `1..=size` of one new cluster but starts only `started_now`; the others
+    /// start later with [`restart`](Self::restart). For tests of founding members started late.
+    /// Nothing is waited for: a founder without a quorum answers HTTP only once it has one (it
+    /// first waits to recover what its cluster committed), so such a test follows its log.
+    pub fn spawn_some_founders(
+        size: u64,
+        options: ClusterOptions,
+        started_now: &[u64],
+    ) -> ProcessCluster {
+        let mut cluster = ProcessCluster::register_founders(size, options);
+        for id in started_now {
+            cluster
+                .member_mut(*id)
+                .spawn()
+                .expect("start a member process");
+        }
+        cluster
+    }
+
     /// The `--initial-cluster` value every founder was given.
     fn initial_cluster_flag(&self) -> String {
         let scheme = if self.options.tls.is_some() {
@@ -503,8 +522,9 @@ impl ProcessCluster {
             .unwrap_or_else(|| panic!("no member {id}"))
     }
 
-    /// Starts a killed member again on its data directory, ports, flags and environment, and waits
-    /// until it answers HTTP.
+    /// Starts a killed member again (or a founder not started yet, see
+    /// [`spawn_some_founders`](Self::spawn_some_founders)) on its data directory, ports, flags
+    /// and environment, and waits until it answers HTTP.
     pub async fn restart(&mut self, id: u64) {
         self.members
             .get_mut(&id)
