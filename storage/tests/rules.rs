@@ -369,7 +369,11 @@ fn a_watch_and_a_key_history_may_start_at_the_compact_revision_whose_puts_remain
     store.put("c", "1"); // 6
     store.apply(Request::Compact { revision: 5 });
     let events = store.store.events_from_start(5, 10, true).unwrap();
-    let revisions: Vec<u64> = events.events.iter().map(|event| event.kv.mod_revision).collect();
+    let revisions: Vec<u64> = events
+        .events
+        .iter()
+        .map(|event| event.kv.mod_revision)
+        .collect();
     assert_eq!(revisions, [5, 6]);
     assert_eq!(events.events[0].kv.value, b"2");
     // The value before 5 is below the compact revision: no previous value, as in etcd.

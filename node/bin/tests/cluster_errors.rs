@@ -450,5 +450,9 @@ async fn a_delete_of_more_keys_than_the_limit_is_refused_whole() {
     let within = leader.post("/v1/txn", three).await;
     let within = within.expect_ok("a delete of three keys");
     let listed = leader.get("/v1/kv?prefix=doomed/").await.expect_ok("list");
-    assert_eq!(listed.json["kvs"].as_array().map(Vec::len), Some(2), "{within:?}");
+    assert_eq!(
+        listed.json["kvs"].as_array().map(Vec::len),
+        Some(2),
+        "{within:?}"
+    );
 }

@@ -51,7 +51,10 @@ fn compaction_script() -> Vec<(Vec<String>, String)> {
         plain("get e/ --prefix --rev 5"),
         plain("get e/ --prefix --rev 6 -w json"),
         plain("get e/ --prefix --rev 7 -w json"),
-        (words("txn -i -w json"), TXN_ON_A_COMPACTED_MOD_REVISION.into()),
+        (
+            words("txn -i -w json"),
+            TXN_ON_A_COMPACTED_MOD_REVISION.into(),
+        ),
         plain("compaction 6"),
         plain("compaction 3"),
         plain("compaction 1000"),
@@ -152,7 +155,14 @@ const FROM_A_COMPACTED_DELETE: WatchCase = WatchCase {
 fn watched(binary: &Path, endpoint: &str, case: &WatchCase) -> Vec<Value> {
     let start = case.start_revision.to_string();
     let arguments = [
-        "watch", "e/", "--prefix", "--rev", &start, "--prev-kv", "-w", "json",
+        "watch",
+        "e/",
+        "--prefix",
+        "--rev",
+        &start,
+        "--prev-kv",
+        "-w",
+        "json",
     ];
     let watch = Running::start(binary, endpoint, &arguments);
     let deadline = Instant::now() + WATCH_DEADLINE;

@@ -166,7 +166,9 @@ async fn set_up_auth_with_ctl(endpoints: &str, ca: &Path) {
         .await
         .expect_success();
     for step in steps {
-        ctl_as(endpoints, ca, Some(ROOT), step).await.expect_success();
+        ctl_as(endpoints, ca, Some(ROOT), step)
+            .await
+            .expect_success();
     }
     let status = ctl_as(endpoints, ca, Some(ROOT), &["auth", "status"]).await;
     assert!(status.expect_success().stdout.contains("true"));

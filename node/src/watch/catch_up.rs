@@ -123,8 +123,8 @@ impl CatchUp {
                 store.events_since(position, max_events, prev_kv)
             }
         })
-            .await
-            .map_err(|error| StorageError::Invariant(format!("catch-up read panicked: {error}")))?
+        .await
+        .map_err(|error| StorageError::Invariant(format!("catch-up read panicked: {error}")))?
     }
 }
 

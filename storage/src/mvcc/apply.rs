@@ -96,7 +96,9 @@ fn apply_history_change<'f, 't>(
     };
     let answer = match request {
         Request::Put(put) => change.put_checked(put)?.map(Response::Put),
-        Request::DeleteRange(delete) => change.delete_range_checked(delete)?.map(Response::DeleteRange),
+        Request::DeleteRange(delete) => change
+            .delete_range_checked(delete)?
+            .map(Response::DeleteRange),
         Request::Txn(txn) => change.txn(txn)?.map(Response::Txn),
         Request::LeaseRevoke { id } => change.revoke(*id)?.map(Response::LeaseRevoke),
         Request::Compact { .. } => unreachable!("compactions are applied by the batch"),

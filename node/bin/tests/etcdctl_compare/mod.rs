@@ -161,10 +161,13 @@ pub fn words(text: &str) -> Vec<String> {
     text.split_whitespace().map(str::to_string).collect()
 }
 
-
 /// Asserts that every command did the same on both systems, listing every difference at once.
 pub fn assert_same_outcomes(from_etcd: &[Outcome], from_revkv: &[Outcome]) {
-    assert_eq!(from_etcd.len(), from_revkv.len(), "both ran the whole script");
+    assert_eq!(
+        from_etcd.len(),
+        from_revkv.len(),
+        "both ran the whole script"
+    );
     let differences: Vec<String> = from_etcd
         .iter()
         .zip(from_revkv)
