@@ -33,9 +33,11 @@ async fn a_user_reaches_only_its_keys_and_root_administers() {
     setup.user_grant_role("app", "app-rw").await.unwrap();
     setup.auth_enable().await.unwrap();
 
-    // Without credentials: refused before anything runs.
+    // Without credentials: refused before anything runs, with etcd's code and text.
     let anonymous = setup.get("app/x", None).await.unwrap_err();
-    assert_eq!(grpc_status(anonymous).0, Code::Unauthenticated);
+    let (code, message) = grpc_status(anonymous);
+    assert_eq!(code, Code::InvalidArgument);
+    assert_eq!(message, "etcdserver: user name is empty");
     let wrong = Client::connect(
         [member.endpoint.as_str()],
         Some(ConnectOptions::new().with_user("app", "wrong")),

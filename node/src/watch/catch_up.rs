@@ -27,11 +27,6 @@ pub(super) struct CatchUp {
     pub prev_kv: bool,
     /// The first revision not yet delivered.
     pub position: u64,
-    /// The revision the watch asked to start at. While `position` is still there, nothing was
-    /// delivered, so the watch may start at the compact revision itself, as in etcd
-    /// (`MvccStore::events_from_start`); once it moved on, compaction at `position` took deletes
-    /// the watch needs, and it is canceled as compacted.
-    pub start: u64,
 }
 
 impl CatchUp {
@@ -65,11 +60,10 @@ impl CatchUp {
         let store = self.store.clone();
         let batch_events = self.limits.read_batch_events;
         let position = self.position;
-        let at_start = self.position == self.start;
         let handle = self.handle.clone();
         tokio::task::spawn_blocking(move || {
             handle.hand_over(position, |from, through, prev_kv| {
-                read_range(&store, batch_events, (from, through), prev_kv, at_start)
+                read_range(&store, batch_events, from, through, prev_kv)
             })
         })
         .await
@@ -115,36 +109,24 @@ impl CatchUp {
         let store = self.store.clone();
         let (position, max_events, prev_kv) =
             (self.position, self.limits.read_batch_events, self.prev_kv);
-        let at_start = self.position == self.start;
-        tokio::task::spawn_blocking(move || {
-            if at_start {
-                store.events_from_start(position, max_events, prev_kv)
-            } else {
-                store.events_since(position, max_events, prev_kv)
-            }
-        })
-        .await
-        .map_err(|error| StorageError::Invariant(format!("catch-up read panicked: {error}")))?
+        tokio::task::spawn_blocking(move || store.events_since(position, max_events, prev_kv))
+            .await
+            .map_err(|error| StorageError::Invariant(format!("catch-up read panicked: {error}")))?
     }
 }
 
-/// Every event with revision in `from..=through`, whole revisions at a time; `at_start` when
-/// `from` is the watch's start revision (see `CatchUp::start`).
+/// Every event with revision in `from..=through`, whole revisions at a time.
 fn read_range(
     store: &MvccStore,
     batch_events: usize,
-    (from, through): (u64, u64),
+    from: u64,
+    through: u64,
     prev_kv: bool,
-    at_start: bool,
 ) -> Result<Vec<Event>, StorageError> {
     let mut events = Vec::new();
     let mut next = from;
     while next <= through {
-        let batch = if at_start && next == from {
-            store.events_from_start(next, batch_events, prev_kv)?
-        } else {
-            store.events_since(next, batch_events, prev_kv)?
-        };
+        let batch = store.events_since(next, batch_events, prev_kv)?;
         events.extend(
             batch
                 .events

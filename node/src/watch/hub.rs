@@ -125,15 +125,14 @@ impl WatchHub {
         ))
     }
 
-    /// The first revision a watch delivers; `compacted` when that is below the compact revision
-    /// (etcd serves a watch from the compact revision itself: its puts remain).
+    /// The first revision a watch delivers; `compacted` when that is compacted away.
     fn start_revision(&self, request: &WatchRequest, current: u64) -> Result<u64, NodeError> {
         let compact_revision = self.store.compact_revision()?;
         let start = match request.start_revision {
             Some(revision) if revision > 0 => revision,
             _ => current + 1,
         };
-        if start < compact_revision {
+        if start <= compact_revision {
             return Err(StorageError::Compacted {
                 requested: start,
                 compact_revision,
@@ -159,7 +158,6 @@ impl WatchHub {
             filter: request.filter,
             prev_kv: request.prev_kv,
             position: start,
-            start,
         }
     }
 
