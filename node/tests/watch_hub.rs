@@ -522,8 +522,10 @@ async fn a_slow_consumer_is_canceled_and_can_resume_without_loss() {
     assert_eq!(rest, (last_revision + 1..=last).collect::<Vec<_>>());
 }
 
+/// As in etcd: after compacting at 6, a watch from 5 is refused, and a watch from 6 itself gets
+/// the put at 6 (it remains) and everything after.
 #[tokio::test]
-async fn watches_below_the_compact_revision_are_refused() {
+async fn watches_below_the_compact_revision_are_refused_and_at_it_served() {
     let backend = backend_with(WatchLimits::default());
     for index in 0..10 {
         put(&backend, "x", &index.to_string()).await;
@@ -534,7 +536,7 @@ async fn watches_below_the_compact_revision_are_refused() {
         .unwrap();
     let refused = backend
         .watch_hub()
-        .open(watch_request(KeyRange::single("x"), Some(6)));
+        .open(watch_request(KeyRange::single("x"), Some(5)));
     match refused {
         Err(NodeError::Storage(revkv_storage::Error::Compacted {
             compact_revision, ..
@@ -542,13 +544,106 @@ async fn watches_below_the_compact_revision_are_refused() {
         Err(other) => panic!("expected compacted, got {other:?}"),
         Ok(_) => panic!("expected compacted, got a watch"),
     }
-    let mut allowed = open(&backend, watch_request(KeyRange::single("x"), Some(7))).await;
-    let revisions: Vec<u64> = events_through(&mut allowed, 11)
+    for start in [6, 7] {
+        let mut allowed = open(&backend, watch_request(KeyRange::single("x"), Some(start))).await;
+        let revisions: Vec<u64> = events_through(&mut allowed, 11)
+            .await
+            .into_iter()
+            .map(|(revision, _)| revision)
+            .collect();
+        assert_eq!(revisions, (start..=11).collect::<Vec<_>>());
+    }
+}
+
+/// Compaction drops the deletes at the compact revision and keeps its puts, so a watch from
+/// there sees the txn's put but not its delete, as etcd's does; a watch from just after sees
+/// neither.
+#[tokio::test]
+async fn a_watch_at_the_compact_revision_sees_its_puts_but_not_its_deletes() {
+    let backend = backend_with(small_limits());
+    put(&backend, "p/gone", "before").await;
+    let txn = TxnRequest {
+        compare: vec![],
+        success: vec![
+            TxnOp::Put(put_request("p/kept", "at-r")),
+            TxnOp::DeleteRange(DeleteRangeRequest {
+                range: KeyRange::single("p/gone"),
+                prev_kv: false,
+            }),
+        ],
+        failure: vec![],
+    };
+    let compact_revision = backend
+        .write(Request::Txn(txn))
         .await
-        .into_iter()
-        .map(|(revision, _)| revision)
-        .collect();
-    assert_eq!(revisions, vec![7, 8, 9, 10, 11]);
+        .unwrap()
+        .header
+        .revision;
+    let after = put(&backend, "p/after", "later").await;
+    backend
+        .write(Request::Compact {
+            revision: compact_revision,
+        })
+        .await
+        .unwrap();
+    let mut watch = open(
+        &backend,
+        watch_request(KeyRange::prefix("p/"), Some(compact_revision)),
+    )
+    .await;
+    assert_eq!(
+        events_through(&mut watch, after).await,
+        vec![
+            (
+                compact_revision,
+                vec![(EventKind::Put, "p/kept".to_string())]
+            ),
+            (after, vec![(EventKind::Put, "p/after".to_string())]),
+        ]
+    );
+}
+
+/// A catch-up reads its history in batches; each batch reaches the reader as one delivery (one
+/// response on the wire, as etcd sends a catch-up), while live events come one revision each.
+#[tokio::test]
+async fn a_catch_up_batch_is_one_delivery_and_live_events_one_revision_each() {
+    let backend = backend_with(WatchLimits {
+        read_batch_events: 4,
+        handover_max_revisions: 2,
+        ..WatchLimits::default()
+    });
+    let mut last = 0;
+    for index in 0..10 {
+        last = put(&backend, "d", &index.to_string()).await;
+    }
+    wait_for_broadcast(&backend, last).await;
+    let mut watch = open(&backend, watch_request(KeyRange::single("d"), Some(2))).await;
+    let mut deliveries: Vec<Vec<u64>> = Vec::new();
+    while deliveries.iter().map(Vec::len).sum::<usize>() < 10 {
+        let first = match next(&mut watch).await {
+            WatchMessage::Events(events) => events.revision,
+            other => panic!("unexpected {other:?}"),
+        };
+        let mut delivery = vec![first];
+        while let Some(message) = watch.next_of_same_delivery() {
+            match message {
+                WatchMessage::Events(events) => delivery.push(events.revision),
+                other => panic!("a history delivery holds events only, not {other:?}"),
+            }
+        }
+        deliveries.push(delivery);
+    }
+    // Batches of at most four events, then whatever the hand-over read under the hub's lock.
+    assert_eq!(
+        deliveries,
+        vec![vec![2, 3, 4, 5], vec![6, 7, 8, 9], vec![10, 11]]
+    );
+    let live = put(&backend, "d", "live").await;
+    match next(&mut watch).await {
+        WatchMessage::Events(events) => assert_eq!(events.revision, live),
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(watch.next_of_same_delivery().is_none());
 }
 
 /// A watch catching up whose history is compacted under it is canceled with the compact revision.

@@ -388,7 +388,8 @@ async fn automatic_compaction_keeps_the_configured_window_on_every_member() {
     assert_eq!(below.json["compact_revision"], expected_compact);
     let watch_below = client
         .get(&format!(
-            "/v1/watch?key=auto/&prefix=true&start_revision={expected_compact}"
+            "/v1/watch?key=auto/&prefix=true&start_revision={}",
+            expected_compact - 1
         ))
         .await;
     watch_below.expect_error(

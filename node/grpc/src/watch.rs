@@ -270,18 +270,10 @@ async fn forward<B: KvBackend>(
     sender: mpsc::Sender<pb::WatchResponse>,
     fragment_bytes: Option<usize>,
 ) -> i64 {
-    let mut held = None;
-    loop {
-        let message = match held.take() {
-            Some(message) => message,
-            None => match watch.next().await {
-                Some(message) => message,
-                None => break,
-            },
-        };
+    while let Some(message) = watch.next().await {
         let mut response = response_of(&message, id, backend.as_ref());
         if matches!(message, WatchMessage::Events(_)) {
-            held = gather_ready_events(&mut watch, &mut response);
+            gather_same_delivery(&mut watch, &mut response);
         }
         let pieces = match fragment_bytes {
             Some(limit) => crate::watch_fragment::fragments(response, limit),
@@ -304,28 +296,26 @@ const MAX_REVISIONS_PER_RESPONSE: usize = 1000;
 /// read every gathered response. A single revision larger than this is still sent whole.
 const MAX_GATHERED_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
 
-/// Adds to the events `response` the events of every events message already waiting, as etcd
-/// sends the history a watch catches up on in one response rather than one per revision. Stops at
-/// the first waiting message that is not events and answers it, to be sent next, so the order of
+/// Adds to the events `response` the other revisions of the history delivery its events came
+/// from, as etcd sends the history a watch catches up on in one response rather than one per
+/// revision (live events come one revision per delivery, so they stay one response each, as in
+/// etcd). What does not fit stays in the watch and goes in the next response, so the order of
 /// events, bookmarks and the cancel never changes.
-fn gather_ready_events(
-    watch: &mut revkv_node::watch::Watch,
-    response: &mut pb::WatchResponse,
-) -> Option<WatchMessage> {
+fn gather_same_delivery(watch: &mut revkv_node::watch::Watch, response: &mut pb::WatchResponse) {
     let mut revisions = 1;
     let mut bytes = response.encoded_len();
     while revisions < MAX_REVISIONS_PER_RESPONSE && bytes < MAX_GATHERED_RESPONSE_BYTES {
-        match watch.next_ready()? {
-            WatchMessage::Events(events) => {
-                let more = events_of(&events);
-                bytes += more.iter().map(Message::encoded_len).sum::<usize>();
-                response.events.extend(more);
-                revisions += 1;
-            }
-            other => return Some(other),
-        }
+        let Some(message) = watch.next_of_same_delivery() else {
+            return;
+        };
+        let WatchMessage::Events(events) = message else {
+            unreachable!("a history delivery holds only events");
+        };
+        let more = events_of(&events);
+        bytes += more.iter().map(Message::encoded_len).sum::<usize>();
+        response.events.extend(more);
+        revisions += 1;
     }
-    None
 }
 
 /// One revision's events as etcd's.

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use revkv_storage::{Error as StorageError, MvccStore};
+use revkv_storage::{Error as StorageError, EventBatch, MvccStore};
 use tokio::sync::watch;
 
 use super::feed::RevisionFeed;
@@ -15,6 +15,13 @@ use super::registry::Registry;
 
 /// How long the hub waits before reading the store again after a failed read.
 const READ_RETRY_DELAY: Duration = Duration::from_millis(100);
+
+/// Which read of the store a round makes: see `MvccStore::events_from_start`.
+#[derive(Clone, Copy)]
+enum Strictness {
+    Strict,
+    MayStartAtCompactRevision,
+}
 
 /// What the loop reads from and hands to.
 pub(super) struct BroadcastLoop {
@@ -51,24 +58,54 @@ impl BroadcastLoop {
     /// False when the store could not be read.
     async fn broadcast_round(&self) -> bool {
         let (from, with_prev_kv) = self.registry.next_broadcast();
+        match self.read(from, with_prev_kv, Strictness::Strict).await {
+            Ok(batch) => self.registry.offer_batch(from, with_prev_kv, batch),
+            Err(StorageError::Compacted {
+                compact_revision, ..
+            }) => {
+                if self.registry.fall_behind_compaction(compact_revision) {
+                    return self.serve_compact_revision().await;
+                }
+            }
+            Err(error) => return self.fail_synced_watchers(&error.to_string()),
+        }
+        true
+    }
+
+    /// Offers the compact revision's remaining puts (and what follows) to the watchers that
+    /// asked to start there; the registry left the broadcast point just below it.
+    async fn serve_compact_revision(&self) -> bool {
+        let (from, with_prev_kv) = self.registry.next_broadcast();
+        match self
+            .read(from, with_prev_kv, Strictness::MayStartAtCompactRevision)
+            .await
+        {
+            Ok(batch) => self.registry.offer_batch(from, with_prev_kv, batch),
+            // Compacted further meanwhile: the next round handles it as any other.
+            Err(StorageError::Compacted { .. }) => {}
+            Err(error) => return self.fail_synced_watchers(&error.to_string()),
+        }
+        true
+    }
+
+    async fn read(
+        &self,
+        from: u64,
+        with_prev_kv: bool,
+        strictness: Strictness,
+    ) -> Result<EventBatch, StorageError> {
         let store = self.store.clone();
         let max_events = self.read_batch_events;
-        let read =
-            tokio::task::spawn_blocking(move || store.events_since(from, max_events, with_prev_kv))
-                .await;
-        let batch = match read {
-            Ok(Ok(batch)) => batch,
-            Ok(Err(StorageError::Compacted {
-                compact_revision, ..
-            })) => {
-                self.registry.fall_behind_compaction(compact_revision);
-                return true;
+        tokio::task::spawn_blocking(move || match strictness {
+            Strictness::Strict => store.events_since(from, max_events, with_prev_kv),
+            Strictness::MayStartAtCompactRevision => {
+                store.events_from_start(from, max_events, with_prev_kv)
             }
-            Ok(Err(error)) => return self.fail_synced_watchers(&error.to_string()),
-            Err(join_error) => return self.fail_synced_watchers(&join_error.to_string()),
-        };
-        self.registry.offer_batch(from, with_prev_kv, batch);
-        true
+        })
+        .await
+        .map_err(|join_error| {
+            StorageError::Invariant(format!("watch hub read panicked: {join_error}"))
+        })?
     }
 
     /// The store could not be read: synced watchers are canceled so that they resume elsewhere

@@ -3,16 +3,26 @@
 //! reader is never "slow": it asked for the history), until it is close enough to the hub's
 //! broadcast point to join under the hub's lock (see `registry.rs` for the hand-over argument).
 //! It reaches the registry only through its [`CatchUpHandle`].
+//!
+//! Each batch goes to the reader as one delivery, so that a writer sends it in one response, as
+//! etcd sends a catch-up. The catch-up waits until the reader has emptied the buffer before it
+//! reads on, so a catching-up watch holds at most two batches in memory: one in the buffer and
+//! one being handed out.
+//!
+//! As in etcd, a watch may start at the compact revision itself: its first read (at the start
+//! revision, before anything was delivered) is the store's `events_from_start`, which serves the
+//! puts that remain there. Every later read is strict, because a watch that has delivered
+//! revisions before needs each following revision whole, deletes included.
 
 use std::sync::Arc;
 
 use revkv_storage::{Error as StorageError, Event, EventBatch, MvccStore};
 use tokio::sync::{mpsc, Semaphore};
 
-use super::events::{group_by_revision, message_for};
+use super::events::history_for;
 use super::filter::EventFilter;
 use super::limits::WatchLimits;
-use super::message::{CancelReason, WatchMessage};
+use super::message::{CancelReason, Delivery};
 use super::registry::{CatchUpHandle, HandOver};
 
 /// One watcher's catch-up task.
@@ -22,9 +32,11 @@ pub(super) struct CatchUp {
     pub limits: WatchLimits,
     /// Bounds how many catch-up reads run at once, across the hub.
     pub reads: Arc<Semaphore>,
-    pub sender: mpsc::Sender<WatchMessage>,
+    pub sender: mpsc::Sender<Delivery>,
     pub filter: EventFilter,
     pub prev_kv: bool,
+    /// The revision the watch asked to start at.
+    pub start: u64,
     /// The first revision not yet delivered.
     pub position: u64,
 }
@@ -32,15 +44,16 @@ pub(super) struct CatchUp {
 impl CatchUp {
     /// Runs until the watcher joins the hub or ends.
     pub async fn run(mut self) {
-        // The hand-over may send this many messages without waiting; see `try_join`.
-        let hand_over_room = self.limits.handover_max_revisions as usize + 1;
+        // Only the catch-up sends to a watcher that is not synced yet, so once the whole buffer is
+        // free it stays free for the next batch or for the hand-over's delivery and bookmark.
+        let whole_buffer = self.sender.max_capacity();
         loop {
             if !self.handle.note_position(self.position) {
                 return;
             }
-            // Wait until the reader has left room for the hand-over's messages; the permits are
-            // released at once, and nothing else sends to a watcher that is not synced yet.
-            match self.sender.reserve_many(hand_over_room).await {
+            // Wait until the reader has taken everything delivered so far; the permits are
+            // released at once.
+            match self.sender.reserve_many(whole_buffer).await {
                 Ok(permits) => drop(permits),
                 Err(_) => return self.handle.remove(),
             }
@@ -59,11 +72,11 @@ impl CatchUp {
     async fn try_join(&self) -> Option<HandOver> {
         let store = self.store.clone();
         let batch_events = self.limits.read_batch_events;
-        let position = self.position;
+        let (start, position) = (self.start, self.position);
         let handle = self.handle.clone();
         tokio::task::spawn_blocking(move || {
             handle.hand_over(position, |from, through, prev_kv| {
-                read_range(&store, batch_events, from, through, prev_kv)
+                read_range(&store, batch_events, start, from, through, prev_kv)
             })
         })
         .await
@@ -87,12 +100,10 @@ impl CatchUp {
                 return false;
             }
         };
-        for (revision, events) in group_by_revision(batch.events) {
-            if let Some(message) = message_for(&self.filter, self.prev_kv, revision, &events) {
-                if self.sender.send(message).await.is_err() {
-                    self.handle.remove();
-                    return false;
-                }
+        if let Some(history) = history_for(&self.filter, self.prev_kv, batch.events) {
+            if self.sender.send(history).await.is_err() {
+                self.handle.remove();
+                return false;
             }
         }
         assert!(
@@ -107,11 +118,34 @@ impl CatchUp {
         // Holding a permit bounds how many catch-up reads run at once.
         let _permit = self.reads.acquire().await;
         let store = self.store.clone();
-        let (position, max_events, prev_kv) =
-            (self.position, self.limits.read_batch_events, self.prev_kv);
-        tokio::task::spawn_blocking(move || store.events_since(position, max_events, prev_kv))
-            .await
-            .map_err(|error| StorageError::Invariant(format!("catch-up read panicked: {error}")))?
+        let (start, position, max_events, prev_kv) = (
+            self.start,
+            self.position,
+            self.limits.read_batch_events,
+            self.prev_kv,
+        );
+        tokio::task::spawn_blocking(move || {
+            read_events(&store, start, position, max_events, prev_kv)
+        })
+        .await
+        .map_err(|error| StorageError::Invariant(format!("catch-up read panicked: {error}")))?
+    }
+}
+
+/// History from `from` for a watch that asked to start at `start`: at its start the read may begin
+/// at the compact revision (nothing was delivered yet), after it the read is strict.
+fn read_events(
+    store: &MvccStore,
+    start: u64,
+    from: u64,
+    max_events: usize,
+    prev_kv: bool,
+) -> Result<EventBatch, StorageError> {
+    debug_assert!(from >= start, "a catch-up never reads before its start");
+    if from == start {
+        store.events_from_start(from, max_events, prev_kv)
+    } else {
+        store.events_since(from, max_events, prev_kv)
     }
 }
 
@@ -119,6 +153,7 @@ impl CatchUp {
 fn read_range(
     store: &MvccStore,
     batch_events: usize,
+    start: u64,
     from: u64,
     through: u64,
     prev_kv: bool,
@@ -126,7 +161,7 @@ fn read_range(
     let mut events = Vec::new();
     let mut next = from;
     while next <= through {
-        let batch = store.events_since(next, batch_events, prev_kv)?;
+        let batch = read_events(store, start, next, batch_events, prev_kv)?;
         events.extend(
             batch
                 .events

@@ -6,25 +6,38 @@ use std::sync::Arc;
 use revkv_storage::Event;
 
 use super::filter::EventFilter;
-use super::message::{RevisionEvents, WatchMessage};
+use super::message::{Delivery, RevisionEvents};
 
-/// The message for one revision's events as `filter` sees them, or `None` when none match.
-pub(super) fn message_for(
+/// One revision's events as `filter` sees them, or `None` when none match.
+pub(super) fn revision_events_for(
     filter: &EventFilter,
     prev_kv: bool,
     revision: u64,
     events: &Arc<Vec<Event>>,
-) -> Option<WatchMessage> {
+) -> Option<RevisionEvents> {
     let selected = filter.select(events);
     if selected.as_ref().is_some_and(Vec::is_empty) {
         return None;
     }
-    Some(WatchMessage::Events(RevisionEvents::new(
+    Some(RevisionEvents::new(
         revision,
         events.clone(),
         selected,
         prev_kv,
-    )))
+    ))
+}
+
+/// History (in revision order) as one delivery for a watcher, or `None` when nothing matches.
+pub(super) fn history_for(
+    filter: &EventFilter,
+    prev_kv: bool,
+    events: Vec<Event>,
+) -> Option<Delivery> {
+    let revisions: Vec<RevisionEvents> = group_by_revision(events)
+        .into_iter()
+        .filter_map(|(revision, events)| revision_events_for(filter, prev_kv, revision, &events))
+        .collect();
+    (!revisions.is_empty()).then_some(Delivery::History(revisions))
 }
 
 /// Splits history (in revision order) into one shared list of events per revision. Every event

@@ -17,7 +17,7 @@ use super::broadcast::BroadcastLoop;
 use super::catch_up::CatchUp;
 use super::feed::RevisionFeed;
 use super::limits::WatchLimits;
-use super::message::{Ending, WatchMessage};
+use super::message::{Delivery, Ending, WatchMessage};
 use super::registry::{CatchUpHandle, NewWatcher, Registry, StreamHandle};
 use super::request::WatchRequest;
 use super::stream::Watch;
@@ -86,8 +86,9 @@ impl WatchHub {
         self.registry.watcher_count()
     }
 
-    /// Opens a watch. Answers `compacted` when `start_revision` is at or below the compact
-    /// revision, and `unavailable` when the member is stopping or has its maximum of watches.
+    /// Opens a watch. Answers `compacted` when `start_revision` is below the compact revision (as
+    /// in etcd, a watch may start at the compact revision itself and gets the puts that remain
+    /// there), and `unavailable` when the member is stopping or has its maximum of watches.
     pub fn open(self: &Arc<Self>, request: WatchRequest) -> Result<Watch, NodeError> {
         // The key rules of reads (size, order of the range ends) apply to watches too.
         let range = RangeRequest::of(request.filter.range.clone());
@@ -125,14 +126,14 @@ impl WatchHub {
         ))
     }
 
-    /// The first revision a watch delivers; `compacted` when that is compacted away.
+    /// The first revision a watch delivers; `compacted` when it is below the compact revision.
     fn start_revision(&self, request: &WatchRequest, current: u64) -> Result<u64, NodeError> {
         let compact_revision = self.store.compact_revision()?;
         let start = match request.start_revision {
             Some(revision) if revision > 0 => revision,
             _ => current + 1,
         };
-        if start <= compact_revision {
+        if start < compact_revision {
             return Err(StorageError::Compacted {
                 requested: start,
                 compact_revision,
@@ -146,7 +147,7 @@ impl WatchHub {
         &self,
         id: u64,
         request: WatchRequest,
-        sender: mpsc::Sender<WatchMessage>,
+        sender: mpsc::Sender<Delivery>,
         start: u64,
     ) -> CatchUp {
         CatchUp {
@@ -157,6 +158,7 @@ impl WatchHub {
             sender,
             filter: request.filter,
             prev_kv: request.prev_kv,
+            start,
             position: start,
         }
     }

@@ -33,6 +33,18 @@ impl WatchMessage {
     }
 }
 
+/// What the hub puts in one watcher's buffer: a single message, or the revisions of history one
+/// catch-up step read at once. A stream hands the revisions of a `History` out one message at a
+/// time, but knows they arrived together, so a writer can send them in one response as etcd sends
+/// a catch-up ([`crate::watch::Watch::next_of_same_delivery`]). Live events arrive one revision per
+/// `Message`, as etcd sends them.
+#[derive(Debug)]
+pub(super) enum Delivery {
+    Message(WatchMessage),
+    /// Matching revisions in increasing order; never empty.
+    History(Vec<RevisionEvents>),
+}
+
 /// The matching events of one revision for one watcher.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RevisionEvents {

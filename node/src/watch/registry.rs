@@ -25,9 +25,9 @@ use revkv_metrics::WatcherGuard;
 use revkv_storage::{Error as StorageError, Event, EventBatch};
 use tokio::sync::mpsc;
 
-use super::events::{group_by_revision, message_for};
+use super::events::{group_by_revision, history_for, revision_events_for};
 use super::filter::EventFilter;
-use super::message::{CancelReason, Cancellation, Ending, WatchMessage};
+use super::message::{CancelReason, Cancellation, Delivery, Ending, WatchMessage};
 use crate::error::NodeError;
 
 /// The registry of one hub's watchers.
@@ -52,8 +52,12 @@ struct State {
 struct Watcher {
     filter: EventFilter,
     prev_kv: bool,
-    sender: mpsc::Sender<WatchMessage>,
+    sender: mpsc::Sender<Delivery>,
     ending: Arc<Ending>,
+    /// The revision the watch asked to start at. While `deliver_from` still equals it, the
+    /// watcher has been given nothing, so it may start at the compact revision (see
+    /// `Registry::fall_behind_compaction`).
+    start: u64,
     /// True once the watcher receives live events from the hub.
     synced: bool,
     /// The first revision this watcher has not yet been given (nor skipped as not matching).
@@ -71,7 +75,7 @@ pub(super) struct NewWatcher {
     pub prev_kv: bool,
     /// The first revision to deliver.
     pub start: u64,
-    pub sender: mpsc::Sender<WatchMessage>,
+    pub sender: mpsc::Sender<Delivery>,
     pub ending: Arc<Ending>,
     pub counted: Option<WatcherGuard>,
 }
@@ -171,6 +175,7 @@ impl Registry {
             prev_kv: new.prev_kv,
             sender: new.sender,
             ending: new.ending,
+            start: new.start,
             synced,
             deliver_from: new.start,
             bookmark_owed: None,
@@ -244,13 +249,26 @@ impl Registry {
     /// The hub's next revision was compacted away (a snapshot install or a compaction raced
     /// ahead of it): every synced watcher that still needed a compacted revision is canceled with
     /// the compact revision, and the hub continues after it.
-    pub fn fall_behind_compaction(&self, compact_revision: u64) {
+    ///
+    /// A watcher that asked to start at the compact revision itself and has been given nothing
+    /// yet is served there, as etcd serves it (the puts at that revision remain). Answers whether
+    /// such watchers wait: then the broadcast point stays just below the compact revision, and the
+    /// caller reads it with `events_from_start` and offers that batch. Every other synced watcher
+    /// left starts after the compact revision, so none of them misses the deletes that are gone.
+    pub fn fall_behind_compaction(&self, compact_revision: u64) -> bool {
         let mut state = self.lock();
+        let starts_at_compact_revision = |watcher: &Watcher| {
+            watcher.deliver_from == compact_revision && watcher.start == compact_revision
+        };
         // Watchers that start after the compacted revisions never needed them.
         let behind: Vec<u64> = state
             .watchers
             .iter()
-            .filter(|(_, watcher)| watcher.synced && watcher.deliver_from <= compact_revision)
+            .filter(|(_, watcher)| {
+                watcher.synced
+                    && watcher.deliver_from <= compact_revision
+                    && !starts_at_compact_revision(watcher)
+            })
             .map(|(&id, _)| id)
             .collect();
         tracing::warn!(
@@ -261,7 +279,17 @@ impl Registry {
         for id in behind {
             state.cancel_behind(id, CancelReason::Compacted, Some(compact_revision));
         }
-        state.broadcast_through = state.broadcast_through.max(compact_revision);
+        let served_at_compact_revision = state
+            .watchers
+            .values()
+            .any(|watcher| watcher.synced && starts_at_compact_revision(watcher));
+        let skip_through = if served_at_compact_revision {
+            compact_revision - 1
+        } else {
+            compact_revision
+        };
+        state.broadcast_through = state.broadcast_through.max(skip_through);
+        served_at_compact_revision
     }
 
     /// The store could not be read: synced watchers are canceled so that they resume elsewhere
@@ -293,7 +321,7 @@ impl Registry {
 
     /// Tries to make a catching-up watcher synced, reading the revisions it still misses (with
     /// `read_missing(from, through, prev_kv)`) under the lock. Blocking. The caller made sure the
-    /// watcher's buffer has room for `handover_max_revisions + 1` messages.
+    /// watcher's buffer is empty (room for the delivery of what it misses and a bookmark).
     fn hand_over(
         &self,
         id: u64,
@@ -342,14 +370,11 @@ impl State {
             .watchers
             .get_mut(&id)
             .expect("checked by the caller, under the same lock");
-        for (revision, events) in group_by_revision(missing) {
-            if let Some(message) = message_for(&watcher.filter, watcher.prev_kv, revision, &events)
-            {
-                if watcher.sender.try_send(message).is_err() {
-                    // The caller reserved room, so only a closed stream gets here.
-                    self.drop_watcher(id);
-                    return HandOver::Ended;
-                }
+        if let Some(history) = history_for(&watcher.filter, watcher.prev_kv, missing) {
+            if watcher.sender.try_send(history).is_err() {
+                // The caller waited for an empty buffer, so only a closed stream gets here.
+                self.drop_watcher(id);
+                return HandOver::Ended;
             }
         }
         watcher.synced = true;
@@ -371,11 +396,15 @@ impl State {
                 continue;
             }
             watcher.deliver_from = revision + 1;
-            let Some(message) = message_for(&watcher.filter, watcher.prev_kv, revision, events)
+            let Some(events) =
+                revision_events_for(&watcher.filter, watcher.prev_kv, revision, events)
             else {
                 continue;
             };
-            match watcher.sender.try_send(message) {
+            match watcher
+                .sender
+                .try_send(Delivery::Message(WatchMessage::Events(events)))
+            {
                 Ok(()) => {}
                 Err(mpsc::error::TrySendError::Full(_)) => {
                     // Everything below this revision is in the buffer; this one is not.
@@ -456,7 +485,7 @@ impl State {
             self.owed_bookmarks.remove(&id);
             if watcher
                 .sender
-                .try_send(WatchMessage::Bookmark { revision })
+                .try_send(Delivery::Message(WatchMessage::Bookmark { revision }))
                 .is_err()
             {
                 overflowing.push(id);

@@ -2,6 +2,7 @@
 //! CANCELED last), asks the hub for periodic bookmarks, and leaves the hub when dropped. The HTTP
 //! layer writes its messages out; an embedding application reads them directly or as a `Stream`.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use revkv_metrics::WatchMetrics;
 
-use super::message::{CancelReason, Cancellation, Ending, WatchMessage};
+use super::message::{CancelReason, Cancellation, Delivery, Ending, WatchMessage};
 use super::registry::StreamHandle;
 
 /// An open watch on this member.
@@ -19,7 +20,9 @@ pub struct Watch {
     /// This watch's place in the hub; dropping it leaves the hub.
     handle: StreamHandle,
     metrics: Option<WatchMetrics>,
-    receiver: mpsc::Receiver<WatchMessage>,
+    receiver: mpsc::Receiver<Delivery>,
+    /// The rest of the history delivery being handed out, one revision at a time.
+    same_delivery: VecDeque<WatchMessage>,
     ending: Arc<Ending>,
     created: Option<WatchMessage>,
     progress: Option<Interval>,
@@ -32,7 +35,7 @@ impl Watch {
     pub(super) fn new(
         handle: StreamHandle,
         metrics: Option<WatchMetrics>,
-        receiver: mpsc::Receiver<WatchMessage>,
+        receiver: mpsc::Receiver<Delivery>,
         ending: Arc<Ending>,
         created: WatchMessage,
         start_revision: u64,
@@ -47,6 +50,7 @@ impl Watch {
             handle,
             metrics,
             receiver,
+            same_delivery: VecDeque::new(),
             ending,
             created: Some(created),
             progress,
@@ -68,6 +72,9 @@ impl Watch {
         if self.finished {
             return None;
         }
+        if let Some(message) = self.next_of_same_delivery() {
+            return Some(message);
+        }
         loop {
             let received = match &mut self.progress {
                 Some(interval) => tokio::select! {
@@ -85,9 +92,17 @@ impl Watch {
         }
     }
 
-    /// The next message if one is already waiting, without waiting for one: what a writer adds to
-    /// the message it holds, so that history the catch-up delivered at once leaves in one response
-    /// (as etcd sends a catch-up), not one response per revision.
+    /// The next revision of the history delivery the last message came from, if any is left:
+    /// what a writer adds to the response it builds, so that history the catch-up read at once
+    /// leaves in one response, as etcd sends a catch-up. Live events are one delivery per
+    /// revision, so they leave one response each, as in etcd.
+    pub fn next_of_same_delivery(&mut self) -> Option<WatchMessage> {
+        let message = self.same_delivery.pop_front()?;
+        Some(self.handed_out(message))
+    }
+
+    /// The next message if one is already waiting, without waiting for one: what a writer that
+    /// may group messages freely (the HTTP stream, one line per message) adds to a write.
     pub fn next_ready(&mut self) -> Option<WatchMessage> {
         if let Some(created) = self.created.take() {
             return Some(created);
@@ -95,30 +110,47 @@ impl Watch {
         if self.finished {
             return None;
         }
+        if let Some(message) = self.next_of_same_delivery() {
+            return Some(message);
+        }
         match self.receiver.try_recv() {
-            Ok(message) => Some(self.hand_out(Some(message))),
+            Ok(delivery) => Some(self.hand_out(Some(delivery))),
             Err(mpsc::error::TryRecvError::Empty) => None,
             Err(mpsc::error::TryRecvError::Disconnected) => Some(self.hand_out(None)),
         }
     }
 
-    /// A message received from the hub (`None`: the hub let go, so the stream ends), recorded as
-    /// handed to the reader.
-    fn hand_out(&mut self, received: Option<WatchMessage>) -> WatchMessage {
-        let message = match received {
-            Some(message) => {
-                if let Some(revision) = message.resume_revision() {
-                    // The hub's ordering argument: revisions never go backwards.
-                    debug_assert!(revision >= self.delivered_through);
-                    self.delivered_through = self.delivered_through.max(revision);
-                }
-                message
+    /// A delivery received from the hub (`None`: the hub let go, so the stream ends): its first
+    /// message, recorded as handed to the reader; the rest of a history waits in `same_delivery`.
+    fn hand_out(&mut self, received: Option<Delivery>) -> WatchMessage {
+        debug_assert!(self.same_delivery.is_empty());
+        match received {
+            Some(Delivery::Message(message)) => self.handed_out(message),
+            Some(Delivery::History(revisions)) => {
+                self.same_delivery
+                    .extend(revisions.into_iter().map(WatchMessage::Events));
+                let first = self
+                    .same_delivery
+                    .pop_front()
+                    .expect("a history delivery is never empty");
+                self.handed_out(first)
             }
             None => {
                 self.finished = true;
-                WatchMessage::Canceled(self.final_cancellation())
+                let message = WatchMessage::Canceled(self.final_cancellation());
+                self.count(&message);
+                message
             }
-        };
+        }
+    }
+
+    /// Records `message` as handed to the reader.
+    fn handed_out(&mut self, message: WatchMessage) -> WatchMessage {
+        if let Some(revision) = message.resume_revision() {
+            // The hub's ordering argument: revisions never go backwards.
+            debug_assert!(revision >= self.delivered_through);
+            self.delivered_through = self.delivered_through.max(revision);
+        }
         self.count(&message);
         message
     }
