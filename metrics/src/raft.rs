@@ -1,5 +1,6 @@
 //! Raft health metrics: term, leadership, leader changes, commit and applied indexes, failed
-//! proposals, and the durations of log appends (queue to durable) and state-machine applies.
+//! proposals, the durations of log appends (queue to durable) and state-machine applies, and each
+//! peer's append timeout with the appends to it that timed out.
 //!
 //! The crate knows nothing of openraft: the node turns each change of openraft's metrics into a
 //! plain [`RaftObservation`] and hands it to [`RaftMetrics::observe`].
@@ -8,9 +9,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use prometheus::{Histogram, IntCounter, IntGauge, Registry};
+use prometheus::{GaugeVec, Histogram, IntCounter, IntCounterVec, IntGauge, Registry};
 
-use crate::registration::{counter, gauge, histogram, storage_latency_buckets};
+use crate::registration::{
+    counter, counter_vec, float_gauge_vec, gauge, histogram, storage_latency_buckets,
+};
 
 /// What the member's raft state is at one moment, in plain numbers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -34,6 +37,8 @@ pub struct RaftMetrics {
     proposals_failed_total: IntCounter,
     append_duration_seconds: Histogram,
     apply_duration_seconds: Histogram,
+    append_timeout_seconds: GaugeVec,
+    append_timeouts_total: IntCounterVec,
     /// The highest term in which a leader was seen; a leader seen in a higher term is a change.
     last_term_with_leader: Arc<AtomicU64>,
 }
@@ -84,6 +89,20 @@ impl RaftMetrics {
                 "Time to apply one chunk of committed entries to the state machine.",
                 storage_latency_buckets(),
             )?,
+            append_timeout_seconds: float_gauge_vec(
+                registry,
+                "revkv_raft_append_timeout_seconds",
+                "How long this member waits for an append to each peer: four times the peer's \
+                 slowest recent round trip (its fsync), between the election timeout and \
+                 --max-append-timeout-ms.",
+                &["peer"],
+            )?,
+            append_timeouts_total: counter_vec(
+                registry,
+                "revkv_raft_append_timeouts_total",
+                "Appends to each peer that got no answer within their timeout.",
+                &["peer"],
+            )?,
             last_term_with_leader: Arc::new(AtomicU64::new(0)),
         })
     }
@@ -115,6 +134,20 @@ impl RaftMetrics {
     /// Records one raft log append (the batch's write and fsync).
     pub fn record_append(&self, duration: Duration) {
         self.append_duration_seconds.observe(duration.as_secs_f64());
+    }
+
+    /// Records that appends to `peer` now wait at most `timeout`.
+    pub fn record_append_timeout(&self, peer: u64, timeout: Duration) {
+        self.append_timeout_seconds
+            .with_label_values(&[&peer.to_string()])
+            .set(timeout.as_secs_f64());
+    }
+
+    /// Counts an append to `peer` that timed out.
+    pub fn record_append_timed_out(&self, peer: u64) {
+        self.append_timeouts_total
+            .with_label_values(&[&peer.to_string()])
+            .inc();
     }
 
     /// Records one state-machine apply (one chunk of committed entries).

@@ -3,8 +3,8 @@
 
 use prometheus::core::Collector;
 use prometheus::{
-    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry,
+    GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry,
 };
 
 /// Registers a clone of `collector` and hands the original back.
@@ -40,6 +40,16 @@ pub fn gauge_vec(
     labels: &[&str],
 ) -> prometheus::Result<IntGaugeVec> {
     registered(registry, IntGaugeVec::new(Opts::new(name, help), labels)?)
+}
+
+/// A gauge vector of fractional values (seconds).
+pub fn float_gauge_vec(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+) -> prometheus::Result<GaugeVec> {
+    registered(registry, GaugeVec::new(Opts::new(name, help), labels)?)
 }
 
 pub fn histogram(

@@ -205,6 +205,24 @@ fn durations_are_recorded_in_seconds() {
     assert!(text.contains("revkv_raft_apply_duration_seconds_count 1"));
 }
 
+#[test]
+fn each_peers_append_timeout_and_timed_out_appends_are_labelled_by_peer() {
+    let metrics = metrics();
+    metrics
+        .raft
+        .record_append_timeout(2, Duration::from_millis(1500));
+    metrics.raft.record_append_timed_out(2);
+    metrics.raft.record_append_timed_out(2);
+    metrics
+        .raft
+        .record_append_timeout(3, Duration::from_secs(1));
+    let text = metrics.render().unwrap();
+    assert!(text.contains("revkv_raft_append_timeout_seconds{peer=\"2\"} 1.5"));
+    assert!(text.contains("revkv_raft_append_timeout_seconds{peer=\"3\"} 1"));
+    assert!(text.contains("revkv_raft_append_timeouts_total{peer=\"2\"} 2"));
+    assert!(!text.contains("revkv_raft_append_timeouts_total{peer=\"3\"}"));
+}
+
 #[tokio::test]
 async fn the_layer_labels_requests_by_route_template_not_by_uri() {
     let metrics = metrics();

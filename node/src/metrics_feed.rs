@@ -10,6 +10,8 @@
 //!   [`AppendApplyTimings`], the observer `Node` puts in the member's configuration.
 //! - Lease events (grants, client revokes, expiries with their lag, keep-alives) are handed over
 //!   by the raft layer where they happen, through [`LeaseEventCounts`], likewise.
+//! - Each peer's append timeout and the appends that timed out, through [`PeerAppendTimeouts`],
+//!   likewise.
 
 use std::sync::Arc;
 
@@ -34,6 +36,19 @@ impl revkv_raft::StorageTimingObserver for AppendApplyTimings {
 
     fn entries_applied(&self, elapsed: std::time::Duration, _entries: usize) {
         self.0.record_apply(elapsed);
+    }
+}
+
+/// Records each peer's append timeout and the appends that timed out in the raft metrics.
+pub struct PeerAppendTimeouts(pub RaftMetrics);
+
+impl revkv_raft::PeerAppendObserver for PeerAppendTimeouts {
+    fn append_timeout_changed(&self, peer: u64, timeout: std::time::Duration) {
+        self.0.record_append_timeout(peer, timeout);
+    }
+
+    fn append_timed_out(&self, peer: u64) {
+        self.0.record_append_timed_out(peer);
     }
 }
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crate::space_quota;
 use revkv_metrics::Metrics;
-use revkv_raft::{LeaseEvents, RaftMember, StorageTimings};
+use revkv_raft::{LeaseEvents, PeerAppendTimings, RaftMember, StorageTimings};
 use tokio::sync::{oneshot, watch};
 
 use crate::compaction;
@@ -22,7 +22,9 @@ use crate::compaction_cleaner;
 use crate::corruption_check;
 use crate::error::NodeError;
 use crate::http::client_router_with_metrics;
-use crate::metrics_feed::{start_metrics_feeds, AppendApplyTimings, LeaseEventCounts};
+use crate::metrics_feed::{
+    start_metrics_feeds, AppendApplyTimings, LeaseEventCounts, PeerAppendTimeouts,
+};
 use crate::watch::WatchHub;
 
 mod config;
@@ -148,6 +150,8 @@ async fn start_member_with_metrics(
     member_config.timings = StorageTimings::new(Arc::new(AppendApplyTimings(metrics.raft.clone())));
     member_config.lease_events =
         LeaseEvents::new(Arc::new(LeaseEventCounts(metrics.lease.clone())));
+    member_config.peer_append_timings =
+        PeerAppendTimings::new(Arc::new(PeerAppendTimeouts(metrics.raft.clone())));
     RaftMember::start(member_config, peer_listener)
         .await
         .map_err(node_error)

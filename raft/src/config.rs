@@ -22,6 +22,10 @@ pub struct RaftTiming {
     pub snapshot_after_entries: u64,
     /// Log entries kept behind a snapshot, so slightly lagging followers catch up from the log.
     pub log_entries_kept_after_snapshot: u64,
+    /// The longest an append to one peer may be waited for. Each peer's timeout follows its
+    /// measured round trips (a follower's fsync) between the minimum election timeout and this
+    /// (`peer/append_timeout.rs`).
+    pub append_timeout_max: Duration,
 }
 
 impl Default for RaftTiming {
@@ -32,6 +36,7 @@ impl Default for RaftTiming {
             election_timeout_max: Duration::from_millis(2000),
             snapshot_after_entries: 10_000,
             log_entries_kept_after_snapshot: 5_000,
+            append_timeout_max: Duration::from_secs(10),
         }
     }
 }
@@ -130,6 +135,8 @@ pub struct MemberConfig {
     pub log_tail: crate::log_tail::TailLimits,
     /// Who is told how long appends and applies take (nobody by default).
     pub timings: crate::timings::StorageTimings,
+    /// Who is told each peer's append timeout and every append that timed out (nobody by default).
+    pub peer_append_timings: crate::timings::PeerAppendTimings,
     /// The local address outgoing peer connections are made from (`None`: the system chooses).
     /// A host with several addresses uses it to pick one; the fault harness gives each member its
     /// own loopback address so its link proxies can tell the members' traffic apart.

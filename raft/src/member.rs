@@ -26,6 +26,7 @@ use crate::error::MemberError;
 pub use crate::member_inner::Raft;
 use crate::member_inner::{wait_for, MemberInner, Metrics};
 use crate::member_start::{startup, OpenStores, StartedRaft};
+use crate::peer::append_timeout::{AppendTimeouts, PeerAppendTimeout};
 use crate::peer::client::{CallError, PeerAddresses};
 use crate::peer::failure_log::PeerFailureLog;
 use crate::peer::{
@@ -64,6 +65,7 @@ pub struct RaftMember {
     stop_background_tasks: watch::Sender<bool>,
     /// openraft's calls to other members that failed, logged at a bounded rate.
     peer_failures: Arc<PeerFailureLog>,
+    append_timeouts: Arc<AppendTimeouts>,
     /// True once this member has applied everything it knew to be committed (see `is_ready`).
     caught_up_once: std::sync::atomic::AtomicBool,
 }
@@ -103,6 +105,7 @@ impl RaftMember {
             stop_peer_server: std::sync::Mutex::new(Some(stop_peer_server)),
             stop_background_tasks,
             peer_failures: raft.peer_failures,
+            append_timeouts: raft.append_timeouts,
             caught_up_once: std::sync::atomic::AtomicBool::new(false),
         };
         member.spawn_follow_peer_addresses(raft.peer_addresses);
@@ -187,6 +190,12 @@ impl RaftMember {
     /// a row, since it last answered; 0 while it answers.
     pub fn failed_calls_in_a_row(&self, peer: u64) -> u64 {
         self.peer_failures.failures_in_a_row(peer)
+    }
+
+    /// How long an append to each peer may take now, and how many appends to it timed out
+    /// (`peer/append_timeout.rs`). Peers this member never sent an append to are left out.
+    pub fn append_timeouts(&self) -> Vec<PeerAppendTimeout> {
+        self.append_timeouts.all()
     }
 
     /// The address the peer listener is bound to.

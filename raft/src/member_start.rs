@@ -15,6 +15,7 @@ use crate::error::MemberError;
 use crate::lessor::Lessor;
 use crate::log_storage::LogStorage;
 use crate::member_inner::Raft;
+use crate::peer::append_timeout::AppendTimeouts;
 use crate::peer::client::{PeerAddresses, PeerClient, PeerNetworkFactory};
 use crate::peer::failure_log::PeerFailureLog;
 use crate::snapshot_file::SnapshotFiles;
@@ -70,6 +71,7 @@ pub(crate) struct StartedRaft {
     pub(crate) peers: PeerClient,
     pub(crate) peer_addresses: Arc<PeerAddresses>,
     pub(crate) peer_failures: Arc<PeerFailureLog>,
+    pub(crate) append_timeouts: Arc<AppendTimeouts>,
     pub(crate) first_storage_fault: FirstStorageFault,
 }
 
@@ -96,9 +98,15 @@ impl StartedRaft {
         );
         let peer_addresses = Arc::new(PeerAddresses::default());
         let peer_failures = Arc::new(PeerFailureLog::default());
+        let append_timeouts = Arc::new(AppendTimeouts::new(
+            config.timing.election_timeout_min,
+            config.timing.append_timeout_max,
+            config.peer_append_timings.observer.clone(),
+        ));
         let network = PeerNetworkFactory {
             client: peers.clone(),
             minimum_call_timeout: config.timing.election_timeout_min,
+            append_timeouts: append_timeouts.clone(),
             addresses: peer_addresses.clone(),
             failures: peer_failures.clone(),
         };
@@ -122,6 +130,7 @@ impl StartedRaft {
             peers,
             peer_addresses,
             peer_failures,
+            append_timeouts,
             first_storage_fault,
         })
     }

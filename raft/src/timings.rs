@@ -52,3 +52,36 @@ impl fmt::Debug for StorageTimings {
         formatter.write_str(observed)
     }
 }
+
+/// Receives each peer's append timeout as it changes, and every append that timed out
+/// (`peer/append_timeout.rs`). Called on openraft's replication tasks: implementations must be
+/// cheap.
+pub trait PeerAppendObserver: Send + Sync + 'static {
+    fn append_timeout_changed(&self, peer: u64, timeout: Duration);
+    fn append_timed_out(&self, peer: u64);
+}
+
+/// An optional [`PeerAppendObserver`], carried in the member's configuration.
+#[derive(Clone, Default)]
+pub struct PeerAppendTimings {
+    pub(crate) observer: Option<Arc<dyn PeerAppendObserver>>,
+}
+
+impl PeerAppendTimings {
+    pub fn new(observer: Arc<dyn PeerAppendObserver>) -> Self {
+        PeerAppendTimings {
+            observer: Some(observer),
+        }
+    }
+}
+
+impl fmt::Debug for PeerAppendTimings {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let observed = if self.observer.is_some() {
+            "observed"
+        } else {
+            "unobserved"
+        };
+        formatter.write_str(observed)
+    }
+}

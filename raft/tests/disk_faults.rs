@@ -5,6 +5,11 @@
 //! The member must stop on its own and say why, naming the file; the other two must go on taking
 //! writes; and once the member is restarted on the same, now healthy, files, every member must hold
 //! every write any member acknowledged, with equal replica hashes.
+//!
+//! A slow disk is not a failed one: a follower whose fsyncs take longer than the leader's fixed
+//! append timeout would be sent every append again. The leader's per-peer timeout follows the
+//! follower's round trips instead (`peer/append_timeout.rs`); the last test shows the difference
+//! with the adaptation on and off.
 
 mod support;
 
@@ -14,7 +19,7 @@ use std::time::Duration;
 
 use revkv_raft::RaftMember;
 use revkv_storage::{DiskFaults, DiskOperation};
-use support::{local_value, put, start_cluster, TestCluster};
+use support::{local_value, put, start_cluster, start_cluster_with, TestCluster};
 use tokio::time::{timeout, Instant};
 
 /// Writes acknowledged before the fault, and again after it.
@@ -115,6 +120,82 @@ async fn fault_stops_member_and_loses_nothing(
     for member in &restarted {
         member.shutdown().await.unwrap();
     }
+}
+
+/// How much longer each of the slow follower's fsyncs takes: above the test timing's 300 ms floor
+/// (its minimum election timeout), so a fixed timeout at the floor would time every append out.
+const SLOW_SYNC: Duration = Duration::from_millis(500);
+
+/// The slow follower's fsyncs to wait for while writes go on: enough appends that a timeout per
+/// append would show.
+const SLOW_SYNCS_OBSERVED: u64 = 8;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_on_a_slow_disk_gets_each_append_once_as_the_timeout_follows_it() {
+    // With the ceiling at the floor, the timeout cannot follow the disk: this is the fixed
+    // timeout the adaptation replaced, and the check must see appends time out again and again.
+    let fixed = timed_out_appends_to_a_slow_follower(Duration::from_millis(300)).await;
+    assert!(
+        fixed.timed_out >= 4,
+        "a fixed timeout below the fsync times the appends out: {fixed:?}"
+    );
+    let adaptive = timed_out_appends_to_a_slow_follower(Duration::from_secs(10)).await;
+    // The first append or two time out while the timeout learns the disk; none after that.
+    assert!(
+        adaptive.timed_out <= 2,
+        "the timeout follows the slow disk: {adaptive:?}"
+    );
+    assert!(
+        adaptive.timeout > SLOW_SYNC,
+        "the timeout is above the slow fsync: {adaptive:?}"
+    );
+}
+
+/// Starts three members whose append timeouts may grow up to `ceiling`, slows one follower's raft
+/// log fsyncs by `SLOW_SYNC`, writes until it has made `SLOW_SYNCS_OBSERVED` of them, waits until
+/// it has every write (its disk fast again), and answers the leader's view of that follower's append timeout.
+async fn timed_out_appends_to_a_slow_follower(ceiling: Duration) -> revkv_raft::PeerAppendTimeout {
+    let cluster = start_cluster_with(3, |config| config.timing.append_timeout_max = ceiling).await;
+    let members = &cluster.members;
+    let leader_index = wait_for_leader(members).await;
+    let follower_index = (leader_index + 1) % members.len();
+    let follower_id = cluster.configs[follower_index].id;
+    // A first write before the disk slows down, so that the leader has talked to every peer.
+    let first = members[leader_index]
+        .write(put("slow/0", "0"))
+        .await
+        .unwrap();
+    assert!(first.outcome.is_ok());
+    let faults = members[follower_index].log_store().disk_faults().clone();
+    faults.delay_syncs(SLOW_SYNC);
+    let mut sequence = 0;
+    while faults.delayed_syncs() < SLOW_SYNCS_OBSERVED {
+        sequence += 1;
+        let written = timeout(
+            DEADLINE,
+            members[leader_index].write(put("slow/last", &sequence.to_string())),
+        )
+        .await
+        .expect("the leader and the fast follower commit without the slow one");
+        assert!(written.unwrap().outcome.is_ok());
+    }
+    // The disk recovers, so the follower catches up however the leader's timeouts went.
+    faults.delay_syncs(Duration::ZERO);
+    let last = sequence.to_string().into_bytes();
+    poll_until("the slow follower has every write", || {
+        (local_value(&members[follower_index], "slow/last").as_deref() == Some(&last[..]))
+            .then_some(())
+    })
+    .await;
+    let seen = members[leader_index]
+        .append_timeouts()
+        .into_iter()
+        .find(|timeout| timeout.peer == follower_id)
+        .expect("the leader has sent appends to the follower");
+    for member in cluster.members.iter() {
+        member.shutdown().await.unwrap();
+    }
+    seen
 }
 
 fn faults_of(member: &RaftMember, file: File) -> DiskFaults {

@@ -5,14 +5,16 @@
 //! raft log's segment and metadata writes through `DiskFaults::check`. A test arms a switch (fail
 //! every write, every fsync, or every read from now on) through `MvccStore::disk_faults` or
 //! `RaftLogStore::disk_faults`, and the next such operation fails with an I/O error, as a failing
-//! disk's would. Nothing outside the library can arm them: there is no flag, variable or endpoint.
-//! Disarmed, the cost is one relaxed atomic load per file operation.
+//! disk's would. A test may also slow every fsync down (`delay_syncs`), as a saturated or failing
+//! disk does before it fails outright. Nothing outside the library can arm them: there is no flag,
+//! variable or endpoint. Disarmed, the cost is one or two relaxed atomic loads per file operation.
 
 use std::fmt;
 use std::io;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use redb::backends::FileBackend;
 use redb::{BackendError, StorageBackend};
@@ -36,6 +38,10 @@ struct Switches {
     fail_reads: AtomicBool,
     fail_writes: AtomicBool,
     fail_syncs: AtomicBool,
+    /// Every fsync takes at least this many more milliseconds (0: none).
+    sync_delay_millis: AtomicU64,
+    /// How many fsyncs were slowed down.
+    delayed_syncs: AtomicU64,
     /// How many operations failed because a switch was on.
     injected: AtomicU64,
 }
@@ -46,6 +52,21 @@ impl DiskFaults {
         self.switch(operation).store(on, Ordering::SeqCst);
     }
 
+    /// Makes every fsync from now on take `delay` longer (zero turns it off). The operations that
+    /// sync run on the storage's own threads, never on an async runtime's workers, so the delay
+    /// blocks only the file's writer, as a slow disk does.
+    pub fn delay_syncs(&self, delay: Duration) {
+        let millis = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self.switches
+            .sync_delay_millis
+            .store(millis, Ordering::SeqCst);
+    }
+
+    /// How many fsyncs `delay_syncs` has slowed down.
+    pub fn delayed_syncs(&self) -> u64 {
+        self.switches.delayed_syncs.load(Ordering::SeqCst)
+    }
+
     /// How many operations have failed because a switch was on.
     pub fn injected(&self) -> u64 {
         self.switches.injected.load(Ordering::SeqCst)
@@ -53,6 +74,13 @@ impl DiskFaults {
 
     /// Fails with the error a failing disk would give when `operation`'s switch is on.
     pub fn check(&self, operation: DiskOperation) -> io::Result<()> {
+        if operation == DiskOperation::Sync {
+            let delay = self.switches.sync_delay_millis.load(Ordering::Relaxed);
+            if delay > 0 {
+                std::thread::sleep(Duration::from_millis(delay));
+                self.switches.delayed_syncs.fetch_add(1, Ordering::SeqCst);
+            }
+        }
         if !self.switch(operation).load(Ordering::Relaxed) {
             return Ok(());
         }

@@ -83,6 +83,7 @@ impl NodeConfig {
             log_tail: Default::default(),
             // `Node` fills in its metrics observer when it starts the member.
             timings: Default::default(),
+            peer_append_timings: Default::default(),
             peer_source_address: None,
             peer_tls: None,
             lease: Default::default(),

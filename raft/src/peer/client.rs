@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::IpAddr;
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
@@ -20,6 +20,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::peer::append_stream::{AppendStream, StreamCallError};
+use crate::peer::append_timeout::AppendTimeouts;
 use crate::peer::failure_log::PeerFailureLog;
 use crate::peer::faults::PeerFaults;
 use crate::peer::{paths, PeerError};
@@ -246,6 +247,8 @@ pub struct PeerNetworkFactory {
     pub client: PeerClient,
     /// The shortest time an append or a vote request may take (see `PeerConnection::timeout`).
     pub minimum_call_timeout: Duration,
+    /// Each peer's append timeout, following its round trips (`append_timeout.rs`).
+    pub append_timeouts: Arc<AppendTimeouts>,
     pub addresses: Arc<PeerAddresses>,
     /// Every connection's failures, logged at a bounded rate (`failure_log.rs`).
     pub failures: Arc<PeerFailureLog>,
@@ -261,6 +264,7 @@ impl RaftNetworkFactory<TypeConfig> for PeerNetworkFactory {
             peer_url_when_made: node.peer_url.clone(),
             addresses: self.addresses.clone(),
             minimum_call_timeout: self.minimum_call_timeout,
+            append_timeouts: self.append_timeouts.clone(),
             failures: self.failures.clone(),
             append_stream: None,
             append_stream_not_served: false,
@@ -277,6 +281,7 @@ pub struct PeerConnection {
     peer_url_when_made: String,
     addresses: Arc<PeerAddresses>,
     minimum_call_timeout: Duration,
+    append_timeouts: Arc<AppendTimeouts>,
     failures: Arc<PeerFailureLog>,
     /// The open append stream, if any; taken out for each call and put back only after a whole
     /// answer, so a failed, timed-out or cancelled call leaves none behind.
@@ -310,6 +315,30 @@ impl PeerConnection {
     /// the minimum election timeout: an answer slower than that is no use to an election anyway.
     fn timeout(&self, option: &RPCOption) -> Duration {
         option.soft_ttl().max(self.minimum_call_timeout)
+    }
+
+    /// How long an append may take: as `timeout`, raised to what this peer's recent round trips
+    /// (its fsync) call for (`append_timeout.rs`).
+    fn append_timeout(&self, option: &RPCOption) -> Duration {
+        self.timeout(option)
+            .max(self.append_timeouts.timeout_for(self.target))
+    }
+
+    /// Tells the peer's append timeout how the append went.
+    fn time_append<T>(
+        &self,
+        answer: &Result<T, RPCError<TypeConfig>>,
+        started: Instant,
+        timeout: Duration,
+    ) {
+        let elapsed = started.elapsed();
+        match answer {
+            Ok(_) => self.append_timeouts.answered(self.target, elapsed),
+            // A failure that used up the whole wait is a timeout, whichever step it was in.
+            Err(_) if elapsed >= timeout => self.append_timeouts.timed_out(self.target, timeout),
+            // A refused connection or a bad answer says nothing about the peer's disk.
+            Err(_) => {}
+        }
     }
 
     /// One append as an HTTP POST, to a member that does not serve append streams.
@@ -375,7 +404,8 @@ impl RaftNetworkV2<TypeConfig> for PeerConnection {
         request: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
-        let timeout = self.timeout(&option);
+        let timeout = self.append_timeout(&option);
+        let started = Instant::now();
         let peer_url = self.peer_url();
         let last_index = request.entries.last().map(|entry| entry.log_id.index);
         if let Some(index) = last_index {
@@ -389,6 +419,7 @@ impl RaftNetworkV2<TypeConfig> for PeerConnection {
         if let Some(index) = last_index {
             write_path_trace::mark(Stage::Replied, index);
         }
+        self.time_append(&answer, started, timeout);
         self.noted(answer)
     }
 
@@ -455,6 +486,11 @@ mod tests {
         let mut factory = PeerNetworkFactory {
             client: PeerClient::new(Duration::from_millis(300), None, None),
             minimum_call_timeout: Duration::from_millis(300),
+            append_timeouts: Arc::new(AppendTimeouts::new(
+                Duration::from_millis(300),
+                Duration::from_secs(1),
+                None,
+            )),
             addresses: Arc::new(PeerAddresses::default()),
             failures: failures.clone(),
         };

@@ -11,6 +11,7 @@
 //! history at a revision, which the consistency check compares (`key_space_hashes.rs`).
 
 pub(crate) mod append_stream;
+pub mod append_timeout;
 pub mod client;
 pub mod failure_log;
 pub mod faults;

@@ -27,6 +27,11 @@ pub struct TestCluster {
 }
 
 pub async fn start_cluster(size: u64) -> TestCluster {
+    start_cluster_with(size, |_| {}).await
+}
+
+/// As `start_cluster`, with every member's configuration changed by `adjust` first.
+pub async fn start_cluster_with(size: u64, adjust: impl Fn(&mut MemberConfig)) -> TestCluster {
     let dir = tempfile::tempdir().unwrap();
     let mut listeners = Vec::new();
     let mut initial_cluster = BTreeMap::new();
@@ -46,7 +51,7 @@ pub async fn start_cluster(size: u64) -> TestCluster {
     let mut configs = Vec::new();
     let mut members = Vec::new();
     for (id, listener) in listeners {
-        let config = MemberConfig {
+        let mut config = MemberConfig {
             id,
             data_dir: dir.path().join(format!("member-{id}")),
             listen_peer: listener.local_addr().unwrap(),
@@ -61,9 +66,11 @@ pub async fn start_cluster(size: u64) -> TestCluster {
             peer_source_address: None,
             peer_tls: None,
             timings: Default::default(),
+            peer_append_timings: Default::default(),
             lease: Default::default(),
             lease_events: Default::default(),
         };
+        adjust(&mut config);
         members.push(RaftMember::start(config.clone(), listener).await.unwrap());
         configs.push(config);
     }

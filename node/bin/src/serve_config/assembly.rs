@@ -85,6 +85,7 @@ impl ServeArgs {
             log_tail,
             // `Node` fills in its metrics observer when it starts the member.
             timings: Default::default(),
+            peer_append_timings: Default::default(),
             peer_source_address: self.peer_source_address,
             peer_tls,
             lease,
@@ -138,6 +139,9 @@ impl ServeArgs {
             log_entries_kept_after_snapshot: self
                 .snapshot_keep_entries
                 .unwrap_or(defaults.log_entries_kept_after_snapshot),
+            append_timeout_max: self
+                .max_append_timeout_ms
+                .map_or(defaults.append_timeout_max, Duration::from_millis),
         }
     }
 

@@ -86,6 +86,11 @@ pub struct ServeArgs {
     /// Minimum election timeout in milliseconds; the maximum is twice this (default 1000).
     #[arg(long, env = "REVKV_ELECTION_TIMEOUT_MS")]
     pub election_timeout_ms: Option<u64>,
+    /// The longest an append to one peer is waited for, in milliseconds (default 10000). Each
+    /// peer's wait follows four times its slowest recent round trip (its fsync), from the election
+    /// timeout up to this, so a follower on a slow disk is not sent every append twice.
+    #[arg(long, env = "REVKV_MAX_APPEND_TIMEOUT_MS")]
+    pub max_append_timeout_ms: Option<u64>,
     /// Build a snapshot after this many log entries (default 10000); a snapshot is a flush that lets
     /// the log be purged, so this bounds the log's length.
     #[arg(long, env = "REVKV_SNAPSHOT_ENTRIES")]
@@ -311,7 +316,7 @@ impl ServeArgs {
         Ok(
             prefer!(self, file; id, data_dir, listen_client, listen_grpc, listen_peer, advertise_client,
             advertise_grpc, advertise_peer, peer_source_address, initial_cluster, join, heartbeat_ms,
-            election_timeout_ms, snapshot_entries, snapshot_keep_entries, durable_commit_interval_ms,
+            election_timeout_ms, max_append_timeout_ms, snapshot_entries, snapshot_keep_entries, durable_commit_interval_ms,
             state_cache_bytes, log_segment_bytes, log_tail_entries, log_tail_bytes,
             request_timeout_ms, max_body_bytes, max_key_bytes, max_value_bytes, max_txn_ops,
             max_leases, max_keys_per_lease, max_delete_keys, max_lease_ttl_seconds, lease_expiry_check_interval_ms,
