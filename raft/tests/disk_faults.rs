@@ -140,6 +140,7 @@ async fn a_follower_on_a_slow_disk_gets_each_append_once_as_the_timeout_follows_
         "a fixed timeout below the fsync times the appends out: {fixed:?}"
     );
     let adaptive = timed_out_appends_to_a_slow_follower(Duration::from_secs(10)).await;
+    eprintln!("fixed timeout: {fixed:?}; following the disk: {adaptive:?}");
     // The first append or two time out while the timeout learns the disk; none after that.
     assert!(
         adaptive.timed_out <= 2,
