@@ -91,16 +91,9 @@ async fn next(watch: &mut Watch) -> WatchMessage {
         .expect("the stream has not ended")
 }
 
-/// Polls (with a deadline) until the hub has offered every revision up to `revision`.
+/// Polls (with a deadline) until the backend's hub has offered every revision up to `revision`.
 async fn wait_for_broadcast(backend: &StoreBackend, revision: u64) {
-    let deadline = tokio::time::Instant::now() + MESSAGE_DEADLINE;
-    while backend.watch_hub().broadcast_revision() < revision {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the hub never reached {revision}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_until_broadcast(backend.watch_hub(), revision).await;
 }
 
 /// Opens a watch and reads past its CREATED message.
@@ -323,6 +316,99 @@ async fn a_catch_up_ahead_of_the_hub_joins_without_repeating_revisions() {
         }
     }
     assert_eq!(revisions, (2..=last).collect::<Vec<_>>());
+}
+
+/// The hub itself may meet the compact revision: two watches wait synced for revisions the hub has
+/// not broadcast yet, and compaction at R overtakes it. The watch that asked to start at R, given
+/// nothing yet, is served R's put (not its delete) and what follows; the watch that needed the
+/// revision before R is canceled with the compact revision.
+#[tokio::test]
+async fn a_hub_overtaken_by_compaction_serves_a_watch_that_starts_at_the_compact_revision() {
+    let dir = tempfile::tempdir().unwrap();
+    let store =
+        Arc::new(MvccStore::open(dir.path().join("state.redb"), StoreOptions::default()).unwrap());
+    let (feed, fed) = tokio::sync::watch::channel(1u64);
+    let hub = WatchHub::start(store.clone(), fed, small_limits(), None).unwrap();
+    let mut index = 0;
+    let mut apply = |request: Request| {
+        index += 1;
+        let entry = ApplyEntry {
+            log_id: LogId {
+                term: 1,
+                node_id: 1,
+                index,
+            },
+            payload: EntryPayload::Request(request),
+        };
+        store.apply_batch(&[entry]).unwrap()[0].revision
+    };
+    let broadcast = apply(Request::Put(put_request("h/gone", "v")));
+    feed.send_replace(broadcast);
+    wait_until_broadcast(&hub, broadcast).await;
+    // The store moves on; the hub is not told, so it stays at `broadcast`.
+    let lost = apply(Request::Put(put_request("h/lost", "v")));
+    let compact_revision = apply(Request::Txn(TxnRequest {
+        compare: vec![],
+        success: vec![
+            TxnOp::Put(put_request("h/kept", "v")),
+            TxnOp::DeleteRange(DeleteRangeRequest {
+                range: KeyRange::single("h/gone"),
+                prev_kv: false,
+            }),
+        ],
+        failure: vec![],
+    }));
+    let after = apply(Request::Put(put_request("h/after", "v")));
+    let mut at_compact = hub
+        .open(watch_request(
+            KeyRange::prefix("h/"),
+            Some(compact_revision),
+        ))
+        .unwrap();
+    let mut before_compact = hub
+        .open(watch_request(KeyRange::prefix("h/"), Some(lost)))
+        .unwrap();
+    apply(Request::Compact {
+        revision: compact_revision,
+    });
+    feed.send_replace(after);
+    assert!(matches!(
+        next(&mut at_compact).await,
+        WatchMessage::Created { .. }
+    ));
+    assert_eq!(
+        events_through(&mut at_compact, after).await,
+        vec![
+            (
+                compact_revision,
+                vec![(EventKind::Put, "h/kept".to_string())]
+            ),
+            (after, vec![(EventKind::Put, "h/after".to_string())]),
+        ]
+    );
+    assert!(matches!(
+        next(&mut before_compact).await,
+        WatchMessage::Created { .. }
+    ));
+    match next(&mut before_compact).await {
+        WatchMessage::Canceled(cancellation) => {
+            assert_eq!(cancellation.reason, CancelReason::Compacted);
+            assert_eq!(cancellation.compact_revision, Some(compact_revision));
+        }
+        other => panic!("expected the watch from {lost} to be canceled, got {other:?}"),
+    }
+}
+
+/// Polls (with a deadline) until `hub` has offered every revision up to `revision`.
+async fn wait_until_broadcast(hub: &WatchHub, revision: u64) {
+    let deadline = tokio::time::Instant::now() + MESSAGE_DEADLINE;
+    while hub.broadcast_revision() < revision {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the hub never reached {revision}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 /// A bookmark R is never followed by an event at or below R, and an on-request bookmark reaches
