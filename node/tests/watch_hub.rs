@@ -264,25 +264,12 @@ async fn catch_up_hands_over_to_live_without_gap_or_duplicate() {
 /// exactly where the test wants it.
 #[tokio::test]
 async fn a_catch_up_ahead_of_the_hub_joins_without_repeating_revisions() {
-    let dir = tempfile::tempdir().unwrap();
-    let store =
-        Arc::new(MvccStore::open(dir.path().join("state.redb"), StoreOptions::default()).unwrap());
-    let (feed, fed) = tokio::sync::watch::channel(1u64);
-    let hub = WatchHub::start(store.clone(), fed, small_limits(), None).unwrap();
-    let mut index = 0;
+    let mut fed_by_hand = HandFedHub::start();
+    let (feed, hub) = (fed_by_hand.feed.clone(), fed_by_hand.hub.clone());
     let mut apply = |count: u64| {
         let mut revision = 0;
         for _ in 0..count {
-            index += 1;
-            let entry = ApplyEntry {
-                log_id: LogId {
-                    term: 1,
-                    node_id: 1,
-                    index,
-                },
-                payload: EntryPayload::Request(Request::Put(put_request("r", "v"))),
-            };
-            revision = store.apply_batch(&[entry]).unwrap()[0].revision;
+            revision = fed_by_hand.apply(Request::Put(put_request("r", "v")));
         }
         revision
     };
@@ -290,11 +277,7 @@ async fn a_catch_up_ahead_of_the_hub_joins_without_repeating_revisions() {
     // too far to join, so the catch-up reads 12..=16, one revision past the hub.
     let broadcast = apply(14);
     feed.send_replace(broadcast);
-    let deadline = tokio::time::Instant::now() + MESSAGE_DEADLINE;
-    while hub.broadcast_revision() < broadcast {
-        assert!(tokio::time::Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_until_broadcast(&hub, broadcast).await;
     // The store moves on; the hub is not told, so it stays at `broadcast`.
     apply(10);
     let mut watch = hub
@@ -324,24 +307,9 @@ async fn a_catch_up_ahead_of_the_hub_joins_without_repeating_revisions() {
 /// revision before R is canceled with the compact revision.
 #[tokio::test]
 async fn a_hub_overtaken_by_compaction_serves_a_watch_that_starts_at_the_compact_revision() {
-    let dir = tempfile::tempdir().unwrap();
-    let store =
-        Arc::new(MvccStore::open(dir.path().join("state.redb"), StoreOptions::default()).unwrap());
-    let (feed, fed) = tokio::sync::watch::channel(1u64);
-    let hub = WatchHub::start(store.clone(), fed, small_limits(), None).unwrap();
-    let mut index = 0;
-    let mut apply = |request: Request| {
-        index += 1;
-        let entry = ApplyEntry {
-            log_id: LogId {
-                term: 1,
-                node_id: 1,
-                index,
-            },
-            payload: EntryPayload::Request(request),
-        };
-        store.apply_batch(&[entry]).unwrap()[0].revision
-    };
+    let mut fed_by_hand = HandFedHub::start();
+    let (feed, hub) = (fed_by_hand.feed.clone(), fed_by_hand.hub.clone());
+    let mut apply = |request: Request| fed_by_hand.apply(request);
     let broadcast = apply(Request::Put(put_request("h/gone", "v")));
     feed.send_replace(broadcast);
     wait_until_broadcast(&hub, broadcast).await;
@@ -396,6 +364,48 @@ async fn a_hub_overtaken_by_compaction_serves_a_watch_that_starts_at_the_compact
             assert_eq!(cancellation.compact_revision, Some(compact_revision));
         }
         other => panic!("expected the watch from {lost} to be canceled, got {other:?}"),
+    }
+}
+
+/// A hub over its own store that learns of applied revisions only when the test sends them on
+/// `feed`, so it is held exactly where the test wants it.
+struct HandFedHub {
+    _dir: tempfile::TempDir,
+    store: Arc<MvccStore>,
+    feed: tokio::sync::watch::Sender<u64>,
+    hub: Arc<WatchHub>,
+    applied_index: u64,
+}
+
+impl HandFedHub {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.redb");
+        let store = Arc::new(MvccStore::open(path, StoreOptions::default()).unwrap());
+        let (feed, fed) = tokio::sync::watch::channel(1u64);
+        let hub = WatchHub::start(store.clone(), fed, small_limits(), None).unwrap();
+        HandFedHub {
+            _dir: dir,
+            store,
+            feed,
+            hub,
+            applied_index: 0,
+        }
+    }
+
+    /// Applies `request` to the store as the next log entry, without telling the hub; answers
+    /// the revision it made.
+    fn apply(&mut self, request: Request) -> u64 {
+        self.applied_index += 1;
+        let entry = ApplyEntry {
+            log_id: LogId {
+                term: 1,
+                node_id: 1,
+                index: self.applied_index,
+            },
+            payload: EntryPayload::Request(request),
+        };
+        self.store.apply_batch(&[entry]).unwrap()[0].revision
     }
 }
 

@@ -59,11 +59,6 @@ impl LeaseEvents {
 
 impl fmt::Debug for LeaseEvents {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let observed = if self.observer.is_some() {
-            "observed"
-        } else {
-            "unobserved"
-        };
-        formatter.write_str(observed)
+        crate::timings::write_observed(formatter, self.observer.is_some())
     }
 }

@@ -44,12 +44,7 @@ impl StorageTimings {
 
 impl fmt::Debug for StorageTimings {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let observed = if self.observer.is_some() {
-            "observed"
-        } else {
-            "unobserved"
-        };
-        formatter.write_str(observed)
+        write_observed(formatter, self.observer.is_some())
     }
 }
 
@@ -77,11 +72,11 @@ impl PeerAppendTimings {
 
 impl fmt::Debug for PeerAppendTimings {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let observed = if self.observer.is_some() {
-            "observed"
-        } else {
-            "unobserved"
-        };
-        formatter.write_str(observed)
+        write_observed(formatter, self.observer.is_some())
     }
+}
+
+/// How an optional observer shows in `Debug`: whether there is one, not what it is.
+pub(crate) fn write_observed(formatter: &mut fmt::Formatter<'_>, observed: bool) -> fmt::Result {
+    formatter.write_str(if observed { "observed" } else { "unobserved" })
 }
