@@ -1,8 +1,9 @@
 //! The short fault-injection run of every CI build: `revkv chaos` (the harness in
 //! `revkv_tools::chaos`) against three `revkv serve` processes of this build, with kills, pauses,
-//! partitions, slow and lossy links, leader transfers and compaction, with key-value and lease
-//! workloads, then every checker (the lease checker too) over the recorded history. The run must
-//! be clean.
+//! partitions (of one member or into groups), slow and lossy links, leader transfers, member
+//! replacements (the leader's too), growth to five members and back, and compaction, with
+//! key-value and lease workloads, then every checker (the lease checker too) over the recorded
+//! history. The run must be clean.
 //!
 //! The seed comes from `REVKV_CHAOS_SEED` or the clock, and is printed, so a failure can be
 //! replayed with `scripts/chaos.sh --seed N`. `REVKV_CHAOS_DURATION` (e.g. `90s`) sets the length.

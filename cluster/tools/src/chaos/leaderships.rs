@@ -19,6 +19,17 @@ const STATUS_TIMEOUT: Duration = Duration::from_millis(300);
 /// At most this many leader changes are recorded (a 45-second run sees a few dozen).
 const MAX_RECORDED: usize = 100_000;
 
+/// A time in which the nemesis had split the members so that no group held a majority: nothing
+/// could commit, so no lease could be revoked, until it ended. The same leader may lead before
+/// and after it (no election shows it), so the lease checker learns of it from the nemesis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuorumLoss {
+    /// When the nemesis began to cut the links (no later than the loss began).
+    pub from: Duration,
+    /// When every link had healed again (no earlier than the loss ended).
+    pub until: Duration,
+}
+
 /// One leadership (a term with a leader), first seen by the harness.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LeadershipSeen {

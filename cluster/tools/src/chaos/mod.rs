@@ -1,7 +1,8 @@
 //! `revkv chaos`: the fault-injection harness. It starts a three-member cluster as separate
 //! `revkv serve` processes behind link proxies, runs a randomized concurrent workload and watches
-//! against all members while a nemesis kills, pauses, partitions, slows and degrades members,
-//! moves leadership and compacts, and then checks everything it recorded:
+//! against all members while a nemesis kills, pauses, partitions (one member or groups of them),
+//! slows and degrades members, moves leadership, replaces members (the leader too), grows the
+//! cluster to five and shrinks it back, and compacts; then it checks everything it recorded:
 //!
 //! - linearizability of the key-value operations, no lost and no phantom writes ([`check::kv`]);
 //! - leases: every leased key deleted when its lease ended, never before ([`check::leases`]);
@@ -10,17 +11,18 @@
 //! - at the end, equal `/v1/hash` on every member, every member's range equal to the history, and
 //!   historical reads at sampled revisions equal to the history.
 //!
-//! Modules: [`members`] (processes), [`proxy`] (links), [`schedule`] and [`nemesis`] (faults),
-//! [`workload`], [`lease_workload`] and [`watchers`] (traffic and its record), [`leaderships`]
-//! (leader changes as seen, for the lease bounds), [`history`], [`check`] (over the
-//! record), [`store_check`] (the healed store against the history), [`report`], and [`run`] (one
-//! run, start to verdict).
+//! Modules: [`members`] (processes), [`proxy`] (links), [`schedule`], [`nemesis`] and
+//! [`membership_faults`] (faults), [`workload`], [`lease_workload`] and [`watchers`] (traffic and
+//! its record), [`leaderships`] (leader changes as seen, for the lease bounds), [`history`],
+//! [`check`] (over the record), [`store_check`] (the healed store against the history),
+//! [`report`], and [`run`] (one run, start to verdict).
 
 pub mod check;
 pub mod history;
 pub mod leaderships;
 pub mod lease_workload;
 pub mod members;
+pub mod membership_faults;
 pub mod nemesis;
 pub mod proxy;
 pub mod report;

@@ -1,23 +1,24 @@
 //! The nemesis: plays the fault schedule against the running cluster, one fault at a time, and
 //! undoes each fault before the next (a killed member restarts on its data, a paused one resumes,
-//! cut or degraded links heal), so the cluster always has a chance to recover.
+//! cut or degraded links heal), so the cluster always has a chance to recover. Membership faults
+//! (replace, grow, shrink) are in `membership_faults.rs`.
 
 use std::time::{Duration, Instant};
 
-use reqwest::Method;
+use reqwest::{Method, StatusCode};
 use serde_json::json;
 
+use super::leaderships::QuorumLoss;
 use super::members::Members;
 use super::proxy::LinkRule;
 use super::schedule::{fault_length, Fault, Step, Target};
 
-/// How long adding or promoting a member may be retried.
-const MEMBERSHIP_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// How one administrative request went.
-struct Sent {
-    succeeded: bool,
-    text: String,
+pub(super) struct Sent {
+    pub(super) succeeded: bool,
+    /// The status the member answered, if one answered.
+    pub(super) status: Option<StatusCode>,
+    pub(super) text: String,
 }
 
 /// One fault as it was injected, for the report.
@@ -39,6 +40,8 @@ pub struct Nemesis<'a> {
     /// The highest revision it is safe to compact at: every watcher has seen it.
     pub compactable: Box<dyn Fn() -> u64 + Send + 'a>,
     pub injected: Vec<InjectedFault>,
+    /// The partitions that left no majority anywhere, for the lease checker.
+    pub quorum_losses: Vec<QuorumLoss>,
 }
 
 impl Nemesis<'_> {
@@ -96,7 +99,14 @@ impl Nemesis<'_> {
             }
             Fault::TransferLeader => self.transfer_leader().await,
             Fault::Compact => self.compact().await,
-            Fault::ReplaceFollower { choice } => self.replace_follower(choice).await?,
+            Fault::Replace { target } => self.replace(target).await?,
+            Fault::GrowToFive => self.grow_to_five().await?,
+            Fault::ShrinkToThree { target } => self.shrink_to_three(target).await,
+            Fault::PartitionGroups {
+                groups,
+                assignment,
+                cut,
+            } => self.partition_groups(groups, assignment, cut).await,
         };
         self.injected.push(InjectedFault {
             at,
@@ -107,7 +117,7 @@ impl Nemesis<'_> {
     }
 
     /// The member `target` names now, or why there is none.
-    async fn resolve(&self, target: Target) -> Result<u64, String> {
+    pub(super) async fn resolve(&self, target: Target) -> Result<u64, String> {
         let leader = self
             .members
             .leader()
@@ -184,6 +194,40 @@ impl Nemesis<'_> {
         format!("member {id}'s outgoing links cut for {length:?}")
     }
 
+    /// Splits the members into `groups` groups, chosen by `assignment`, and cuts every link
+    /// between two groups both ways for `length`. Each group gets at least one member.
+    async fn partition_groups(&mut self, groups: u64, assignment: u64, length: Duration) -> String {
+        let members = self.members.ids();
+        let split = split_into_groups(&members, groups, assignment);
+        let majority = members.len() / 2 + 1;
+        let leaves_no_majority = split.iter().all(|group| group.len() < majority);
+        let from = self.started.elapsed();
+        let blocked = LinkRule {
+            blocked: true,
+            ..LinkRule::default()
+        };
+        for (index, group) in split.iter().enumerate() {
+            let outside: Vec<u64> = split
+                .iter()
+                .enumerate()
+                .filter(|(other, _)| *other != index)
+                .flat_map(|(_, members)| members.iter().copied())
+                .collect();
+            for member in group {
+                self.members
+                    .link_rules()
+                    .set_between(*member, &outside, blocked);
+            }
+        }
+        tokio::time::sleep(length).await;
+        self.members.link_rules().heal();
+        if leaves_no_majority {
+            let until = self.started.elapsed();
+            self.quorum_losses.push(QuorumLoss { from, until });
+        }
+        format!("groups {split:?} cut apart for {length:?}")
+    }
+
     async fn transfer_leader(&mut self) -> String {
         let Ok(to) = self.resolve(Target::Follower(0)).await else {
             return "skipped: no leader known".into();
@@ -204,69 +248,13 @@ impl Nemesis<'_> {
         format!("at revision {revision}: {answer}")
     }
 
-    /// Removes a follower, then adds a new empty member as a learner and promotes it once it has
-    /// caught up. `Err` only if the new member never becomes ready.
-    async fn replace_follower(&mut self, choice: u64) -> Result<String, String> {
-        let old = match self.resolve(Target::Follower(choice)).await {
-            Ok(id) => id,
-            Err(skipped) => return Ok(skipped),
-        };
-        let path = format!("/v1/members/{old}");
-        let removed = self.send_to_any(Method::DELETE, &path, None).await;
-        if !removed.succeeded {
-            return Ok(format!(
-                "removing member {old} failed ({}); nothing replaced",
-                removed.text
-            ));
-        }
-        self.members.forget(old);
-        let new = self.members.next_id();
-        self.members.start_joining(new).await?;
-        let learner = json!({
-            "id": new,
-            "peer_url": format!("http://{}", self.members.proxy_address(new)),
-            "client_url": self.members.client_url(new),
-        });
-        let added = self
-            .retry_until_done(Method::POST, "/v1/members", Some(&learner))
-            .await;
-        let promote = format!("/v1/members/{new}/promote");
-        let promoted = self
-            .retry_until_done(Method::POST, &promote, Some(&json!({})))
-            .await;
-        self.members.wait_until_ready(new).await?;
-        self.members.publish_endpoints();
-        Ok(format!(
-            "member {old} removed; member {new} added ({}) and promoted ({})",
-            added.text, promoted.text
-        ))
-    }
-
-    /// Sends until a member answers 200 (a membership change is refused while another is in
-    /// progress, and a promotion while the learner lags), for at most `MEMBERSHIP_TIMEOUT`.
-    async fn retry_until_done(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<&serde_json::Value>,
-    ) -> Sent {
-        let deadline = Instant::now() + MEMBERSHIP_TIMEOUT;
-        loop {
-            let sent = self.send_to_any(method.clone(), path, body).await;
-            if sent.succeeded || Instant::now() >= deadline {
-                return sent;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
     /// POSTs to the first serving member that answers; the answer's status, for the report.
     async fn post_to_any(&self, path: &str, body: &serde_json::Value) -> String {
         self.send_to_any(Method::POST, path, Some(body)).await.text
     }
 
     /// Sends to the first serving member that answers.
-    async fn send_to_any(
+    pub(super) async fn send_to_any(
         &self,
         method: Method,
         path: &str,
@@ -283,12 +271,14 @@ impl Nemesis<'_> {
             if let Ok(answer) = request.send().await {
                 return Sent {
                     succeeded: answer.status().is_success(),
+                    status: Some(answer.status()),
                     text: format!("member {id} answered {}", answer.status()),
                 };
             }
         }
         Sent {
             succeeded: false,
+            status: None,
             text: "no member answered".into(),
         }
     }
@@ -302,5 +292,53 @@ impl Nemesis<'_> {
             self.members.restart(id).await?;
         }
         Ok(())
+    }
+}
+
+/// `members` split into `groups` non-empty groups (fewer if there are fewer members), each member
+/// placed by a generator seeded with `assignment`. The same arguments give the same split.
+pub fn split_into_groups(members: &[u64], groups: u64, assignment: u64) -> Vec<Vec<u64>> {
+    let groups = (groups as usize).clamp(1, members.len().max(1));
+    let mut random = fastrand::Rng::with_seed(assignment);
+    let mut shuffled = members.to_vec();
+    random.shuffle(&mut shuffled);
+    // The first `groups` members open one group each, so no group is empty; the rest go anywhere.
+    let mut split: Vec<Vec<u64>> = shuffled[..groups].iter().map(|id| vec![*id]).collect();
+    for member in &shuffled[groups..] {
+        split[random.usize(..groups)].push(*member);
+    }
+    for group in &mut split {
+        group.sort_unstable();
+    }
+    split.sort();
+    split
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_into_groups;
+
+    #[test]
+    fn a_split_places_every_member_once_in_non_empty_groups() {
+        let members = [1, 2, 4, 6, 7];
+        let mut shapes = std::collections::BTreeSet::new();
+        for assignment in 0..200 {
+            for groups in 2..=3 {
+                let split = split_into_groups(&members, groups, assignment);
+                assert_eq!(split.len(), groups as usize);
+                assert!(split.iter().all(|group| !group.is_empty()));
+                let mut placed: Vec<u64> = split.concat();
+                placed.sort_unstable();
+                assert_eq!(placed, members);
+                assert_eq!(split, split_into_groups(&members, groups, assignment));
+                let mut sizes: Vec<usize> = split.iter().map(Vec::len).collect();
+                sizes.sort_unstable();
+                shapes.insert(sizes);
+            }
+        }
+        // Two against three, one against four, and three-way splits with no majority all occur.
+        for shape in [vec![2, 3], vec![1, 4], vec![1, 2, 2], vec![1, 1, 3]] {
+            assert!(shapes.contains(&shape), "{shape:?} never drawn: {shapes:?}");
+        }
     }
 }

@@ -15,7 +15,7 @@ use super::check::states::{History, State};
 use super::check::watch::{check_watch, WatchSpec};
 use super::check::Violation;
 use super::history::Operation;
-use super::leaderships::{observe_leaderships, LeadershipSeen};
+use super::leaderships::{observe_leaderships, LeadershipSeen, QuorumLoss};
 use super::lease_workload::run_lease_worker;
 use super::members::{Members, SharedEndpoints};
 use super::nemesis::Nemesis;
@@ -144,6 +144,7 @@ async fn drive(
         http: nemesis_http_client()?,
         compactable: compactable_revision(&watchers),
         injected: Vec::new(),
+        quorum_losses: Vec::new(),
     };
     play_the_schedule_then_heal(&mut nemesis, settings, workers, report).await?;
     let final_revision = settle(nemesis.members, &watchers, report).await?;
@@ -153,10 +154,12 @@ async fn drive(
     let operations = context.take_operations();
     report.count_operations(&operations);
     let leaderships = std::mem::take(&mut *leaderships.lock().expect("leaderships lock"));
+    let quorum_losses = std::mem::take(&mut nemesis.quorum_losses);
     let recorded = Recorded {
         watchers: &watchers,
         operations: &operations,
         leaderships: &leaderships,
+        quorum_losses: &quorum_losses,
         started,
         final_revision,
     };
@@ -292,6 +295,7 @@ struct Recorded<'a> {
     watchers: &'a [Watcher],
     operations: &'a [Operation],
     leaderships: &'a [LeadershipSeen],
+    quorum_losses: &'a [QuorumLoss],
     /// When the workload started: the zero of the operations' and leaderships' times.
     started: Instant,
     final_revision: u64,
@@ -350,6 +354,7 @@ async fn check_everything(members: &Members, recorded: &Recorded<'_>, report: &m
         operations,
         first_seen: &first_seen,
         leaderships: recorded.leaderships,
+        quorum_losses: recorded.quorum_losses,
     };
     violations.extend(check_leases(&lease_observations, &LeaseBounds::default()));
     for watcher in &watchers[1..] {

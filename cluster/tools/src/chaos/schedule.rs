@@ -44,9 +44,25 @@ pub enum Fault {
     TransferLeader,
     /// History is compacted below what every watcher has seen, while they stay open.
     Compact,
-    /// A follower is removed from the cluster and a new, empty member joins in its place (added
-    /// as a learner, caught up, promoted), as an operator replaces a failed machine.
-    ReplaceFollower { choice: u64 },
+    /// The target is removed from the cluster and a new, empty member joins in its place (added
+    /// as a learner, caught up, promoted), as an operator replaces a failed machine. Removing the
+    /// leader is the hardest case: it must hand over while its own removal commits.
+    Replace { target: Target },
+    /// New, empty members join one at a time until the cluster has five (skipped at five), so
+    /// the faults that follow hit a five-member cluster, whose majority is three.
+    GrowToFive,
+    /// Members are removed one at a time until the cluster has three again (skipped at three);
+    /// `target` names the first one removed, so the leader is removed too.
+    ShrinkToThree { target: Target },
+    /// The members are split into two or three groups for `cut`: links between groups are cut
+    /// both ways, links within a group carry on. `assignment` seeds which member goes where, so a
+    /// five-member cluster may split two against three or into groups none of which is a
+    /// majority.
+    PartitionGroups {
+        groups: u64,
+        assignment: u64,
+        cut: Duration,
+    },
 }
 
 impl Fault {
@@ -78,7 +94,13 @@ impl Fault {
             Fault::LossyLinks { .. } => "lossy-links",
             Fault::TransferLeader => "transfer-leader",
             Fault::Compact => "compact",
-            Fault::ReplaceFollower { .. } => "replace-follower",
+            Fault::Replace {
+                target: Target::Leader,
+            } => "replace-leader",
+            Fault::Replace { .. } => "replace-follower",
+            Fault::GrowToFive => "grow-to-five",
+            Fault::ShrinkToThree { .. } => "shrink-to-three",
+            Fault::PartitionGroups { .. } => "partition-groups",
         }
     }
 }
@@ -108,12 +130,12 @@ fn draw_fault(random: &mut fastrand::Rng) -> Fault {
     let target = if random.bool() {
         Target::Leader
     } else {
-        Target::Follower(random.u64(..2))
+        Target::Follower(random.u64(..4))
     };
     let between = |random: &mut fastrand::Rng, low: u64, high: u64| {
         Duration::from_millis(random.u64(low..high))
     };
-    match random.u32(..10) {
+    match random.u32(..14) {
         0 | 1 => Fault::Kill {
             target,
             down: between(random, 200, 3_000),
@@ -138,10 +160,15 @@ fn draw_fault(random: &mut fastrand::Rng) -> Fault {
             lossy: between(random, 1_000, 4_000),
         },
         7 => Fault::TransferLeader,
-        8 => Fault::ReplaceFollower {
-            choice: random.u64(..2),
+        8 => Fault::Replace { target },
+        9 => Fault::Compact,
+        10 => Fault::GrowToFive,
+        11 => Fault::ShrinkToThree { target },
+        _ => Fault::PartitionGroups {
+            groups: random.u64(2..=3),
+            assignment: random.u64(..),
+            cut: between(random, 500, 4_000),
         },
-        _ => Fault::Compact,
     }
 }
 
@@ -153,7 +180,12 @@ pub fn fault_length(fault: &Fault) -> Duration {
         Fault::Partition { cut, .. } => cut,
         Fault::SlowLinks { slow, .. } => slow,
         Fault::LossyLinks { lossy, .. } => lossy,
-        Fault::TransferLeader | Fault::Compact | Fault::ReplaceFollower { .. } => Duration::ZERO,
+        Fault::PartitionGroups { cut, .. } => cut,
+        Fault::TransferLeader
+        | Fault::Compact
+        | Fault::Replace { .. }
+        | Fault::GrowToFive
+        | Fault::ShrinkToThree { .. } => Duration::ZERO,
     }
 }
 
@@ -170,9 +202,20 @@ mod tests {
         let kinds: std::collections::BTreeSet<&str> =
             first.iter().map(|step| step.fault.name()).collect();
         assert!(
-            kinds.len() >= 9,
+            kinds.len() >= 15,
             "a ten-minute schedule uses most faults: {kinds:?}"
         );
+        for membership_fault in [
+            "replace-leader",
+            "grow-to-five",
+            "shrink-to-three",
+            "partition-groups",
+        ] {
+            assert!(
+                kinds.contains(membership_fault),
+                "{membership_fault}: {kinds:?}"
+            );
+        }
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! - **never early**: no key is deleted by expiry before r + T;
 //! - **not late**: every attached key is deleted by p + T + slack, where p is the later of the
 //!   last renewal that may have taken effect and the takeover of the last leader before the
-//!   expiry (each leader change may add one TTL).
+//!   expiry (each leader change may add one TTL), or the end of a time in which the nemesis left
+//!   no majority anywhere (nothing commits then, so the revoke waits for it).
 //!
 //! Time is the harness's monotonic clock, which every member shares (one machine). A revision's
 //! time is never known exactly, only bounded by what was seen:
@@ -53,7 +54,7 @@ use super::revision_clock::{RevisionClock, Witness};
 use super::states::{Change, History, Kind};
 use super::Violation;
 use crate::chaos::history::{Answer, Operation, Outcome, Request};
-use crate::chaos::leaderships::LeadershipSeen;
+use crate::chaos::leaderships::{LeadershipSeen, QuorumLoss};
 use crate::chaos::workload::LEASE_KEY_PREFIX;
 
 /// The documented slack and the harness's own margins.
@@ -89,6 +90,8 @@ pub struct LeaseObservations<'a> {
     /// When each revision's events first reached a watch, since the run started.
     pub first_seen: &'a BTreeMap<u64, Duration>,
     pub leaderships: &'a [LeadershipSeen],
+    /// When the nemesis left no majority anywhere.
+    pub quorum_losses: &'a [QuorumLoss],
 }
 
 /// Whether a revision only deletes keys the lease workload attaches to leases: a revoke's or an
@@ -247,6 +250,7 @@ fn late_bound(
     record: &LeaseRecord,
     operations: &[Operation],
     leaderships: &[LeadershipSeen],
+    quorum_losses: &[QuorumLoss],
     bounds: &LeaseBounds,
 ) -> Duration {
     let ttl = leases.longest_ttl(record);
@@ -256,12 +260,24 @@ fn late_bound(
         .max()
         .unwrap_or(Duration::ZERO);
     let mut bound = last_renewal + ttl + bounds.slack;
-    // A leader that took over while the lease lived restarted its TTL. Observed changes are in
-    // time order, so one pass sees every change that could have happened before the bound as it
-    // grows.
-    for leadership in leaderships {
-        if leadership.after < bound {
-            bound = bound.max(leadership.by + bounds.takeover + ttl + bounds.slack);
+    // A leader that took over while the lease lived restarted its TTL, and while no majority
+    // existed nothing could revoke the lease: it goes within the slack once a majority is back.
+    // Each of these may move the bound past a later one, so they are applied until none moves it
+    // (at most once per event, since each only ever raises the bound to a fixed value).
+    for _ in 0..=leaderships.len() + quorum_losses.len() {
+        let before = bound;
+        for leadership in leaderships {
+            if leadership.after < bound {
+                bound = bound.max(leadership.by + bounds.takeover + ttl + bounds.slack);
+            }
+        }
+        for loss in quorum_losses {
+            if loss.from < bound {
+                bound = bound.max(loss.until + bounds.slack);
+            }
+        }
+        if bound == before {
+            break;
         }
     }
     bound
@@ -294,7 +310,14 @@ fn check_not_late(
         return;
     };
     let operations = observed.operations;
-    let bound = late_bound(leases, record, operations, observed.leaderships, bounds);
+    let bound = late_bound(
+        leases,
+        record,
+        operations,
+        observed.leaderships,
+        observed.quorum_losses,
+        bounds,
+    );
     let put = &operations[attachment.put];
     let describe_span = || match attachment.until {
         Some(until) => {

@@ -13,7 +13,7 @@ use super::planted::{kv, ok, operation};
 use super::states::{History, State};
 use super::Violation;
 use crate::chaos::history::{Answer, Consistency, Operation, Outcome, Request};
-use crate::chaos::leaderships::LeadershipSeen;
+use crate::chaos::leaderships::{LeadershipSeen, QuorumLoss};
 
 const KEY_0: &str = "chaos/lease/0";
 const KEY_1: &str = "chaos/lease/1";
@@ -92,11 +92,22 @@ fn check(
     first_seen: &BTreeMap<u64, Duration>,
     leaderships: &[LeadershipSeen],
 ) -> Vec<Violation> {
+    check_with_losses(history, operations, first_seen, leaderships, &[])
+}
+
+fn check_with_losses(
+    history: &History,
+    operations: &[Operation],
+    first_seen: &BTreeMap<u64, Duration>,
+    leaderships: &[LeadershipSeen],
+    quorum_losses: &[QuorumLoss],
+) -> Vec<Violation> {
     let observed = LeaseObservations {
         history,
         operations,
         first_seen,
         leaderships,
+        quorum_losses,
     };
     check_leases(&observed, &LeaseBounds::default())
 }
@@ -177,6 +188,40 @@ fn a_leader_change_before_the_bound_allows_one_more_ttl() {
         &[leadership(5_000, 5_100)],
     );
     assert_eq!(kinds(&violations), ["lease-outlived", "lease-outlived"]);
+}
+
+#[test]
+fn a_quorum_loss_before_the_bound_delays_the_expiry_until_it_ends() {
+    let operations = operations_seeing_the_keys_at(6_000);
+    let loss = |from_ms, until_ms| QuorumLoss {
+        from: Duration::from_millis(from_ms),
+        until: Duration::from_millis(until_ms),
+    };
+    // No majority from 3.5 s to 4 s: the revoke may commit up to 7 s (4 s + 3 s of slack).
+    let violations = check_with_losses(
+        &history(),
+        &operations,
+        &seen_at(7_005),
+        &[],
+        &[loss(3_500, 4_000)],
+    );
+    assert!(violations.is_empty(), "{violations:#?}");
+    // A loss that began after the bound had passed excuses nothing, nor does a short one that
+    // ended long before the keys were seen.
+    for late_or_short in [loss(4_500, 9_000), loss(1_000, 1_200)] {
+        let violations = check_with_losses(
+            &history(),
+            &operations,
+            &seen_at(7_005),
+            &[],
+            &[late_or_short],
+        );
+        assert_eq!(
+            kinds(&violations),
+            ["lease-outlived", "lease-outlived"],
+            "{late_or_short:?}"
+        );
+    }
 }
 
 #[test]
