@@ -1,6 +1,7 @@
 //! Restoring a backup into a new member's data directory (`revkv snapshot restore`), like
 //! `etcdutl snapshot restore`: the backup's history and leases become the state file, and the raft
-//! state says the member belongs to a new cluster with the given membership.
+//! state says the member belongs to a new cluster with the given membership. The backup is revkv's
+//! own or an etcd snapshot (`restore_source.rs`), with every revision kept either way.
 //!
 //! How the new cluster starts without a bootstrap: the state file's applied state is the new
 //! membership at a synthetic log id (term 0, the smallest member id, index 0: what `initialize`
@@ -19,9 +20,10 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use revkv_storage::{
-    codec, inspect_snapshot, open_backup_file, LogOptions, MvccStore, RaftLogStore, RestoreTarget,
-    SnapshotSummary, StoreOptions,
+    codec, LogOptions, MvccStore, RaftLogStore, RestoreTarget, SnapshotSummary, StoreOptions,
 };
+
+use crate::restore_source::BackupSource;
 
 use crate::types::alias::{LogId, StoredMembership};
 use crate::types::{from_storage_log_id, MemberNode};
@@ -47,6 +49,11 @@ pub enum RestoreError {
         file: PathBuf,
         source: revkv_storage::Error,
     },
+    #[error("{file}: not a usable etcd snapshot: {source}")]
+    BadEtcdSnapshot {
+        file: PathBuf,
+        source: revkv_etcd_snapshot::EtcdSnapshotError,
+    },
     #[error("{file}: {source}")]
     Io {
         file: PathBuf,
@@ -61,11 +68,12 @@ pub enum RestoreError {
 /// Restores `plan.backup` into `plan.data_dir`; answers what the backup held.
 pub fn restore_member(plan: &RestorePlan) -> Result<SnapshotSummary, RestoreError> {
     check_plan(plan)?;
-    let backup = read_backup(&plan.backup)?;
+    let source = BackupSource::open(&plan.backup)?;
+    let backup = source.inspect()?;
     let (membership, log_id) = new_membership(&plan.members)?;
     let target = RestoreTarget::new(&backup, membership, log_id);
     let staging = staging_directory(&plan.data_dir)?;
-    let built = build_data_dir(plan, &staging, &target).and_then(|summary| {
+    let built = build_data_dir(&source, &staging, &target).and_then(|summary| {
         std::fs::rename(&staging, &plan.data_dir).map_err(io_error(&plan.data_dir))?;
         sync_directory(parent_of(&plan.data_dir))?;
         Ok(summary)
@@ -92,15 +100,6 @@ fn check_plan(plan: &RestorePlan) -> Result<(), RestoreError> {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(error) => Err(io_error(&plan.data_dir)(error)),
     }
-}
-
-/// Reads the whole backup and checks it (frames, order, count, checksum) without writing.
-fn read_backup(path: &Path) -> Result<SnapshotSummary, RestoreError> {
-    let mut reader = open_backup_file(path).map_err(io_error(path))?;
-    inspect_snapshot(&mut reader).map_err(|source| RestoreError::BadBackup {
-        file: path.to_path_buf(),
-        source,
-    })
 }
 
 /// The new cluster's membership as the state machine stores it, at the log id `initialize` on
@@ -143,19 +142,13 @@ fn staging_directory(data_dir: &Path) -> Result<PathBuf, RestoreError> {
 
 /// Writes the state file and the raft log of the new member into `staging`, durably.
 fn build_data_dir(
-    plan: &RestorePlan,
+    source: &BackupSource,
     staging: &Path,
     target: &RestoreTarget,
 ) -> Result<SnapshotSummary, RestoreError> {
     let summary = {
         let store = MvccStore::open(staging.join("state.redb"), StoreOptions::default())?;
-        let mut reader = open_backup_file(&plan.backup).map_err(io_error(&plan.backup))?;
-        store
-            .import_for_restore(&mut reader, target)
-            .map_err(|source| RestoreError::BadBackup {
-                file: plan.backup.clone(),
-                source,
-            })?
+        source.import(&store, target)?
     };
     let log = RaftLogStore::open(staging.join("raft-log"), LogOptions::default())?;
     let applied = target

@@ -2,7 +2,8 @@
 //! (`revkv ctl snapshot save` takes them from a running cluster), like `etcdutl snapshot`.
 //!
 //! `status` reads the whole file through the snapshot codec (every frame, the count and the
-//! checksum) and prints what the header says. `restore` makes a new cluster's member from the file
+//! checksum) and prints what the header says; an etcd snapshot or db file is read whole through
+//! the same checks (`revkv_raft::inspect_backup`). `restore` makes a new cluster's member from the file
 //! (`revkv_raft::restore`): run it once per member with the same file and `--initial-cluster`, then
 //! start each member with `revkv serve` on its data directory with the same `--id` and peer URL.
 
@@ -10,8 +11,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
-use revkv_raft::{restore_member, RestorePlan};
-use revkv_storage::{inspect_snapshot, SnapshotSummary};
+use revkv_raft::{inspect_backup, restore_member, BackupFormat, RestorePlan};
+use revkv_storage::SnapshotSummary;
 use serde_json::json;
 
 use crate::serve_config::parse_member_list;
@@ -78,18 +79,18 @@ pub fn run(args: SnapshotArgs) -> ExitCode {
 fn status(file: &std::path::Path, write_out: WriteOut) -> Result<(), String> {
     let named = |error: &dyn std::fmt::Display| format!("{}: {error}", file.display());
     let size = std::fs::metadata(file).map_err(|e| named(&e))?.len();
-    let mut reader = revkv_storage::open_backup_file(file).map_err(|e| named(&e))?;
-    let summary = inspect_snapshot(&mut reader)
-        .map_err(|error| named(&format!("checksum state: bad ({error})")))?;
+    let (format, summary) =
+        inspect_backup(file).map_err(|error| format!("checksum state: bad ({error})"))?;
     match write_out {
-        WriteOut::Json => println!("{}", status_json(&summary, size)),
-        WriteOut::Table => print!("{}", status_table(&summary, size)),
+        WriteOut::Json => println!("{}", status_json(format, &summary, size)),
+        WriteOut::Table => print!("{}", status_table(format, &summary, size)),
     }
     Ok(())
 }
 
-fn status_json(summary: &SnapshotSummary, size: u64) -> serde_json::Value {
+fn status_json(format: BackupFormat, summary: &SnapshotSummary, size: u64) -> serde_json::Value {
     json!({
+        "format": format.name(),
         "revision": summary.current_revision,
         "compact_revision": summary.compact_revision,
         "keys": summary.live_keys,
@@ -103,9 +104,10 @@ fn status_json(summary: &SnapshotSummary, size: u64) -> serde_json::Value {
     })
 }
 
-fn status_table(summary: &SnapshotSummary, size: u64) -> String {
+fn status_table(format: BackupFormat, summary: &SnapshotSummary, size: u64) -> String {
     let unknown = || "unknown".to_string();
     let rows = [
+        ("format", format.name().to_string()),
         ("revision", summary.current_revision.to_string()),
         ("compact revision", summary.compact_revision.to_string()),
         (

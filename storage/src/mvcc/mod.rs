@@ -33,7 +33,10 @@ mod validate;
 
 pub use defragment::Defragmented;
 pub use snapshot::{RestoreTarget, SnapshotSummary};
-pub use snapshot_frames::{inspect_snapshot, open_backup_file};
+pub use snapshot_frames::{
+    inspect_foreign, inspect_snapshot, open_backup_file, ForeignHistory, FrameFeed,
+    FOREIGN_STREAM_VERSION,
+};
 pub use validate::{validate_range, validate_request};
 
 use std::path::{Path, PathBuf};

@@ -27,7 +27,9 @@ use crate::mvcc::auth_record::save_auth;
 use crate::mvcc::compact::{save_pending, PendingCompaction};
 use crate::mvcc::key_index::SharedKeyIndex;
 use crate::mvcc::leases::{open_write_lease_tables, ReadLeaseTables, WriteLeaseTables};
-use crate::mvcc::snapshot_frames::{bad, read_stream, FrameSink};
+use crate::mvcc::snapshot_frames::{
+    bad, read_foreign, read_stream, ForeignHistory, FrameFeed, FrameSink,
+};
 use crate::mvcc::tables::{
     save_cluster_id, save_state, ReadTables, StoreState, WriteTables, HISTORY, LEASES, LEASE_KEYS,
 };
@@ -149,7 +151,7 @@ impl MvccStore {
     /// a malformed, truncated or corrupt stream changes nothing. The applied log id, membership
     /// and cluster id are the stream's (a raft snapshot from this cluster's leader).
     pub fn import_snapshot<R: Read>(&self, reader: &mut R) -> Result<SnapshotSummary> {
-        self.import_with(reader, None)
+        self.import_with(None, |sink| read_stream(reader, sink))
     }
 
     /// Replaces the whole state with a backup read from `reader` for a new cluster: the history
@@ -160,14 +162,28 @@ impl MvccStore {
         reader: &mut R,
         target: &RestoreTarget,
     ) -> Result<SnapshotSummary> {
-        self.import_with(reader, Some(target))
+        self.import_with(Some(target), |sink| read_stream(reader, sink))
     }
 
-    fn import_with<R: Read>(
+    /// Replaces the whole state with a history from outside revkv (an etcd snapshot) for a new
+    /// cluster: `feed` hands over its frames, which pass the same checks as a stream's. One
+    /// durable transaction, so a bad history changes nothing.
+    pub fn import_foreign_for_restore<E: From<crate::error::Error>>(
         &self,
-        reader: &mut R,
+        history: ForeignHistory,
+        feed: impl FnOnce(&mut FrameFeed<'_>) -> std::result::Result<(), E>,
+        target: &RestoreTarget,
+    ) -> std::result::Result<SnapshotSummary, E> {
+        self.import_with(Some(target), |sink| read_foreign(history, feed, sink))
+    }
+
+    /// Empties the tables, lets `read` fill them through the sink, then saves the state, alarms,
+    /// auth and pending compaction and swaps the key index, all in one write transaction.
+    fn import_with<E: From<crate::error::Error>>(
+        &self,
         target: Option<&RestoreTarget>,
-    ) -> Result<SnapshotSummary> {
+        read: impl FnOnce(&mut TableSink<'_, '_, '_>) -> std::result::Result<SnapshotSummary, E>,
+    ) -> std::result::Result<SnapshotSummary, E> {
         let file = self.path().to_path_buf();
         let mut write = self.database().begin_write().map_err(db_error(&file))?;
         write
@@ -188,7 +204,7 @@ impl MvccStore {
                 alarms: Vec::new(),
                 auth: AuthState::default(),
             };
-            let mut summary = read_stream(reader, &mut sink)?;
+            let mut summary = read(&mut sink)?;
             // A restore starts a new cluster, whose members the old alarms do not name.
             let alarms = match target {
                 Some(_) => Vec::new(),

@@ -14,7 +14,7 @@ use crate::codec::{self, LeaseRecord, SnapshotFrame, StreamHeader, VersionRecord
 use crate::codec::{SNAPSHOT_MAGIC, STREAM_VERSION};
 use crate::error::{Error, Result};
 use crate::mvcc::snapshot::SnapshotSummary;
-use crate::types::Alarm;
+use crate::types::{Alarm, AppliedState};
 
 /// Where the records and leases of a stream go as they are read and checked.
 pub(crate) trait FrameSink {
@@ -111,6 +111,60 @@ fn read_header<R: Read>(reader: &mut R) -> Result<StreamHeader> {
     }
     Ok(header)
 }
+
+/// The revisions a history from outside revkv (an etcd snapshot, `revkv-etcd-snapshot`)
+/// announces before its frames: what a stream's header says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ForeignHistory {
+    pub current_revision: u64,
+    pub compact_revision: u64,
+}
+
+/// Where a converter hands its frames, one at a time, to be checked and kept.
+pub type FrameFeed<'f> = dyn FnMut(SnapshotFrame) -> Result<()> + 'f;
+
+/// Checks a foreign history without a store, as `inspect_snapshot` checks a stream: `feed` hands
+/// over every record, lease and auth frame, and each must pass the same order and shape checks
+/// as a stream's. Answers what the history holds.
+pub fn inspect_foreign<E: From<Error>>(
+    history: ForeignHistory,
+    feed: impl FnOnce(&mut FrameFeed<'_>) -> std::result::Result<(), E>,
+) -> std::result::Result<SnapshotSummary, E> {
+    read_foreign(history, feed, &mut Discard)
+}
+
+/// Passes every frame `feed` hands over through the stream checks into `sink`. Headers and
+/// trailers belong to streams and are refused here.
+pub(crate) fn read_foreign<E: From<Error>>(
+    history: ForeignHistory,
+    feed: impl FnOnce(&mut FrameFeed<'_>) -> std::result::Result<(), E>,
+    sink: &mut impl FrameSink,
+) -> std::result::Result<SnapshotSummary, E> {
+    if history.compact_revision > history.current_revision {
+        return Err(bad("the compact revision is above the current revision").into());
+    }
+    let mut order = FrameOrder::default();
+    feed(&mut |frame| match frame {
+        SnapshotFrame::Header(_)
+        | SnapshotFrame::StreamHeader(_)
+        | SnapshotFrame::Trailer { .. } => Err(bad("a header or trailer inside a foreign history")),
+        frame => pass_frame_on(frame, history.current_revision, &mut order, sink).map(|_| ()),
+    })?;
+    Ok(SnapshotSummary {
+        stream_version: FOREIGN_STREAM_VERSION,
+        current_revision: history.current_revision,
+        compact_revision: history.compact_revision,
+        applied: AppliedState::default(),
+        records: order.frames,
+        live_keys: None,
+        member_id: None,
+        cluster_id: None,
+        checksum: 0,
+    })
+}
+
+/// The `stream_version` of a summary of a foreign history: no revkv stream has version 0.
+pub const FOREIGN_STREAM_VERSION: u32 = 0;
 
 /// Reads the header, every record, every lease and the trailer into `sink`, checking order,
 /// count and checksum.
