@@ -26,15 +26,18 @@ pub struct SnapshotArgs {
 
 #[derive(Subcommand, Debug)]
 enum SnapshotCommand {
-    /// Check a backup file whole (frames, count, checksum) and print its revision, keys and size.
+    /// Check a backup file whole (revkv's frames, count and checksum, or an etcd snapshot's
+    /// SHA-256, pages and records) and print its revision, keys and size.
     Status {
         file: PathBuf,
         /// `table` or `json` (as `etcdutl snapshot status -w json`).
         #[arg(short = 'w', long = "write-out", visible_short_alias = 'o', visible_alias = "output", value_enum, default_value_t = WriteOut::Table)]
         write_out: WriteOut,
     },
-    /// Create a new cluster's member from a backup file: its history is kept (the new cluster
-    /// starts at the backup's revision) under a new cluster id and the given membership.
+    /// Create a new cluster's member from a backup file (revkv's, or an etcd 3.4 or 3.5 snapshot
+    /// or member db): its history is kept (the new cluster starts at the backup's revision,
+    /// every key with its create and mod revision and version) under a new cluster id and the
+    /// given membership.
     Restore {
         file: PathBuf,
         /// The new member's data directory; it must not exist or be empty.

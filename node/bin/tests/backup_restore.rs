@@ -10,12 +10,13 @@
 
 mod process_cluster;
 
-use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use process_cluster::{cluster_options, MemberClient, ProcessCluster, REVKV_BINARY};
+use process_cluster::{
+    cluster_options, restore_member, MemberClient, ProcessCluster, REVKV_BINARY,
+};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -96,27 +97,6 @@ fn keep_writing(client: MemberClient, stop: Arc<AtomicBool>) -> tokio::task::Joi
     })
 }
 
-fn restore(backup: &Path, id: u64, data_dir: &Path, initial_cluster: &str) {
-    let output = Command::new(REVKV_BINARY)
-        .args(["snapshot", "restore"])
-        .arg(backup)
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args([
-            "--id",
-            &id.to_string(),
-            "--initial-cluster",
-            initial_cluster,
-        ])
-        .output()
-        .expect("run revkv snapshot restore");
-    assert!(
-        output.status.success(),
-        "restore of member {id} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backup_taken_under_writes_restores_into_a_new_cluster_with_its_history() {
     let source = ProcessCluster::start(3, cluster_options()).await;
@@ -174,7 +154,7 @@ async fn a_backup_taken_under_writes_restores_into_a_new_cluster_with_its_histor
         .expect_ok("historical read on the source");
 
     let restored = ProcessCluster::start_prepared(3, cluster_options(), |id, data_dir, initial| {
-        restore(&backup, id, data_dir, initial)
+        restore_member(&backup, id, data_dir, initial)
     })
     .await;
     let ids = restored.ids();

@@ -18,3 +18,42 @@ pub const REVKV_BINARY: &str = env!("CARGO_BIN_EXE_revkv");
 pub fn cluster_options() -> ClusterOptions {
     ClusterOptions::for_binary(REVKV_BINARY)
 }
+
+/// Runs `revkv snapshot restore BACKUP` for member `id` of the cluster `initial_cluster`
+/// describes, into `data_dir`; what it printed and how it exited.
+pub fn run_restore(
+    backup: &std::path::Path,
+    id: u64,
+    data_dir: &std::path::Path,
+    initial_cluster: &str,
+) -> std::process::Output {
+    std::process::Command::new(REVKV_BINARY)
+        .args(["snapshot", "restore"])
+        .arg(backup)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args([
+            "--id",
+            &id.to_string(),
+            "--initial-cluster",
+            initial_cluster,
+        ])
+        .output()
+        .expect("run revkv snapshot restore")
+}
+
+/// Restores member `id` from `backup` (`ProcessCluster::start_prepared`'s preparation), failing
+/// the test if the restore fails.
+pub fn restore_member(
+    backup: &std::path::Path,
+    id: u64,
+    data_dir: &std::path::Path,
+    initial_cluster: &str,
+) {
+    let output = run_restore(backup, id, data_dir, initial_cluster);
+    assert!(
+        output.status.success(),
+        "restore of member {id} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
