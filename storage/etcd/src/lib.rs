@@ -13,9 +13,11 @@
 
 pub mod bolt;
 pub mod error;
+pub mod export;
 pub mod import;
 pub mod layout;
 pub mod messages;
 
 pub use error::{BoltError, EtcdSnapshotError, Result};
+pub use export::{append_trailer, convert_revkv_backup, export_store, EtcdExport, EtcdExporter};
 pub use import::{is_bolt_file, EtcdSnapshot};

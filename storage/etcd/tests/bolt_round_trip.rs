@@ -16,14 +16,15 @@ type Buckets = BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, Vec<u8>>>;
 
 fn write(path: &std::path::Path, buckets: &Buckets, page_size: u32) -> u64 {
     let mut writer = BoltWriter::new(File::create(path).unwrap(), page_size).unwrap();
-    for (name, entries) in buckets {
-        let mut bucket = writer.bucket(name).unwrap();
+    // In reverse name order: the writer sorts the root itself.
+    for (name, entries) in buckets.iter().rev() {
+        writer.begin_bucket(name).unwrap();
         for (key, value) in entries {
-            bucket.put(key, value).unwrap();
+            writer.put(key, value).unwrap();
         }
-        bucket.finish().unwrap();
+        writer.end_bucket().unwrap();
     }
-    writer.finish().unwrap()
+    writer.finish().unwrap().1
 }
 
 fn read(path: &std::path::Path) -> Result<(Buckets, Vec<bool>), BoltError> {

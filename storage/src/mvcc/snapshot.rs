@@ -103,17 +103,39 @@ impl MvccStore {
         member_id: Option<u64>,
         writer: &mut W,
     ) -> Result<SnapshotSummary> {
+        let mut writer = HashingWriter {
+            inner: writer,
+            hasher: Xxh3::new(),
+        };
+        let mut summary =
+            self.export_frames(member_id, &mut |frame| write_frame(&mut writer, frame))?;
+        let checksum = writer.hasher.digest();
+        let trailer = SnapshotFrame::Trailer {
+            record_count: summary.records,
+            checksum,
+        };
+        write_frame(writer.inner, &trailer)?;
+        writer.inner.flush()?;
+        summary.checksum = checksum;
+        Ok(summary)
+    }
+
+    /// Hands a consistent snapshot of the whole store (one read transaction) to `emit`, frame by
+    /// frame: the header, every history record, every lease, the alarms and the auth records,
+    /// as a stream carries them but without its trailer. For writers of other formats (etcd's,
+    /// `revkv-etcd-snapshot`); the summary's checksum is 0.
+    pub fn export_frames<E: From<crate::error::Error>>(
+        &self,
+        member_id: Option<u64>,
+        emit: &mut dyn FnMut(&SnapshotFrame) -> std::result::Result<(), E>,
+    ) -> std::result::Result<SnapshotSummary, E> {
         let (tables, leases, state, export_meta) = self.read_for_export()?;
         let ExportMeta {
             cluster_id,
             alarms,
             auth,
         } = export_meta;
-        let mut writer = HashingWriter {
-            inner: writer,
-            hasher: Xxh3::new(),
-        };
-        let header = SnapshotFrame::StreamHeader(StreamHeader {
+        emit(&SnapshotFrame::StreamHeader(StreamHeader {
             magic: SNAPSHOT_MAGIC.into(),
             stream_version: STREAM_VERSION,
             current_revision: state.current_revision,
@@ -122,18 +144,10 @@ impl MvccStore {
             live_keys: state.live_keys,
             member_id,
             cluster_id,
-        });
-        write_frame(&mut writer, &header)?;
-        let records = write_history_frames(&mut writer, &tables)?
-            + write_lease_frames(&mut writer, &leases)?
-            + write_cluster_state_frames(&mut writer, alarms, auth)?;
-        let checksum = writer.hasher.digest();
-        let trailer = SnapshotFrame::Trailer {
-            record_count: records,
-            checksum,
-        };
-        write_frame(writer.inner, &trailer)?;
-        writer.inner.flush()?;
+        }))?;
+        let records = emit_history_frames(emit, &tables)?
+            + emit_lease_frames(emit, &leases)?
+            + emit_cluster_state_frames(emit, alarms, auth)?;
         Ok(SnapshotSummary {
             stream_version: STREAM_VERSION,
             current_revision: state.current_revision,
@@ -143,7 +157,7 @@ impl MvccStore {
             live_keys: Some(state.live_keys),
             member_id,
             cluster_id,
-            checksum,
+            checksum: 0,
         })
     }
 
@@ -267,9 +281,12 @@ impl FrameSink for TableSink<'_, '_, '_> {
     }
 }
 
-/// Writes every history entry not yet compacted, in (revision, position) order, and returns how
-/// many it wrote.
-fn write_history_frames<W: Write>(writer: &mut W, tables: &ReadTables<'_>) -> Result<u64> {
+/// Hands over every history entry not yet compacted, in (revision, position) order, and returns
+/// how many it handed over.
+fn emit_history_frames<E: From<crate::error::Error>>(
+    emit: &mut dyn FnMut(&SnapshotFrame) -> std::result::Result<(), E>,
+    tables: &ReadTables<'_>,
+) -> std::result::Result<u64, E> {
     let file = tables.file;
     let mut records = 0u64;
     for entry in tables.history.iter().map_err(db_error(file))? {
@@ -281,14 +298,17 @@ fn write_history_frames<W: Write>(writer: &mut W, tables: &ReadTables<'_>) -> Re
             position,
             record,
         };
-        write_frame(writer, &frame)?;
+        emit(&frame)?;
         records += 1;
     }
     Ok(records)
 }
 
-/// Writes every granted lease in id order and returns how many it wrote.
-fn write_lease_frames<W: Write>(writer: &mut W, leases: &ReadLeaseTables<'_>) -> Result<u64> {
+/// Hands over every granted lease in id order and returns how many it handed over.
+fn emit_lease_frames<E: From<crate::error::Error>>(
+    emit: &mut dyn FnMut(&SnapshotFrame) -> std::result::Result<(), E>,
+    leases: &ReadLeaseTables<'_>,
+) -> std::result::Result<u64, E> {
     let mut records = 0u64;
     for (id, lease) in leases.all_records(u64::MAX)? {
         let frame = SnapshotFrame::LeaseState {
@@ -297,27 +317,27 @@ fn write_lease_frames<W: Write>(writer: &mut W, leases: &ReadLeaseTables<'_>) ->
             checkpointed_remaining_ms: lease.checkpointed_remaining_ms,
             renewed_at_index: lease.renewed_at_index,
         };
-        write_frame(writer, &frame)?;
+        emit(&frame)?;
         records += 1;
     }
     Ok(records)
 }
 
-/// Writes the alarms and the auth state, each only when it differs from a new store's, and
-/// returns how many frames it wrote: a store that never used them exports the same stream as
-/// before they existed.
-fn write_cluster_state_frames<W: Write>(
-    writer: &mut W,
+/// Hands over the alarms and the auth state, each only when it differs from a new store's, and
+/// returns how many frames it handed over: a store that never used them exports the same stream
+/// as before they existed.
+fn emit_cluster_state_frames<E: From<crate::error::Error>>(
+    emit: &mut dyn FnMut(&SnapshotFrame) -> std::result::Result<(), E>,
     alarms: Vec<Alarm>,
     auth: AuthState,
-) -> Result<u64> {
+) -> std::result::Result<u64, E> {
     let mut records = 0u64;
     if !alarms.is_empty() {
-        write_frame(writer, &SnapshotFrame::Alarms(alarms))?;
+        emit(&SnapshotFrame::Alarms(alarms))?;
         records += 1;
     }
     if auth != AuthState::default() {
-        write_frame(writer, &SnapshotFrame::Auth(auth))?;
+        emit(&SnapshotFrame::Auth(auth))?;
         records += 1;
     }
     Ok(records)

@@ -112,6 +112,69 @@ fn read_header<R: Read>(reader: &mut R) -> Result<StreamHeader> {
     Ok(header)
 }
 
+/// Reads and checks a whole revkv snapshot stream as `inspect_snapshot` does, handing each
+/// record, lease, alarms and auth frame to `emit` as it passes the checks: for converting a
+/// backup into another format (etcd's, `revkv-etcd-snapshot`). A failure of `emit` ends the
+/// read and is returned as it was.
+pub fn read_snapshot_frames<R: Read, E: From<Error>>(
+    reader: &mut R,
+    emit: &mut dyn FnMut(SnapshotFrame) -> std::result::Result<(), E>,
+) -> std::result::Result<SnapshotSummary, E> {
+    let mut forward = Forward {
+        emit,
+        failure: None,
+    };
+    let read = read_stream(reader, &mut forward);
+    match (read, forward.failure) {
+        (_, Some(failure)) => Err(failure),
+        (Err(error), None) => Err(error.into()),
+        (Ok(summary), None) => Ok(summary),
+    }
+}
+
+/// The sink of `read_snapshot_frames`: rebuilds each frame and passes it on, keeping the
+/// converter's own error.
+struct Forward<'e, E> {
+    emit: &'e mut dyn FnMut(SnapshotFrame) -> std::result::Result<(), E>,
+    failure: Option<E>,
+}
+
+impl<E> Forward<'_, E> {
+    fn pass(&mut self, frame: SnapshotFrame) -> Result<()> {
+        (self.emit)(frame).map_err(|failure| {
+            self.failure = Some(failure);
+            bad("the converter stopped")
+        })
+    }
+}
+
+impl<E> FrameSink for Forward<'_, E> {
+    fn record(&mut self, revision: u64, position: u32, record: VersionRecord) -> Result<()> {
+        self.pass(SnapshotFrame::Record {
+            revision,
+            position,
+            record,
+        })
+    }
+
+    fn lease(&mut self, id: i64, record: LeaseRecord) -> Result<()> {
+        self.pass(SnapshotFrame::LeaseState {
+            id,
+            ttl_seconds: record.ttl_seconds,
+            checkpointed_remaining_ms: record.checkpointed_remaining_ms,
+            renewed_at_index: record.renewed_at_index,
+        })
+    }
+
+    fn alarms(&mut self, alarms: Vec<Alarm>) -> Result<()> {
+        self.pass(SnapshotFrame::Alarms(alarms))
+    }
+
+    fn auth(&mut self, auth: AuthState) -> Result<()> {
+        self.pass(SnapshotFrame::Auth(auth))
+    }
+}
+
 /// The revisions a history from outside revkv (an etcd snapshot, `revkv-etcd-snapshot`)
 /// announces before its frames: what a stream's header says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -159,9 +159,10 @@ async fn execute_cluster_command(
             transfer_leader(client, format, to).await
         }
         CtlCommand::Hash { revision } => hash(client, format, revision).await,
-        CtlCommand::Snapshot(SnapshotCommand::Save { path }) => {
-            super::snapshot::save(client, format, &path).await
-        }
+        CtlCommand::Snapshot(SnapshotCommand::Save {
+            path,
+            format: snapshot_format,
+        }) => super::snapshot::save(client, format, &path, snapshot_format).await,
         CtlCommand::Lease(command) => lease(client, format, command).await,
         CtlCommand::Auth(command) => super::auth::auth(client, format, command).await,
         CtlCommand::User(command) => super::auth::user(client, format, command).await,

@@ -355,7 +355,20 @@ pub enum AlarmCommand {
 #[derive(Subcommand, Debug, Clone)]
 pub enum SnapshotCommand {
     /// Stream a consistent backup into a file.
-    Save { path: PathBuf },
+    Save {
+        path: PathBuf,
+        /// `revkv` (the default: everything revkv keeps, users and alarms included) or `etcd` (an
+        /// etcd snapshot that etcd 3.4's and 3.5's `snapshot restore` take).
+        #[arg(long, value_enum, default_value_t = SnapshotFormat::Revkv)]
+        format: SnapshotFormat,
+    },
+}
+
+/// The format `revkv ctl snapshot save` writes.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotFormat {
+    Revkv,
+    Etcd,
 }
 
 /// Runs `revkv ctl`: prints the answer on stdout, an error on stderr, and exits with its code.

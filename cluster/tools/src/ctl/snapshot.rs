@@ -1,4 +1,6 @@
-//! `revkv ctl snapshot save FILE`: a backup of the cluster written atomically and checked.
+//! `revkv ctl snapshot save FILE [--format etcd]`: a backup of the cluster written atomically
+//! and checked; with `--format etcd`, converted into an etcd snapshot (revkv-etcd-snapshot) and
+//! checked again in that form before it replaces FILE.
 //!
 //! The stream goes into a temporary file in the destination's directory (so the rename cannot
 //! cross filesystems), which is fsynced and then read back whole through the snapshot codec
@@ -13,21 +15,55 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use revkv_client::{Client, ClientError};
-use revkv_storage::SnapshotSummary;
+use revkv_etcd_snapshot::{convert_revkv_backup, EtcdSnapshot};
+use revkv_storage::{inspect_foreign, SnapshotSummary};
 
 use super::commands::print_either;
+use super::SnapshotFormat;
 use crate::cli::OutputFormat;
 
-/// Saves a backup to `path`; prints its revision, key count, size and checksum state.
-pub async fn save(client: &Client, format: OutputFormat, path: &Path) -> Result<(), ClientError> {
-    let partial = partial_path(path)?;
+/// Saves a backup to `path` in `snapshot_format`; prints its revision, key count, size and
+/// checksum state.
+pub async fn save(
+    client: &Client,
+    format: OutputFormat,
+    path: &Path,
+    snapshot_format: SnapshotFormat,
+) -> Result<(), ClientError> {
+    let partial = partial_path(path, "part")?;
+    let etcd_partial = partial_path(path, "etcd-part")?;
     let result = save_into(client, &partial, path).await;
-    if result.is_err() {
-        let _ = tokio::fs::remove_file(&partial).await;
+    let result = match (result, snapshot_format) {
+        (Ok((_, summary)), SnapshotFormat::Etcd) => {
+            let converted = convert_to_etcd(&partial, &etcd_partial, path).await;
+            converted.map(|bytes| (bytes, summary))
+        }
+        (result, _) => result,
+    };
+    let result = match result {
+        Ok(saved) => publish(
+            if snapshot_format == SnapshotFormat::Etcd {
+                &etcd_partial
+            } else {
+                &partial
+            },
+            path,
+        )
+        .await
+        .map(|()| saved),
+        Err(error) => Err(error),
+    };
+    for leftover in [&partial, &etcd_partial] {
+        let _ = tokio::fs::remove_file(leftover).await;
     }
     let (bytes, summary) = result?;
+    let format_name = match snapshot_format {
+        SnapshotFormat::Revkv => "revkv",
+        SnapshotFormat::Etcd => "etcd",
+    };
     let answer = serde_json::json!({
         "path": path,
+        "format": format_name,
         "bytes": bytes,
         "revision": summary.current_revision,
         "compact_revision": summary.compact_revision,
@@ -50,12 +86,16 @@ pub async fn save(client: &Client, format: OutputFormat, path: &Path) -> Result<
     Ok(())
 }
 
-/// `.NAME.part-PID` beside `path`.
-fn partial_path(path: &Path) -> Result<PathBuf, ClientError> {
+/// `.NAME.SUFFIX-PID` beside `path`.
+fn partial_path(path: &Path, suffix: &str) -> Result<PathBuf, ClientError> {
     let name = path.file_name().ok_or_else(|| ClientError::Invalid {
         message: format!("{}: not a file name", path.display()),
     })?;
-    let partial = format!(".{}.part-{}", name.to_string_lossy(), std::process::id());
+    let partial = format!(
+        ".{}.{suffix}-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    );
     Ok(directory_of(path).join(partial))
 }
 
@@ -66,7 +106,7 @@ fn directory_of(path: &Path) -> &Path {
     }
 }
 
-/// Streams into `partial`, syncs it, checks it, and renames it to `path`.
+/// Streams into `partial`, syncs it and checks it.
 async fn save_into(
     client: &Client,
     partial: &Path,
@@ -84,6 +124,12 @@ async fn save_into(
     file.sync_all().await.map_err(local(partial))?;
     drop(file);
     let summary = check(partial, path).await?;
+    Ok((bytes, summary))
+}
+
+/// Renames the checked `partial` over `path` and syncs the directory, so the rename survives a
+/// crash.
+async fn publish(partial: &Path, path: &Path) -> Result<(), ClientError> {
     tokio::fs::rename(partial, path)
         .await
         .map_err(local(path))?;
@@ -91,8 +137,36 @@ async fn save_into(
     tokio::task::spawn_blocking(move || std::fs::File::open(&directory)?.sync_all())
         .await
         .map_err(|error| transport(format!("syncing the directory: {error}")))?
-        .map_err(local(directory_of(path)))?;
-    Ok((bytes, summary))
+        .map_err(local(directory_of(path)))
+}
+
+/// Writes the checked revkv backup `native` as an etcd snapshot in `etcd` (synced), then reads
+/// that back whole (trailer, pages, every record) before it may replace `path`. Answers its size.
+async fn convert_to_etcd(native: &Path, etcd: &Path, path: &Path) -> Result<u64, ClientError> {
+    let (native, etcd) = (native.to_path_buf(), etcd.to_path_buf());
+    let converted = tokio::task::spawn_blocking(move || -> Result<u64, String> {
+        let mut reader = revkv_storage::open_backup_file(&native).map_err(|e| e.to_string())?;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&etcd)
+            .map_err(|error| format!("{}: {error}", etcd.display()))?;
+        let (_, export) =
+            convert_revkv_backup(&mut reader, file).map_err(|error| error.to_string())?;
+        let snapshot = EtcdSnapshot::open(&etcd).map_err(|error| error.to_string())?;
+        let history = snapshot.history().map_err(|error| error.to_string())?;
+        inspect_foreign(history, |emit| snapshot.feed(emit)).map_err(|error| error.to_string())?;
+        Ok(export.bytes + revkv_etcd_snapshot::import::TRAILER_BYTES)
+    })
+    .await
+    .map_err(|error| transport(format!("converting the backup: {error}")))?;
+    converted.map_err(|error| {
+        transport(format!(
+            "the backup for {} could not be written in etcd's format: {error}",
+            path.display()
+        ))
+    })
 }
 
 /// Reads the saved stream back whole through the codec: frames, order, count and checksum.

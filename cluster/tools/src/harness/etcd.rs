@@ -48,11 +48,19 @@ pub struct EtcdServer {
 impl EtcdServer {
     /// Starts `binary` with its data in a fresh temporary directory and waits until it answers.
     pub async fn start(binary: &Path) -> EtcdServer {
+        EtcdServer::start_prepared(binary, |_, _| {}).await
+    }
+
+    /// Starts `binary` on a data directory that `prepare` fills first (an etcd snapshot restore),
+    /// given that directory (which does not exist yet) and the member's peer URL; the member is
+    /// named `default` and its initial cluster is `default=<peer URL>`.
+    pub async fn start_prepared(binary: &Path, prepare: impl FnOnce(&Path, &str)) -> EtcdServer {
         let directory = tempfile::tempdir().expect("a temporary directory");
         // Two distinct free ports at once (two separate probes could hand out the same one).
         let addresses = super::free_addresses(2).expect("free loopback ports");
         let client_url = format!("http://{}", addresses[0]);
         let peer_url = format!("http://{}", addresses[1]);
+        prepare(&directory.path().join("data"), &peer_url);
         let log_path = directory.path().join("etcd.log");
         let log = std::fs::File::create(&log_path).expect("create the log");
         let child = Command::new(binary)

@@ -1,0 +1,116 @@
+//! The history both directions of the etcd snapshot tests write and read
+//! (`etcd_snapshot_in.rs`, `etcd_snapshot_out.rs`): overwrites, deletes, a txn that changes
+//! three keys in one revision, a leased key, a compaction and writes after it, all through
+//! etcdctl; then the reads that must answer alike on both systems.
+#![allow(dead_code)]
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::etcdctl_compare::{Etcdctl, Outcome};
+
+/// The txn of the history: no compares, three changes in one revision.
+pub const TXN_INPUT: &str = "\nput c 1\nput d 1\ndel b\n\n\n";
+/// Where the history compacts, and the revision it ends at: revisions 2-11 are written (the
+/// txn's three changes are revision 5), and the compaction at 6 keeps 6 through 11.
+pub const COMPACT_REVISION: u64 = 6;
+pub const LAST_REVISION: u64 = 11;
+
+pub fn history() -> Vec<(&'static [&'static str], &'static str)> {
+    vec![
+        (&["put", "a", "1"], ""),
+        (&["put", "b", "1"], ""),
+        (&["put", "a", "2"], ""),
+        (&["txn", "-i"], TXN_INPUT),
+        (&["put", "a", "3"], ""),
+        (&["del", "c"], ""),
+        (&["lease", "grant", "600"], ""),
+        (&["put", "leased", "v", "--lease={lease}"], ""),
+        (&["put", "e", "1"], ""),
+        (&["compaction", "6"], ""),
+        (&["put", "a", "4"], ""),
+        (&["put", "f", "1"], ""),
+    ]
+}
+
+/// The reads compared: every key at every revision from one below the compaction (refused) to
+/// the last, and the current keys.
+pub fn reads() -> Vec<Vec<String>> {
+    let everything = |revision: Option<u64>| {
+        let mut read = vec!["get".to_string(), String::new(), "--from-key".into()];
+        read.extend(revision.map(|revision| format!("--rev={revision}")));
+        read.extend(["-w".to_string(), "json".to_string()]);
+        read
+    };
+    (COMPACT_REVISION - 1..=LAST_REVISION)
+        .map(Some)
+        .chain([None])
+        .map(everything)
+        .collect()
+}
+
+pub fn run_all(etcdctl: &mut Etcdctl<'_>, commands: &[Vec<String>]) -> Vec<Outcome> {
+    commands
+        .iter()
+        .map(|command| {
+            let arguments: Vec<&str> = command.iter().map(String::as_str).collect();
+            etcdctl.run(&arguments, "")
+        })
+        .collect()
+}
+
+/// The lease as `lease timetolive --keys -w json` shows it: its granted TTL and keys, and
+/// whether the time left is within its TTL (how much is left depends on when it is asked).
+pub fn lease_facts(etcdctl: &mut Etcdctl<'_>) -> (Value, Value, bool) {
+    let outcome = etcdctl.run(
+        &["lease", "timetolive", "{lease}", "--keys", "-w", "json"],
+        "",
+    );
+    assert!(outcome.success, "timetolive: {outcome:?}");
+    let json: Value = serde_json::from_str(outcome.stdout.trim()).expect("timetolive's JSON");
+    let left = json["ttl"].as_i64().unwrap_or(-1);
+    let granted = json["granted-ttl"].clone();
+    (granted, json["keys"].clone(), (1..=600).contains(&left))
+}
+
+pub fn write_history(etcdctl: &mut Etcdctl<'_>) {
+    for (arguments, stdin) in history() {
+        let outcome = etcdctl.run(arguments, stdin);
+        assert!(
+            outcome.success,
+            "writing the history into etcd: {outcome:?}"
+        );
+    }
+}
+
+pub fn save_snapshot(etcdctl: &Path, endpoint: &str, file: &Path) {
+    let output = std::process::Command::new(etcdctl)
+        .env("ETCDCTL_API", "3")
+        .arg(format!("--endpoints={endpoint}"))
+        .args(["snapshot", "save"])
+        .arg(file)
+        .output()
+        .expect("run etcdctl snapshot save");
+    assert!(
+        output.status.success(),
+        "etcdctl snapshot save: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// A guard against two systems failing alike: of `reads()`'s outcomes, the first (below the
+/// compaction) failed as compacted, and every other one succeeded with keys in it.
+pub fn assert_reads_reached_the_data(outcomes: &[Outcome]) {
+    let (compacted, rest) = outcomes.split_first().expect("the reads ran");
+    assert!(
+        !compacted.success && compacted.stderr.contains("compacted"),
+        "a read below the compaction: {compacted:?}"
+    );
+    for outcome in rest {
+        assert!(
+            outcome.success && outcome.stdout.contains("\"kvs\""),
+            "{outcome:?}"
+        );
+    }
+}
