@@ -16,13 +16,15 @@
 
 mod etcd_history;
 mod etcdctl_compare;
+mod etcdctl_contention;
 mod process_cluster;
 
 use std::path::{Path, PathBuf};
 
 use etcd_history::{
-    assert_reads_reached_the_data, lease_facts, reads, run_all, save_snapshot, write_history,
-    COMPACT_REVISION, LAST_REVISION,
+    assert_reads_reached_the_data, lease_facts, reads, run_all, save_snapshot,
+    watched_from_the_compaction, write_history, COMPACT_REVISION, EVENTS_FROM_THE_COMPACTION,
+    LAST_REVISION,
 };
 use etcdctl_compare::{assert_same_outcomes, words, Etcdctl};
 use process_cluster::{cluster_options, restore_member, run_restore, ProcessCluster, REVKV_BINARY};
@@ -90,6 +92,17 @@ async fn an_etcd_snapshot_restores_into_revkv(etcdctl_binary: &Path, etcd_binary
         assert!(
             revkv_lease.2,
             "the restored lease has time left within its TTL"
+        );
+        let source_events = watched_from_the_compaction(on_etcd.binary, &on_etcd.endpoint);
+        assert_eq!(
+            source_events.len(),
+            EVENTS_FROM_THE_COMPACTION,
+            "{source_events:?}"
+        );
+        let restored_events = watched_from_the_compaction(on_revkv.binary, &on_revkv.endpoint);
+        assert_eq!(
+            restored_events, source_events,
+            "a watch from the compaction differs"
         );
         let next_write = vec![words("put z 1 -w json")];
         assert_same_outcomes(

@@ -14,14 +14,15 @@
 
 mod etcd_history;
 mod etcdctl_compare;
+mod etcdctl_contention;
 mod process_cluster;
 
 use std::path::Path;
 use std::process::Command;
 
 use etcd_history::{
-    assert_reads_reached_the_data, lease_facts, reads, run_all, save_snapshot, write_history,
-    LAST_REVISION,
+    assert_reads_reached_the_data, lease_facts, reads, run_all, save_snapshot,
+    watched_from_the_compaction, write_history, EVENTS_FROM_THE_COMPACTION, LAST_REVISION,
 };
 use etcdctl_compare::{assert_same_outcomes, words, Etcdctl};
 use process_cluster::{cluster_options, ProcessCluster, REVKV_BINARY};
@@ -144,6 +145,17 @@ async fn a_revkv_snapshot_restores_into_etcd(tools: EtcdTools<'_>) {
         assert_eq!(
             etcd_lease, revkv_lease,
             "the lease (granted TTL, keys, time left)"
+        );
+        let source_events = watched_from_the_compaction(on_revkv.binary, &on_revkv.endpoint);
+        assert_eq!(
+            source_events.len(),
+            EVENTS_FROM_THE_COMPACTION,
+            "{source_events:?}"
+        );
+        let restored_events = watched_from_the_compaction(on_etcd.binary, &on_etcd.endpoint);
+        assert_eq!(
+            restored_events, source_events,
+            "a watch from the compaction differs"
         );
         let next_write = vec![words("put z 1 -w json")];
         assert_same_outcomes(

@@ -8,7 +8,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::etcdctl_compare::{Etcdctl, Outcome};
+use crate::etcdctl_compare::{normalize_json, Etcdctl, Outcome};
+use crate::etcdctl_contention::Running;
 
 /// The txn of the history: no compares, three changes in one revision.
 pub const TXN_INPUT: &str = "\nput c 1\nput d 1\ndel b\n\n\n";
@@ -113,4 +114,38 @@ pub fn assert_reads_reached_the_data(outcomes: &[Outcome]) {
             "{outcome:?}"
         );
     }
+}
+
+/// The events the history holds from the compaction on (revisions 6-11: the puts of `a`, `leased`,
+/// `e`, `f`, the delete of `c`, and `a` again).
+pub const EVENTS_FROM_THE_COMPACTION: usize = 6;
+/// The longest a watch may take to print the events it owes.
+const WATCH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// `etcdctl watch --prefix "" --rev=COMPACT_REVISION --prev-kv -w json` until it printed the
+/// history's events since the compaction (or the deadline): the events, normalized, in order.
+pub fn watched_from_the_compaction(binary: &Path, endpoint: &str) -> Vec<Value> {
+    let revision = format!("--rev={COMPACT_REVISION}");
+    let arguments = [
+        "watch",
+        "--prefix",
+        "",
+        &revision,
+        "--prev-kv",
+        "-w",
+        "json",
+    ];
+    let watch = Running::start(binary, endpoint, &arguments);
+    let deadline = std::time::Instant::now() + WATCH_DEADLINE;
+    let mut events = Vec::new();
+    while events.len() < EVENTS_FROM_THE_COMPACTION {
+        let Some(line) = watch.next_line(deadline) else {
+            break;
+        };
+        let response: Value = serde_json::from_str(&line).expect("a JSON watch response");
+        let batch = response["Events"].as_array().cloned().unwrap_or_default();
+        events.extend(batch.into_iter().map(normalize_json));
+    }
+    // Dropping `watch` stops etcdctl.
+    events
 }
