@@ -65,10 +65,7 @@ impl BackupSource {
     pub(crate) fn inspect(&self) -> Result<SnapshotSummary, RestoreError> {
         match self {
             BackupSource::Revkv(path) => {
-                let mut reader = open_backup_file(path).map_err(|source| RestoreError::Io {
-                    file: path.clone(),
-                    source,
-                })?;
+                let mut reader = open_revkv_backup(path)?;
                 inspect_snapshot(&mut reader).map_err(|source| RestoreError::BadBackup {
                     file: path.clone(),
                     source,
@@ -92,10 +89,7 @@ impl BackupSource {
     ) -> Result<SnapshotSummary, RestoreError> {
         match self {
             BackupSource::Revkv(path) => {
-                let mut reader = open_backup_file(path).map_err(|source| RestoreError::Io {
-                    file: path.clone(),
-                    source,
-                })?;
+                let mut reader = open_revkv_backup(path)?;
                 store
                     .import_for_restore(&mut reader, target)
                     .map_err(|source| RestoreError::BadBackup {
@@ -118,6 +112,13 @@ pub fn inspect_backup(path: &Path) -> Result<(BackupFormat, SnapshotSummary), Re
     let source = BackupSource::open(path)?;
     let summary = source.inspect()?;
     Ok((source.format(), summary))
+}
+
+fn open_revkv_backup(path: &Path) -> Result<impl std::io::Read, RestoreError> {
+    open_backup_file(path).map_err(|source| RestoreError::Io {
+        file: path.to_path_buf(),
+        source,
+    })
 }
 
 fn etcd_error(path: &Path) -> impl Fn(EtcdSnapshotError) -> RestoreError + '_ {

@@ -16,17 +16,17 @@
 
 mod etcd_history;
 mod etcdctl_compare;
+// Only its `Running` (the watch the history module stops) is used here.
+#[allow(dead_code)]
 mod etcdctl_contention;
 mod process_cluster;
 
 use std::path::{Path, PathBuf};
 
 use etcd_history::{
-    assert_reads_reached_the_data, lease_facts, reads, run_all, save_snapshot,
-    watched_from_the_compaction, write_history, COMPACT_REVISION, EVENTS_FROM_THE_COMPACTION,
-    LAST_REVISION,
+    assert_restored_alike, save_snapshot, write_history, COMPACT_REVISION, LAST_REVISION,
 };
-use etcdctl_compare::{assert_same_outcomes, words, Etcdctl};
+use etcdctl_compare::Etcdctl;
 use process_cluster::{cluster_options, restore_member, run_restore, ProcessCluster, REVKV_BINARY};
 use revkv_tools::harness::etcd::{required_etcd, EtcdServer};
 use revkv_tools::harness::private_tools;
@@ -79,37 +79,7 @@ async fn an_etcd_snapshot_restores_into_revkv(etcdctl_binary: &Path, etcd_binary
         endpoint: revkv.grpc_endpoints()[0].clone(),
         lease: on_etcd.lease.clone(),
     };
-    tokio::task::block_in_place(|| {
-        let reads = reads();
-        let from_revkv = run_all(&mut on_revkv, &reads);
-        assert_reads_reached_the_data(&from_revkv);
-        assert_same_outcomes(&run_all(&mut on_etcd, &reads), &from_revkv);
-        let (etcd_lease, revkv_lease) = (lease_facts(&mut on_etcd), lease_facts(&mut on_revkv));
-        assert_eq!(
-            revkv_lease, etcd_lease,
-            "the lease (granted TTL, keys, time left)"
-        );
-        assert!(
-            revkv_lease.2,
-            "the restored lease has time left within its TTL"
-        );
-        let source_events = watched_from_the_compaction(on_etcd.binary, &on_etcd.endpoint);
-        assert_eq!(
-            source_events.len(),
-            EVENTS_FROM_THE_COMPACTION,
-            "{source_events:?}"
-        );
-        let restored_events = watched_from_the_compaction(on_revkv.binary, &on_revkv.endpoint);
-        assert_eq!(
-            restored_events, source_events,
-            "a watch from the compaction differs"
-        );
-        let next_write = vec![words("put z 1 -w json")];
-        assert_same_outcomes(
-            &run_all(&mut on_etcd, &next_write),
-            &run_all(&mut on_revkv, &next_write),
-        );
-    });
+    tokio::task::block_in_place(|| assert_restored_alike(&mut on_etcd, &mut on_revkv));
     refuse_damaged_copies(&snapshot, directory.path());
 }
 

@@ -14,17 +14,16 @@
 
 mod etcd_history;
 mod etcdctl_compare;
+// Only its `Running` (the watch the history module stops) is used here.
+#[allow(dead_code)]
 mod etcdctl_contention;
 mod process_cluster;
 
 use std::path::Path;
 use std::process::Command;
 
-use etcd_history::{
-    assert_reads_reached_the_data, lease_facts, reads, run_all, save_snapshot,
-    watched_from_the_compaction, write_history, EVENTS_FROM_THE_COMPACTION, LAST_REVISION,
-};
-use etcdctl_compare::{assert_same_outcomes, words, Etcdctl};
+use etcd_history::{assert_restored_alike, save_snapshot, write_history, LAST_REVISION};
+use etcdctl_compare::Etcdctl;
 use process_cluster::{cluster_options, ProcessCluster, REVKV_BINARY};
 use revkv_tools::harness::etcd::{required_etcd, EtcdServer};
 use revkv_tools::harness::private_tools;
@@ -136,33 +135,7 @@ async fn a_revkv_snapshot_restores_into_etcd(tools: EtcdTools<'_>) {
         endpoint: etcd.client_url.trim_start_matches("http://").to_string(),
         lease: on_revkv.lease.clone(),
     };
-    tokio::task::block_in_place(|| {
-        let reads = reads();
-        let from_etcd = run_all(&mut on_etcd, &reads);
-        assert_reads_reached_the_data(&from_etcd);
-        assert_same_outcomes(&run_all(&mut on_revkv, &reads), &from_etcd);
-        let (revkv_lease, etcd_lease) = (lease_facts(&mut on_revkv), lease_facts(&mut on_etcd));
-        assert_eq!(
-            etcd_lease, revkv_lease,
-            "the lease (granted TTL, keys, time left)"
-        );
-        let source_events = watched_from_the_compaction(on_revkv.binary, &on_revkv.endpoint);
-        assert_eq!(
-            source_events.len(),
-            EVENTS_FROM_THE_COMPACTION,
-            "{source_events:?}"
-        );
-        let restored_events = watched_from_the_compaction(on_etcd.binary, &on_etcd.endpoint);
-        assert_eq!(
-            restored_events, source_events,
-            "a watch from the compaction differs"
-        );
-        let next_write = vec![words("put z 1 -w json")];
-        assert_same_outcomes(
-            &run_all(&mut on_revkv, &next_write),
-            &run_all(&mut on_etcd, &next_write),
-        );
-    });
+    tokio::task::block_in_place(|| assert_restored_alike(&mut on_etcd, &mut on_revkv));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

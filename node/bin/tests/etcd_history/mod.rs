@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::etcdctl_compare::{normalize_json, Etcdctl, Outcome};
+use crate::etcdctl_compare::{assert_same_outcomes, normalize_json, words, Etcdctl, Outcome};
 use crate::etcdctl_contention::Running;
 
 /// The txn of the history: no compares, three changes in one revision.
@@ -148,4 +148,38 @@ pub fn watched_from_the_compaction(binary: &Path, endpoint: &str) -> Vec<Value> 
     }
     // Dropping `watch` stops etcdctl.
     events
+}
+
+/// What a restore in either direction must keep, compared through etcdctl on etcd and on revkv
+/// (one restored from the other's snapshot): every key at every revision from the compaction on
+/// and `compacted` below it (guarded against both failing alike), the lease, a watch from the
+/// compaction revision, and the revision of the next write.
+pub fn assert_restored_alike(on_etcd: &mut Etcdctl<'_>, on_revkv: &mut Etcdctl<'_>) {
+    let reads = reads();
+    let (from_etcd, from_revkv) = (run_all(on_etcd, &reads), run_all(on_revkv, &reads));
+    assert_reads_reached_the_data(&from_etcd);
+    assert_reads_reached_the_data(&from_revkv);
+    assert_same_outcomes(&from_etcd, &from_revkv);
+    let (etcd_lease, revkv_lease) = (lease_facts(on_etcd), lease_facts(on_revkv));
+    assert_eq!(
+        revkv_lease, etcd_lease,
+        "the lease (granted TTL, keys, time left)"
+    );
+    assert!(revkv_lease.2, "the lease has time left within its TTL");
+    let etcd_events = watched_from_the_compaction(on_etcd.binary, &on_etcd.endpoint);
+    assert_eq!(
+        etcd_events.len(),
+        EVENTS_FROM_THE_COMPACTION,
+        "{etcd_events:?}"
+    );
+    let revkv_events = watched_from_the_compaction(on_revkv.binary, &on_revkv.endpoint);
+    assert_eq!(
+        revkv_events, etcd_events,
+        "a watch from the compaction differs"
+    );
+    let next_write = vec![words("put z 1 -w json")];
+    assert_same_outcomes(
+        &run_all(on_etcd, &next_write),
+        &run_all(on_revkv, &next_write),
+    );
 }
