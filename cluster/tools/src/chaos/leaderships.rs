@@ -20,8 +20,9 @@ const STATUS_TIMEOUT: Duration = Duration::from_millis(300);
 const MAX_RECORDED: usize = 100_000;
 
 /// A time in which the nemesis had split the members so that no group held a majority: nothing
-/// could commit, so no lease could be revoked, until it ended. The same leader may lead before
-/// and after it (no election shows it), so the lease checker learns of it from the nemesis.
+/// could commit, so no lease could be revoked, until it ended. No leadership can be won during
+/// it, and the first one after it may be seen only after a lease's bound, so the lease checker
+/// learns of it from the nemesis rather than from the leaderships seen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QuorumLoss {
     /// When the nemesis began to cut the links (no later than the loss began).
