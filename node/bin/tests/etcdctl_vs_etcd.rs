@@ -99,6 +99,7 @@ fn run_script(binary: &Path, endpoint: String, dir: &Path) -> Vec<Outcome> {
         binary,
         endpoint,
         lease: None,
+        user: None,
     };
     script(dir)
         .iter()

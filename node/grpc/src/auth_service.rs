@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use revkv_node::auth::authenticate::{fill_random, issue_token, unix_now};
+use revkv_node::auth::authenticate::{fill_random, issue_token, records_with_token_key, unix_now};
 use revkv_node::auth::password::{hash_password, run_password_work};
 use revkv_node::auth::AuthOptions;
 use revkv_node::{KvBackend, NodeError};
@@ -68,8 +68,9 @@ impl<B: KvBackend> AuthService<B> {
         if password.is_empty() {
             return Err(Status::invalid_argument("etcdserver: password is empty"));
         }
+        let scheme = self.options.password_hash;
         self.password_work(move || {
-            hash_password(&password).map_err(|error| NodeError::Invalid(error.to_string()))
+            hash_password(&password, scheme).map_err(|error| NodeError::Invalid(error.to_string()))
         })
         .await
     }
@@ -146,7 +147,9 @@ impl<B: KvBackend> pb::auth_server::Auth for AuthService<B> {
         request: GrpcRequest<pb::AuthenticateRequest>,
     ) -> Answer<pb::AuthenticateResponse> {
         let request = request.into_inner();
-        let records = self.backend.auth_records();
+        let records = records_with_token_key(self.backend.as_ref())
+            .await
+            .map_err(status)?;
         if !records.enabled {
             return Err(Status::failed_precondition(
                 "etcdserver: authentication is not enabled",

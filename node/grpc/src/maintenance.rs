@@ -10,9 +10,8 @@ use std::sync::Arc;
 
 use futures_util::{Stream, StreamExt};
 use revkv_node::KvBackend;
-use revkv_raft::etcd_snapshot_stream::etcd_snapshot_chunks;
+use revkv_raft::etcd_snapshot_stream::{etcd_format_refusal, etcd_snapshot_chunks};
 use revkv_raft::snapshot_stream::{ChunkLimits, ChunkedExport};
-use revkv_storage::auth::AuthState;
 use revkv_storage::codec::etcd_envelope::Enveloper;
 use revkv_storage::{Alarm, AlarmAction, AlarmKind, MvccStore, Request};
 use tokio::sync::Semaphore;
@@ -216,14 +215,19 @@ fn alarm_member(alarm: &Alarm) -> pb::AlarmMember {
 }
 
 /// The member's store as an etcd snapshot (`etcd_snapshot_stream.rs`), which etcd's own
-/// `snapshot status` and `snapshot restore` take. A store with users, roles or enabled auth is
-/// sent in revkv's format inside etcd's envelope instead, until etcd's format carries them:
-/// `etcdctl snapshot save` still works, and `revkv snapshot restore` takes either.
+/// `snapshot status` and `snapshot restore` take. A store whose users have argon2 password
+/// hashes, which etcd cannot check, is sent in revkv's format inside etcd's envelope instead:
+/// `etcdctl snapshot save` still makes a backup, which `revkv snapshot restore` takes, and the
+/// member says why in its log.
 fn snapshot_chunks(
     store: Arc<MvccStore>,
     member_id: u64,
 ) -> Pin<Box<dyn Stream<Item = std::io::Result<Vec<u8>>> + Send>> {
-    if *store.auth() != AuthState::default() {
+    if let Some(refusal) = etcd_format_refusal(&store) {
+        tracing::warn!(
+            "the snapshot goes out in revkv's format, not etcd's: {refusal}; etcd's tools \
+             cannot read it, revkv snapshot restore can"
+        );
         let export = ChunkedExport::start(store, Some(member_id), ChunkLimits::default());
         return Box::pin(enveloped(export));
     }

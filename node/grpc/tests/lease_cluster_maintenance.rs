@@ -245,10 +245,12 @@ async fn snapshot_streams_an_etcd_snapshot_that_checks_whole() {
     member.stop().await;
 }
 
-/// A store with users cannot be written in etcd's format yet, so its snapshot is revkv's backup
-/// stream inside etcd's envelope: still saved by etcdctl, still restorable by revkv.
+/// A store whose users have argon2 password hashes (the default), which etcd cannot check, is
+/// not written in etcd's format: its snapshot is revkv's backup stream inside etcd's envelope,
+/// still saved by etcdctl, still restorable by revkv. (With bcrypt hashes it goes out in etcd's
+/// format: `node/bin/tests/etcd_snapshot_out.rs`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_store_with_users_streams_revkvs_format_in_etcds_envelope() {
+async fn a_store_with_argon2_users_streams_revkvs_format_in_etcds_envelope() {
     let member = GrpcMember::start().await;
     let mut client = member.client().await;
     client.put("kept", "v", None).await.unwrap();

@@ -1,6 +1,7 @@
 //! Proving who is asking: a bearer token checked against the replicated records (any member
 //! checks any member's token, with the key auth enable put in the records), and a user name and
-//! password checked against the stored argon2 hash before a token is handed out.
+//! password checked against the stored hash (argon2, or bcrypt as etcd writes them) before a
+//! token is handed out.
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -8,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use revkv_storage::auth::AuthState;
 
 use super::caller::{AuthenticatedUser, Caller};
-use super::password::{hash_password, verify_password};
+use super::password::{hash_password, verify_password, PasswordHashScheme};
 use super::token::TokenSigner;
 use super::AuthError;
 use crate::error::NodeError;
@@ -22,6 +23,8 @@ pub struct AuthOptions {
     /// Password checks running at once on this member; each costs an argon2 hash (tens of
     /// milliseconds of one core), so a burst of logins waits rather than starving the member.
     pub max_concurrent_password_checks: usize,
+    /// How this member hashes new passwords (`--password-hash`).
+    pub password_hash: PasswordHashScheme,
 }
 
 impl Default for AuthOptions {
@@ -29,6 +32,7 @@ impl Default for AuthOptions {
         AuthOptions {
             token_ttl: Duration::from_secs(300),
             max_concurrent_password_checks: 2,
+            password_hash: PasswordHashScheme::default(),
         }
     }
 }
@@ -75,7 +79,32 @@ fn strip_bearer(value: &str) -> &str {
 }
 
 fn signer(records: &AuthState, options: &AuthOptions) -> Result<TokenSigner, AuthError> {
+    // No key is chosen yet (a store restored from etcd, before its first sign-in): no token
+    // was ever handed out, so every token offered is invalid.
+    if records.token_key.is_empty() {
+        return Err(AuthError::InvalidToken);
+    }
     TokenSigner::new(&records.token_key, options.token_ttl.as_secs().max(1))
+}
+
+/// The records with a token key: a store restored from an etcd snapshot has auth enabled but
+/// no key (etcd's simple tokens need none, and every member restored from the file must end up
+/// with the same secret one), so the first sign-in proposes a fresh key through the log. An
+/// enable on an enabled store keeps the key it has, so when sign-ins race, the first key applied
+/// is every member's.
+pub async fn records_with_token_key<B: crate::backend::KvBackend>(
+    backend: &B,
+) -> Result<Arc<AuthState>, NodeError> {
+    let records = backend.auth_records();
+    if !records.enabled || !records.token_key.is_empty() {
+        return Ok(records);
+    }
+    let mut token_key = vec![0u8; *revkv_storage::auth::TOKEN_KEY_BYTES.start()];
+    fill_random(&mut token_key);
+    let change =
+        revkv_storage::Request::Auth(revkv_storage::auth::AuthRequest::Enable { token_key });
+    backend.write(change).await?;
+    Ok(backend.auth_records())
 }
 
 /// Checks `name` and `password` against the records and hands out a token. Slow on purpose (an
@@ -107,7 +136,7 @@ fn decoy_hash() -> &'static str {
     static DECOY: OnceLock<String> = OnceLock::new();
     DECOY.get_or_init(|| {
         let random_password = format!("{:032x}", rand_u128());
-        hash_password(&random_password).unwrap_or_default()
+        hash_password(&random_password, PasswordHashScheme::Argon2id).unwrap_or_default()
     })
 }
 
@@ -138,7 +167,7 @@ mod tests {
             ..AuthState::default()
         };
         let root = User {
-            password_hash: hash_password("secret").unwrap(),
+            password_hash: hash_password("secret", PasswordHashScheme::Argon2id).unwrap(),
             roles: BTreeSet::from([ROOT_ROLE.to_string()]),
         };
         records.users.insert("root".into(), root);

@@ -219,8 +219,9 @@ async fn hashed_password_of<B: KvBackend>(
     if body.password.is_empty() {
         return Err(NodeError::Invalid("a password must not be empty".into()));
     }
+    let scheme = state.limits.auth.password_hash;
     run_password_work(state, move || {
-        hash_password(&body.password).map_err(|error| NodeError::Invalid(error.to_string()))
+        hash_password(&body.password, scheme).map_err(|error| NodeError::Invalid(error.to_string()))
     })
     .await
 }

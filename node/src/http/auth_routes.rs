@@ -20,7 +20,7 @@ use super::error::ApiError;
 use super::openapi::ErrorBody;
 use super::query::QueryParams;
 use super::state::ApiState;
-use crate::auth::authenticate::{fill_random, issue_token, unix_now};
+use crate::auth::authenticate::{fill_random, issue_token, records_with_token_key, unix_now};
 use crate::backend::{KvBackend, ResponseHeader};
 use crate::error::NodeError;
 
@@ -83,7 +83,7 @@ async fn authenticate<B: KvBackend>(
 ) -> Result<Response, ApiError> {
     QueryParams::parse(raw_query.as_deref())?.finish()?;
     let body: CredentialsBody = read_json(body, state.limits.max_body_bytes).await?;
-    let records = state.backend.auth_records();
+    let records = records_with_token_key(state.backend.as_ref()).await?;
     let options = state.limits.auth.clone();
     let token = run_password_work(&state, move || {
         issue_token(&records, &body.name, &body.password, &options, unix_now())

@@ -6,10 +6,11 @@
 //! Each record goes to the `key` bucket at its revision and position, as etcd's own `KeyValue`;
 //! each lease to `lease` with the time it has left when a checkpoint recorded one; `meta` gets
 //! the compaction floor (both of etcd's compaction keys, so etcd does not resume a compaction on
-//! load) and a consistent index. The membership buckets are left out: etcd's restore writes the
-//! new cluster's. A history etcd could not hold is refused rather than written wrong: a current
-//! revision that no record or compaction accounts for (etcd derives its revision from those),
-//! and, until they are carried over, users, roles and enabled auth.
+//! load) and a consistent index; users, roles and the auth switch go to etcd's auth buckets
+//! (`auth.rs`). The membership buckets are left out: etcd's restore writes the new cluster's. A
+//! history etcd could not hold is refused rather than written wrong: a current revision that no
+//! record or compaction accounts for (etcd derives its revision from those), and a password hash
+//! etcd cannot check (argon2; `revkv serve --password-hash bcrypt` writes ones it can).
 
 use std::fs::File;
 use std::io::Write;
@@ -18,6 +19,7 @@ use prost::Message;
 use revkv_storage::codec::{SnapshotFrame, VersionRecord};
 use sha2::{Digest, Sha256};
 
+use crate::auth::EtcdAuthBuckets;
 use crate::bolt::writer::BoltWriter;
 use crate::error::{EtcdSnapshotError, Result};
 use crate::layout::{self, RevisionKey};
@@ -45,6 +47,8 @@ pub struct EtcdExporter {
     records: u64,
     /// Lease id (big-endian) and its `leasepb.Lease`, in id order as the frames bring them.
     leases: Vec<([u8; 8], Vec<u8>)>,
+    /// The auth buckets, empty when the store has no auth records.
+    auth: EtcdAuthBuckets,
 }
 
 impl EtcdExporter {
@@ -57,6 +61,7 @@ impl EtcdExporter {
             last_record_revision: 0,
             records: 0,
             leases: Vec::new(),
+            auth: EtcdAuthBuckets::default(),
         })
     }
 
@@ -81,11 +86,10 @@ impl EtcdExporter {
             | SnapshotFrame::StreamHeader(_)
             | SnapshotFrame::Alarms(_)
             | SnapshotFrame::Trailer { .. } => Ok(()),
-            SnapshotFrame::Auth(_) => Err(EtcdSnapshotError::Unsupported(
-                "the store holds users, roles or enabled auth, which this version of revkv does \
-                 not write in etcd's format yet; use revkv's own format for this backup"
-                    .into(),
-            )),
+            SnapshotFrame::Auth(auth) => {
+                self.auth = crate::auth::etcd_buckets_of(auth)?;
+                Ok(())
+            }
         }
     }
 
@@ -152,6 +156,7 @@ impl EtcdExporter {
                 .map(|(id, lease)| (&id[..], lease.as_slice())),
         )?;
         write_meta_bucket(&mut self.bolt, compact_revision)?;
+        self.write_auth_buckets()?;
         let (file, bytes) = self.bolt.finish()?;
         let export = EtcdExport {
             current_revision,
@@ -161,6 +166,28 @@ impl EtcdExporter {
             bytes,
         };
         Ok((file, export))
+    }
+}
+
+impl EtcdExporter {
+    /// `auth`, `authUsers` and `authRoles`, when the store has auth records; etcd creates them
+    /// empty on its first start otherwise.
+    fn write_auth_buckets(&mut self) -> Result<()> {
+        if self.auth == EtcdAuthBuckets::default() {
+            return Ok(());
+        }
+        let buckets = [
+            (layout::AUTH_BUCKET, &self.auth.auth),
+            (layout::AUTH_USERS_BUCKET, &self.auth.users),
+            (layout::AUTH_ROLES_BUCKET, &self.auth.roles),
+        ];
+        for (name, entries) in buckets {
+            let entries = entries
+                .iter()
+                .map(|(key, value)| (key.as_slice(), value.as_slice()));
+            self.bolt.bucket(name.as_bytes(), entries)?;
+        }
+        Ok(())
     }
 }
 

@@ -2,7 +2,7 @@
 //! every revision the file still holds becomes a history record at the same revision and
 //! position, with the same create revision, version, value and lease; the compaction floor and
 //! the current revision are etcd's; every lease keeps its TTL (and its remaining TTL when etcd
-//! checkpointed one).
+//! checkpointed one); users, roles and the auth switch become revkv's auth records (`auth.rs`).
 //!
 //! Nothing here writes: `EtcdSnapshot::open` checks the file's SHA-256 trailer and its bbolt
 //! structure, and `feed` hands each converted record to the caller (the restore, which passes it
@@ -13,10 +13,12 @@ use std::io::Read;
 use std::path::Path;
 
 use prost::Message;
+use revkv_storage::auth::{AuthState, MAX_ROLES, MAX_USERS};
 use revkv_storage::codec::{SnapshotFrame, VersionRecord};
 use revkv_storage::{ForeignHistory, FrameFeed};
 use sha2::{Digest, Sha256};
 
+use crate::auth::EtcdAuthBuckets;
 use crate::bolt::{page, BoltFile, BucketRoot, DEFAULT_MAX_PAGE_BYTES};
 use crate::error::{EtcdSnapshotError, Result};
 use crate::layout::{self, RevisionKey};
@@ -26,6 +28,8 @@ use crate::messages;
 pub const TRAILER_BYTES: u64 = 32;
 /// A file whose size leaves this remainder modulo 512 carries a trailer (etcd's own test).
 const TRAILER_ALIGNMENT: u64 = 512;
+/// etcd keeps two keys in its `auth` bucket; a few more are read and ignored.
+const MAX_AUTH_BUCKET_ENTRIES: usize = 16;
 
 /// Whether the file at `path` is a bbolt file (an etcd snapshot or db) rather than a revkv
 /// stream: bbolt's magic sits right after the first page's header.
@@ -102,11 +106,12 @@ impl EtcdSnapshot {
         })
     }
 
-    /// Hands every record (in revision order) and then every lease (in id order) to `emit`.
-    /// Auth records are refused until they can be carried over (a cluster that kept people out
-    /// must not come back open).
+    /// Hands every record (in revision order), then every lease (in id order), then the auth
+    /// records to `emit`. The auth records are read first, so a file whose users or roles revkv
+    /// cannot enforce is refused before any record is handed over (a cluster that kept people
+    /// out must not come back open).
     pub fn feed(&self, emit: &mut FrameFeed<'_>) -> Result<()> {
-        self.refuse_auth_records()?;
+        let auth = self.auth_state()?;
         if let Some(bucket) = self.bucket(layout::KEY_BUCKET) {
             self.bolt
                 .for_each(bucket, &mut |key: &[u8], value: &[u8]| {
@@ -120,6 +125,9 @@ impl EtcdSnapshot {
                     emit(lease_frame(key, value)?)?;
                     Ok::<(), EtcdSnapshotError>(())
                 })?;
+        }
+        if let Some(auth) = auth {
+            emit(SnapshotFrame::Auth(auth))?;
         }
         Ok(())
     }
@@ -170,30 +178,29 @@ impl EtcdSnapshot {
         }
     }
 
-    fn refuse_auth_records(&self) -> Result<()> {
-        let enabled = self.small_bucket_value(layout::AUTH_BUCKET, layout::AUTH_ENABLED)?;
-        let has_entries = |bucket: &str| -> Result<bool> {
-            let Some(root) = self.bucket(bucket) else {
-                return Ok(false);
-            };
-            let mut any = false;
-            self.bolt.for_each(root, &mut |_: &[u8], _: &[u8]| {
-                any = true;
+    /// The users, roles and auth switch as revkv's records (`auth.rs`), or None when the file
+    /// holds none. Reads at most one entry past revkv's limits, so a huge bucket is refused
+    /// without being held.
+    pub fn auth_state(&self) -> Result<Option<AuthState>> {
+        let buckets = EtcdAuthBuckets {
+            auth: self.bounded_entries(layout::AUTH_BUCKET, MAX_AUTH_BUCKET_ENTRIES)?,
+            users: self.bounded_entries(layout::AUTH_USERS_BUCKET, MAX_USERS + 1)?,
+            roles: self.bounded_entries(layout::AUTH_ROLES_BUCKET, MAX_ROLES + 1)?,
+        };
+        crate::auth::auth_state_from_etcd(&buckets)
+    }
+
+    fn bounded_entries(&self, bucket: &str, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut entries = Vec::new();
+        if let Some(root) = self.bucket(bucket) {
+            self.bolt.for_each(root, &mut |key: &[u8], value: &[u8]| {
+                if entries.len() < limit {
+                    entries.push((key.to_vec(), value.to_vec()));
+                }
                 Ok::<(), EtcdSnapshotError>(())
             })?;
-            Ok(any)
-        };
-        let users = has_entries(layout::AUTH_USERS_BUCKET)?;
-        let roles = has_entries(layout::AUTH_ROLES_BUCKET)?;
-        if enabled.as_deref() == Some(&[1]) || users || roles {
-            return Err(EtcdSnapshotError::Unsupported(
-                "it holds users, roles or enabled auth, which this version of revkv does not \
-                 carry over yet; disable auth and remove users and roles in etcd, or restore \
-                 with a revkv that imports them"
-                    .into(),
-            ));
         }
-        Ok(())
+        Ok(entries)
     }
 }
 

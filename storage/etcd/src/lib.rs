@@ -7,10 +7,13 @@
 //! - `bolt/`: a bbolt reader and bulk writer (the file format itself).
 //! - `layout.rs`: etcd's buckets and keys; `messages.rs`: the protobuf messages in them.
 //! - `import.rs`: an etcd file into revkv's history frames, checked before anything is written.
+//! - `export.rs`: revkv's history frames into an etcd snapshot.
+//! - `auth.rs`: etcd's auth buckets and revkv's auth records, both ways.
 //!
 //! The crate knows etcd's formats and revkv-storage's frame types, and nothing of raft, HTTP or
 //! gRPC; `revkv snapshot restore` (in revkv-raft) is its caller.
 
+pub mod auth;
 pub mod bolt;
 pub mod error;
 pub mod export;

@@ -10,7 +10,8 @@ mod required;
 
 pub use access::{Access, AccessRules, Permission, PermissionKind, ROOT_ROLE};
 pub use records::{
-    AuthRequest, AuthState, User, MAX_AUTH_RECORD_BYTES, MAX_NAME_BYTES, MAX_PASSWORD_HASH_BYTES,
-    MAX_PERMISSIONS_PER_ROLE, MAX_ROLES, MAX_ROLES_PER_USER, MAX_USERS, ROOT_USER, TOKEN_KEY_BYTES,
+    is_bcrypt_hash, AuthRequest, AuthState, User, MAX_AUTH_RECORD_BYTES, MAX_NAME_BYTES,
+    MAX_PASSWORD_HASH_BYTES, MAX_PERMISSIONS_PER_ROLE, MAX_ROLES, MAX_ROLES_PER_USER, MAX_USERS,
+    ROOT_USER, TOKEN_KEY_BYTES,
 };
 pub use required::{requirement_of, Requirement};

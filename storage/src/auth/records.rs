@@ -144,7 +144,9 @@ impl AuthState {
     pub fn apply(&mut self, change: &AuthRequest, limits: &Limits) -> Result<()> {
         let mut changed = self.clone();
         changed.apply_in_place(change, limits)?;
-        changed.revision += 1;
+        if !self.repeats_enable_or_disable(change) {
+            changed.revision += 1;
+        }
         let encoded_bytes = crate::codec::encode(&changed)
             .map_err(|error| Error::Invariant(format!("auth records do not encode: {error}")))?
             .len();
@@ -207,6 +209,16 @@ impl AuthState {
         }
     }
 
+    /// An enable of an enabled store or a disable of a disabled one: etcd ignores those and
+    /// leaves its auth revision alone, and so does revkv (filling in a missing token key included).
+    fn repeats_enable_or_disable(&self, change: &AuthRequest) -> bool {
+        match change {
+            AuthRequest::Enable { .. } => self.enabled,
+            AuthRequest::Disable => !self.enabled,
+            _ => false,
+        }
+    }
+
     fn enable(&mut self, token_key: &[u8]) -> Result<()> {
         if !TOKEN_KEY_BYTES.contains(&token_key.len()) {
             return Err(Error::Invalid(format!(
@@ -223,8 +235,9 @@ impl AuthState {
             ));
         }
         // Enabling twice keeps the first key, so tokens handed out since stay valid (etcd's
-        // enable is idempotent too).
-        if !self.enabled {
+        // enable is idempotent too). A store restored from etcd is enabled without a key; the
+        // first enable applied after the restore gives it one.
+        if !self.enabled || self.token_key.is_empty() {
             self.enabled = true;
             self.token_key = token_key.to_vec();
         }
@@ -321,7 +334,11 @@ impl AuthState {
                 "role {role} holds {MAX_PERMISSIONS_PER_ROLE} permissions, the limit"
             )));
         }
-        permissions.push(permission.clone());
+        // Kept in key order, as etcd keeps a role's permissions, so a role reads back alike on
+        // both and an etcd snapshot of it holds them in etcd's order.
+        let position =
+            permissions.partition_point(|granted| granted.keys.start <= permission.keys.start);
+        permissions.insert(position, permission.clone());
         Ok(())
     }
 
@@ -345,7 +362,8 @@ impl AuthState {
     }
 
     /// The records' invariants: within every limit, and enabled only with a root user holding the
-    /// root role and a token key.
+    /// root role and a token key, or no key yet (a store restored from etcd, until its first
+    /// sign-in proposes one).
     pub fn holds_invariants(&self) -> bool {
         let within_limits = self.users.len() <= MAX_USERS
             && self.roles.len() <= MAX_ROLES
@@ -361,8 +379,9 @@ impl AuthState {
             .users
             .get(ROOT_USER)
             .is_some_and(|root| root.roles.contains(ROOT_ROLE));
-        let enabled_soundly =
-            !self.enabled || (root_in_place && TOKEN_KEY_BYTES.contains(&self.token_key.len()));
+        let key_sound =
+            self.token_key.is_empty() || TOKEN_KEY_BYTES.contains(&self.token_key.len());
+        let enabled_soundly = !self.enabled || (root_in_place && key_sound);
         within_limits && enabled_soundly
     }
 }
@@ -379,6 +398,12 @@ fn check_name(kind: &str, name: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Whether a stored password hash is bcrypt (`$2a$` and its variants), the only kind etcd
+/// checks; revkv's own are argon2id PHC strings unless a member hashes with bcrypt.
+pub fn is_bcrypt_hash(password_hash: &str) -> bool {
+    password_hash.starts_with("$2")
 }
 
 fn check_password_hash(password_hash: &str) -> Result<()> {

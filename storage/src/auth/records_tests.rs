@@ -54,6 +54,70 @@ fn enabling_needs_a_root_user_holding_the_root_role() {
 }
 
 #[test]
+fn a_repeated_enable_keeps_the_key_and_the_revision_but_fills_a_missing_key() {
+    let mut state = enabled_state();
+    let before = state.clone();
+    let another_key = AuthRequest::Enable {
+        token_key: vec![8; 32],
+    };
+    apply(&mut state, another_key.clone()).unwrap();
+    assert_eq!(state, before, "etcd ignores an enable of an enabled store");
+
+    // As restored from an etcd snapshot: enabled, no key yet.
+    state.token_key.clear();
+    assert!(state.holds_invariants());
+    apply(&mut state, another_key).unwrap();
+    assert_eq!(state.token_key, vec![8; 32]);
+    assert_eq!(state.revision, before.revision);
+    apply(&mut state, enable()).unwrap();
+    assert_eq!(
+        state.token_key,
+        vec![8; 32],
+        "the first key filled in stays"
+    );
+
+    apply(&mut state, AuthRequest::Disable).unwrap();
+    let disabled = state.clone();
+    apply(&mut state, AuthRequest::Disable).unwrap();
+    assert_eq!(
+        state, disabled,
+        "etcd ignores a disable of a disabled store"
+    );
+}
+
+#[test]
+fn permissions_are_kept_in_key_order_as_etcd_keeps_them() {
+    let mut state = AuthState::default();
+    apply(&mut state, AuthRequest::RoleAdd { name: "r".into() }).unwrap();
+    for key in ["m", "z", "a", "m"] {
+        let permission = Permission {
+            kind: PermissionKind::Read,
+            keys: KeyRange {
+                start: key.as_bytes().to_vec(),
+                end: if state.roles["r"]
+                    .iter()
+                    .any(|p| p.keys.start == key.as_bytes())
+                {
+                    crate::types::RangeEnd::Unbounded
+                } else {
+                    crate::types::RangeEnd::Single
+                },
+            },
+        };
+        let change = AuthRequest::RoleGrantPermission {
+            role: "r".into(),
+            permission,
+        };
+        apply(&mut state, change).unwrap();
+    }
+    let starts: Vec<&[u8]> = state.roles["r"]
+        .iter()
+        .map(|permission| permission.keys.start.as_slice())
+        .collect();
+    assert_eq!(starts, [&b"a"[..], b"m", b"m", b"z"]);
+}
+
+#[test]
 fn while_enabled_root_cannot_be_deleted_demoted_or_its_role_removed_and_nothing_changes() {
     let mut state = enabled_state();
     let before = state.clone();

@@ -87,13 +87,19 @@ impl EtcdServer {
     }
 
     /// Polls with a linearizable read (which needs a leader) until one succeeds, or panics at
-    /// the deadline.
+    /// the deadline. A member restored with auth enabled refuses the read for want of a user;
+    /// then a leader named in its status is the proof.
     async fn wait_until_it_answers(&self) {
         let deadline = Instant::now() + ETCD_START_TIMEOUT;
         let mut last_error = String::from("no probe yet");
         while Instant::now() < deadline {
             match self.read("probe").await {
                 Ok(_) => return,
+                Err(error) if error.contains("user name is empty") => match self.leader().await {
+                    Ok(leader) if leader != 0 => return,
+                    Ok(_) => last_error = "auth is enabled and there is no leader yet".into(),
+                    Err(error) => last_error = error,
+                },
                 Err(error) => last_error = error,
             }
             tokio::time::sleep(PROBE_INTERVAL).await;
@@ -103,17 +109,28 @@ impl EtcdServer {
 
     /// The value at `key`, read linearizably through a client of its own.
     pub async fn read(&self, key: &str) -> Result<Option<Vec<u8>>, String> {
-        let options = etcd_client::ConnectOptions::new()
-            .with_timeout(Duration::from_secs(2))
-            .with_connect_timeout(Duration::from_secs(2));
-        let mut client = Client::connect([&self.client_url], Some(options))
-            .await
-            .map_err(|error| error.to_string())?;
+        let mut client = self.client().await?;
         let answer = client
             .get(key, None::<GetOptions>)
             .await
             .map_err(|error| error.to_string())?;
         Ok(answer.kvs().first().map(|kv| kv.value().to_vec()))
+    }
+
+    /// The leader the member's status names (0: none), which needs no user.
+    async fn leader(&self) -> Result<u64, String> {
+        let mut client = self.client().await?;
+        let status = client.status().await.map_err(|error| error.to_string())?;
+        Ok(status.leader())
+    }
+
+    async fn client(&self) -> Result<Client, String> {
+        let options = etcd_client::ConnectOptions::new()
+            .with_timeout(Duration::from_secs(2))
+            .with_connect_timeout(Duration::from_secs(2));
+        Client::connect([&self.client_url], Some(options))
+            .await
+            .map_err(|error| error.to_string())
     }
 }
 

@@ -24,6 +24,15 @@ mod tls;
 
 pub(crate) use addresses::parse_member_list;
 
+/// How new passwords are hashed (`--password-hash`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PasswordHashArg {
+    #[default]
+    Argon2id,
+    Bcrypt,
+}
+
 /// How log lines are written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -208,6 +217,12 @@ pub struct ServeArgs {
     /// member (default 2); more wait, up to the request timeout.
     #[arg(long, env = "REVKV_MAX_CONCURRENT_PASSWORD_CHECKS")]
     pub max_concurrent_password_checks: Option<usize>,
+    /// How this member hashes new passwords: `argon2id` (default) or `bcrypt`, as etcd does (cost
+    /// 10). Choose bcrypt on every member when the store may go back to etcd: an etcd-format
+    /// snapshot keeps bcrypt hashes, and refuses users whose hashes etcd cannot check. Members
+    /// check both kinds whatever this says.
+    #[arg(long, env = "REVKV_PASSWORD_HASH", value_enum)]
+    pub password_hash: Option<PasswordHashArg>,
     /// Most leases in one checkpoint entry (default 1000, etcd's); at most one checkpoint is
     /// proposed per expiry check.
     #[arg(long, env = "REVKV_MAX_LEASES_PER_CHECKPOINT")]
@@ -324,7 +339,7 @@ impl ServeArgs {
             lease_keepalive_idle_timeout_ms, max_client_connections, max_connections_per_client,
             header_read_timeout_ms, max_header_bytes, max_snapshot_streams, hot_keys_capacity, hot_keys_window_seconds, max_snapshot_bytes, compaction_batch_limit,
             compaction_sleep_interval_ms, auth_token_ttl_seconds,
-            max_concurrent_password_checks, log_format, auto_compaction_mode, auto_compaction_retention,
+            max_concurrent_password_checks, password_hash, log_format, auto_compaction_mode, auto_compaction_retention,
             quota_backend_bytes, initial_corrupt_check, corrupt_check_time,
             auto_compaction_interval_ms, watch_progress_notify_interval_ms, max_watches,
             watch_buffer_messages, metrics_prefix_depth, metrics_max_prefixes, cert_file, key_file,

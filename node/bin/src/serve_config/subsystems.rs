@@ -9,6 +9,7 @@ use revkv_metrics::PrefixLabelConfig;
 use revkv_raft::{LeaseSettings, RaftTiming, TailLimits};
 use revkv_storage::{Limits, LogOptions};
 
+use revkv_node::auth::password::PasswordHashScheme;
 use revkv_node::auth::AuthOptions;
 use revkv_node::compaction::AutoCompaction;
 use revkv_node::compaction_cleaner::CleanerSettings;
@@ -122,9 +123,14 @@ impl ServeArgs {
         if !(1..=64).contains(&checks) {
             return Err("--max-concurrent-password-checks must be between 1 and 64".into());
         }
+        let password_hash = match self.password_hash.unwrap_or_default() {
+            super::PasswordHashArg::Argon2id => PasswordHashScheme::Argon2id,
+            super::PasswordHashArg::Bcrypt => PasswordHashScheme::Bcrypt,
+        };
         Ok(AuthOptions {
             token_ttl,
             max_concurrent_password_checks: checks,
+            password_hash,
         })
     }
 

@@ -1,7 +1,8 @@
 //! The history both directions of the etcd snapshot tests write and read
 //! (`etcd_snapshot_in.rs`, `etcd_snapshot_out.rs`): overwrites, deletes, a txn that changes
-//! three keys in one revision, a leased key, a compaction and writes after it, all through
-//! etcdctl; then the reads that must answer alike on both systems.
+//! three keys in one revision, a leased key, a compaction and writes after it, then users and
+//! roles with auth enabled, all through etcdctl; then the reads that must answer alike on both
+//! systems, as root and as a user whose role reaches some keys only.
 #![allow(dead_code)]
 
 use std::path::Path;
@@ -75,6 +76,43 @@ pub fn lease_facts(etcdctl: &mut Etcdctl<'_>) -> (Value, Value, bool) {
     (granted, json["keys"].clone(), (1..=600).contains(&left))
 }
 
+/// Every command after auth enable passes these.
+pub const ROOT_CREDENTIALS: &str = "root:root-password";
+/// A user whose role reads the keys under `a`, writes `f`, and does both from `z` on.
+pub const READER_CREDENTIALS: &str = "alice:wonderland";
+
+/// Users and roles (with one permission of each shape: a prefix, one key, every key from one
+/// on), then auth enable. Auth changes do not move the store's revision.
+pub fn auth_setup() -> Vec<&'static [&'static str]> {
+    vec![
+        &["user", "add", ROOT_CREDENTIALS],
+        &["user", "grant-role", "root", "root"],
+        &["role", "add", "reader"],
+        &[
+            "role",
+            "grant-permission",
+            "reader",
+            "read",
+            "a",
+            "--prefix",
+        ],
+        &["role", "grant-permission", "reader", "write", "f"],
+        &[
+            "role",
+            "grant-permission",
+            "reader",
+            "readwrite",
+            "z",
+            "--from-key",
+        ],
+        &["user", "add", READER_CREDENTIALS],
+        &["user", "grant-role", "alice", "reader"],
+        &["auth", "enable"],
+    ]
+}
+
+/// Writes the history, then the users and roles with auth enabled; from then on `etcdctl`
+/// calls as root.
 pub fn write_history(etcdctl: &mut Etcdctl<'_>) {
     for (arguments, stdin) in history() {
         let outcome = etcdctl.run(arguments, stdin);
@@ -83,12 +121,52 @@ pub fn write_history(etcdctl: &mut Etcdctl<'_>) {
             "writing the history into etcd: {outcome:?}"
         );
     }
+    for arguments in auth_setup() {
+        let outcome = etcdctl.run(arguments, "");
+        assert!(outcome.success, "setting up auth: {outcome:?}");
+    }
+    etcdctl.user = Some(ROOT_CREDENTIALS.to_string());
 }
 
-pub fn save_snapshot(etcdctl: &Path, endpoint: &str, file: &Path) {
+/// The auth state as etcdctl shows it, and what each user may do: the users and roles, the
+/// reader's reads inside and outside its role, a wrong password, and no credentials at all.
+pub fn auth_reads() -> Vec<(Option<&'static str>, Vec<String>)> {
+    let root = Some(ROOT_CREDENTIALS);
+    let reader = Some(READER_CREDENTIALS);
+    vec![
+        (root, words("user list")),
+        (root, words("role list")),
+        (root, words("user get root")),
+        (root, words("user get alice")),
+        (root, words("role get reader")),
+        (reader, words("get a --prefix -w json")),
+        (reader, words("get e")),
+        (reader, words("get zz -w json")),
+        (Some("alice:wrong"), words("get a")),
+        (None, words("get a")),
+    ]
+}
+
+/// Runs `auth_reads()` as each one's user, then restores `etcdctl`'s own.
+pub fn run_auth_reads(etcdctl: &mut Etcdctl<'_>) -> Vec<Outcome> {
+    let own = etcdctl.user.take();
+    let outcomes = auth_reads()
+        .into_iter()
+        .map(|(user, command)| {
+            etcdctl.user = user.map(str::to_string);
+            let arguments: Vec<&str> = command.iter().map(String::as_str).collect();
+            etcdctl.run(&arguments, "")
+        })
+        .collect();
+    etcdctl.user = own;
+    outcomes
+}
+
+pub fn save_snapshot(etcdctl: &Path, endpoint: &str, user: Option<&str>, file: &Path) {
     let output = std::process::Command::new(etcdctl)
         .env("ETCDCTL_API", "3")
         .arg(format!("--endpoints={endpoint}"))
+        .args(user.map(|user| format!("--user={user}")))
         .args(["snapshot", "save"])
         .arg(file)
         .output()
@@ -124,9 +202,10 @@ const WATCH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// `etcdctl watch --prefix "" --rev=COMPACT_REVISION --prev-kv -w json` until it printed the
 /// history's events since the compaction (or the deadline): the events, normalized, in order.
-pub fn watched_from_the_compaction(binary: &Path, endpoint: &str) -> Vec<Value> {
+pub fn watched_from_the_compaction(etcdctl: &Etcdctl<'_>) -> Vec<Value> {
     let revision = format!("--rev={COMPACT_REVISION}");
-    let arguments = [
+    let user = etcdctl.user.as_ref().map(|user| format!("--user={user}"));
+    let mut arguments = vec![
         "watch",
         "--prefix",
         "",
@@ -135,7 +214,8 @@ pub fn watched_from_the_compaction(binary: &Path, endpoint: &str) -> Vec<Value> 
         "-w",
         "json",
     ];
-    let watch = Running::start(binary, endpoint, &arguments);
+    arguments.extend(user.as_deref());
+    let watch = Running::start(etcdctl.binary, &etcdctl.endpoint, &arguments);
     let deadline = std::time::Instant::now() + WATCH_DEADLINE;
     let mut events = Vec::new();
     while events.len() < EVENTS_FROM_THE_COMPACTION {
@@ -153,8 +233,10 @@ pub fn watched_from_the_compaction(binary: &Path, endpoint: &str) -> Vec<Value> 
 /// What a restore in either direction must keep, compared through etcdctl on etcd and on revkv
 /// (one restored from the other's snapshot): every key at every revision from the compaction on
 /// and `compacted` below it (guarded against both failing alike), the lease, a watch from the
-/// compaction revision, and the revision of the next write.
+/// compaction revision, the users and roles and what they may do, and the revision of the next
+/// write.
 pub fn assert_restored_alike(on_etcd: &mut Etcdctl<'_>, on_revkv: &mut Etcdctl<'_>) {
+    assert_auth_alike(on_etcd, on_revkv);
     let reads = reads();
     let (from_etcd, from_revkv) = (run_all(on_etcd, &reads), run_all(on_revkv, &reads));
     assert_reads_reached_the_data(&from_etcd);
@@ -166,13 +248,13 @@ pub fn assert_restored_alike(on_etcd: &mut Etcdctl<'_>, on_revkv: &mut Etcdctl<'
         "the lease (granted TTL, keys, time left)"
     );
     assert!(revkv_lease.2, "the lease has time left within its TTL");
-    let etcd_events = watched_from_the_compaction(on_etcd.binary, &on_etcd.endpoint);
+    let etcd_events = watched_from_the_compaction(on_etcd);
     assert_eq!(
         etcd_events.len(),
         EVENTS_FROM_THE_COMPACTION,
         "{etcd_events:?}"
     );
-    let revkv_events = watched_from_the_compaction(on_revkv.binary, &on_revkv.endpoint);
+    let revkv_events = watched_from_the_compaction(on_revkv);
     assert_eq!(
         revkv_events, etcd_events,
         "a watch from the compaction differs"
@@ -182,4 +264,22 @@ pub fn assert_restored_alike(on_etcd: &mut Etcdctl<'_>, on_revkv: &mut Etcdctl<'
         &run_all(on_etcd, &next_write),
         &run_all(on_revkv, &next_write),
     );
+}
+
+/// The auth reads answer alike, guarded against both failing alike: root sees both users and
+/// the reader's role, the reader reads inside its role and nowhere else, and a wrong password or
+/// no credentials are refused.
+fn assert_auth_alike(on_etcd: &mut Etcdctl<'_>, on_revkv: &mut Etcdctl<'_>) {
+    let (from_etcd, from_revkv) = (run_auth_reads(on_etcd), run_auth_reads(on_revkv));
+    let expected_success = [
+        true, true, true, true, true, true, false, true, false, false,
+    ];
+    let succeeded: Vec<bool> = from_etcd.iter().map(|outcome| outcome.success).collect();
+    assert_eq!(succeeded, expected_success, "on etcd: {from_etcd:#?}");
+    assert!(from_etcd[0].stdout.contains("alice") && from_etcd[4].stdout.contains("[a, b)"));
+    assert!(
+        from_etcd[6].stderr.contains("permission denied"),
+        "{from_etcd:#?}"
+    );
+    assert_same_outcomes(&from_etcd, &from_revkv);
 }

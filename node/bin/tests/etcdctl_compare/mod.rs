@@ -47,6 +47,8 @@ pub struct Etcdctl<'a> {
     pub endpoint: String,
     /// The lease id the script granted (etcdctl's hex form), filled in by the `lease grant` step.
     pub lease: Option<String>,
+    /// `NAME:PASSWORD` every command passes as `--user`, once auth is enabled.
+    pub user: Option<String>,
 }
 
 impl Etcdctl<'_> {
@@ -61,6 +63,7 @@ impl Etcdctl<'_> {
             .env("ETCDCTL_API", "3")
             .arg(format!("--endpoints={}", self.endpoint))
             .args(["--dial-timeout=5s", "--command-timeout=10s"])
+            .args(self.user.iter().map(|user| format!("--user={user}")))
             .args(&arguments)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
