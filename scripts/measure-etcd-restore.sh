@@ -44,5 +44,10 @@ measure "etcd 3.4 etcdctl restore" env ETCDCTL_API=3 etcdctl snapshot restore "$
   --data-dir "$work/etcd34" "${restore_flags[@]}"
 measure "etcd 3.5.1 etcdutl restore" "$revkv_etcd35_dir/etcdutl" snapshot restore "$work/etcd.db" \
   --data-dir "$work/etcd35" "${restore_flags[@]}"
-measure "revkv snapshot restore" "$binary" snapshot restore "$work/etcd.db" \
-  --data-dir "$work/revkv" --id 1 --initial-cluster 1=http://127.0.0.1:7631
+# revkv at its default page cache (64 MiB), then at a smaller and a larger one: with the key
+# index, the cache is what bounds a restore's memory.
+for cache_mib in 64 16 256; do
+  measure "revkv restore, cache ${cache_mib} MiB" "$binary" snapshot restore "$work/etcd.db" \
+    --data-dir "$work/revkv-$cache_mib" --id 1 --initial-cluster 1=http://127.0.0.1:7631 \
+    --cache-bytes $((cache_mib * 1024 * 1024))
+done

@@ -18,15 +18,21 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use revkv_storage::{
     codec, LogOptions, MvccStore, RaftLogStore, RestoreTarget, SnapshotSummary, StoreOptions,
 };
 
+use crate::restore_progress::RestoreProgress;
 use crate::restore_source::BackupSource;
 
 use crate::types::alias::{LogId, StoredMembership};
 use crate::types::{from_storage_log_id, MemberNode};
+
+/// The state file's page cache while a restore writes it, unless told otherwise: with the key
+/// index (about 100 bytes a key), what bounds a restore's memory.
+pub const DEFAULT_RESTORE_CACHE_BYTES: usize = 64 * 1024 * 1024;
 
 /// What to restore where.
 #[derive(Clone, Debug)]
@@ -39,6 +45,29 @@ pub struct RestorePlan {
     pub member_id: u64,
     /// The new cluster's members and their peer URLs (as `revkv serve --initial-cluster`).
     pub members: BTreeMap<u64, MemberNode>,
+    /// The state file's page cache while writing (`revkv snapshot restore --cache-bytes`).
+    pub cache_bytes: usize,
+    /// Where the restore counts how far it is.
+    pub progress: Arc<RestoreProgress>,
+}
+
+impl RestorePlan {
+    /// A plan with the default cache and a progress nobody watches.
+    pub fn new(
+        backup: PathBuf,
+        data_dir: PathBuf,
+        member_id: u64,
+        members: BTreeMap<u64, MemberNode>,
+    ) -> RestorePlan {
+        RestorePlan {
+            backup,
+            data_dir,
+            member_id,
+            members,
+            cache_bytes: DEFAULT_RESTORE_CACHE_BYTES,
+            progress: Arc::default(),
+        }
+    }
 }
 
 /// Why a restore was refused or failed. Every variant names the file it is about.
@@ -69,11 +98,12 @@ pub enum RestoreError {
 pub fn restore_member(plan: &RestorePlan) -> Result<SnapshotSummary, RestoreError> {
     check_plan(plan)?;
     let source = BackupSource::open(&plan.backup)?;
-    let backup = source.inspect()?;
+    let backup = source.inspect(plan.progress.counts())?;
+    plan.progress.start_writing();
     let (membership, log_id) = new_membership(&plan.members)?;
     let target = RestoreTarget::new(&backup, membership, log_id);
     let staging = staging_directory(&plan.data_dir)?;
-    let built = build_data_dir(&source, &staging, &target).and_then(|summary| {
+    let built = build_data_dir(&source, &staging, &target, plan).and_then(|summary| {
         std::fs::rename(&staging, &plan.data_dir).map_err(io_error(&plan.data_dir))?;
         sync_directory(parent_of(&plan.data_dir))?;
         Ok(summary)
@@ -145,10 +175,15 @@ fn build_data_dir(
     source: &BackupSource,
     staging: &Path,
     target: &RestoreTarget,
+    plan: &RestorePlan,
 ) -> Result<SnapshotSummary, RestoreError> {
     let summary = {
-        let store = MvccStore::open(staging.join("state.redb"), StoreOptions::default())?;
-        source.import(&store, target)?
+        let options = StoreOptions {
+            cache_bytes: plan.cache_bytes,
+            ..StoreOptions::default()
+        };
+        let store = MvccStore::open(staging.join("state.redb"), options)?;
+        source.import(&store, target, plan.progress.counts())?
     };
     let log = RaftLogStore::open(staging.join("raft-log"), LogOptions::default())?;
     let applied = target

@@ -7,8 +7,10 @@
 use std::path::{Path, PathBuf};
 
 use revkv_etcd_snapshot::{is_bolt_file, EtcdSnapshot, EtcdSnapshotError};
+use revkv_storage::codec::SnapshotFrame;
 use revkv_storage::{
-    inspect_foreign, inspect_snapshot, open_backup_file, MvccStore, RestoreTarget, SnapshotSummary,
+    inspect_foreign, inspect_snapshot_counted, open_backup_file, FrameFeed, ImportProgress,
+    MvccStore, RestoreTarget, SnapshotSummary,
 };
 
 use crate::restore::RestoreError;
@@ -61,37 +63,47 @@ impl BackupSource {
         }
     }
 
-    /// Reads the whole backup and checks it, writing nothing.
-    pub(crate) fn inspect(&self) -> Result<SnapshotSummary, RestoreError> {
+    /// Reads the whole backup and checks it, writing nothing; counts each record into
+    /// `progress`.
+    pub(crate) fn inspect(
+        &self,
+        progress: &ImportProgress,
+    ) -> Result<SnapshotSummary, RestoreError> {
         match self {
             BackupSource::Revkv(path) => {
                 let mut reader = open_revkv_backup(path)?;
-                inspect_snapshot(&mut reader).map_err(|source| RestoreError::BadBackup {
-                    file: path.clone(),
-                    source,
+                inspect_snapshot_counted(&mut reader, progress).map_err(|source| {
+                    RestoreError::BadBackup {
+                        file: path.clone(),
+                        source,
+                    }
                 })
             }
             BackupSource::Etcd(path, snapshot) => {
                 let history = snapshot.history().map_err(etcd_error(path))?;
-                let mut summary = inspect_foreign(history, |emit| snapshot.feed(emit))
-                    .map_err(etcd_error(path))?;
+                let mut summary = inspect_foreign(history, |emit| {
+                    snapshot.feed(&mut |frame| emit(counted(frame, progress)))
+                })
+                .map_err(etcd_error(path))?;
                 summary.checksum = snapshot.content_hash;
                 Ok(summary)
             }
         }
     }
 
-    /// Replaces `store`'s state with the backup's, for the new cluster `target` describes.
+    /// Replaces `store`'s state with the backup's, for the new cluster `target` describes;
+    /// counts each record into `progress` as it is written.
     pub(crate) fn import(
         &self,
         store: &MvccStore,
         target: &RestoreTarget,
+        progress: &ImportProgress,
     ) -> Result<SnapshotSummary, RestoreError> {
         match self {
             BackupSource::Revkv(path) => {
                 let mut reader = open_revkv_backup(path)?;
                 store
-                    .import_for_restore(&mut reader, target)
+                    .import_for_restore(&mut reader, target, progress)
                     .map_err(|source| RestoreError::BadBackup {
                         file: path.clone(),
                         source,
@@ -99,18 +111,29 @@ impl BackupSource {
             }
             BackupSource::Etcd(path, snapshot) => {
                 let history = snapshot.history().map_err(etcd_error(path))?;
+                let feed = |emit: &mut FrameFeed<'_>| {
+                    snapshot.feed(&mut |frame| emit(counted(frame, progress)))
+                };
                 store
-                    .import_foreign_for_restore(history, |emit| snapshot.feed(emit), target)
+                    .import_foreign_for_restore(history, feed, target)
                     .map_err(etcd_error(path))
             }
         }
     }
 }
 
+/// Counts a record frame into `progress` on its way through.
+fn counted(frame: SnapshotFrame, progress: &ImportProgress) -> SnapshotFrame {
+    if let SnapshotFrame::Record { record, .. } = &frame {
+        progress.count_record((record.key.len() + record.value.len()) as u64);
+    }
+    frame
+}
+
 /// Checks the backup at `path`, of either kind, whole; answers its kind and what it holds.
 pub fn inspect_backup(path: &Path) -> Result<(BackupFormat, SnapshotSummary), RestoreError> {
     let source = BackupSource::open(path)?;
-    let summary = source.inspect()?;
+    let summary = source.inspect(&ImportProgress::default())?;
     Ok((source.format(), summary))
 }
 

@@ -10,7 +10,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use revkv_raft::snapshot_stream::ChunkWriter;
-use revkv_raft::{restore_member, ChunkLimits, ChunkedExport, MemberNode, RestorePlan};
+use revkv_raft::{
+    restore_member, ChunkLimits, ChunkedExport, MemberNode, RestorePhase, RestorePlan,
+};
 use revkv_storage::{
     codec, inspect_snapshot, ApplyEntry, EntryPayload, LogId, LogOptions, MvccStore, PutRequest,
     RaftLogStore, Request, StoreOptions,
@@ -104,13 +106,21 @@ fn a_restored_member_starts_a_new_cluster_at_index_zero_with_its_membership() {
     let backup = backup_file(directory.path());
     let source = inspect_snapshot(&mut std::fs::File::open(&backup).unwrap()).unwrap();
     let restore = |id: u64| {
-        let plan = RestorePlan {
-            backup: backup.clone(),
-            data_dir: directory.path().join(format!("member-{id}")),
-            member_id: id,
-            members: members(&[2, 3, 4]),
-        };
+        let plan = RestorePlan::new(
+            backup.clone(),
+            directory.path().join(format!("member-{id}")),
+            id,
+            members(&[2, 3, 4]),
+        );
         restore_member(&plan).unwrap();
+        // The check counted every record, and the write wrote as many.
+        let progress = &plan.progress;
+        assert_eq!(progress.phase(), RestorePhase::Writing);
+        assert!(progress.records() > 0 && progress.records() <= source.records);
+        assert_eq!(
+            progress.checked_totals(),
+            (progress.records(), progress.bytes())
+        );
         plan.data_dir
     };
     let restored: Vec<_> = [2, 3, 4].into_iter().map(restore).collect();
@@ -156,12 +166,12 @@ fn assert_refused_and_nothing_written(backup: &Path, data_dir: &Path, named: &Pa
         names
     };
     let before = listing(parent);
-    let plan = RestorePlan {
-        backup: backup.to_path_buf(),
-        data_dir: data_dir.to_path_buf(),
-        member_id: 1,
-        members: members(&[1, 2, 3]),
-    };
+    let plan = RestorePlan::new(
+        backup.to_path_buf(),
+        data_dir.to_path_buf(),
+        1,
+        members(&[1, 2, 3]),
+    );
     let error = restore_member(&plan).unwrap_err().to_string();
     assert!(
         error.contains(&named.display().to_string()),
@@ -212,12 +222,7 @@ fn a_data_directory_that_is_not_empty_is_refused() {
     // An empty directory is taken.
     let empty = directory.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
-    let plan = RestorePlan {
-        backup,
-        data_dir: empty.clone(),
-        member_id: 1,
-        members: members(&[1]),
-    };
+    let plan = RestorePlan::new(backup, empty.clone(), 1, members(&[1]));
     let restored = restore_member(&plan);
     assert!(restored.is_ok(), "{restored:?}");
     assert!(empty.join("state.redb").is_file());

@@ -24,8 +24,9 @@ pub use error::{Error, Result};
 pub use limits::Limits;
 pub use log_store::{LogOptions, RaftLogStore};
 pub use mvcc::{
-    inspect_foreign, inspect_snapshot, open_backup_file, read_snapshot_frames, validate_range,
-    validate_request, Defragmented, ForeignHistory, FrameFeed, MvccStore, RestoreTarget,
-    SnapshotSummary, StoreOptions, DEFAULT_COMPACTION_INLINE_ENTRIES, FOREIGN_STREAM_VERSION,
+    inspect_foreign, inspect_snapshot, inspect_snapshot_counted, open_backup_file,
+    read_snapshot_frames, validate_range, validate_request, Defragmented, ForeignHistory,
+    FrameFeed, ImportProgress, MvccStore, RestoreTarget, SnapshotSummary, StoreOptions,
+    DEFAULT_COMPACTION_INLINE_ENTRIES, FOREIGN_STREAM_VERSION,
 };
 pub use types::*;

@@ -221,7 +221,7 @@ fn a_raft_snapshot_carries_the_alarms_and_a_restore_drops_them() {
     };
     restored
         .store
-        .import_for_restore(&mut stream.as_slice(), &target)
+        .import_for_restore(&mut stream.as_slice(), &target, &Default::default())
         .unwrap();
     assert!(restored.store.alarms().unwrap().is_empty());
     assert_eq!(

@@ -114,7 +114,7 @@ fn a_restore_keeps_the_history_under_a_new_raft_position_and_cluster_id() {
     let restored = TestStore::new();
     restored
         .store
-        .import_for_restore(&mut stream.as_slice(), &target)
+        .import_for_restore(&mut stream.as_slice(), &target, &Default::default())
         .unwrap();
     let revision = source.revision();
     assert_eq!(restored.revision(), revision);
@@ -135,7 +135,7 @@ fn a_restore_keeps_the_history_under_a_new_raft_position_and_cluster_id() {
     let same_target = RestoreTarget::new(&exported, b"new membership".to_vec(), membership_log_id);
     again
         .store
-        .import_for_restore(&mut stream.as_slice(), &same_target)
+        .import_for_restore(&mut stream.as_slice(), &same_target, &Default::default())
         .unwrap();
     assert_eq!(same_target, target);
     assert_eq!(
@@ -169,7 +169,7 @@ fn a_restore_from_a_bad_stream_changes_nothing() {
     for bad in [&flipped[..], &stream[..stream.len() - 1]] {
         assert!(existing
             .store
-            .import_for_restore(&mut &bad[..], &target)
+            .import_for_restore(&mut &bad[..], &target, &Default::default())
             .is_err());
         let after = (
             existing.store.hash(None).unwrap(),

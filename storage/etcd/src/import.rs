@@ -52,6 +52,8 @@ pub struct EtcdSnapshot {
     /// The first 8 bytes of the SHA-256 of the bolt file: what tells two snapshots apart (the
     /// restore derives the new cluster's id from it).
     pub content_hash: u64,
+    /// `history()`, once computed: it walks the whole `key` bucket, and a restore asks twice.
+    history: std::sync::OnceLock<ForeignHistory>,
 }
 
 impl EtcdSnapshot {
@@ -81,6 +83,7 @@ impl EtcdSnapshot {
             buckets,
             had_trailer,
             content_hash: u64::from_be_bytes(digest[..8].try_into().expect("a SHA-256 digest")),
+            history: std::sync::OnceLock::new(),
         };
         snapshot.refuse_newer_schema()?;
         Ok(snapshot)
@@ -90,6 +93,14 @@ impl EtcdSnapshot {
     /// compaction floor is the scheduled compaction (etcd finishes an interrupted one on load),
     /// and the current revision is the last record's, or the floor if that is higher.
     pub fn history(&self) -> Result<ForeignHistory> {
+        if let Some(history) = self.history.get() {
+            return Ok(*history);
+        }
+        let history = self.read_history()?;
+        Ok(*self.history.get_or_init(|| history))
+    }
+
+    fn read_history(&self) -> Result<ForeignHistory> {
         let compact_revision = self
             .meta_revision(layout::FINISHED_COMPACT_REVISION)?
             .max(self.meta_revision(layout::SCHEDULED_COMPACT_REVISION)?);

@@ -34,8 +34,8 @@ mod validate;
 pub use defragment::Defragmented;
 pub use snapshot::{RestoreTarget, SnapshotSummary};
 pub use snapshot_frames::{
-    inspect_foreign, inspect_snapshot, open_backup_file, read_snapshot_frames, ForeignHistory,
-    FrameFeed, FOREIGN_STREAM_VERSION,
+    inspect_foreign, inspect_snapshot, inspect_snapshot_counted, open_backup_file,
+    read_snapshot_frames, ForeignHistory, FrameFeed, ImportProgress, FOREIGN_STREAM_VERSION,
 };
 pub use validate::{validate_range, validate_request};
 

@@ -28,7 +28,7 @@ use crate::mvcc::compact::{save_pending, PendingCompaction};
 use crate::mvcc::key_index::SharedKeyIndex;
 use crate::mvcc::leases::{open_write_lease_tables, ReadLeaseTables, WriteLeaseTables};
 use crate::mvcc::snapshot_frames::{
-    bad, read_foreign, read_stream, ForeignHistory, FrameFeed, FrameSink,
+    bad, read_foreign, read_stream, Counting, ForeignHistory, FrameFeed, FrameSink, ImportProgress,
 };
 use crate::mvcc::tables::{
     save_cluster_id, save_state, ReadTables, StoreState, WriteTables, HISTORY, LEASES, LEASE_KEYS,
@@ -170,13 +170,17 @@ impl MvccStore {
 
     /// Replaces the whole state with a backup read from `reader` for a new cluster: the history
     /// and leases are the backup's, the applied log id, membership and cluster id are `target`'s.
-    /// One durable transaction, so a bad stream changes nothing.
+    /// One durable transaction, so a bad stream changes nothing. Each record is counted into
+    /// `progress` as it is written.
     pub fn import_for_restore<R: Read>(
         &self,
         reader: &mut R,
         target: &RestoreTarget,
+        progress: &ImportProgress,
     ) -> Result<SnapshotSummary> {
-        self.import_with(Some(target), |sink| read_stream(reader, sink))
+        self.import_with(Some(target), |sink| {
+            read_stream(reader, &mut Counting { sink, progress })
+        })
     }
 
     /// Replaces the whole state with a history from outside revkv (an etcd snapshot) for a new

@@ -6,6 +6,7 @@
 //! `read_stream` with a different `FrameSink`.
 
 use std::io::Read;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use xxhash_rust::xxh3::Xxh3;
 
@@ -43,6 +44,71 @@ impl FrameSink for Discard {
     fn auth(&mut self, _: AuthState) -> Result<()> {
         Ok(())
     }
+}
+
+/// What a restore has read so far: records and their key and value bytes, counted as frames
+/// pass the checks, for a progress display on another thread (relaxed atomics: a display needs
+/// no ordering).
+#[derive(Debug, Default)]
+pub struct ImportProgress {
+    records: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl ImportProgress {
+    pub fn count_record(&self, bytes: u64) {
+        self.records.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    pub fn records(&self) -> u64 {
+        self.records.load(Ordering::Relaxed)
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Starts counting again (the next pass over the same backup).
+    pub fn reset(&self) {
+        self.records.store(0, Ordering::Relaxed);
+        self.bytes.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Counts each record into `progress` on its way to `sink`.
+pub(crate) struct Counting<'s, 'p, S> {
+    pub sink: &'s mut S,
+    pub progress: &'p ImportProgress,
+}
+
+impl<S: FrameSink> FrameSink for Counting<'_, '_, S> {
+    fn record(&mut self, revision: u64, position: u32, record: VersionRecord) -> Result<()> {
+        let bytes = record.key.len() + record.value.len();
+        self.progress.count_record(bytes as u64);
+        self.sink.record(revision, position, record)
+    }
+
+    fn lease(&mut self, id: i64, record: LeaseRecord) -> Result<()> {
+        self.sink.lease(id, record)
+    }
+
+    fn alarms(&mut self, alarms: Vec<Alarm>) -> Result<()> {
+        self.sink.alarms(alarms)
+    }
+
+    fn auth(&mut self, auth: AuthState) -> Result<()> {
+        self.sink.auth(auth)
+    }
+}
+
+/// `inspect_snapshot`, counting each record into `progress` as it is checked.
+pub fn inspect_snapshot_counted<R: Read>(
+    reader: &mut R,
+    progress: &ImportProgress,
+) -> Result<SnapshotSummary> {
+    let sink = &mut Discard;
+    read_stream(reader, &mut Counting { sink, progress })
 }
 
 /// Reads and checks a whole snapshot stream without a store: the header, every frame's order and

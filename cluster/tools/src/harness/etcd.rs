@@ -117,6 +117,19 @@ impl EtcdServer {
         Ok(answer.kvs().first().map(|kv| kv.value().to_vec()))
     }
 
+    /// Stops etcd gracefully (SIGTERM: it commits its backend first) and waits for it to exit;
+    /// answers the path of its backend file, `member/snap/db`, which stays until the server
+    /// is dropped.
+    pub fn stop_gracefully(&mut self) -> PathBuf {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM etcd failed");
+        self.child.wait().expect("etcd exits");
+        self._directory.path().join("data/member/snap/db")
+    }
+
     /// The leader the member's status names (0: none), which needs no user.
     async fn leader(&self) -> Result<u64, String> {
         let mut client = self.client().await?;
