@@ -42,6 +42,9 @@ enum Command {
     Snapshot(snapshot_command::SnapshotArgs),
     /// Run a three-member cluster under injected faults and check what it did (`scripts/chaos.sh`).
     Chaos(revkv_tools::chaos::ChaosArgs),
+    /// Replay etcd's changes into a revkv restored from an etcd snapshot, revision for revision,
+    /// until the switch (README: "Moving from etcd without stopping it").
+    FollowEtcd(revkv_tools::follow_etcd::FollowEtcdArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +62,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => runtime.block_on(revkv_tools::bench::run(args)),
         Command::Chaos(args) => runtime.block_on(revkv_tools::chaos::run(args)),
         Command::Snapshot(args) => snapshot_command::run(args),
+        Command::FollowEtcd(args) => runtime.block_on(revkv_tools::follow_etcd::run(args)),
     }
 }
 

@@ -37,15 +37,20 @@ pub fn history() -> Vec<(&'static [&'static str], &'static str)> {
 }
 
 /// The reads compared: every key at every revision from one below the compaction (refused) to
-/// the last, and the current keys.
+/// the history's last, and the current keys.
 pub fn reads() -> Vec<Vec<String>> {
+    reads_through(LAST_REVISION)
+}
+
+/// `reads()` through revision `last`.
+pub fn reads_through(last: u64) -> Vec<Vec<String>> {
     let everything = |revision: Option<u64>| {
         let mut read = vec!["get".to_string(), String::new(), "--from-key".into()];
         read.extend(revision.map(|revision| format!("--rev={revision}")));
         read.extend(["-w".to_string(), "json".to_string()]);
         read
     };
-    (COMPACT_REVISION - 1..=LAST_REVISION)
+    (COMPACT_REVISION - 1..=last)
         .map(Some)
         .chain([None])
         .map(everything)
