@@ -26,15 +26,14 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use etcd_history::{
-    assert_restored_alike, reads_through, run_all, save_snapshot, write_history, ROOT_CREDENTIALS,
+    assert_restored_alike, etcd_3_4, etcd_3_5, reads_through, run_all, save_snapshot,
+    write_history, ROOT_CREDENTIALS,
 };
 use etcdctl_compare::{assert_same_outcomes, words, Etcdctl};
 use process_cluster::{cluster_options, restore_member, ProcessCluster, REVKV_BINARY};
-use revkv_tools::harness::etcd::{required_etcd, EtcdServer};
-use revkv_tools::harness::private_tools;
+use revkv_tools::harness::etcd::EtcdServer;
 use serde_json::Value;
 
-const ETCDCTL_3_4: &str = "/usr/bin/etcdctl";
 /// How long revkv may take to reach etcd's revision while following.
 const CATCH_UP_DEADLINE: Duration = Duration::from_secs(60);
 
@@ -210,20 +209,14 @@ fn refuse_to_diverge(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn following_etcd_3_4_keeps_every_revision() {
-    assert!(
-        Path::new(ETCDCTL_3_4).is_file(),
-        "{ETCDCTL_3_4} is missing: install Debian's etcd-client (scripts/install-test-deps.sh)"
-    );
-    let Some(etcd_binary) = required_etcd() else {
-        return;
-    };
-    a_follow_keeps_every_revision(Path::new(ETCDCTL_3_4), &etcd_binary).await;
+    if let Some(release) = etcd_3_4() {
+        a_follow_keeps_every_revision(&release.etcdctl, &release.etcd).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn following_etcd_3_5_keeps_every_revision() {
-    let Some(binaries) = private_tools::required_etcd_3_5_directory() else {
-        return;
-    };
-    a_follow_keeps_every_revision(&binaries.join("etcdctl"), &binaries.join("etcd")).await;
+    if let Some(release) = etcd_3_5() {
+        a_follow_keeps_every_revision(&release.etcdctl, &release.etcd).await;
+    }
 }

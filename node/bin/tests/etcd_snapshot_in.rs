@@ -25,15 +25,13 @@ mod process_cluster;
 use std::path::{Path, PathBuf};
 
 use etcd_history::{
-    assert_restored_alike, save_snapshot, write_history, COMPACT_REVISION, LAST_REVISION,
+    assert_restored_alike, etcd_3_4, etcd_3_5, save_snapshot, write_history, COMPACT_REVISION,
+    LAST_REVISION,
 };
 use etcdctl_compare::Etcdctl;
 use process_cluster::{cluster_options, restore_member, run_restore, ProcessCluster, REVKV_BINARY};
-use revkv_tools::harness::etcd::{required_etcd, EtcdServer};
-use revkv_tools::harness::private_tools;
+use revkv_tools::harness::etcd::EtcdServer;
 use serde_json::Value;
-
-const ETCDCTL_3_4: &str = "/usr/bin/etcdctl";
 
 fn revkv_status(file: &Path) -> Value {
     let output = std::process::Command::new(REVKV_BINARY)
@@ -145,20 +143,14 @@ fn refuse_damaged_copies(snapshot: &Path, directory: &Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_etcd_3_4_snapshot_restores_into_revkv_with_every_revision() {
-    assert!(
-        Path::new(ETCDCTL_3_4).is_file(),
-        "{ETCDCTL_3_4} is missing: install Debian's etcd-client (scripts/install-test-deps.sh)"
-    );
-    let Some(etcd_binary) = required_etcd() else {
-        return;
-    };
-    an_etcd_snapshot_restores_into_revkv(Path::new(ETCDCTL_3_4), &etcd_binary).await;
+    if let Some(release) = etcd_3_4() {
+        an_etcd_snapshot_restores_into_revkv(&release.etcdctl, &release.etcd).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_etcd_3_5_snapshot_restores_into_revkv_with_every_revision() {
-    let Some(binaries) = private_tools::required_etcd_3_5_directory() else {
-        return;
-    };
-    an_etcd_snapshot_restores_into_revkv(&binaries.join("etcdctl"), &binaries.join("etcd")).await;
+    if let Some(release) = etcd_3_5() {
+        an_etcd_snapshot_restores_into_revkv(&release.etcdctl, &release.etcd).await;
+    }
 }

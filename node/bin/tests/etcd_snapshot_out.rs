@@ -24,23 +24,13 @@ use std::path::Path;
 use std::process::Command;
 
 use etcd_history::{
-    assert_restored_alike, save_snapshot, write_history, LAST_REVISION, ROOT_CREDENTIALS,
+    assert_restored_alike, etcd_3_4, etcd_3_5, save_snapshot, write_history, EtcdRelease,
+    LAST_REVISION, ROOT_CREDENTIALS,
 };
 use etcdctl_compare::Etcdctl;
 use process_cluster::{cluster_options, ProcessCluster, REVKV_BINARY};
-use revkv_tools::harness::etcd::{required_etcd, EtcdServer};
-use revkv_tools::harness::private_tools;
+use revkv_tools::harness::etcd::EtcdServer;
 use serde_json::Value;
-
-const ETCDCTL_3_4: &str = "/usr/bin/etcdctl";
-
-/// etcd's tools of one version: the client, and the one that owns `snapshot status` and
-/// `snapshot restore` (etcdctl in 3.4, etcdutl in 3.5).
-struct EtcdTools<'a> {
-    etcd: &'a Path,
-    etcdctl: &'a Path,
-    snapshot_tool: &'a Path,
-}
 
 fn run_ok(program: &Path, arguments: &[&str], file: &Path) -> Vec<u8> {
     let output = Command::new(program)
@@ -82,7 +72,7 @@ fn save_with_ctl(endpoint: &str, user: &str, file: &Path) {
 }
 
 /// etcd's `snapshot restore` into `data_dir` for the one-member cluster `default=peer_url`.
-fn restore_with_etcd(tools: &EtcdTools<'_>, snapshot: &Path, data_dir: &Path, peer_url: &str) {
+fn restore_with_etcd(tools: &EtcdRelease, snapshot: &Path, data_dir: &Path, peer_url: &str) {
     let data_dir = data_dir.to_str().expect("a UTF-8 path");
     let initial_cluster = format!("default={peer_url}");
     let arguments = [
@@ -97,10 +87,10 @@ fn restore_with_etcd(tools: &EtcdTools<'_>, snapshot: &Path, data_dir: &Path, pe
         "--initial-advertise-peer-urls",
         peer_url,
     ];
-    run_ok(tools.snapshot_tool, &arguments, snapshot);
+    run_ok(&tools.snapshot_tool, &arguments, snapshot);
 }
 
-async fn a_revkv_snapshot_restores_into_etcd(tools: EtcdTools<'_>) {
+async fn a_revkv_snapshot_restores_into_etcd(tools: &EtcdRelease) {
     // bcrypt hashes, so that the users' passwords go to etcd with them.
     let mut options = cluster_options().with_grpc();
     options
@@ -109,7 +99,7 @@ async fn a_revkv_snapshot_restores_into_etcd(tools: EtcdTools<'_>) {
     let revkv = ProcessCluster::start(3, options).await;
     let revkv_endpoint = revkv.grpc_endpoints()[0].clone();
     let mut on_revkv = Etcdctl {
-        binary: tools.etcdctl,
+        binary: &tools.etcdctl,
         endpoint: revkv_endpoint.clone(),
         lease: None,
         user: None,
@@ -120,7 +110,7 @@ async fn a_revkv_snapshot_restores_into_etcd(tools: EtcdTools<'_>) {
     tokio::task::block_in_place(|| {
         write_history(&mut on_revkv);
         let root = on_revkv.user.as_deref();
-        save_snapshot(tools.etcdctl, &revkv_endpoint, root, &through_grpc);
+        save_snapshot(&tools.etcdctl, &revkv_endpoint, root, &through_grpc);
         // Both from member 1, so both are of the same revision.
         save_with_ctl(&revkv.client_urls()[0], ROOT_CREDENTIALS, &through_ctl);
     });
@@ -131,19 +121,19 @@ async fn a_revkv_snapshot_restores_into_etcd(tools: EtcdTools<'_>) {
     );
 
     let status = run_ok(
-        tools.snapshot_tool,
+        &tools.snapshot_tool,
         &["snapshot", "status", "-w", "json"],
         &through_grpc,
     );
     let status: Value = serde_json::from_slice(&status).expect("snapshot status JSON");
     assert_eq!(status["revision"], LAST_REVISION, "{status}");
 
-    let etcd = EtcdServer::start_prepared(tools.etcd, |data_dir, peer_url| {
-        restore_with_etcd(&tools, &through_grpc, data_dir, peer_url)
+    let etcd = EtcdServer::start_prepared(&tools.etcd, |data_dir, peer_url| {
+        restore_with_etcd(tools, &through_grpc, data_dir, peer_url)
     })
     .await;
     let mut on_etcd = Etcdctl {
-        binary: tools.etcdctl,
+        binary: &tools.etcdctl,
         endpoint: etcd.client_url.trim_start_matches("http://").to_string(),
         lease: on_revkv.lease.clone(),
         user: on_revkv.user.clone(),
@@ -153,31 +143,14 @@ async fn a_revkv_snapshot_restores_into_etcd(tools: EtcdTools<'_>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revkv_snapshot_restores_into_etcd_3_4_with_every_revision() {
-    assert!(
-        Path::new(ETCDCTL_3_4).is_file(),
-        "{ETCDCTL_3_4} is missing: install Debian's etcd-client (scripts/install-test-deps.sh)"
-    );
-    let Some(etcd_binary) = required_etcd() else {
-        return;
-    };
-    let etcdctl = Path::new(ETCDCTL_3_4);
-    a_revkv_snapshot_restores_into_etcd(EtcdTools {
-        etcd: &etcd_binary,
-        etcdctl,
-        snapshot_tool: etcdctl,
-    })
-    .await;
+    if let Some(release) = etcd_3_4() {
+        a_revkv_snapshot_restores_into_etcd(&release).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revkv_snapshot_restores_into_etcd_3_5_with_every_revision() {
-    let Some(binaries) = private_tools::required_etcd_3_5_directory() else {
-        return;
-    };
-    a_revkv_snapshot_restores_into_etcd(EtcdTools {
-        etcd: &binaries.join("etcd"),
-        etcdctl: &binaries.join("etcdctl"),
-        snapshot_tool: &binaries.join("etcdutl"),
-    })
-    .await;
+    if let Some(release) = etcd_3_5() {
+        a_revkv_snapshot_restores_into_etcd(&release).await;
+    }
 }

