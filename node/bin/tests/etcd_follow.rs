@@ -21,17 +21,15 @@ mod etcdctl_compare;
 mod etcdctl_contention;
 mod process_cluster;
 
-use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use etcd_history::{
-    assert_restored_alike, etcd_3_4, etcd_3_5, reads_through, run_all, save_snapshot,
-    write_history, ROOT_CREDENTIALS,
+    assert_restored_alike, etcd_3_4, etcd_3_5, etcd_with_saved_history, reads_through, run_all,
+    EtcdRelease, ROOT_CREDENTIALS,
 };
 use etcdctl_compare::{assert_same_outcomes, words, Etcdctl};
 use process_cluster::{cluster_options, restore_member, ProcessCluster, REVKV_BINARY};
-use revkv_tools::harness::etcd::EtcdServer;
 use serde_json::Value;
 
 /// How long revkv may take to reach etcd's revision while following.
@@ -109,22 +107,11 @@ fn run_ok(mut command: Command) -> Output {
     output
 }
 
-async fn a_follow_keeps_every_revision(etcdctl_binary: &Path, etcd_binary: &Path) {
-    let etcd = EtcdServer::start(etcd_binary).await;
-    let etcd_endpoint = etcd.client_url.trim_start_matches("http://").to_string();
-    let mut on_etcd = Etcdctl {
-        binary: etcdctl_binary,
-        endpoint: etcd_endpoint.clone(),
-        lease: None,
-        user: None,
-    };
+async fn a_follow_keeps_every_revision(release: &EtcdRelease) {
     let directory = tempfile::tempdir().expect("a temporary directory");
     let snapshot = directory.path().join("etcd.db");
-    tokio::task::block_in_place(|| {
-        write_history(&mut on_etcd);
-        let root = on_etcd.user.as_deref();
-        save_snapshot(etcdctl_binary, &etcd_endpoint, root, &snapshot);
-    });
+    let (_etcd, mut on_etcd) = etcd_with_saved_history(release, &snapshot).await;
+    let etcd_endpoint = on_etcd.endpoint.clone();
     let revkv = ProcessCluster::start_prepared(3, cluster_options().with_grpc(), |id, dir, all| {
         restore_member(&snapshot, id, dir, all)
     })
@@ -132,7 +119,7 @@ async fn a_follow_keeps_every_revision(etcdctl_binary: &Path, etcd_binary: &Path
     revkv.wait_for_leader(&revkv.ids()).await;
     let revkv_endpoints = revkv.grpc_endpoints().join(",");
     let mut on_revkv = Etcdctl {
-        binary: etcdctl_binary,
+        binary: &release.etcdctl,
         endpoint: revkv.grpc_endpoints()[0].clone(),
         lease: None,
         user: on_etcd.user.clone(),
@@ -210,13 +197,13 @@ fn refuse_to_diverge(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn following_etcd_3_4_keeps_every_revision() {
     if let Some(release) = etcd_3_4() {
-        a_follow_keeps_every_revision(&release.etcdctl, &release.etcd).await;
+        a_follow_keeps_every_revision(&release).await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn following_etcd_3_5_keeps_every_revision() {
     if let Some(release) = etcd_3_5() {
-        a_follow_keeps_every_revision(&release.etcdctl, &release.etcd).await;
+        a_follow_keeps_every_revision(&release).await;
     }
 }

@@ -25,12 +25,11 @@ mod process_cluster;
 use std::path::{Path, PathBuf};
 
 use etcd_history::{
-    assert_restored_alike, etcd_3_4, etcd_3_5, save_snapshot, write_history, COMPACT_REVISION,
-    LAST_REVISION,
+    assert_restored_alike, etcd_3_4, etcd_3_5, etcd_with_saved_history, EtcdRelease,
+    COMPACT_REVISION, LAST_REVISION,
 };
 use etcdctl_compare::Etcdctl;
 use process_cluster::{cluster_options, restore_member, run_restore, ProcessCluster, REVKV_BINARY};
-use revkv_tools::harness::etcd::EtcdServer;
 use serde_json::Value;
 
 fn revkv_status(file: &Path) -> Value {
@@ -47,26 +46,10 @@ fn revkv_status(file: &Path) -> Value {
     serde_json::from_slice(&output.stdout).expect("status JSON")
 }
 
-async fn an_etcd_snapshot_restores_into_revkv(etcdctl_binary: &Path, etcd_binary: &Path) {
-    let mut etcd = EtcdServer::start(etcd_binary).await;
-    let etcd_endpoint = etcd.client_url.trim_start_matches("http://").to_string();
-    let mut on_etcd = Etcdctl {
-        binary: etcdctl_binary,
-        endpoint: etcd_endpoint.clone(),
-        lease: None,
-        user: None,
-    };
+async fn an_etcd_snapshot_restores_into_revkv(release: &EtcdRelease) {
     let directory = tempfile::tempdir().expect("a temporary directory");
     let snapshot = directory.path().join("etcd.db");
-    tokio::task::block_in_place(|| {
-        write_history(&mut on_etcd);
-        save_snapshot(
-            etcdctl_binary,
-            &etcd_endpoint,
-            on_etcd.user.as_deref(),
-            &snapshot,
-        );
-    });
+    let (mut etcd, mut on_etcd) = etcd_with_saved_history(release, &snapshot).await;
 
     let status = revkv_status(&snapshot);
     assert_eq!(status["format"], "etcd snapshot");
@@ -80,7 +63,7 @@ async fn an_etcd_snapshot_restores_into_revkv(etcdctl_binary: &Path, etcd_binary
     let ids = revkv.ids();
     revkv.wait_for_leader(&ids).await;
     let mut on_revkv = Etcdctl {
-        binary: etcdctl_binary,
+        binary: &release.etcdctl,
         endpoint: revkv.grpc_endpoints()[0].clone(),
         lease: on_etcd.lease.clone(),
         user: on_etcd.user.clone(),
@@ -144,13 +127,13 @@ fn refuse_damaged_copies(snapshot: &Path, directory: &Path) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_etcd_3_4_snapshot_restores_into_revkv_with_every_revision() {
     if let Some(release) = etcd_3_4() {
-        an_etcd_snapshot_restores_into_revkv(&release.etcdctl, &release.etcd).await;
+        an_etcd_snapshot_restores_into_revkv(&release).await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_etcd_3_5_snapshot_restores_into_revkv_with_every_revision() {
     if let Some(release) = etcd_3_5() {
-        an_etcd_snapshot_restores_into_revkv(&release.etcdctl, &release.etcd).await;
+        an_etcd_snapshot_restores_into_revkv(&release).await;
     }
 }

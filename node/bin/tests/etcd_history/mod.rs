@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use revkv_tools::harness::etcd::required_etcd;
+use revkv_tools::harness::etcd::{required_etcd, EtcdServer};
 use revkv_tools::harness::private_tools;
 use serde_json::Value;
 
@@ -202,6 +202,27 @@ pub fn run_auth_reads(etcdctl: &mut Etcdctl<'_>) -> Vec<Outcome> {
         .collect();
     etcdctl.user = own;
     outcomes
+}
+
+/// A fresh etcd of `release` with the history written and saved as `snapshot`: the server (the
+/// caller keeps it running) and etcdctl on it, calling as root.
+pub async fn etcd_with_saved_history<'r>(
+    release: &'r EtcdRelease,
+    snapshot: &Path,
+) -> (EtcdServer, Etcdctl<'r>) {
+    let etcd = EtcdServer::start(&release.etcd).await;
+    let mut on_etcd = Etcdctl {
+        binary: &release.etcdctl,
+        endpoint: etcd.client_url.trim_start_matches("http://").to_string(),
+        lease: None,
+        user: None,
+    };
+    tokio::task::block_in_place(|| {
+        write_history(&mut on_etcd);
+        let root = on_etcd.user.as_deref();
+        save_snapshot(&release.etcdctl, &on_etcd.endpoint, root, snapshot);
+    });
+    (etcd, on_etcd)
 }
 
 pub fn save_snapshot(etcdctl: &Path, endpoint: &str, user: Option<&str>, file: &Path) {
