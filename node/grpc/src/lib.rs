@@ -14,6 +14,7 @@
 
 pub mod auth;
 pub mod auth_service;
+pub mod client_port_http;
 pub mod cluster;
 pub mod convert;
 pub mod error;
@@ -104,18 +105,20 @@ impl<B: KvBackend> GrpcServer<B> {
             metrics,
             limits,
         } = self;
-        let routes = etcd_services(backend.clone(), metrics, &limits);
+        let routes = etcd_services(backend.clone(), metrics.clone(), &limits);
+        let plain_http = client_port_http::routes(backend.clone(), metrics);
         // Served by revkv-tls's listener like the client HTTP API, so the gRPC port gets the same
         // TLS (and certificate reloading) when `tls` is given; hyper tells HTTP/2 (gRPC) by its
         // connection preface.
         // Every call passes the auth gate first (`auth.rs`).
         let (gate_backend, gate_options) = (backend, limits.auth.clone());
-        let router =
-            routes
-                .into_axum_router()
-                .layer(axum::middleware::from_fn(move |request, next| {
-                    auth::gate(gate_backend.clone(), gate_options.clone(), request, next)
-                }));
+        let router = routes
+            .into_axum_router()
+            .layer(axum::middleware::from_fn(move |request, next| {
+                auth::gate(gate_backend.clone(), gate_options.clone(), request, next)
+            }))
+            // etcd's plain-HTTP paths need no token, so they join after the gate.
+            .merge(plain_http);
         // revkv-tls's connection loop sets TCP_NODELAY on every connection (a gRPC answer is
         // several small writes, and Nagle's algorithm would hold the last one for the client's
         // delayed ACK, about 40 ms a call) and bounds connections as on the client listener.

@@ -55,6 +55,20 @@ impl EtcdServer {
     /// given that directory (which does not exist yet) and the member's peer URL; the member is
     /// named `default` and its initial cluster is `default=<peer URL>`.
     pub async fn start_prepared(binary: &Path, prepare: impl FnOnce(&Path, &str)) -> EtcdServer {
+        EtcdServer::start_configured(binary, &[], prepare).await
+    }
+
+    /// Starts `binary` with `flags` added (a small `--quota-backend-bytes`, say) on a fresh data
+    /// directory.
+    pub async fn start_with_flags(binary: &Path, flags: &[&str]) -> EtcdServer {
+        EtcdServer::start_configured(binary, flags, |_, _| {}).await
+    }
+
+    async fn start_configured(
+        binary: &Path,
+        flags: &[&str],
+        prepare: impl FnOnce(&Path, &str),
+    ) -> EtcdServer {
         let directory = tempfile::tempdir().expect("a temporary directory");
         // Two distinct free ports at once (two separate probes could hand out the same one).
         let addresses = super::free_addresses(2).expect("free loopback ports");
@@ -71,6 +85,7 @@ impl EtcdServer {
             .args(["--listen-peer-urls", &peer_url])
             .args(["--initial-advertise-peer-urls", &peer_url])
             .args(["--initial-cluster", &format!("default={peer_url}")])
+            .args(flags)
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("clone the log handle"))
             .stderr(log)
