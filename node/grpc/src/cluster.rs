@@ -37,11 +37,17 @@ pub fn member(info: MemberInfo) -> pb::Member {
 }
 
 impl<B: KvBackend> ClusterService<B> {
+    /// etcd's Cluster answers name the cluster, member and term but no store revision
+    /// (`cs.header()` in etcd 3.4 and 3.5), so neither do these.
     fn header(&self) -> Result<Option<pb::ResponseHeader>, Status> {
-        Ok(convert::header(
+        let mut header = convert::header(
             self.backend.header().map_err(status)?,
             self.backend.cluster_id(),
-        ))
+        );
+        if let Some(header) = header.as_mut() {
+            header.revision = 0;
+        }
+        Ok(header)
     }
 }
 

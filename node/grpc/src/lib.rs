@@ -18,6 +18,7 @@ pub mod client_port_http;
 pub mod cluster;
 pub mod convert;
 pub mod error;
+pub mod gateway;
 pub mod kv;
 pub mod lease;
 pub mod maintenance;
@@ -38,12 +39,15 @@ pub mod proto {
     #![allow(clippy::all, clippy::pedantic, missing_docs)]
     pub mod mvccpb {
         tonic::include_proto!("mvccpb");
+        include!(concat!(env!("OUT_DIR"), "/mvccpb.serde.rs"));
     }
     pub mod authpb {
         tonic::include_proto!("authpb");
+        include!(concat!(env!("OUT_DIR"), "/authpb.serde.rs"));
     }
     pub mod etcdserverpb {
         tonic::include_proto!("etcdserverpb");
+        include!(concat!(env!("OUT_DIR"), "/etcdserverpb.serde.rs"));
     }
 }
 
@@ -112,13 +116,16 @@ impl<B: KvBackend> GrpcServer<B> {
         // connection preface.
         // Every call passes the auth gate first (`auth.rs`).
         let (gate_backend, gate_options) = (backend, limits.auth.clone());
-        let router = routes
-            .into_axum_router()
-            .layer(axum::middleware::from_fn(move |request, next| {
-                auth::gate(gate_backend.clone(), gate_options.clone(), request, next)
-            }))
-            // etcd's plain-HTTP paths need no token, so they join after the gate.
-            .merge(plain_http);
+        let grpc =
+            routes
+                .into_axum_router()
+                .layer(axum::middleware::from_fn(move |request, next| {
+                    auth::gate(gate_backend.clone(), gate_options.clone(), request, next)
+                }));
+        // The JSON gateway calls the gated router, so its calls pass the same gate.
+        let gateway = gateway::routes(grpc.clone(), limits.max_request_bytes);
+        // etcd's plain-HTTP paths need no token, so they join after the gate.
+        let router = grpc.merge(plain_http).merge(gateway);
         // revkv-tls's connection loop sets TCP_NODELAY on every connection (a gRPC answer is
         // several small writes, and Nagle's algorithm would hold the last one for the client's
         // delayed ACK, about 40 ms a call) and bounds connections as on the client listener.

