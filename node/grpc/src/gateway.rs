@@ -8,7 +8,8 @@
 //! `Authorization` carries the token, as etcd's gateway takes it. A failed call answers
 //! `{"error", "code", "message"}` with the HTTP status grpc-gateway gives its code.
 //!
-//! Not served yet: the streams (`/v3/watch`, `/v3/lease/keepalive`, `/v3/maintenance/snapshot`).
+//! The two bidirectional streams, `/v3/watch` and `/v3/lease/keepalive`, are in
+//! `gateway_stream.rs`. Not served yet: `/v3/maintenance/snapshot`.
 
 use axum::body::{to_bytes, Body};
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
@@ -298,6 +299,36 @@ pub fn routes(grpc: Router, max_request_bytes: usize) -> Router {
         pb::AuthRoleRevokePermissionRequest,
         pb::AuthRoleRevokePermissionResponse
     );
+    macro_rules! streaming {
+        ($path:literal, $method:literal, $request:ty, $response:ty) => {{
+            let call = call.clone();
+            add(
+                $path,
+                post(move |headers: HeaderMap, body: Body| async move {
+                    crate::gateway_stream::stream::<$request, $response>(
+                        call.grpc,
+                        $method,
+                        call.max_request_bytes,
+                        headers,
+                        body,
+                    )
+                    .await
+                }),
+            );
+        }};
+    }
+    streaming!(
+        "/watch",
+        "/etcdserverpb.Watch/Watch",
+        pb::WatchRequest,
+        pb::WatchResponse
+    );
+    streaming!(
+        "/lease/keepalive",
+        "/etcdserverpb.Lease/LeaseKeepAlive",
+        pb::LeaseKeepAliveRequest,
+        pb::LeaseKeepAliveResponse
+    );
     router
 }
 
@@ -386,7 +417,7 @@ impl Gateway {
 }
 
 /// `message` in one gRPC frame, uncompressed.
-fn framed(message: &impl Message) -> Vec<u8> {
+pub(crate) fn framed(message: &impl Message) -> Vec<u8> {
     let encoded = message.encode_to_vec();
     let length = u32::try_from(encoded.len()).unwrap_or(u32::MAX);
     let mut frame = Vec::with_capacity(FRAME_HEADER_BYTES + encoded.len());
@@ -411,7 +442,7 @@ fn unframed<Resp: Message + Default>(bytes: &[u8]) -> Result<Resp, tonic::Status
 
 /// grpc-gateway's error body and the HTTP status it gives each gRPC code
 /// (`runtime.HTTPStatusFromCode`).
-fn error_response(status: &tonic::Status) -> Response {
+pub(crate) fn error_response(status: &tonic::Status) -> Response {
     use tonic::Code;
     let http = match status.code() {
         Code::Ok => StatusCode::OK,

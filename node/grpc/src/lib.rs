@@ -19,6 +19,7 @@ pub mod cluster;
 pub mod convert;
 pub mod error;
 pub mod gateway;
+mod gateway_stream;
 pub mod kv;
 pub mod lease;
 pub mod maintenance;
