@@ -125,7 +125,7 @@ impl BackupSource {
 /// Counts a record frame into `progress` on its way through.
 fn counted(frame: SnapshotFrame, progress: &ImportProgress) -> SnapshotFrame {
     if let SnapshotFrame::Record { record, .. } = &frame {
-        progress.count_record((record.key.len() + record.value.len()) as u64);
+        progress.count_record(record);
     }
     frame
 }

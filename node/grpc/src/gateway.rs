@@ -26,7 +26,7 @@ use tower::ServiceExt;
 use crate::proto::etcdserverpb as pb;
 
 /// gRPC's message frame: a compression flag byte and a big-endian length.
-const FRAME_HEADER_BYTES: usize = 5;
+pub(crate) const FRAME_HEADER_BYTES: usize = 5;
 
 /// The gateway's unary paths (etcd's `google.api.http` annotations in `rpc.proto`), each with
 /// the gRPC method it stands for, served in front of `grpc` (the gated gRPC router).
@@ -427,17 +427,26 @@ pub(crate) fn framed(message: &impl Message) -> Vec<u8> {
     frame
 }
 
+/// The first whole message of `buffer`, taken out of it; None while it holds less than one.
+pub(crate) fn take_frame(buffer: &mut Vec<u8>) -> Option<Vec<u8>> {
+    let header = buffer.get(..FRAME_HEADER_BYTES)?;
+    let length = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
+    if buffer.len() < FRAME_HEADER_BYTES + length {
+        return None;
+    }
+    let message = buffer[FRAME_HEADER_BYTES..FRAME_HEADER_BYTES + length].to_vec();
+    buffer.drain(..FRAME_HEADER_BYTES + length);
+    Some(message)
+}
+
 /// The one uncompressed message of a unary answer.
 fn unframed<Resp: Message + Default>(bytes: &[u8]) -> Result<Resp, tonic::Status> {
     let malformed = || tonic::Status::internal("the gRPC answer is not one uncompressed message");
-    let (header, message) = bytes
-        .split_at_checked(FRAME_HEADER_BYTES)
+    let mut buffer = bytes.to_vec();
+    let message = take_frame(&mut buffer)
+        .filter(|_| buffer.is_empty() && bytes.first() == Some(&0))
         .ok_or_else(malformed)?;
-    let length = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
-    if header[0] != 0 || message.len() != length {
-        return Err(malformed());
-    }
-    Resp::decode(message).map_err(|error| tonic::Status::internal(error.to_string()))
+    Resp::decode(message.as_slice()).map_err(|error| tonic::Status::internal(error.to_string()))
 }
 
 /// grpc-gateway's error body and the HTTP status it gives each gRPC code

@@ -19,10 +19,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tower::ServiceExt;
 
-use crate::gateway::{error_response, framed};
-
-/// gRPC's message frame: a compression flag byte and a big-endian length.
-const FRAME_HEADER_BYTES: usize = 5;
+use crate::gateway::{error_response, framed, take_frame, FRAME_HEADER_BYTES};
 
 /// One streaming call: the JSON requests of `body` as `Req` messages to the gRPC method at
 /// `method`, its `Resp` messages back as `{"result": ...}` lines.
@@ -158,7 +155,7 @@ where
                     let status = tonic::Status::invalid_argument(refusal);
                     return Some((Ok(refusal_line(&status)), (frames, buffer, bad, true)));
                 }
-                if let Some(message) = take_message(&mut buffer) {
+                if let Some(message) = take_frame(&mut buffer) {
                     let line = match Resp::decode(message.as_slice()) {
                         Ok(response) => result_line(&response),
                         Err(error) => error_line(&tonic::Status::internal(error.to_string())),
@@ -194,18 +191,6 @@ where
             }
         },
     )
-}
-
-/// The first whole message of `buffer`, taken out of it.
-fn take_message(buffer: &mut Vec<u8>) -> Option<Vec<u8>> {
-    let header = buffer.get(..FRAME_HEADER_BYTES)?;
-    let length = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
-    if buffer.len() < FRAME_HEADER_BYTES + length {
-        return None;
-    }
-    let message = buffer[FRAME_HEADER_BYTES..FRAME_HEADER_BYTES + length].to_vec();
-    buffer.drain(..FRAME_HEADER_BYTES + length);
-    Some(message)
 }
 
 fn result_line(response: &impl Serialize) -> Bytes {

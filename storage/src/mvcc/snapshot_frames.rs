@@ -56,7 +56,9 @@ pub struct ImportProgress {
 }
 
 impl ImportProgress {
-    pub fn count_record(&self, bytes: u64) {
+    /// Counts `record` and its key and value bytes.
+    pub fn count_record(&self, record: &VersionRecord) {
+        let bytes = (record.key.len() + record.value.len()) as u64;
         self.records.fetch_add(1, Ordering::Relaxed);
         self.bytes.fetch_add(bytes, Ordering::Relaxed);
     }
@@ -84,8 +86,7 @@ pub(crate) struct Counting<'s, 'p, S> {
 
 impl<S: FrameSink> FrameSink for Counting<'_, '_, S> {
     fn record(&mut self, revision: u64, position: u32, record: VersionRecord) -> Result<()> {
-        let bytes = record.key.len() + record.value.len();
-        self.progress.count_record(bytes as u64);
+        self.progress.count_record(&record);
         self.sink.record(revision, position, record)
     }
 
