@@ -9,8 +9,9 @@
 //! the answer, and maps every error to etcd's status code and message in one place (`error`).
 //! No rule of what a request means lives only here.
 //!
-//! Not served yet: Auth (etcdctl without `--user` never calls it) and the lock and election
-//! services; tonic answers their methods `Unimplemented`.
+//! The same port answers etcd's plain-HTTP paths (`client_port_http`) and its v3 JSON gateway
+//! (`gateway`, `gateway_stream`), which calls these services in-process. Not served: the lock
+//! and election services; tonic answers their methods `Unimplemented`.
 
 pub mod auth;
 pub mod auth_service;
