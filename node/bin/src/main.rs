@@ -73,15 +73,15 @@ async fn serve(args: ServeArgs) -> ExitCode {
     };
     init_logging(args.log_format.unwrap_or_default());
     let listen_grpc = args.listen_grpc;
+    let grpc_limits = match args.grpc_limits() {
+        Ok(limits) => limits,
+        Err(error) => return fail(&error),
+    };
     let config = match args.into_node_config() {
         Ok(config) => config,
         Err(error) => return fail(&error),
     };
     let client_tls = config.client_tls.clone();
-    let grpc_limits = revkv_grpc::GrpcLimits {
-        auth: config.http.auth.clone(),
-        ..revkv_grpc::GrpcLimits::default()
-    };
     let node = match Node::start(config).await {
         Ok(node) => node,
         Err(error) => return fail(&error.to_string()),

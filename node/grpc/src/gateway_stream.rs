@@ -1,14 +1,18 @@
-//! The JSON gateway's two bidirectional streams, `POST /v3/watch` and `POST /v3/lease/keepalive`:
-//! the request body is a sequence of JSON requests (`{"create_request": ...}` one after another),
-//! the answer a line `{"result": ...}` per gRPC message, each sent as it comes, as etcd's
-//! grpc-gateway streams them. As for unary calls, the messages go through the gated gRPC router
-//! in-process; the gRPC request stream stays open after the HTTP body ends (a `curl -d` watch
-//! keeps watching, as on etcd) and ends when the HTTP client goes away.
+//! The JSON gateway's streams. The two bidirectional ones, `POST /v3/watch` and
+//! `POST /v3/lease/keepalive`: the request body is a sequence of JSON requests
+//! (`{"create_request": ...}` one after another), the answer a line `{"result": ...}` per gRPC
+//! message, each sent as it comes, as etcd's grpc-gateway streams them. As for unary calls, the
+//! messages go through the gated gRPC router in-process; the gRPC request stream stays open after
+//! the HTTP body ends (a `curl -d` watch keeps watching, as on etcd) and ends when the HTTP client
+//! goes away. The one server stream, `POST /v3/maintenance/snapshot`, takes one JSON request and
+//! answers the same `{"result": ...}` lines (the snapshot in base64 pieces).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
 
-use axum::body::{Body, Bytes};
-use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
+use axum::body::{Body, BodyDataStream, Bytes};
+use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, Request};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
@@ -17,16 +21,44 @@ use http_body_util::BodyStream;
 use prost::Message;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 use tower::ServiceExt;
 
-use crate::gateway::{error_response, framed, take_frame, FRAME_HEADER_BYTES};
+use crate::gateway::{
+    error_response, framed, grpc_request, request_of, take_frame, FRAME_HEADER_BYTES,
+};
+
+/// What bounds the gateway's streams, shared by all of them on a member.
+#[derive(Clone)]
+pub(crate) struct StreamLimits {
+    /// One permit per stream open now.
+    pub(crate) permits: Arc<Semaphore>,
+    pub(crate) max_streams: usize,
+    /// The largest request or answer message.
+    pub(crate) max_message_bytes: usize,
+}
+
+impl StreamLimits {
+    /// A permit for one more stream, or the status that refuses it.
+    fn admit(&self) -> Result<OwnedSemaphorePermit, tonic::Status> {
+        self.permits.clone().try_acquire_owned().map_err(|_| {
+            tonic::Status::resource_exhausted(format!(
+                "too many gateway streams on this member (at most {})",
+                self.max_streams
+            ))
+        })
+    }
+}
 
 /// One streaming call: the JSON requests of `body` as `Req` messages to the gRPC method at
-/// `method`, its `Resp` messages back as `{"result": ...}` lines.
-pub async fn stream<Req, Resp>(
+/// `method`, its `Resp` messages back as `{"result": ...}` lines. With `idle_timeout`, a stream
+/// that receives no request for that long ends with an error line.
+pub(crate) async fn stream<Req, Resp>(
     grpc: Router,
     method: &'static str,
-    max_message_bytes: usize,
+    limits: StreamLimits,
+    idle_timeout: Option<Duration>,
     headers: HeaderMap,
     body: Body,
 ) -> Response
@@ -34,30 +66,82 @@ where
     Req: Message + Default + DeserializeOwned + Send + 'static,
     Resp: Message + Default + Serialize + Send + 'static,
 {
-    // A request that is not JSON of `Req` is answered with an error line, after which the
-    // answer ends (the gRPC side then sees the client go away).
-    let (bad_request, bad_requests) = tokio::sync::mpsc::channel(1);
-    let requests = json_requests::<Req>(body, max_message_bytes, bad_request)
-        .chain(futures_util::stream::pending())
-        .map(Ok::<Bytes, std::io::Error>);
-    let mut grpc_request = Request::post(method)
-        .header(CONTENT_TYPE, "application/grpc")
-        .header("te", "trailers");
-    if let Some(token) = headers.get(AUTHORIZATION) {
-        grpc_request = grpc_request.header("token", token);
-    }
-    let grpc_request = match grpc_request.body(Body::from_stream(requests)) {
-        Ok(request) => request,
-        Err(error) => return error_response(&tonic::Status::internal(error.to_string())),
+    let permit = match limits.admit() {
+        Ok(permit) => permit,
+        Err(refusal) => return error_response(&refusal),
     };
-    let Ok(answer) = grpc.oneshot(grpc_request).await;
+    // A request that is not JSON of `Req`, or none in time, is answered with an error line,
+    // after which the answer ends (the gRPC side then sees the client go away).
+    let (bad_request, bad_requests) = tokio::sync::mpsc::channel(1);
+    let reading = RequestReading {
+        max_message_bytes: limits.max_message_bytes,
+        idle_timeout,
+        bad: bad_request,
+    };
+    let requests = reading
+        .json_requests::<Req>(body)
+        .map(Ok::<Bytes, std::io::Error>);
+    let max = limits.max_message_bytes;
+    match grpc_request(method, &headers, Body::from_stream(requests)) {
+        Ok(request) => answer_lines::<Resp>(grpc, request, max, bad_requests, permit).await,
+        Err(status) => error_response(&status),
+    }
+}
+
+/// One server-streaming call: the JSON body as one `Req` to the gRPC method at `method`, its
+/// `Resp` messages back as `{"result": ...}` lines.
+pub(crate) async fn server_stream<Req, Resp>(
+    grpc: Router,
+    method: &'static str,
+    limits: StreamLimits,
+    headers: HeaderMap,
+    body: Body,
+) -> Response
+where
+    Req: Message + Default + DeserializeOwned,
+    Resp: Message + Default + Serialize + Send + 'static,
+{
+    let permit = match limits.admit() {
+        Ok(permit) => permit,
+        Err(refusal) => return error_response(&refusal),
+    };
+    let max = limits.max_message_bytes;
+    let request = match request_of::<Req>(body, max).await {
+        Ok(request) => request,
+        Err(status) => return error_response(&status),
+    };
+    // Nothing is refused once the one request parsed: a channel whose sender is already gone.
+    let (_, no_bad_requests) = tokio::sync::mpsc::channel(1);
+    match grpc_request(method, &headers, Body::from(framed(&request))) {
+        Ok(request) => answer_lines::<Resp>(grpc, request, max, no_bad_requests, permit).await,
+        Err(status) => error_response(&status),
+    }
+}
+
+/// Sends `request` through `grpc`; an error status before any message is the unary error answer,
+/// otherwise the answer streams as lines, holding the stream's `permit` until it ends.
+async fn answer_lines<Resp>(
+    grpc: Router,
+    request: Request<Body>,
+    max_message_bytes: usize,
+    bad_requests: tokio::sync::mpsc::Receiver<tonic::Status>,
+    permit: OwnedSemaphorePermit,
+) -> Response
+where
+    Resp: Message + Default + Serialize + Send + 'static,
+{
+    let Ok(answer) = grpc.oneshot(request).await;
     let (parts, body) = answer.into_parts();
     if let Some(status) = tonic::Status::from_header_map(&parts.headers) {
         if status.code() != tonic::Code::Ok {
             return error_response(&status);
         }
     }
-    let lines = result_lines::<Resp>(body, max_message_bytes, bad_requests);
+    let lines = result_lines::<Resp>(body, max_message_bytes, bad_requests).map(move |line| {
+        // Moved in so that it is released when the answer's body is dropped.
+        let _held = &permit;
+        line
+    });
     (
         [(CONTENT_TYPE, "application/json")],
         Body::from_stream(lines),
@@ -65,49 +149,117 @@ where
         .into_response()
 }
 
-/// The JSON values of `body`, one after another, each as a gRPC frame. A value that does not
-/// parse, or a request past `max_message_bytes`, ends the stream and is reported on `bad`.
-fn json_requests<Req>(
-    body: Body,
+/// How a stream's request body is read.
+struct RequestReading {
     max_message_bytes: usize,
-    bad: tokio::sync::mpsc::Sender<String>,
-) -> impl futures_util::Stream<Item = Bytes>
-where
-    Req: Message + DeserializeOwned + Send + 'static,
-{
-    let state = (body.into_data_stream(), Vec::new(), VecDeque::new(), false);
-    futures_util::stream::unfold(
-        state,
-        move |(mut chunks, mut buffer, mut ready, mut ended)| {
-            let bad = bad.clone();
-            async move {
-                loop {
-                    if let Some(frame) = ready.pop_front() {
-                        return Some((frame, (chunks, buffer, ready, ended)));
-                    }
-                    if ended {
-                        return None;
-                    }
-                    let refusal = match chunks.next().await {
-                        Some(Ok(chunk)) if buffer.len() + chunk.len() <= max_message_bytes => {
-                            buffer.extend_from_slice(&chunk);
-                            parse_complete::<Req>(&mut buffer, &mut ready).err()
-                        }
-                        Some(Ok(_)) => Some(format!("a request is over {max_message_bytes} bytes")),
-                        // A broken body or its end: nothing more to parse.
-                        _ => {
-                            ended = true;
-                            None
-                        }
-                    };
-                    if let Some(refusal) = refusal {
-                        ended = true;
-                        let _ = bad.try_send(refusal);
-                    }
-                }
+    /// With a limit, the stream ends when no request came for this long.
+    idle_timeout: Option<Duration>,
+    /// Where the reason the requests ended early goes (a line to the client).
+    bad: tokio::sync::mpsc::Sender<tonic::Status>,
+}
+
+/// Where reading a stream's requests stands.
+struct ReadingState {
+    body: BodyDataStream,
+    /// The bytes of a request not yet whole.
+    buffer: Vec<u8>,
+    /// Requests parsed and not yet handed to the gRPC call.
+    ready: VecDeque<Bytes>,
+    /// The body ended: no more requests will come, but the stream stays open.
+    body_ended: bool,
+    /// A request was refused (or none came in time): the stream ends once `ready` is sent.
+    refused: bool,
+    /// When the idle timeout runs out, if there is one.
+    deadline: Option<Instant>,
+}
+
+impl RequestReading {
+    /// The JSON values of `body`, one after another, each as a gRPC frame. After the body ends
+    /// the stream stays open (the gRPC call with it) until the client goes away or, with an
+    /// idle timeout, until it runs out. A value that does not parse, a request past
+    /// `max_message_bytes` or the idle timeout ends the stream and is reported on `bad`.
+    fn json_requests<Req>(self, body: Body) -> impl futures_util::Stream<Item = Bytes>
+    where
+        Req: Message + DeserializeOwned + Send + 'static,
+    {
+        let state = ReadingState {
+            body: body.into_data_stream(),
+            buffer: Vec::new(),
+            ready: VecDeque::new(),
+            body_ended: false,
+            refused: false,
+            deadline: self.next_deadline(),
+        };
+        let reading = Arc::new(self);
+        futures_util::stream::unfold(state, move |state| {
+            let reading = reading.clone();
+            async move { reading.next_request::<Req>(state).await }
+        })
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        self.idle_timeout.map(|idle| Instant::now() + idle)
+    }
+
+    async fn next_request<Req: Message + DeserializeOwned>(
+        &self,
+        mut state: ReadingState,
+    ) -> Option<(Bytes, ReadingState)> {
+        loop {
+            if let Some(frame) = state.ready.pop_front() {
+                state.deadline = self.next_deadline();
+                return Some((frame, state));
             }
-        },
-    )
+            if state.refused {
+                return None;
+            }
+            let Some(chunk) = self.next_chunk(&mut state).await else {
+                let idle = self.idle_timeout.unwrap_or_default().as_millis();
+                let _ = self.bad.try_send(tonic::Status::deadline_exceeded(format!(
+                    "no request for {idle} ms; open a new stream"
+                )));
+                return None;
+            };
+            let refusal = match chunk {
+                Some(Ok(chunk)) if state.buffer.len() + chunk.len() <= self.max_message_bytes => {
+                    state.buffer.extend_from_slice(&chunk);
+                    parse_complete::<Req>(&mut state.buffer, &mut state.ready).err()
+                }
+                Some(Ok(_)) => Some(format!(
+                    "a request is over {} bytes",
+                    self.max_message_bytes
+                )),
+                // A broken body or its end: nothing more to parse, but the stream stays open.
+                _ => {
+                    state.body_ended = true;
+                    None
+                }
+            };
+            if let Some(refusal) = refusal {
+                let _ = self.bad.try_send(tonic::Status::invalid_argument(refusal));
+                state.refused = true;
+            }
+        }
+    }
+
+    /// The body's next chunk (pending for ever once it ended); `None` when the idle timeout ran
+    /// out first.
+    async fn next_chunk(
+        &self,
+        state: &mut ReadingState,
+    ) -> Option<Option<Result<Bytes, axum::Error>>> {
+        let next = async {
+            if state.body_ended {
+                std::future::pending().await
+            } else {
+                state.body.next().await
+            }
+        };
+        match state.deadline {
+            Some(deadline) => tokio::time::timeout_at(deadline, next).await.ok(),
+            None => Some(next.await),
+        }
+    }
 }
 
 /// Moves every complete JSON value at the front of `buffer` into `ready` as a frame; the parse
@@ -138,7 +290,7 @@ fn parse_complete<Req: Message + DeserializeOwned>(
 fn result_lines<Resp>(
     body: Body,
     max_message_bytes: usize,
-    bad_requests: tokio::sync::mpsc::Receiver<String>,
+    bad_requests: tokio::sync::mpsc::Receiver<tonic::Status>,
 ) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>>
 where
     Resp: Message + Default + Serialize + Send + 'static,
@@ -152,8 +304,7 @@ where
             }
             loop {
                 if let Ok(refusal) = bad.try_recv() {
-                    let status = tonic::Status::invalid_argument(refusal);
-                    return Some((Ok(refusal_line(&status)), (frames, buffer, bad, true)));
+                    return Some((Ok(refusal_line(&refusal)), (frames, buffer, bad, true)));
                 }
                 if let Some(message) = take_frame(&mut buffer) {
                     let line = match Resp::decode(message.as_slice()) {
@@ -162,12 +313,14 @@ where
                     };
                     return Some((Ok(line), (frames, buffer, bad, false)));
                 }
+                // A refusal goes first: the request stream ends right after it, and the end of
+                // the gRPC answer that follows must not hide it.
                 let next = tokio::select! {
-                    frame = frames.next() => frame,
+                    biased;
                     Some(refusal) = bad.recv() => {
-                        let status = tonic::Status::invalid_argument(refusal);
-                        return Some((Ok(refusal_line(&status)), (frames, buffer, bad, true)));
+                        return Some((Ok(refusal_line(&refusal)), (frames, buffer, bad, true)));
                     }
+                    frame = frames.next() => frame,
                 };
                 match next {
                     Some(Ok(frame)) => {
@@ -181,9 +334,13 @@ where
                             }
                             buffer.extend_from_slice(data);
                         } else if let Some(trailers) = frame.trailers_ref() {
-                            let status = tonic::Status::from_header_map(trailers)
-                                .filter(|status| status.code() != tonic::Code::Ok)?;
-                            return Some((Ok(error_line(&status)), (frames, buffer, bad, true)));
+                            let line = match tonic::Status::from_header_map(trailers)
+                                .filter(|status| status.code() != tonic::Code::Ok)
+                            {
+                                Some(status) => error_line(&status),
+                                None => refusal_line(&bad.try_recv().ok()?),
+                            };
+                            return Some((Ok(line), (frames, buffer, bad, true)));
                         }
                     }
                     _ => return None,
@@ -205,10 +362,7 @@ fn result_line(response: &impl Serialize) -> Bytes {
 
 /// A request the gateway could not read, as etcd's gateway answers one: the unary error shape.
 fn refusal_line(status: &tonic::Status) -> Bytes {
-    let error = serde_json::json!({
-        "error": status.message(), "code": status.code() as i32, "message": status.message()
-    });
-    let mut text = error.to_string().into_bytes();
+    let mut text = crate::gateway::error_body(status).into_bytes();
     text.push(b'\n');
     Bytes::from(text)
 }

@@ -18,6 +18,7 @@ pub mod auth_service;
 pub mod client_port_http;
 pub mod cluster;
 pub mod convert;
+pub mod cors;
 pub mod error;
 pub mod gateway;
 mod gateway_stream;
@@ -26,6 +27,7 @@ pub mod lease;
 pub mod maintenance;
 pub mod watch;
 mod watch_fragment;
+mod watch_progress;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -74,6 +76,10 @@ pub struct GrpcLimits {
     /// Token lifetime and concurrent password checks of the `Auth` service (the member's, as
     /// the HTTP API's).
     pub auth: AuthOptions,
+    /// The JSON gateway's streams.
+    pub gateway: gateway::GatewayLimits,
+    /// Which origins a browser may call the port's plain-HTTP paths from (`--grpc-cors`).
+    pub cors: cors::CorsOrigins,
 }
 
 impl Default for GrpcLimits {
@@ -85,6 +91,8 @@ impl Default for GrpcLimits {
             max_watches_per_stream: 1024,
             max_snapshot_streams: 2,
             auth: AuthOptions::default(),
+            gateway: gateway::GatewayLimits::default(),
+            cors: cors::CorsOrigins::default(),
         }
     }
 }
@@ -125,9 +133,17 @@ impl<B: KvBackend> GrpcServer<B> {
                     auth::gate(gate_backend.clone(), gate_options.clone(), request, next)
                 }));
         // The JSON gateway calls the gated router, so its calls pass the same gate.
-        let gateway = gateway::routes(grpc.clone(), limits.max_request_bytes);
-        // etcd's plain-HTTP paths need no token, so they join after the gate.
-        let router = grpc.merge(plain_http).merge(gateway);
+        let gateway = gateway::routes(grpc.clone(), limits.max_request_bytes, &limits.gateway);
+        // etcd's plain-HTTP paths need no token, so they join after the gate; CORS is theirs
+        // alone, as on etcd (gRPC is never called from a browser).
+        let cors = Arc::new(limits.cors.clone());
+        let plain =
+            plain_http
+                .merge(gateway)
+                .layer(axum::middleware::from_fn(move |request, next| {
+                    cors::answer(cors.clone(), request, next)
+                }));
+        let router = grpc.merge(plain);
         // revkv-tls's connection loop sets TCP_NODELAY on every connection (a gRPC answer is
         // several small writes, and Nagle's algorithm would hold the last one for the client's
         // delayed ACK, about 40 ms a call) and bounds connections as on the client listener.

@@ -4,8 +4,10 @@
 //! per watch forwards its messages as `WatchResponse`s tagged with the stream's watch id.
 //!
 //! As in etcd: a watch id of 0 in a create request asks the stream to pick one (the lowest unused,
-//! from 0); a `WatchProgressRequest` makes every watch of the stream send a progress response
-//! (no events) once everything up to the member's current revision was sent; a start revision
+//! from 0); a `WatchProgressRequest` is answered once for the stream, with watch id -1, at a
+//! revision every watch of the stream has sent all its events up to (`watch_progress.rs`); the
+//! `created` response is sent before the next request is read, so a create followed at once by
+//! its cancel answers both, in order; a start revision
 //! below the compact revision answers `created` and then `canceled` with `compact_revision`.
 //! A watch created with `fragment` gets responses larger than the largest request split into
 //! fragments (`watch_fragment.rs`), as from etcd. The hub hands out one message per revision;
@@ -30,6 +32,7 @@ use crate::convert::{self, to_i64};
 use crate::error::PERMISSION_DENIED;
 use crate::proto::etcdserverpb as pb;
 use crate::proto::mvccpb;
+use crate::watch_progress::{ProgressOwed, ProgressRounds, RoundAnswer};
 
 /// Responses queued for one stream's client; each watch's own buffer is the hub's.
 const RESPONSE_BUFFER: usize = 128;
@@ -53,6 +56,9 @@ impl<B: KvBackend> pb::watch_server::Watch for WatchService<B> {
         // Each create on the stream is checked against the caller who opened it.
         let backend = Arc::new(crate::auth::acting_for(&self.backend, &request)?);
         let (sender, receiver) = mpsc::channel(RESPONSE_BUFFER);
+        // Each watch reports at most one bookmark per round, so this never blocks for long.
+        let (progress_reports, progress_reported) =
+            mpsc::channel(self.max_watches_per_stream.max(1));
         let stream = WatchStream {
             backend,
             max_watches: self.max_watches_per_stream,
@@ -60,6 +66,9 @@ impl<B: KvBackend> pb::watch_server::Watch for WatchService<B> {
             sender,
             watches: HashMap::new(),
             forwarders: JoinSet::new(),
+            progress: ProgressRounds::default(),
+            progress_reports,
+            progress_reported,
         };
         tokio::spawn(stream.run(request.into_inner()));
         let responses = futures_util::stream::unfold(receiver, |mut receiver| async move {
@@ -76,10 +85,22 @@ struct WatchStream<B> {
     max_watches: usize,
     fragment_bytes: usize,
     sender: mpsc::Sender<pb::WatchResponse>,
-    /// Stream watch id → the hub's id of that watch, and its forwarder.
-    watches: HashMap<i64, (u64, AbortHandle)>,
+    /// Stream watch id → the hub's id of that watch, its forwarder, and the bookmark it owes
+    /// the progress round under way.
+    watches: HashMap<i64, StreamWatch>,
     /// Each forwarder ends with its stream watch id when its watch ended on its own.
     forwarders: JoinSet<i64>,
+    /// The progress request being answered, if any.
+    progress: ProgressRounds,
+    /// Where forwarders hand the bookmarks that answer a progress request.
+    progress_reports: mpsc::Sender<(i64, u64)>,
+    progress_reported: mpsc::Receiver<(i64, u64)>,
+}
+
+struct StreamWatch {
+    hub_id: u64,
+    forwarder: AbortHandle,
+    progress_owed: ProgressOwed,
 }
 
 /// The client went away: nothing more can be sent on this stream.
@@ -90,20 +111,30 @@ impl<B: KvBackend> WatchStream<B> {
     /// aborts every forwarder, which drops its watch and leaves the hub.
     async fn run(mut self, mut requests: Streaming<pb::WatchRequest>) {
         loop {
-            tokio::select! {
+            let served = tokio::select! {
                 request = requests.message() => match request {
-                    Ok(Some(request)) => {
-                        if self.handle(request).await.is_err() {
-                            return;
-                        }
-                    }
+                    Ok(Some(request)) => self.handle(request).await,
                     Ok(None) | Err(_) => return,
                 },
                 Some(Ok(ended)) = self.forwarders.join_next(), if !self.forwarders.is_empty() => {
-                    self.watches.remove(&ended);
+                    self.watch_ended(ended).await
                 }
+                Some((id, revision)) = self.progress_reported.recv() => {
+                    let answer = self.progress.report(id, revision);
+                    self.answer_progress(answer).await
+                }
+            };
+            if served.is_err() {
+                return;
             }
         }
+    }
+
+    /// A watch ended on its own (its forwarder returned).
+    async fn watch_ended(&mut self, id: i64) -> Result<(), ClientGone> {
+        self.watches.remove(&id);
+        let answer = self.progress.forget(id);
+        self.answer_progress(answer).await
     }
 
     async fn handle(&mut self, request: pb::WatchRequest) -> Result<(), ClientGone> {
@@ -111,10 +142,7 @@ impl<B: KvBackend> WatchStream<B> {
         match request.request_union {
             Some(RequestUnion::CreateRequest(create)) => self.create(create).await,
             Some(RequestUnion::CancelRequest(cancel)) => self.cancel(cancel.watch_id).await,
-            Some(RequestUnion::ProgressRequest(_)) => {
-                self.request_progress();
-                Ok(())
-            }
+            Some(RequestUnion::ProgressRequest(_)) => self.request_progress().await,
             None => Ok(()),
         }
     }
@@ -138,12 +166,30 @@ impl<B: KvBackend> WatchStream<B> {
             return self.refuse(id, PERMISSION_DENIED.to_string(), 0).await;
         }
         match self.backend.watch_hub().open(request) {
-            Ok(watch) => {
+            Ok(mut watch) => {
                 let hub_id = watch.id();
-                let sender = self.sender.clone();
-                let forwarder = forward(watch, id, self.backend.clone(), sender, fragment_bytes);
-                let abort = self.forwarders.spawn(forwarder);
-                self.watches.insert(id, (hub_id, abort));
+                // The hub hands out `created` first and at once; sending it here, before the next
+                // request is read, keeps it ahead of a cancel or progress answer for this watch.
+                if let Some(created) = watch.next().await {
+                    self.send(response_of(&created, id, self.backend.as_ref()))
+                        .await?;
+                }
+                let progress_owed = ProgressOwed::default();
+                let forwarder = Forwarder {
+                    id,
+                    backend: self.backend.clone(),
+                    sender: self.sender.clone(),
+                    fragment_bytes,
+                    progress_owed: progress_owed.clone(),
+                    progress_reports: self.progress_reports.clone(),
+                };
+                let abort = self.forwarders.spawn(forwarder.run(watch));
+                let stream_watch = StreamWatch {
+                    hub_id,
+                    forwarder: abort,
+                    progress_owed,
+                };
+                self.watches.insert(id, stream_watch);
                 Ok(())
             }
             Err(NodeError::Storage(StorageError::Compacted {
@@ -192,26 +238,72 @@ impl<B: KvBackend> WatchStream<B> {
     }
 
     async fn cancel(&mut self, id: i64) -> Result<(), ClientGone> {
-        let Some((_, forwarder)) = self.watches.remove(&id) else {
+        let Some(watch) = self.watches.remove(&id) else {
             return Ok(());
         };
-        forwarder.abort();
+        watch.forwarder.abort();
         let response = pb::WatchResponse {
             header: self.header(None),
             watch_id: id,
             canceled: true,
             ..Default::default()
         };
-        self.send(response).await
+        self.send(response).await?;
+        let answer = self.progress.forget(id);
+        self.answer_progress(answer).await
     }
 
-    /// Asks every watch of this stream for a bookmark at the member's current revision.
-    fn request_progress(&self) {
+    /// Starts a progress round (or joins the one under way): every watch of this stream owes a
+    /// bookmark at the member's current revision or later.
+    async fn request_progress(&mut self) -> Result<(), ClientGone> {
+        let (to_ask, mut answer) = self.progress.request(self.watches.keys().copied());
+        // Read before the hub is asked, so every bookmark the hub then sends reaches it.
+        let current = self.backend.header().map_or(0, |header| header.revision);
         let hub = self.backend.watch_hub();
-        for (hub_id, _) in self.watches.values() {
-            // A watch that ended in the meantime has nothing more to report.
-            let _ = hub.request_progress(*hub_id);
+        for id in to_ask {
+            let Some(watch) = self.watches.get(&id) else {
+                continue;
+            };
+            watch.progress_owed.owe(current);
+            if hub.request_progress(watch.hub_id).is_err() {
+                // The watch ended in the meantime; the round does not wait for it.
+                answer = self.progress.forget(id);
+            }
         }
+        self.answer_progress(answer).await?;
+        // As etcd answers a progress request before it reads the next request, the stream waits
+        // for its watches' bookmarks (they come at once from watches that are caught up, after
+        // their catch-up from the others) before it reads on.
+        while self.progress.under_way() {
+            let served = tokio::select! {
+                Some(Ok(ended)) = self.forwarders.join_next(), if !self.forwarders.is_empty() => {
+                    self.watch_ended(ended).await
+                }
+                Some((id, revision)) = self.progress_reported.recv() => {
+                    let answer = self.progress.report(id, revision);
+                    self.answer_progress(answer).await
+                }
+                else => return Ok(()),
+            };
+            served?;
+        }
+        Ok(())
+    }
+
+    /// Sends a finished round's responses: watch id -1, no events, the round's revision.
+    async fn answer_progress(&self, answer: Option<RoundAnswer>) -> Result<(), ClientGone> {
+        let Some(answer) = answer else {
+            return Ok(());
+        };
+        for _ in 0..answer.answers {
+            let response = pb::WatchResponse {
+                header: self.header(answer.revision),
+                watch_id: -1,
+                ..Default::default()
+            };
+            self.send(response).await?;
+        }
+        Ok(())
     }
 
     fn header(&self, revision: Option<u64>) -> Option<pb::ResponseHeader> {
@@ -261,31 +353,49 @@ fn hub_request(create: pb::WatchCreateRequest) -> Result<HubRequest, String> {
     })
 }
 
-/// Forwards one watch's messages until it ends or the client goes away; answers its stream id.
-/// With `fragment_bytes`, a response of that many bytes or more goes in fragments.
-async fn forward<B: KvBackend>(
-    mut watch: revkv_node::watch::Watch,
+/// What forwards one watch's messages to its stream.
+struct Forwarder<B> {
+    /// The watch's id on its stream.
     id: i64,
     backend: Arc<B>,
     sender: mpsc::Sender<pb::WatchResponse>,
+    /// With a limit, a response of that many bytes or more goes in fragments.
     fragment_bytes: Option<usize>,
-) -> i64 {
-    while let Some(message) = watch.next().await {
-        let mut response = response_of(&message, id, backend.as_ref());
-        if matches!(message, WatchMessage::Events(_)) {
-            gather_same_delivery(&mut watch, &mut response);
-        }
-        let pieces = match fragment_bytes {
-            Some(limit) => crate::watch_fragment::fragments(response, limit),
-            None => vec![response],
-        };
-        for piece in pieces {
-            if sender.send(piece).await.is_err() {
-                return id;
+    progress_owed: ProgressOwed,
+    progress_reports: mpsc::Sender<(i64, u64)>,
+}
+
+impl<B: KvBackend> Forwarder<B> {
+    /// Forwards until the watch ends or the client goes away; answers the stream watch id. A
+    /// bookmark that answers the stream's progress round goes to the stream, which answers the
+    /// round once for all its watches.
+    async fn run(self, mut watch: revkv_node::watch::Watch) -> i64 {
+        let id = self.id;
+        while let Some(message) = watch.next().await {
+            if let WatchMessage::Bookmark { revision } = message {
+                if self.progress_owed.take_if_answered_by(revision) {
+                    if self.progress_reports.send((id, revision)).await.is_err() {
+                        return id;
+                    }
+                    continue;
+                }
+            }
+            let mut response = response_of(&message, id, self.backend.as_ref());
+            if matches!(message, WatchMessage::Events(_)) {
+                gather_same_delivery(&mut watch, &mut response);
+            }
+            let pieces = match self.fragment_bytes {
+                Some(limit) => crate::watch_fragment::fragments(response, limit),
+                None => vec![response],
+            };
+            for piece in pieces {
+                if self.sender.send(piece).await.is_err() {
+                    return id;
+                }
             }
         }
+        id
     }
-    id
 }
 
 /// The most revisions one events response gathers: etcd's `watchBatchMaxRevs`.

@@ -184,7 +184,7 @@ impl ServeArgs {
         }
     }
 
-    fn http_limits(&self) -> Result<HttpLimits, String> {
+    pub(super) fn http_limits(&self) -> Result<HttpLimits, String> {
         Ok(HttpLimits {
             max_body_bytes: self
                 .max_body_bytes

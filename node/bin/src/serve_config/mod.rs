@@ -17,6 +17,7 @@ use serde::Deserialize;
 
 mod addresses;
 mod assembly;
+mod grpc;
 mod subsystems;
 #[cfg(test)]
 mod tests;
@@ -75,6 +76,17 @@ pub struct ServeArgs {
     /// sync their endpoints reach every member's gRPC listener.
     #[arg(long, env = "REVKV_ADVERTISE_GRPC")]
     pub advertise_grpc: Option<String>,
+    /// Origins a browser page may call the gRPC port's plain-HTTP paths from (the JSON gateway,
+    /// `/version`, `/health`, `/metrics`), as etcd's `--cors`: `*` (the default) or an empty
+    /// value allows every origin, a comma-separated list (`https://console.example:8443`) only
+    /// those, `none` sends no CORS header.
+    #[arg(long, env = "REVKV_GRPC_CORS")]
+    pub grpc_cors: Option<String>,
+    /// Streams open at once through the gRPC port's JSON gateway (`/v3/watch`,
+    /// `/v3/lease/keepalive`, `/v3/maintenance/snapshot`; default 1000); one more is answered
+    /// 429.
+    #[arg(long, env = "REVKV_MAX_GATEWAY_STREAMS")]
+    pub max_gateway_streams: Option<usize>,
     /// Peer URL other members use to reach this member.
     #[arg(long, env = "REVKV_ADVERTISE_PEER")]
     pub advertise_peer: Option<String>,
@@ -330,7 +342,7 @@ impl ServeArgs {
             toml::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?;
         Ok(
             prefer!(self, file; id, data_dir, listen_client, listen_grpc, listen_peer, advertise_client,
-            advertise_grpc, advertise_peer, peer_source_address, initial_cluster, join, heartbeat_ms,
+            advertise_grpc, grpc_cors, max_gateway_streams, advertise_peer, peer_source_address, initial_cluster, join, heartbeat_ms,
             election_timeout_ms, max_append_timeout_ms, snapshot_entries, snapshot_keep_entries, durable_commit_interval_ms,
             state_cache_bytes, log_segment_bytes, log_tail_entries, log_tail_bytes,
             request_timeout_ms, max_body_bytes, max_key_bytes, max_value_bytes, max_txn_ops,

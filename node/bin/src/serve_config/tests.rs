@@ -451,3 +451,50 @@ fn corruption_checks_are_off_by_default_and_checked_when_set() {
         assert!(error.contains("corrupt-check-time"), "{bad}: {error}");
     }
 }
+
+#[test]
+fn the_grpc_port_takes_the_members_stream_limits_and_its_own_gateway_settings() {
+    let args = ServeArgs {
+        max_lease_keepalive_streams: Some(12),
+        lease_keepalive_idle_timeout_ms: Some(5000),
+        max_snapshot_streams: Some(3),
+        max_gateway_streams: Some(7),
+        grpc_cors: Some("https://console.example:8443".into()),
+        ..ServeArgs::default()
+    };
+    let limits = args.grpc_limits().unwrap();
+    assert_eq!(
+        (limits.max_keepalive_streams, limits.max_snapshot_streams),
+        (12, 3)
+    );
+    assert_eq!(limits.gateway.max_streams, 7);
+    assert_eq!(
+        limits.gateway.keepalive_idle_timeout,
+        Duration::from_secs(5)
+    );
+    assert_eq!(
+        limits.cors,
+        revkv_grpc::cors::CorsOrigins::Only(vec!["https://console.example:8443".into()])
+    );
+    let defaults = ServeArgs::default().grpc_limits().unwrap();
+    assert_eq!(defaults.cors, revkv_grpc::cors::CorsOrigins::Any);
+    for (bad, flag) in [
+        (
+            ServeArgs {
+                max_gateway_streams: Some(0),
+                ..ServeArgs::default()
+            },
+            "--max-gateway-streams",
+        ),
+        (
+            ServeArgs {
+                grpc_cors: Some("console.example".into()),
+                ..ServeArgs::default()
+            },
+            "--grpc-cors",
+        ),
+    ] {
+        let error = bad.grpc_limits().unwrap_err();
+        assert!(error.contains(flag), "{error}");
+    }
+}

@@ -1,0 +1,43 @@
+//! The gRPC port's settings (`--listen-grpc`): the member's own limits where the HTTP API has the
+//! same one (keep-alive streams, backups, the idle keep-alive timeout, auth), and the JSON
+//! gateway's (`--max-gateway-streams`, `--grpc-cors`).
+
+use revkv_grpc::cors::CorsOrigins;
+use revkv_grpc::gateway::GatewayLimits;
+use revkv_grpc::GrpcLimits;
+
+use super::ServeArgs;
+
+/// The most gateway streams a member may be told to hold.
+const MOST_GATEWAY_STREAMS: usize = 100_000;
+
+impl ServeArgs {
+    /// The gRPC port's limits; an error names the flag that is out of range.
+    pub fn grpc_limits(&self) -> Result<GrpcLimits, String> {
+        let http = self.http_limits()?;
+        let defaults = GatewayLimits::default();
+        let max_gateway_streams = self.max_gateway_streams.unwrap_or(defaults.max_streams);
+        if !(1..=MOST_GATEWAY_STREAMS).contains(&max_gateway_streams) {
+            return Err(format!(
+                "--max-gateway-streams must be between 1 and {MOST_GATEWAY_STREAMS}"
+            ));
+        }
+        let cors = match &self.grpc_cors {
+            Some(text) => {
+                CorsOrigins::parse(text).map_err(|error| format!("--grpc-cors: {error}"))?
+            }
+            None => CorsOrigins::default(),
+        };
+        Ok(GrpcLimits {
+            max_keepalive_streams: http.lease_stream.max_streams,
+            max_snapshot_streams: http.max_snapshot_streams,
+            auth: http.auth,
+            gateway: GatewayLimits {
+                max_streams: max_gateway_streams,
+                keepalive_idle_timeout: http.lease_stream.idle_timeout,
+            },
+            cors,
+            ..GrpcLimits::default()
+        })
+    }
+}
