@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# revkv against etcd 3.4 and etcd 3.5 on this machine, with the same load from the same tool
-# (`revkv bench`), every system driven at its leader.
+# revkv against etcd 3.4 and etcd 3.5 on this machine, with the same load from the same client
+# (`revkv bench --target etcd-grpc`, the etcd-client crate) over the same number of shared gRPC
+# connections, every system driven at its leader and reported at its best connection setting.
 #
 #   scripts/bench-vs-etcd.sh
 #
@@ -13,8 +14,15 @@
 #    scripts/cluster.sh; etcd: ../shared/anchors/etcd-cluster.sh with that version first on PATH),
 #    finds the leader, runs every workload against the leader only, samples the members' CPU time
 #    (utime + stime from /proc) around each workload and their RSS after the last one, stops it.
-#    etcd is driven twice per version: through its native gRPC API (`--target etcd-grpc`, the
-#    etcd-client crate: what Kubernetes uses) and through its v3 JSON gateway (`--target etcd`).
+#    revkv's etcd gRPC port and etcd are driven alike, through etcd's native gRPC API with the
+#    etcd-client crate (what Kubernetes' apiserver uses), the client tasks sharing `--conns` gRPC
+#    connections as etcd's own `benchmark --conns --clients` and the apiserver share few. Each
+#    workload runs once per connection count of REVKV_BENCH_CONNS (1, 8 and 64 by default; never
+#    more connections than clients), and each system is reported at its best count for that
+#    workload (the most throughput), named in the table. revkv's HTTP API is a second view
+#    (`revkv`: one keep-alive connection per client task, as HTTP/1.1 cannot share one); etcd's
+#    JSON gateway can be added (etcd3.4-gateway, etcd3.5-gateway), but it runs a gRPC client per
+#    request inside etcd, so it is not etcd at its best.
 # 4. Prints every system side by side, the ratio revkv / better etcd per workload (better = the
 #    faster of the etcd rows for that workload), the CPU per operation of all three members
 #    together, and each member's RSS; writes summary.md next to the JSON reports.
@@ -28,8 +36,10 @@
 #   REVKV_BENCH_READ_KEYS    keys the read workloads choose from (default 1000)
 #   REVKV_BENCH_PAUSE        seconds of rest, after a `sync`, before each workload (default 2)
 #   REVKV_BENCH_SYSTEMS      which systems to run, in order (default
-#                            "revkv etcd3.4-grpc etcd3.4-gateway etcd3.5-grpc etcd3.5-gateway";
-#                            revkv-grpc drives revkv's etcd gRPC port with etcd's client)
+#                            "revkv-grpc etcd3.4-grpc etcd3.5-grpc revkv"; revkv-grpc drives
+#                            revkv's etcd gRPC port with etcd's client, revkv its HTTP API)
+#   REVKV_BENCH_CONNS        the gRPC connection counts each gRPC workload is tried with
+#                            (default "1 8 64")
 #   REVKV_BENCH_BASELINE_BINARY  a revkv binary to measure as the system "revkv-baseline" (list
 #                            it in REVKV_BENCH_SYSTEMS): an older build against this checkout's
 #                            and both against etcd, in one run
@@ -48,15 +58,19 @@
 #                            position costs (the machine warming up, the previous system's deleted
 #                            data still being discarded) falls on all of them alike instead of on
 #                            the same one every round. "fixed" runs the listed order every round.
-#   REVKV_BENCH_PROFILE      a workload name (e.g. put-64): record `perf record -g` of the revkv
-#                            leader during it, into the results directory (needs perf)
+#   REVKV_BENCH_PROFILE      a workload name (e.g. put-64, or put-64-c8 for one connection
+#                            count): record `perf record -g` of the revkv leader during it, into
+#                            the results directory (needs perf)
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 duration=${REVKV_BENCH_DURATION:-8s}
 read_keys=${REVKV_BENCH_READ_KEYS:-1000}
 pause_seconds=${REVKV_BENCH_PAUSE:-2}
-systems=${REVKV_BENCH_SYSTEMS:-revkv etcd3.4-grpc etcd3.4-gateway etcd3.5-grpc etcd3.5-gateway}
+systems=${REVKV_BENCH_SYSTEMS:-revkv-grpc etcd3.4-grpc etcd3.5-grpc revkv}
+conns_sweep=${REVKV_BENCH_CONNS:-1 8 64}
+[[ "$conns_sweep" =~ ^[1-9][0-9]*( [1-9][0-9]*)*$ ]] ||
+  { echo "bench-vs-etcd: REVKV_BENCH_CONNS must be connection counts separated by spaces" >&2; exit 2; }
 selected_workloads=${REVKV_BENCH_WORKLOADS:-put-1 put-64 put-256 get-lin-64 get-ser-64 cas-16-2}
 results_dir=${REVKV_BENCH_RESULTS_DIR:-$repo/target/bench-vs-etcd}
 rounds=${REVKV_BENCH_ROUNDS:-1}
@@ -113,28 +127,31 @@ print_machine() {
   echo "uptime:     $(uptime)"
 }
 
-run_workloads() {
-  local system=$1 target=$2 entry name arguments perf_pid before after
-  for entry in "${all_workloads[@]}"; do
-    name=${entry%%|*}
-    arguments=${entry#*|}
-    [[ " $selected_workloads " == *" $name "* ]] || continue
-    sync
-    sleep "$pause_seconds"
-    echo "== $system $name: revkv bench $arguments --target $target --endpoints $leader_endpoint --duration $duration"
-    perf_pid=""
-    if [[ "$system" == revkv && "$name" == "$profile_workload" ]]; then
-      perf record -g -o "$round_dir/perf-$name.data" -p "$leader_pid" >"$round_dir/perf-$name.log" 2>&1 &
-      perf_pid=$!
-    fi
-    before=$(members_cpu_ticks)
-    # shellcheck disable=SC2086 # the arguments are a list of words on purpose
-    "$binary" bench $arguments --target "$target" --endpoints "$leader_endpoint" \
-      --duration "$duration" -o json 2>/dev/null >"$round_dir/$system-$name.json"
-    after=$(members_cpu_ticks)
-    if [[ -n "$perf_pid" ]]; then kill -INT "$perf_pid" 2>/dev/null || true; wait "$perf_pid" || true; fi
-    echo "$((after - before))" >"$round_dir/$system-$name.cpu_ticks"
-    python3 - "$round_dir/$system-$name.json" "$((after - before))" "$(getconf CLK_TCK)" <<'PYTHON'
+# Runs workload $3 ("name|arguments") against the leader once: writes
+# $round_dir/$1-<name><suffix>.json and .cpu_ticks, and prints one line. $2 is the target, $4 the
+# file suffix, and the rest are extra `revkv bench` arguments.
+run_one() {
+  local system=$1 target=$2 entry=$3 suffix=$4 name arguments perf_pid before after
+  shift 4
+  name=${entry%%|*}
+  arguments=${entry#*|}
+  sync
+  sleep "$pause_seconds"
+  echo "== $system $name: revkv bench $arguments $* --target $target --endpoints $leader_endpoint --duration $duration"
+  perf_pid=""
+  if [[ "$system" == revkv* && ("$name" == "$profile_workload" || "$name$suffix" == "$profile_workload") ]]; then
+    perf record -g -o "$round_dir/perf-$system-$name$suffix.data" -p "$leader_pid" \
+      >"$round_dir/perf-$system-$name$suffix.log" 2>&1 &
+    perf_pid=$!
+  fi
+  before=$(members_cpu_ticks)
+  # shellcheck disable=SC2086 # the arguments are a list of words on purpose
+  "$binary" bench $arguments "$@" --target "$target" --endpoints "$leader_endpoint" \
+    --duration "$duration" -o json 2>/dev/null >"$round_dir/$system-$name$suffix.json"
+  after=$(members_cpu_ticks)
+  if [[ -n "$perf_pid" ]]; then kill -INT "$perf_pid" 2>/dev/null || true; wait "$perf_pid" || true; fi
+  echo "$((after - before))" >"$round_dir/$system-$name$suffix.cpu_ticks"
+  python3 - "$round_dir/$system-$name$suffix.json" "$((after - before))" "$(getconf CLK_TCK)" <<'PYTHON'
 import json, sys
 report, ticks, hertz = json.load(open(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3])
 latency = report["latency"]
@@ -143,6 +160,42 @@ print("   %.0f ops/s, p50 %.3f ms, p99 %.3f ms, members' CPU %.0f us/op, %d fail
     report["throughput_ops_per_second"], latency["p50_us"] / 1000, latency["p99_us"] / 1000,
     cpu, report["failed"], report["failures"] or ""))
 PYTHON
+}
+
+# Of the runs $1-$2-c<N>.json of a workload, keeps the one with the most throughput as
+# $1-$2.json (with its .cpu_ticks), and its connection count in $1-$2.conns.
+keep_best_conns() {
+  local system=$1 name=$2 best
+  best=$(python3 - "$round_dir" "$system-$name" <<'PYTHON'
+import glob, json, os, sys
+directory, stem = sys.argv[1], sys.argv[2]
+runs = glob.glob(os.path.join(directory, stem + "-c*.json"))
+best = max(runs, key=lambda path: json.load(open(path))["throughput_ops_per_second"])
+print(best[len(os.path.join(directory, stem + "-c")):-len(".json")])
+PYTHON
+)
+  cp "$round_dir/$system-$name-c$best.json" "$round_dir/$system-$name.json"
+  cp "$round_dir/$system-$name-c$best.cpu_ticks" "$round_dir/$system-$name.cpu_ticks"
+  echo "$best" >"$round_dir/$system-$name.conns"
+  echo "   best: $best connection(s)"
+}
+
+run_workloads() {
+  local system=$1 target=$2 entry name arguments clients conns
+  for entry in "${all_workloads[@]}"; do
+    name=${entry%%|*}
+    arguments=${entry#*|}
+    [[ " $selected_workloads " == *" $name "* ]] || continue
+    if [[ "$target" != etcd-grpc ]]; then
+      run_one "$system" "$target" "$entry" ""
+      continue
+    fi
+    clients=$(sed -n 's/.*--clients \([0-9]*\).*/\1/p' <<<"$arguments")
+    for conns in $conns_sweep; do
+      (( conns <= clients )) || continue
+      run_one "$system" "$target" "$entry" "-c$conns" --conns "$conns"
+    done
+    keep_best_conns "$system" "$name"
   done
   members_rss_kib >"$round_dir/$system.rss_kib"
   echo "   RSS per member after the run (KiB): $(cat "$round_dir/$system.rss_kib")"
@@ -189,7 +242,7 @@ unset CARGO_TARGET_DIR
 echo "== building the release binary"
 (cd "$repo" && cargo build --release --quiet --bin revkv)
 mkdir -p "$results_dir"
-rm -rf "$results_dir"/*.json "$results_dir"/*.cpu_ticks "$results_dir"/*.rss_kib "$results_dir"/round-*
+rm -rf "$results_dir"/*.json "$results_dir"/*.cpu_ticks "$results_dir"/*.rss_kib "$results_dir"/*.conns "$results_dir"/round-*
 print_machine | tee "$results_dir/machine.txt"
 if (( rounds == 1 )); then
   for system in $systems; do run_system "$system"; done

@@ -5,8 +5,9 @@ usage: bench_summary.py RESULTS_DIR SYSTEM...
        bench_summary.py --median-of ROUND_DIR... -- SYSTEM...
 
 Reads RESULTS_DIR/<system>-<workload>.json (revkv bench -o json), <system>-<workload>.cpu_ticks
-(the members' CPU time during the workload) and <system>.rss_kib (each member's RSS after the
-run). Prints one table per workload group with every system, then the ratios revkv / better etcd,
+(the members' CPU time during the workload), <system>-<workload>.conns (the gRPC connection count
+of that run, the system's best of the sweep; absent for HTTP) and <system>.rss_kib (each
+member's RSS after the run). Prints one table per workload group with every system, then the ratios revkv / better etcd,
 (and revkv-grpc / better etcd when revkv's gRPC port was measured too), where "better etcd" is, per workload, the etcd row with the highest throughput; every ratio of that
 workload (throughput, latencies, CPU) is against that row.
 
@@ -36,6 +37,11 @@ def load(results_dir, system, workload):
     return report
 
 
+def conns(results_dir, system, workload):
+    path = os.path.join(results_dir, f"{system}-{workload}.conns")
+    return open(path).read().strip() if os.path.exists(path) else "-"
+
+
 def rss(results_dir, system):
     path = os.path.join(results_dir, f"{system}.rss_kib")
     if not os.path.exists(path):
@@ -59,7 +65,8 @@ def cell(report, field):
 
 def main():
     results_dir, systems = sys.argv[1], sys.argv[2:]
-    header = ["workload", "system", "ops/s", "p50 ms", "p99 ms", "CPU µs/op (3 members)", "failed"]
+    header = ["workload", "system", "gRPC conns", "ops/s", "p50 ms", "p99 ms",
+              "CPU µs/op (3 members)", "failed"]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for workload in WORKLOADS:
@@ -67,7 +74,8 @@ def main():
             report = load(results_dir, system, workload)
             if report is None:
                 continue
-            print("| " + " | ".join([workload, system, cell(report, "ops"), cell(report, "p50_us"),
+            print("| " + " | ".join([workload, system, conns(results_dir, system, workload),
+                                     cell(report, "ops"), cell(report, "p50_us"),
                                      cell(report, "p99_us"), cell(report, "cpu"),
                                      cell(report, "failed")]) + " |")
     print()

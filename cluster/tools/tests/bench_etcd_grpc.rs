@@ -155,3 +155,50 @@ async fn counters_total(etcd: &EtcdServer) -> u64 {
     }
     total
 }
+
+/// A loopback relay to `target` that counts the connections made through it.
+async fn counting_relay(target: &str) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a free port");
+    let address = listener.local_addr().expect("an address");
+    let accepted = std::sync::Arc::new(AtomicUsize::new(0));
+    let target = target.trim_start_matches("http://").to_owned();
+    let counter = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            counter.fetch_add(1, Ordering::SeqCst);
+            let target = target.clone();
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    (format!("http://{address}"), accepted)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_client_tasks_share_the_connections_conns_asks_for() {
+    use std::sync::atomic::Ordering;
+    let Some(binary) = required_etcd() else {
+        return;
+    };
+    let etcd = EtcdServer::start(&binary).await;
+    for (conns, expected) in [(None, 1), (Some("3"), 3)] {
+        let (relay, accepted) = counting_relay(&etcd.client_url).await;
+        let mut words = vec!["put", "--clients", "8", "--total", OPERATIONS_PER_RUN];
+        if let Some(conns) = conns {
+            words.extend_from_slice(&["--conns", conns]);
+        }
+        let put = run_bench(&relay, &words).await;
+        assert_all_succeeded("put through the relay", &put);
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            expected,
+            "8 client tasks with --conns {conns:?}"
+        );
+    }
+}

@@ -1,9 +1,9 @@
 //! The driver: runs a [`BenchPlan`]'s client tasks and collects what they measured.
 //!
-//! Each client task owns one [`Connection`] and has at most one request in flight, so every task
-//! holds exactly one connection to its endpoint (task i uses endpoint i mod n): for the HTTP targets
-//! a `reqwest::Client` limited to one idle keep-alive connection, for `--target etcd-grpc` one
-//! gRPC channel ([`EtcdGrpcConnection`]). The same loop drives both; only [`Connection::perform`]
+//! Each client task owns one [`Connection`] and has at most one request in flight: for the HTTP
+//! targets a `reqwest::Client` limited to one idle keep-alive connection of its own (task i to
+//! endpoint i mod n), for `--target etcd-grpc` a handle on one of the `--conns` gRPC channels the
+//! tasks share ([`EtcdGrpcConnection`]; task i uses channel i mod conns). The same loop drives both; only [`Connection::perform`]
 //! looks at which it holds. Before each operation a task takes a ticket from the shared
 //! [`OperationBudget`], which says no once the run's operation limit is used up or its deadline has
 //! passed; so every loop is bounded in both count and time, and a request itself is bounded by
@@ -237,7 +237,7 @@ async fn write_with_retries(
 
 /// Runs the client tasks until the budget is spent, printing progress, and adds up their results.
 pub async fn run_measured_part(plan: &BenchPlan) -> Result<RunTotals, String> {
-    let connections = open_one_connection_per_client(plan).await?;
+    let connections = open_client_connections(plan).await?;
     let started = Instant::now();
     let budget = Arc::new(OperationBudget::new(
         plan.limits.operation_limit,
@@ -269,8 +269,21 @@ pub async fn run_measured_part(plan: &BenchPlan) -> Result<RunTotals, String> {
 }
 
 /// Opens every client task's connection before the clock starts, so that connecting is not
-/// measured; client task i gets a connection to endpoint i mod n.
-async fn open_one_connection_per_client(plan: &BenchPlan) -> Result<Vec<Connection>, String> {
+/// measured. Over HTTP client task i gets a connection of its own to endpoint i mod n; over gRPC
+/// the plan's shared connections are opened, connection j to endpoint j mod n, and task i uses
+/// connection i mod (their number), as etcd's benchmark shares its `--conns`.
+async fn open_client_connections(plan: &BenchPlan) -> Result<Vec<Connection>, String> {
+    if plan.target == TargetKind::EtcdGrpc {
+        let mut shared = Vec::with_capacity(plan.grpc_connections);
+        for connection_index in 0..plan.grpc_connections.clamp(1, plan.client_count) {
+            let endpoint = endpoint_for_client(&plan.endpoints, connection_index);
+            shared.push(EtcdGrpcConnection::connect(endpoint, plan.request_timeout).await?);
+        }
+        let shared_by = |client_index: usize| shared[client_index % shared.len()].clone();
+        return Ok((0..plan.client_count)
+            .map(|client_index| Connection::EtcdGrpc(Box::new(shared_by(client_index))))
+            .collect());
+    }
     let mut connections = Vec::with_capacity(plan.client_count);
     for client_index in 0..plan.client_count {
         let endpoint = endpoint_for_client(&plan.endpoints, client_index);

@@ -1,9 +1,10 @@
 //! `--target etcd-grpc`: the bench's operations through etcd's native gRPC API (the one
 //! Kubernetes' apiserver uses), with the `etcd-client` crate.
 //!
-//! Each client task gets its own [`EtcdGrpcConnection`]: one `etcd_client::Client` on a single
-//! endpoint, so one HTTP/2 connection, as the HTTP targets hold one keep-alive connection per
-//! task. `--request-timeout` bounds every request twice: through `ConnectOptions` (tonic's own
+//! An [`EtcdGrpcConnection`] is one `etcd_client::Client` on a single endpoint, so one HTTP/2
+//! connection; clones share it, and the client tasks share `--conns` of them (default 1), as
+//! etcd's own benchmark and Kubernetes' apiserver multiplex many requests over few connections.
+//! `--request-timeout` bounds every request twice: through `ConnectOptions` (tonic's own
 //! request and connect timeouts) and through a `tokio` timeout around each call, so that a call
 //! waiting on a connection that never comes up still ends.
 //!

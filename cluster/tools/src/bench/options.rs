@@ -42,9 +42,17 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',')]
     pub endpoints: Vec<String>,
 
-    /// Concurrent client tasks, each with its own connection and one request in flight.
+    /// Concurrent client tasks, each with one request in flight: with the HTTP targets each on a
+    /// keep-alive connection of its own, with etcd-grpc sharing `--conns` connections.
     #[arg(long, default_value_t = 1)]
     pub clients: usize,
+
+    /// gRPC connections the client tasks share (etcd-grpc only; default 1), as etcd's own
+    /// `benchmark --conns --clients` and Kubernetes' apiserver share few: connection j goes to
+    /// endpoint j mod (number of endpoints), client task i uses connection i mod N. At most
+    /// `--clients`.
+    #[arg(long)]
+    pub conns: Option<usize>,
 
     /// Stop after this many operations (all clients together).
     #[arg(long)]
@@ -189,6 +197,9 @@ pub struct BenchPlan {
     pub target: TargetKind,
     pub endpoints: Vec<String>,
     pub client_count: usize,
+    /// The gRPC connections the client tasks share (etcd-grpc; 1 for the HTTP targets, where
+    /// every task has its own).
+    pub grpc_connections: usize,
     pub limits: RunLimits,
     pub request_timeout: Duration,
     pub output_format: OutputFormat,
@@ -218,6 +229,7 @@ impl BenchArgs {
             target: self.target,
             endpoints,
             client_count: self.clients,
+            grpc_connections: self.conns.unwrap_or(1),
             limits: run_limits(self.total, self.duration),
             request_timeout: self.request_timeout,
             output_format: self.output,
@@ -233,6 +245,18 @@ impl BenchArgs {
     fn check_options_every_workload_shares(&self) -> Result<(), String> {
         if self.clients == 0 || self.clients > MOST_CLIENTS {
             return Err(format!("--clients must be between 1 and {MOST_CLIENTS}"));
+        }
+        if let Some(conns) = self.conns {
+            if self.target != TargetKind::EtcdGrpc {
+                return Err(
+                    "--conns applies to --target etcd-grpc only (an HTTP/1.1 connection \
+                            carries one request at a time, so each client task has its own)"
+                        .to_string(),
+                );
+            }
+            if conns == 0 || conns > self.clients {
+                return Err("--conns must be between 1 and --clients".to_string());
+            }
         }
         if self.total == Some(0) {
             return Err("--total must be at least 1".to_string());
@@ -505,6 +529,23 @@ mod tests {
             (&["put", "--endpoints", "https://a:1"][..], "http://"),
             (&["put", "--endpoints", "http://a:1/v1"][..], "no path"),
             (&["put", "--value-size", "2000000"][..], "--value-size"),
+            (&["put", "--conns", "2"][..], "etcd-grpc only"),
+            (
+                &["put", "--target", "etcd-grpc", "--conns", "0"][..],
+                "--conns",
+            ),
+            (
+                &[
+                    "put",
+                    "--target",
+                    "etcd-grpc",
+                    "--clients",
+                    "4",
+                    "--conns",
+                    "5",
+                ][..],
+                "--conns",
+            ),
         ] {
             let error = plan_from(words).unwrap_err();
             assert!(
@@ -512,6 +553,22 @@ mod tests {
                 "{words:?} gave {error:?}, expected it to mention {expected_words:?}"
             );
         }
+    }
+
+    #[test]
+    fn grpc_clients_share_one_connection_unless_told_otherwise() {
+        let one = plan_from(&["put", "--target", "etcd-grpc", "--clients", "64"]).unwrap();
+        assert_eq!(one.grpc_connections, 1);
+        let words = [
+            "put",
+            "--target",
+            "etcd-grpc",
+            "--clients",
+            "64",
+            "--conns",
+            "8",
+        ];
+        assert_eq!(plan_from(&words).unwrap().grpc_connections, 8);
     }
 
     #[test]

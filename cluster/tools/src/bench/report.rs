@@ -88,6 +88,9 @@ pub struct BenchReport {
     pub target: TargetKind,
     pub endpoints: Vec<String>,
     pub clients: usize,
+    /// The gRPC connections the clients shared (`--target etcd-grpc` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grpc_connections: Option<usize>,
     pub value_size: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub consistency: Option<ReadConsistency>,
@@ -142,6 +145,8 @@ impl BenchReport {
             target: plan.target,
             endpoints: plan.endpoints.clone(),
             clients: plan.client_count,
+            grpc_connections: (plan.target == TargetKind::EtcdGrpc)
+                .then_some(plan.grpc_connections),
             value_size,
             consistency,
             keys,
@@ -188,7 +193,15 @@ impl BenchReport {
                 "  target      {target_name} at {}",
                 self.endpoints.join(", ")
             ),
-            format!("  clients     {}", self.clients),
+            match self.grpc_connections {
+                Some(connections) => {
+                    format!(
+                        "  clients     {} over {connections} gRPC connection(s)",
+                        self.clients
+                    )
+                }
+                None => format!("  clients     {}", self.clients),
+            },
             format!(
                 "  ran         {:.2} s (limit: {limit})",
                 self.elapsed_seconds
@@ -339,6 +352,7 @@ mod tests {
             target: TargetKind::Etcd,
             endpoints: vec!["http://e:1".to_string(), "http://e:2".to_string()],
             client_count: 4,
+            grpc_connections: 1,
             limits: RunLimits {
                 operation_limit: None,
                 time_limit: Duration::from_secs(2),
