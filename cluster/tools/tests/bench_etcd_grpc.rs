@@ -202,3 +202,42 @@ async fn grpc_client_tasks_share_the_connections_conns_asks_for() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watch_workload_over_grpc_delivers_every_write_to_every_watch() {
+    let Some(binary) = required_etcd() else {
+        return;
+    };
+    let etcd = EtcdServer::start(&binary).await;
+    // Five watches, two to a stream: three streams over two connections.
+    let argv = [
+        "bench",
+        "watch",
+        "--target",
+        "etcd-grpc",
+        "--endpoints",
+        &etcd.client_url,
+        "--watchers",
+        "5",
+        "--watches-per-stream",
+        "2",
+        "--conns",
+        "2",
+        "--write-rate",
+        "50",
+        "--duration",
+        "1s",
+        "--quiet",
+    ];
+    let parsed = BenchCommandLine::try_parse_from(argv).expect("valid bench arguments");
+    let plan = parsed.bench.into_watch_plan().expect("a consistent plan");
+    let report = revkv_tools::bench::watch_latency::run(&plan)
+        .await
+        .expect("the watch run ends");
+    assert!(report.writes_acknowledged > 0, "{report:?}");
+    assert_eq!(report.write_failures, 0, "{report:?}");
+    assert_eq!(report.events_expected, report.writes_acknowledged * 5);
+    assert_eq!(report.events_received, report.events_expected, "{report:?}");
+    assert_eq!(report.grpc_streams, Some(3));
+    assert_eq!(report.grpc_connections, Some(2));
+}

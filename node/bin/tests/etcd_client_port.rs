@@ -199,16 +199,22 @@ async fn the_grpc_port_answers_version_health_and_metrics_as_etcd_does() {
     let excluded = get(&grpc_port, "/health?exclude=NOSPACE").await;
     assert_eq!(excluded, etcd_35.no_space_excluded);
 
-    // Without a leader: two of three members stopped. etcd 3.5 says "RAFT NO LEADER"
-    // (server/etcdserver/api/etcdhttp/metrics.go), checked after alarms, so exclude NOSPACE.
-    let survivor = revkv.ids()[0];
-    for id in revkv.ids().into_iter().filter(|id| *id != survivor) {
+    // Without a leader: two of three members stopped, the leader among them. etcd 3.5 says
+    // "RAFT NO LEADER" (server/etcdserver/api/etcdhttp/metrics.go), checked after alarms, so
+    // exclude NOSPACE. The survivor is a follower: an isolated revkv leader stays leader (openraft
+    // has no check-quorum step-down, unlike etcd) and answers "QGET ERROR:..." instead.
+    let leader = revkv.leader().await;
+    let ids = revkv.ids();
+    let survivor_index = ids.iter().position(|id| *id != leader).expect("a follower");
+    let survivor_port = format!("http://{}", revkv.grpc_endpoints()[survivor_index]);
+    let survivor = ids[survivor_index];
+    for id in ids.into_iter().filter(|id| *id != survivor) {
         revkv.stop(id);
     }
     // Until its election timeout passes, the survivor still names the old leader and its read
     // fails instead ("QGET ERROR:...", as on etcd).
     let leaderless = wait_until("/health reports no leader", TIMEOUT, async || {
-        let seen = get(&grpc_port, "/health?exclude=NOSPACE").await;
+        let seen = get(&survivor_port, "/health?exclude=NOSPACE").await;
         seen.body.contains("RAFT NO LEADER").then_some(seen)
     })
     .await;

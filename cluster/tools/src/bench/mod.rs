@@ -12,15 +12,15 @@
 //! speaks revkv's HTTP/JSON API (`shared/spec/API.md` section 4), `--target etcd` speaks etcd's v3
 //! JSON gateway (`POST /v3/kv/put`, `POST /v3/kv/range`, base64 keys and values), and
 //! `--target etcd-grpc` speaks etcd's native gRPC API (what Kubernetes uses) through the
-//! `etcd-client` crate, one gRPC connection per client task.
+//! `etcd-client` crate, the client tasks sharing `--conns` gRPC connections (default 1).
 //!
 //! Workloads built now: `put` (distinct keys, `--value-size` bytes), `get` (`--consistency
 //! linearizable|serializable`, one key or `--keys N` random keys written before the measured part)
 //! and `cas` (clients incrementing `--keys N` hot counters with read-modify-write and
 //! retry-on-conflict, reporting attempts and conflicts; on etcd through a txn comparing the
-//! counter's mod revision), and `watch` (event delivery latency with `--watchers W` streams at
+//! counter's mod revision), and `watch` (event delivery latency with `--watchers W` watches at
 //! `--write-rate` writes per second; it measures streams, not requests, so it has its own module,
-//! [`watch_latency`]).
+//! [`watch_latency`], and [`watch_grpc`] for its gRPC streams).
 //!
 //! The parts, one idea per file:
 //! - [`options`]: the command line ([`BenchArgs`]) and its validation into a [`options::BenchPlan`].
@@ -39,6 +39,8 @@ pub mod etcd_grpc;
 pub mod options;
 pub mod report;
 pub mod target;
+pub mod watch_arrivals;
+pub mod watch_grpc;
 pub mod watch_latency;
 pub mod workload;
 

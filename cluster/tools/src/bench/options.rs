@@ -6,7 +6,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use clap::Args;
 
 use super::target::TargetKind;
-use super::watch_latency::WATCH_NEEDS_HTTP;
 use super::workload::{ReadConsistency, Workload, WorkloadKind};
 use crate::cli::{parse_duration, terse_output_format_parser, OutputFormat, TlsArgs};
 use revkv_client::ClientTls;
@@ -94,9 +93,15 @@ pub struct BenchArgs {
     #[arg(long)]
     pub quiet: bool,
 
-    /// Watch streams the watch workload opens (spread over the endpoints).
+    /// Watches the watch workload opens (spread over the endpoints): over HTTP each on a stream
+    /// of its own, over etcd-grpc `--watches-per-stream` to a gRPC Watch stream.
     #[arg(long, default_value_t = 1)]
     pub watchers: usize,
+
+    /// Watches that share one gRPC Watch stream (etcd-grpc's watch workload; default 100, etcd's
+    /// `benchmark watch --watch-per-stream`), as clientv3 multiplexes a process's watches.
+    #[arg(long)]
+    pub watches_per_stream: Option<usize>,
 
     /// Writes per second of the watch workload's single writer.
     #[arg(long, default_value_t = 10)]
@@ -128,11 +133,27 @@ impl BenchArgs {
 
     /// The plan of the watch workload, which measures streams rather than requests.
     pub fn into_watch_plan(self) -> Result<WatchLatencyPlan, String> {
-        if self.target == TargetKind::EtcdGrpc {
-            return Err(WATCH_NEEDS_HTTP.into());
-        }
         if self.watchers == 0 || self.watchers > MOST_WATCHERS {
             return Err(format!("--watchers must be between 1 and {MOST_WATCHERS}"));
+        }
+        let grpc = self.target == TargetKind::EtcdGrpc;
+        if !grpc && (self.conns.is_some() || self.watches_per_stream.is_some()) {
+            return Err("--conns and --watches-per-stream apply to --target etcd-grpc only".into());
+        }
+        let watches_per_stream = self
+            .watches_per_stream
+            .unwrap_or(DEFAULT_WATCHES_PER_STREAM);
+        if watches_per_stream == 0 || watches_per_stream > MOST_WATCHERS {
+            return Err(format!(
+                "--watches-per-stream must be between 1 and {MOST_WATCHERS}"
+            ));
+        }
+        let streams = self.watchers.div_ceil(watches_per_stream);
+        let grpc_connections = self.conns.unwrap_or(1);
+        if grpc_connections == 0 || grpc_connections > streams {
+            return Err(format!(
+                "--conns must be between 1 and the number of watch streams ({streams})"
+            ));
         }
         if self.write_rate == 0 || self.write_rate > 10_000 {
             return Err("--write-rate must be between 1 and 10000 writes per second".into());
@@ -147,6 +168,8 @@ impl BenchArgs {
             target: self.target,
             endpoints,
             watchers: self.watchers,
+            grpc_connections,
+            watches_per_stream,
             write_rate: self.write_rate,
             duration: self.duration.unwrap_or(DEFAULT_DURATION),
             value_size: self.value_size,
@@ -159,12 +182,18 @@ impl BenchArgs {
 /// Most watchers one run opens (each is one HTTP connection on both sides).
 pub const MOST_WATCHERS: usize = 16_384;
 
+/// Watches per gRPC Watch stream unless told otherwise: etcd's `benchmark watch` default.
+pub const DEFAULT_WATCHES_PER_STREAM: usize = 100;
+
 /// What one watch-latency run does.
 #[derive(Debug, Clone)]
 pub struct WatchLatencyPlan {
     pub target: TargetKind,
     pub endpoints: Vec<String>,
     pub watchers: usize,
+    /// etcd-grpc: the connections the Watch streams share, and the watches on each stream.
+    pub grpc_connections: usize,
+    pub watches_per_stream: usize,
     /// Writes per second.
     pub write_rate: u32,
     pub duration: Duration,
@@ -603,15 +632,43 @@ mod tests {
     }
 
     #[test]
-    fn the_watch_workload_refuses_etcd_grpc_with_a_clear_reason() {
-        let parsed =
-            CommandLineUnderTest::try_parse_from(["bench", "watch", "--target", "etcd-grpc"])
-                .unwrap();
-        let error = parsed.bench.into_watch_plan().unwrap_err();
-        assert_eq!(
-            error,
-            "the watch workload does not support --target etcd-grpc yet"
-        );
+    fn the_watch_workload_over_grpc_puts_its_watches_on_shared_streams() {
+        let plan_of = |words: &[&str]| {
+            let mut argv = vec!["bench", "watch"];
+            argv.extend_from_slice(words);
+            CommandLineUnderTest::try_parse_from(argv)
+                .unwrap()
+                .bench
+                .into_watch_plan()
+        };
+        let plan = plan_of(&["--target", "etcd-grpc", "--watchers", "1000"]).unwrap();
+        assert_eq!((plan.grpc_connections, plan.watches_per_stream), (1, 100));
+        let words = [
+            "--target",
+            "etcd-grpc",
+            "--watchers",
+            "10",
+            "--watches-per-stream",
+            "3",
+        ];
+        let words = [&words[..], &["--conns", "4"]].concat();
+        assert_eq!(plan_of(&words).unwrap().grpc_connections, 4);
+        for (words, expected) in [
+            (&["--conns", "2"][..], "etcd-grpc only"),
+            (&["--watches-per-stream", "2"][..], "etcd-grpc only"),
+            (
+                &["--target", "etcd-grpc", "--watches-per-stream", "0"][..],
+                "--watches-per-stream",
+            ),
+            // Ten watches on one stream: a second connection would carry nothing.
+            (
+                &["--target", "etcd-grpc", "--watchers", "10", "--conns", "2"][..],
+                "--conns",
+            ),
+        ] {
+            let error = plan_of(words).unwrap_err();
+            assert!(error.contains(expected), "{words:?} gave {error:?}");
+        }
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! zero (the two race: both follow the same apply).
 //!
 //! revkv is watched with `GET /v1/watch?key=P&prefix=true` (NDJSON); etcd 3.4 with its JSON
-//! gateway's `POST /v3/watch`, which streams one JSON object per line as well.
+//! gateway's `POST /v3/watch`, which streams one JSON object per line as well; etcd (or revkv's
+//! etcd gRPC port) with `--target etcd-grpc` over gRPC Watch streams (`watch_grpc.rs`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,13 +24,11 @@ use tokio::time::{Instant, MissedTickBehavior};
 use super::options::{WatchLatencyPlan, MOST_WATCHERS};
 use super::report::{new_latency_histogram, LatencySummary};
 use super::target::TargetKind;
+use super::watch_arrivals::{stale, Arrivals, SETTLE_TIMEOUT};
+use super::watch_grpc;
 
-/// Why the watch workload refuses `--target etcd-grpc`: its streams are read as HTTP/NDJSON lines.
-/// The options refuse it before a run starts; the arms here keep the refusal total.
-pub const WATCH_NEEDS_HTTP: &str = "the watch workload does not support --target etcd-grpc yet";
-
-/// Longest wait for every watch to be created, and for the last events after the writes stop.
-const SETTLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// The HTTP paths below are never taken for `--target etcd-grpc`, which `watch_grpc` serves.
+const NOT_HTTP: &str = "etcd-grpc is watched over gRPC, not HTTP";
 
 /// What a watch-latency run measured.
 #[derive(Serialize, Debug, Clone)]
@@ -44,11 +43,16 @@ pub struct WatchLatencyReport {
     pub events_received: u64,
     pub events_before_ack: u64,
     pub setup_seconds: f64,
+    /// `--target etcd-grpc`: the Watch streams the watches rode, and the connections they shared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grpc_streams: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grpc_connections: Option<usize>,
     pub latency: LatencySummary,
 }
 
-/// One watcher's arrivals: (revision, when).
-type Arrivals = Vec<(u64, Instant)>;
+/// The tasks following the watches; each answers the arrivals of every watch it followed.
+type WatchTasks = Vec<JoinHandle<Result<Vec<Arrivals>, String>>>;
 
 /// Runs the benchmark and reports.
 pub async fn run(plan: &WatchLatencyPlan) -> Result<WatchLatencyReport, String> {
@@ -57,8 +61,16 @@ pub async fn run(plan: &WatchLatencyPlan) -> Result<WatchLatencyReport, String> 
     let setup_started = Instant::now();
     let (last_revision_sender, last_revision) = watch::channel(None::<u64>);
     let created = Arc::new(tokio::sync::Semaphore::new(0));
-    let client = watch_client_keeping_no_idle_connections(plan)?;
-    let watchers = spawn_watchers(plan, &client, &prefix, &created, &last_revision);
+    let watchers = match plan.target {
+        TargetKind::EtcdGrpc => {
+            let clients = watch_grpc::connect(plan).await?;
+            watch_grpc::spawn_streams(plan, &clients, &prefix, &created, &last_revision)
+        }
+        TargetKind::Revkv | TargetKind::Etcd => {
+            let client = watch_client_keeping_no_idle_connections(plan)?;
+            spawn_watchers(plan, &client, &prefix, &created, &last_revision)
+        }
+    };
     wait_until_every_watch_is_created(plan.watchers, &created).await?;
     let setup_seconds = setup_started.elapsed().as_secs_f64();
     eprintln!(
@@ -69,6 +81,7 @@ pub async fn run(plan: &WatchLatencyPlan) -> Result<WatchLatencyReport, String> 
     last_revision_sender.send_replace(writes.acks.keys().max().copied());
     let (histogram, received, early) = latencies_of_every_watcher(watchers, &writes.acks).await?;
     let acknowledged = writes.acks.len() as u64;
+    let grpc = plan.target == TargetKind::EtcdGrpc;
     Ok(WatchLatencyReport {
         target: plan.target,
         watchers: plan.watchers,
@@ -79,6 +92,8 @@ pub async fn run(plan: &WatchLatencyPlan) -> Result<WatchLatencyReport, String> 
         events_received: received,
         events_before_ack: early,
         setup_seconds,
+        grpc_streams: grpc.then(|| watch_grpc::stream_count(plan)),
+        grpc_connections: grpc.then_some(plan.grpc_connections),
         latency: LatencySummary::from_histogram(&histogram),
     })
 }
@@ -104,18 +119,21 @@ fn spawn_watchers(
     prefix: &str,
     created: &Arc<tokio::sync::Semaphore>,
     last_revision: &watch::Receiver<Option<u64>>,
-) -> Vec<JoinHandle<Result<Arrivals, String>>> {
+) -> WatchTasks {
     let mut watchers = Vec::with_capacity(plan.watchers);
     for index in 0..plan.watchers {
         let endpoint = plan.endpoints[index % plan.endpoints.len()].clone();
-        watchers.push(tokio::spawn(follow_watch(
+        let watch = follow_watch(
             client.clone(),
             plan.target,
             endpoint,
             prefix.to_string(),
             created.clone(),
             last_revision.clone(),
-        )));
+        );
+        watchers.push(tokio::spawn(
+            async move { watch.await.map(|one| vec![one]) },
+        ));
     }
     watchers
 }
@@ -139,19 +157,21 @@ async fn wait_until_every_watch_is_created(
 /// acknowledgements: the histogram, the events received, and those that arrived before their
 /// acknowledgement. The first watcher that failed (in the order they were started) fails the run.
 async fn latencies_of_every_watcher(
-    watchers: Vec<JoinHandle<Result<Arrivals, String>>>,
+    watchers: WatchTasks,
     acks: &HashMap<u64, Instant>,
 ) -> Result<(Histogram<u64>, u64, u64), String> {
     let mut histogram = new_latency_histogram();
     let mut totals = (0u64, 0u64);
     for watcher in watchers {
-        let arrivals = watcher
+        let followed = watcher
             .await
             .map_err(|error| error.to_string())?
             .map_err(|error| format!("a watch failed: {error}"))?;
-        let (received, early) = record_latencies(&arrivals, acks, &mut histogram);
-        totals.0 += received;
-        totals.1 += early;
+        for arrivals in &followed {
+            let (received, early) = record_latencies(arrivals, acks, &mut histogram);
+            totals.0 += received;
+            totals.1 += early;
+        }
     }
     Ok((histogram, totals.0, totals.1))
 }
@@ -186,13 +206,7 @@ struct Writes {
 
 /// Puts keys under `prefix` at the plan's rate for its duration, one at a time.
 async fn write_steadily(plan: &WatchLatencyPlan, prefix: &str) -> Result<Writes, String> {
-    let client = plan
-        .tls
-        .configure(reqwest::Client::builder())
-        .map_err(|error| error.to_string())?
-        .build()
-        .map_err(|error| error.to_string())?;
-    let endpoint = &plan.endpoints[0];
+    let mut writer = Writer::connect(plan).await?;
     let period = Duration::from_secs_f64(1.0 / f64::from(plan.write_rate.max(1)));
     let mut ticks = tokio::time::interval(period);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -205,7 +219,7 @@ async fn write_steadily(plan: &WatchLatencyPlan, prefix: &str) -> Result<Writes,
         ticks.tick().await;
         sequence += 1;
         let key = format!("{prefix}{sequence}");
-        match put(&client, plan.target, endpoint, &key, &value).await {
+        match writer.put(&key, &value).await {
             Ok(revision) => {
                 acks.insert(revision, Instant::now());
             }
@@ -215,7 +229,54 @@ async fn write_steadily(plan: &WatchLatencyPlan, prefix: &str) -> Result<Writes,
     Ok(Writes { acks, failures })
 }
 
-/// One put; answers the revision it created.
+/// The watch workload's one writer: over HTTP, or over its own gRPC connection.
+enum Writer {
+    Http {
+        client: reqwest::Client,
+        target: TargetKind,
+        endpoint: String,
+    },
+    // Boxed: etcd-client's handle is many times the HTTP variant's size.
+    Grpc(Box<etcd_client::KvClient>),
+}
+
+impl Writer {
+    /// A writer to the plan's first endpoint.
+    async fn connect(plan: &WatchLatencyPlan) -> Result<Writer, String> {
+        let endpoint = plan.endpoints[0].clone();
+        if plan.target == TargetKind::EtcdGrpc {
+            let client = etcd_client::Client::connect([endpoint.as_str()], None)
+                .await
+                .map_err(|error| format!("cannot make a gRPC client of {endpoint}: {error}"))?;
+            return Ok(Writer::Grpc(Box::new(client.kv_client())));
+        }
+        let client = plan
+            .tls
+            .configure(reqwest::Client::builder())
+            .map_err(|error| error.to_string())?
+            .build()
+            .map_err(|error| error.to_string())?;
+        Ok(Writer::Http {
+            client,
+            target: plan.target,
+            endpoint,
+        })
+    }
+
+    /// One put; answers the revision it created.
+    async fn put(&mut self, key: &str, value: &str) -> Result<u64, String> {
+        match self {
+            Writer::Http {
+                client,
+                target,
+                endpoint,
+            } => put(client, *target, endpoint, key, value).await,
+            Writer::Grpc(kv) => watch_grpc::put(kv, key, value).await,
+        }
+    }
+}
+
+/// One put over HTTP; answers the revision it created.
 async fn put(
     client: &reqwest::Client,
     target: TargetKind,
@@ -230,7 +291,7 @@ async fn put(
         TargetKind::Etcd => client
             .post(format!("{endpoint}/v3/kv/put"))
             .json(&json!({ "key": BASE64.encode(key), "value": BASE64.encode(value) })),
-        TargetKind::EtcdGrpc => return Err(WATCH_NEEDS_HTTP.into()),
+        TargetKind::EtcdGrpc => return Err(NOT_HTTP.into()),
     };
     let answer: serde_json::Value = request
         .send()
@@ -270,7 +331,7 @@ async fn follow_watch(
                 "create_request": {"key": BASE64.encode(&prefix), "range_end": BASE64.encode(range_end)}
             }))
         }
-        TargetKind::EtcdGrpc => return Err(WATCH_NEEDS_HTTP.into()),
+        TargetKind::EtcdGrpc => return Err(NOT_HTTP.into()),
     };
     let mut response = request
         .send()
@@ -309,13 +370,6 @@ async fn follow_watch(
     }
 }
 
-/// True when the last event arrived long ago: the run is over and nothing more is coming.
-fn stale(arrivals: &Arrivals) -> bool {
-    arrivals
-        .last()
-        .is_none_or(|(_, at)| at.elapsed() > SETTLE_TIMEOUT / 4)
-}
-
 enum Line {
     Created,
     Events(u64),
@@ -344,7 +398,7 @@ fn parse_line(target: TargetKind, line: &[u8]) -> Result<Line, String> {
                 _ => Line::Other,
             })
         }
-        TargetKind::EtcdGrpc => Err(WATCH_NEEDS_HTTP.into()),
+        TargetKind::EtcdGrpc => Err(NOT_HTTP.into()),
         TargetKind::Etcd => {
             let parsed: serde_json::Value =
                 serde_json::from_slice(line).map_err(|error| error.to_string())?;

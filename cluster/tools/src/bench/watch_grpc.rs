@@ -1,0 +1,143 @@
+//! The watch workload over etcd's native gRPC API (`revkv bench watch --target etcd-grpc`),
+//! arranged as etcd's own `benchmark watch` arranges it and as clientv3 multiplexes a process's
+//! watches: the watches ride gRPC Watch streams of `--watches-per-stream` watches each (etcd's
+//! benchmark default, 100), and the streams share `--conns` connections (default 1). Stream s
+//! uses connection s mod conns; connection j goes to endpoint j mod n. The writer puts through a
+//! connection of its own to the first endpoint, as the HTTP targets' writer does.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use etcd_client::{Client, KvClient, WatchOptions};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::options::WatchLatencyPlan;
+use super::watch_arrivals::{stale, Arrivals};
+
+/// How often a stream with nothing to read looks whether the run is over.
+const END_CHECK_PERIOD: Duration = Duration::from_millis(200);
+
+/// The plan's shared connections, connection j to endpoint j mod n.
+pub async fn connect(plan: &WatchLatencyPlan) -> Result<Vec<Client>, String> {
+    let mut clients = Vec::with_capacity(plan.grpc_connections);
+    for index in 0..plan.grpc_connections.max(1) {
+        let endpoint = &plan.endpoints[index % plan.endpoints.len()];
+        let client = Client::connect([endpoint.as_str()], None)
+            .await
+            .map_err(|error| format!("cannot make a gRPC client of {endpoint}: {error}"))?;
+        clients.push(client);
+    }
+    Ok(clients)
+}
+
+/// The number of Watch streams the plan's watches need.
+pub fn stream_count(plan: &WatchLatencyPlan) -> usize {
+    plan.watchers.div_ceil(plan.watches_per_stream.max(1))
+}
+
+/// Starts the plan's streams on `prefix`. Each adds a permit to `created` per watch created, and
+/// ends once every watch it carries has seen the revision `last_revision` names after the writes;
+/// it answers one `Arrivals` per watch.
+pub fn spawn_streams(
+    plan: &WatchLatencyPlan,
+    clients: &[Client],
+    prefix: &str,
+    created: &Arc<tokio::sync::Semaphore>,
+    last_revision: &watch::Receiver<Option<u64>>,
+) -> Vec<JoinHandle<Result<Vec<Arrivals>, String>>> {
+    let streams = stream_count(plan);
+    (0..streams)
+        .map(|stream_index| {
+            // The first streams carry one more watch when the watches do not divide evenly.
+            let watches =
+                plan.watchers / streams + usize::from(stream_index < plan.watchers % streams);
+            tokio::spawn(follow_stream(
+                clients[stream_index % clients.len()].clone(),
+                watches,
+                prefix.to_string(),
+                created.clone(),
+                last_revision.clone(),
+            ))
+        })
+        .collect()
+}
+
+/// Opens one Watch stream with `watches` watches on `prefix` and records each event's arrival,
+/// per watch, until every watch has seen the last written revision.
+async fn follow_stream(
+    client: Client,
+    watches: usize,
+    prefix: String,
+    created: Arc<tokio::sync::Semaphore>,
+    last_revision: watch::Receiver<Option<u64>>,
+) -> Result<Vec<Arrivals>, String> {
+    let options = || Some(WatchOptions::new().with_prefix());
+    let mut stream = client
+        .watch_client()
+        .watch(prefix.clone(), options())
+        .await
+        .map_err(|error| error.to_string())?;
+    for _ in 1..watches {
+        stream
+            .watch(prefix.clone(), options())
+            .await
+            .map_err(|error| error.to_string())?;
+    }
+    let mut arrivals: HashMap<i64, Arrivals> = HashMap::with_capacity(watches);
+    loop {
+        if arrivals.len() == watches && every_watch_saw_the_last(&arrivals, &last_revision) {
+            break;
+        }
+        let response = match tokio::time::timeout(END_CHECK_PERIOD, stream.message()).await {
+            Ok(Ok(Some(response))) => response,
+            Ok(Ok(None)) => return Err("the stream ended".into()),
+            Ok(Err(error)) => return Err(error.to_string()),
+            Err(_) if last_revision.borrow().is_some() && arrivals.values().all(stale) => break,
+            Err(_) => continue,
+        };
+        if response.canceled() {
+            let reason = response.cancel_reason();
+            return Err(format!("watch {} canceled: {reason}", response.watch_id()));
+        }
+        if response.created() {
+            arrivals.entry(response.watch_id()).or_default();
+            created.add_permits(1);
+            continue;
+        }
+        let revision = response.events().first().and_then(|event| event.kv());
+        if let Some(kv) = revision {
+            let revision = u64::try_from(kv.mod_revision()).unwrap_or_default();
+            let watch = arrivals.entry(response.watch_id()).or_default();
+            watch.push((revision, Instant::now()));
+        }
+    }
+    Ok(arrivals.into_values().collect())
+}
+
+/// True once the writes are over and every watch's last event is at the last written revision.
+fn every_watch_saw_the_last(
+    arrivals: &HashMap<i64, Arrivals>,
+    last_revision: &watch::Receiver<Option<u64>>,
+) -> bool {
+    let Some(last) = *last_revision.borrow() else {
+        return false;
+    };
+    arrivals
+        .values()
+        .all(|watch| watch.last().is_some_and(|(revision, _)| *revision >= last))
+}
+
+/// One put through etcd's gRPC API; answers the revision it created.
+pub async fn put(kv: &mut KvClient, key: &str, value: &str) -> Result<u64, String> {
+    let answer = kv
+        .put(key, value, None)
+        .await
+        .map_err(|error| error.to_string())?;
+    let revision = answer.header().map(|header| header.revision());
+    revision
+        .and_then(|revision| u64::try_from(revision).ok())
+        .ok_or_else(|| "no revision in the put's answer".to_string())
+}
