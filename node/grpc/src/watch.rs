@@ -267,7 +267,7 @@ impl<B: KvBackend> WatchStream<B> {
             watch.progress_owed.owe(current);
             if hub.request_progress(watch.hub_id).is_err() {
                 // The watch ended in the meantime; the round does not wait for it.
-                answer = self.progress.forget(id);
+                answer = answer.or(self.progress.forget(id));
             }
         }
         self.answer_progress(answer).await?;

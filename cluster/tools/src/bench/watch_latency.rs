@@ -78,7 +78,10 @@ pub async fn run(plan: &WatchLatencyPlan) -> Result<WatchLatencyReport, String> 
         plan.watchers
     );
     let writes = write_steadily(plan, &prefix).await?;
-    last_revision_sender.send_replace(writes.acks.keys().max().copied());
+    // Revision 0 when no write was acknowledged: the watches then stop once they go quiet,
+    // instead of waiting for a revision that never comes.
+    let last_written = writes.acks.keys().max().copied().unwrap_or(0);
+    last_revision_sender.send_replace(Some(last_written));
     let (histogram, received, early) = latencies_of_every_watcher(watchers, &writes.acks).await?;
     let acknowledged = writes.acks.len() as u64;
     let grpc = plan.target == TargetKind::EtcdGrpc;
