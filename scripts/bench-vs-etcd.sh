@@ -29,10 +29,14 @@
 #
 # Workloads: writes of distinct keys with 256-byte values with 1, 64 and 256 clients; linearizable
 # and serializable reads of random pre-written keys with 64 clients; 16 clients incrementing 2 hot
-# counters with read-modify-write (cas).
+# counters with read-modify-write (cas). The writes are counted, not timed: every system writes
+# the same number of keys (a faster one finishes sooner), so the memory and disk each member holds
+# after the run, printed per key, compare like with like. The reads and cas run for a duration.
 #
 # Settings (environment):
-#   REVKV_BENCH_DURATION     length of each workload (default 8s)
+#   REVKV_BENCH_DURATION     length of each timed workload (default 8s)
+#   REVKV_BENCH_PUT_TOTAL    writes of each put-64 and put-256 run (default 100000)
+#   REVKV_BENCH_PUT1_TOTAL   writes of each put-1 run (default 8000)
 #   REVKV_BENCH_READ_KEYS    keys the read workloads choose from (default 1000)
 #   REVKV_BENCH_PAUSE        seconds of rest, after a `sync`, before each workload (default 2)
 #   REVKV_BENCH_SYSTEMS      which systems to run, in order (default
@@ -66,6 +70,12 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 duration=${REVKV_BENCH_DURATION:-8s}
 read_keys=${REVKV_BENCH_READ_KEYS:-1000}
+put_total=${REVKV_BENCH_PUT_TOTAL:-100000}
+put1_total=${REVKV_BENCH_PUT1_TOTAL:-8000}
+[[ "$put_total" =~ ^[1-9][0-9]*$ && "$put1_total" =~ ^[1-9][0-9]*$ ]] ||
+  { echo "bench-vs-etcd: REVKV_BENCH_PUT_TOTAL and REVKV_BENCH_PUT1_TOTAL must be counts" >&2; exit 2; }
+# A counted run still stops at this, so a stalled cluster cannot hold the run for ever.
+counted_run_ceiling=300s
 pause_seconds=${REVKV_BENCH_PAUSE:-2}
 systems=${REVKV_BENCH_SYSTEMS:-revkv-grpc etcd3.4-grpc etcd3.5-grpc revkv}
 conns_sweep=${REVKV_BENCH_CONNS:-1 8 64}
@@ -85,9 +95,9 @@ binary="$repo/target/release/revkv"
 
 # name|arguments of `revkv bench` (the same for every system; --target and --endpoints are added)
 all_workloads=(
-  "put-1|put --clients 1 --value-size 256"
-  "put-64|put --clients 64 --value-size 256"
-  "put-256|put --clients 256 --value-size 256"
+  "put-1|put --clients 1 --value-size 256 --total $put1_total"
+  "put-64|put --clients 64 --value-size 256 --total $put_total"
+  "put-256|put --clients 256 --value-size 256 --total $put_total"
   "get-lin-64|get --consistency linearizable --keys $read_keys --clients 64"
   "get-ser-64|get --consistency serializable --keys $read_keys --clients 64"
   "cas-16-2|cas --clients 16 --keys 2"
@@ -131,13 +141,15 @@ print_machine() {
 # $round_dir/$1-<name><suffix>.json and .cpu_ticks, and prints one line. $2 is the target, $4 the
 # file suffix, and the rest are extra `revkv bench` arguments.
 run_one() {
-  local system=$1 target=$2 entry=$3 suffix=$4 name arguments perf_pid before after
+  local system=$1 target=$2 entry=$3 suffix=$4 name arguments perf_pid before after limit
   shift 4
   name=${entry%%|*}
   arguments=${entry#*|}
+  limit=$duration
+  [[ " $arguments " != *" --total "* ]] || limit=$counted_run_ceiling
   sync
   sleep "$pause_seconds"
-  echo "== $system $name: revkv bench $arguments $* --target $target --endpoints $leader_endpoint --duration $duration"
+  echo "== $system $name: revkv bench $arguments $* --target $target --endpoints $leader_endpoint --duration $limit"
   perf_pid=""
   if [[ "$system" == revkv* && ("$name" == "$profile_workload" || "$name$suffix" == "$profile_workload") ]]; then
     perf record -g -o "$round_dir/perf-$system-$name$suffix.data" -p "$leader_pid" \
@@ -147,7 +159,7 @@ run_one() {
   before=$(members_cpu_ticks)
   # shellcheck disable=SC2086 # the arguments are a list of words on purpose
   "$binary" bench $arguments "$@" --target "$target" --endpoints "$leader_endpoint" \
-    --duration "$duration" -o json 2>/dev/null >"$round_dir/$system-$name$suffix.json"
+    --duration "$limit" -o json 2>/dev/null >"$round_dir/$system-$name$suffix.json"
   after=$(members_cpu_ticks)
   if [[ -n "$perf_pid" ]]; then kill -INT "$perf_pid" 2>/dev/null || true; wait "$perf_pid" || true; fi
   echo "$((after - before))" >"$round_dir/$system-$name$suffix.cpu_ticks"
@@ -198,7 +210,29 @@ run_workloads() {
     keep_best_conns "$system" "$name"
   done
   members_rss_kib >"$round_dir/$system.rss_kib"
+  members_disk_kib >"$round_dir/$system.disk_kib"
+  members_keys_written "$system" >"$round_dir/$system.keys"
   echo "   RSS per member after the run (KiB): $(cat "$round_dir/$system.rss_kib")"
+  echo "   disk per member after the run (KiB): $(cat "$round_dir/$system.disk_kib")"
+  echo "   keys written by the run: $(cat "$round_dir/$system.keys")"
+}
+
+# The keys the run's workloads wrote into system $1, from their reports: every successful put is a
+# new key, and the read workloads wrote their keys first.
+members_keys_written() {
+  python3 - "$round_dir" "$1" "$read_keys" <<'PYTHON'
+import glob, json, os, sys
+directory, system, read_keys = sys.argv[1], sys.argv[2], int(sys.argv[3])
+puts = 0
+for path in glob.glob(os.path.join(directory, system + "-put-*.json")):
+    stem = os.path.basename(path)[len(system) + 1:-len(".json")]
+    # put-64.json copies the best of put-64-c*.json; count each run once.
+    if stem.count("-") == 1 and glob.glob(os.path.join(directory, system + "-" + stem + "-c*.json")):
+        continue
+    puts += json.load(open(path))["succeeded"]
+reads = len(glob.glob(os.path.join(directory, system + "-get-*.json")))
+print(puts + (read_keys if reads else 0))
+PYTHON
 }
 
 run_system() {
@@ -242,7 +276,7 @@ unset CARGO_TARGET_DIR
 echo "== building the release binary"
 (cd "$repo" && cargo build --release --quiet --bin revkv)
 mkdir -p "$results_dir"
-rm -rf "$results_dir"/*.json "$results_dir"/*.cpu_ticks "$results_dir"/*.rss_kib "$results_dir"/*.conns "$results_dir"/round-*
+rm -rf "$results_dir"/*.json "$results_dir"/*.cpu_ticks "$results_dir"/*.rss_kib "$results_dir"/*.disk_kib "$results_dir"/*.keys "$results_dir"/*.conns "$results_dir"/round-*
 print_machine | tee "$results_dir/machine.txt"
 if (( rounds == 1 )); then
   for system in $systems; do run_system "$system"; done

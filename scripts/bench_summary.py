@@ -7,7 +7,8 @@ usage: bench_summary.py RESULTS_DIR SYSTEM...
 Reads RESULTS_DIR/<system>-<workload>.json (revkv bench -o json), <system>-<workload>.cpu_ticks
 (the members' CPU time during the workload), <system>-<workload>.conns (the gRPC connection count
 of that run, the system's best of the sweep; absent for HTTP) and <system>.rss_kib (each
-member's RSS after the run). Prints one table per workload group with every system, then the ratios revkv / better etcd,
+member's RSS after the run), <system>.disk_kib (each member's data on disk) and <system>.keys
+(the keys the run wrote). Prints one table per workload group with every system, then the ratios revkv / better etcd,
 (and revkv-grpc / better etcd when revkv's gRPC port was measured too), where "better etcd" is, per workload, the etcd row with the highest throughput; every ratio of that
 workload (throughput, latencies, CPU) is against that row.
 
@@ -42,12 +43,32 @@ def conns(results_dir, system, workload):
     return open(path).read().strip() if os.path.exists(path) else "-"
 
 
-def rss(results_dir, system):
-    path = os.path.join(results_dir, f"{system}.rss_kib")
+def per_member_kib(results_dir, system, kind):
+    """Each member's RSS (kind "rss") or data on disk (kind "disk") after the run, in KiB."""
+    path = os.path.join(results_dir, f"{system}.{kind}_kib")
     if not os.path.exists(path):
-        return "-"
-    values = [int(value) // 1024 for value in open(path).read().split()]
-    return "–".join(str(value) for value in (min(values), max(values))) + " MB" if values else "-"
+        return []
+    return [int(value) for value in open(path).read().split()]
+
+
+def keys_written(results_dir, system):
+    path = os.path.join(results_dir, f"{system}.keys")
+    return int(open(path).read()) if os.path.exists(path) else None
+
+
+def memory_cells(results_dir, system):
+    """Keys written, then RSS and disk: the members' range in MB and the largest member's bytes
+    per key written."""
+    keys = keys_written(results_dir, system)
+    cells = ["-" if keys is None else f"{keys:,}"]
+    for kind in ("rss", "disk"):
+        values = per_member_kib(results_dir, system, kind)
+        if not values:
+            cells += ["-", "-"]
+            continue
+        cells.append(f"{min(values) // 1024}–{max(values) // 1024} MB")
+        cells.append("-" if not keys else f"{max(values) * 1024 / keys:,.0f} B")
+    return cells
 
 
 def cell(report, field):
@@ -79,10 +100,11 @@ def main():
                                      cell(report, "p99_us"), cell(report, "cpu"),
                                      cell(report, "failed")]) + " |")
     print()
-    print("| system | RSS per member after its run |")
-    print("|---|---|")
+    print("| system | keys written | RSS per member after its run | RSS per key | "
+          "disk per member | disk per key |")
+    print("|---|---|---|---|---|---|")
     for system in systems:
-        print(f"| {system} | {rss(results_dir, system)} |")
+        print(f"| {system} | " + " | ".join(memory_cells(results_dir, system)) + " |")
     print()
     for ours_name in [system for system in systems if system.startswith("revkv")]:
         print_ratios(results_dir, systems, ours_name)

@@ -14,6 +14,8 @@
 //! - [`HttpMetrics`]: requests and durations by route, with [`HttpMetricsLayer`].
 //! - [`AuthMetrics`]: requests refused by auth, by reason, and tokens handed out.
 //! - [`ConsistencyMetrics`]: consistency checks of the members' replica hashes, by result.
+//! - [`MemoryMetrics`]: memory held by the key index, the page cache and the raft log's tail,
+//!   their limits, and the allocator's totals.
 //!
 //! The crate knows nothing of raft, storage or the HTTP API's types: callers turn their state into
 //! the plain observations defined here. Names carry their unit (`_seconds`, `_bytes`, `_total`),
@@ -24,6 +26,7 @@ mod consistency;
 mod http;
 mod kv;
 mod lease;
+mod memory;
 mod prefix;
 mod raft;
 mod registration;
@@ -39,6 +42,7 @@ pub use consistency::{ConsistencyMetrics, CorruptionCheckResult};
 pub use http::{HttpMetrics, HttpMetricsLayer, HttpMetricsService, UNMATCHED_ROUTE};
 pub use kv::{ConflictResolution, KvMetrics, KvOp, UpdateOutcome};
 pub use lease::LeaseMetrics;
+pub use memory::{AllocatorObservation, MemoryMetrics, MemoryObservation};
 pub use prefix::{
     key_prefix, PrefixFolder, PrefixLabelConfig, MAX_PREFIX_LABEL_BYTES, NO_KEY_PREFIX,
     OTHER_PREFIX,
@@ -64,8 +68,14 @@ pub struct Metrics {
     pub http: HttpMetrics,
     pub auth: AuthMetrics,
     pub consistency: ConsistencyMetrics,
-    before_scrape: RwLock<Option<BeforeScrape>>,
+    pub memory: MemoryMetrics,
+    /// Run in order before each scrape; at most [`MOST_BEFORE_SCRAPE_CALLBACKS`].
+    before_scrape: RwLock<Vec<BeforeScrape>>,
 }
+
+/// The most callbacks [`Metrics::add_before_scrape`] keeps: the node installs one and the program
+/// embedding it a few; more would mean one is being added per request by mistake.
+pub const MOST_BEFORE_SCRAPE_CALLBACKS: usize = 8;
 
 impl std::fmt::Debug for Metrics {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -87,8 +97,9 @@ impl Metrics {
             http: HttpMetrics::register(&registry)?,
             auth: AuthMetrics::register(&registry)?,
             consistency: ConsistencyMetrics::register(&registry)?,
+            memory: MemoryMetrics::register(&registry)?,
             registry,
-            before_scrape: RwLock::new(None),
+            before_scrape: RwLock::new(Vec::new()),
         })
     }
 
@@ -97,21 +108,34 @@ impl Metrics {
         &self.registry
     }
 
-    /// Installs the callback [`Metrics::render`] runs first (replacing any earlier one), typically
-    /// one that reads the store's revision and file sizes into [`StoreMetrics`].
-    pub fn set_before_scrape(&self, refresh: impl Fn() + Send + Sync + 'static) {
-        *self
+    /// Adds a callback [`Metrics::render`] runs first, after those added before it: the node's
+    /// reads the store's revision and file sizes into [`StoreMetrics`], the `revkv` binary's its
+    /// allocator's figures into [`MemoryMetrics`]. Fails beyond
+    /// [`MOST_BEFORE_SCRAPE_CALLBACKS`].
+    pub fn add_before_scrape(
+        &self,
+        refresh: impl Fn() + Send + Sync + 'static,
+    ) -> prometheus::Result<()> {
+        let mut callbacks = self
             .before_scrape
             .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(Box::new(refresh));
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if callbacks.len() >= MOST_BEFORE_SCRAPE_CALLBACKS {
+            return Err(prometheus::Error::Msg(format!(
+                "at most {MOST_BEFORE_SCRAPE_CALLBACKS} before-scrape callbacks"
+            )));
+        }
+        callbacks.push(Box::new(refresh));
+        Ok(())
     }
 
     /// Every metric in the Prometheus text exposition format (see [`TEXT_CONTENT_TYPE`]).
     pub fn render(&self) -> prometheus::Result<String> {
-        if let Some(refresh) = &*self
+        for refresh in self
             .before_scrape
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .iter()
         {
             refresh();
         }

@@ -1,6 +1,6 @@
 //! Store metrics: the current and compact revisions, the number of live keys, the size of each
 //! database file and the state file's bytes in use, and the alarms raised. The node refreshes them from cheap reads just before a scrape is answered (see
-//! [`Metrics::set_before_scrape`](crate::Metrics::set_before_scrape)), so they cost nothing between
+//! [`Metrics::add_before_scrape`](crate::Metrics::add_before_scrape)), so they cost nothing between
 //! scrapes.
 
 use prometheus::{IntGauge, IntGaugeVec, Registry};

@@ -149,16 +149,18 @@ fn leader_changes_count_terms_that_had_a_leader() {
 fn the_before_scrape_callback_refreshes_gauges() {
     let metrics = Arc::new(metrics());
     let store = metrics.store.clone();
-    metrics.set_before_scrape(move || {
-        store.observe(&StoreObservation {
-            revision: 42,
-            state_file_bytes: 4096,
-            state_bytes_in_use: 1500,
-            no_space_alarms: 2,
-            corrupt_alarms: 1,
-            ..StoreObservation::default()
+    metrics
+        .add_before_scrape(move || {
+            store.observe(&StoreObservation {
+                revision: 42,
+                state_file_bytes: 4096,
+                state_bytes_in_use: 1500,
+                no_space_alarms: 2,
+                corrupt_alarms: 1,
+                ..StoreObservation::default()
+            })
         })
-    });
+        .unwrap();
     let text = metrics.render().unwrap();
     assert!(text.contains("revkv_store_revision 42"));
     assert!(text.contains("revkv_store_db_size_bytes{file=\"state\"} 4096"));
@@ -287,4 +289,57 @@ fn auth_refusals_are_counted_by_reason() {
     assert!(text.contains("revkv_auth_denied_total{reason=\"unauthenticated\"} 1"));
     assert!(!text.contains("reason=\"bad_credentials\"} 1"));
     assert!(text.contains("revkv_auth_authenticated_total 1"));
+}
+
+#[test]
+fn memory_parts_and_allocator_figures_are_exposed_by_label() {
+    let metrics = metrics();
+    metrics.memory.observe(&MemoryObservation {
+        key_index_bytes: 1000,
+        state_cache_bytes: 2000,
+        state_cache_limit_bytes: 4000,
+        raft_log_tail_bytes: 300,
+        raft_log_tail_limit_bytes: 600,
+    });
+    metrics.memory.observe_allocator(&AllocatorObservation {
+        allocated: 10,
+        active: 20,
+        resident: 30,
+        retained: 40,
+    });
+    let text = metrics.render().unwrap();
+    for series in [
+        "revkv_memory_bytes{part=\"key_index\"} 1000",
+        "revkv_memory_bytes{part=\"state_cache\"} 2000",
+        "revkv_memory_bytes{part=\"raft_log_tail\"} 300",
+        "revkv_memory_limit_bytes{part=\"state_cache\"} 4000",
+        "revkv_memory_limit_bytes{part=\"raft_log_tail\"} 600",
+        "revkv_allocator_bytes{stat=\"allocated\"} 10",
+        "revkv_allocator_bytes{stat=\"active\"} 20",
+        "revkv_allocator_bytes{stat=\"resident\"} 30",
+        "revkv_allocator_bytes{stat=\"retained\"} 40",
+    ] {
+        assert!(text.contains(series), "{series} missing from:\n{text}");
+    }
+}
+
+#[test]
+fn before_scrape_callbacks_all_run_in_order_and_are_bounded() {
+    let metrics = Arc::new(metrics());
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    for number in 0..MOST_BEFORE_SCRAPE_CALLBACKS {
+        let order = order.clone();
+        metrics
+            .add_before_scrape(move || order.lock().unwrap().push(number))
+            .unwrap();
+    }
+    assert!(
+        metrics.add_before_scrape(|| {}).is_err(),
+        "one callback beyond the limit is refused"
+    );
+    metrics.render().unwrap();
+    assert_eq!(
+        *order.lock().unwrap(),
+        (0..MOST_BEFORE_SCRAPE_CALLBACKS).collect::<Vec<_>>()
+    );
 }

@@ -15,9 +15,11 @@
 
 use std::sync::Arc;
 
-use revkv_metrics::{LeaseMetrics, Metrics, RaftMetrics, RaftObservation, StoreObservation};
-use revkv_raft::{MemberRole, RaftMember, RaftStatus};
-use revkv_storage::{MvccStore, RaftLogStore};
+use revkv_metrics::{
+    LeaseMetrics, MemoryObservation, Metrics, RaftMetrics, RaftObservation, StoreObservation,
+};
+use revkv_raft::{LogTailSize, MemberRole, RaftMember, RaftStatus};
+use revkv_storage::{MvccStore, RaftLogStore, StoreStats};
 use tokio::task::JoinHandle;
 
 /// Starts both feeds for `member`. The returned task ends by itself when raft stops.
@@ -109,24 +111,42 @@ fn install_scrape_refresh(metrics: &Metrics, member: &RaftMember) {
     let raft_status = member.status_feed();
     let store = member.store().clone();
     let log = member.log_store().clone();
-    metrics.set_before_scrape(move || {
+    let memory_metrics = metrics.memory.clone();
+    let log_tail = member.log_tail_size();
+    let installed = metrics.add_before_scrape(move || {
         raft_metrics.observe(&raft_observation(&raft_status.current()));
-        match store_observation(&store, &log) {
-            Ok((observation, leases)) => {
-                store_metrics.observe(&observation);
-                lease_metrics.observe_active(leases);
-            }
-            Err(error) => tracing::warn!(%error, "could not read store statistics for metrics"),
+        let observed = store.stats().and_then(|stats| {
+            store_metrics.observe(&store_observation(&store, &log, &stats)?);
+            lease_metrics.observe_active(stats.leases);
+            memory_metrics.observe(&memory_observation(&stats, &log_tail));
+            Ok(())
+        });
+        if let Err(error) = observed {
+            tracing::warn!(%error, "could not read store statistics for metrics");
         }
     });
+    if let Err(error) = installed {
+        tracing::error!(%error, "the store and raft gauges will not be refreshed");
+    }
 }
 
-/// The store gauges, and the number of leases granted now.
+/// The sizes of the parts of the member that hold memory.
+fn memory_observation(stats: &StoreStats, log_tail: &LogTailSize) -> MemoryObservation {
+    MemoryObservation {
+        key_index_bytes: stats.key_index_bytes,
+        state_cache_bytes: stats.state_cache_bytes,
+        state_cache_limit_bytes: stats.state_cache_limit_bytes,
+        raft_log_tail_bytes: log_tail.bytes(),
+        raft_log_tail_limit_bytes: log_tail.limit_bytes(),
+    }
+}
+
+/// The store gauges, from the store's statistics and its alarms.
 fn store_observation(
     store: &MvccStore,
     log: &RaftLogStore,
-) -> revkv_storage::Result<(StoreObservation, u64)> {
-    let stats = store.stats()?;
+    stats: &StoreStats,
+) -> revkv_storage::Result<StoreObservation> {
     let log_file_bytes = log.size_bytes();
     let alarms = store.alarms()?;
     let raised = |kind: revkv_storage::AlarmKind| {
@@ -144,5 +164,5 @@ fn store_observation(
         no_space_alarms,
         corrupt_alarms,
     };
-    Ok((observation, stats.leases))
+    Ok(observation)
 }

@@ -66,7 +66,7 @@ pub use error::MemberError;
 pub use key_space_hashes::MemberKeySpaceHash;
 pub use lease_events::{LeaseEvents, LeaseObserver};
 pub use log_storage::LogStorage;
-pub use log_tail::TailLimits;
+pub use log_tail::{LogTailSize, TailLimits};
 pub use member::{Membership, RaftMember};
 pub use peer::append_timeout::PeerAppendTimeout;
 pub use peer::{AdminRequest, KeySpaceHashAnswer, LeaseTimeToLive, PeerIdentity};

@@ -82,6 +82,11 @@ impl LogStorage {
         self.tail.lock().expect("log tail")
     }
 
+    /// A reader of the in-memory tail's size, for the memory metrics.
+    pub(crate) fn tail_size(&self) -> crate::log_tail::LogTailSize {
+        crate::log_tail::LogTailSize::new(self.tail.clone())
+    }
+
     /// Where this log (and, through the member, its state machine) keeps its first failure.
     pub(crate) fn first_fault(&self) -> FirstStorageFault {
         self.writer.first_fault().clone()

@@ -32,6 +32,38 @@ impl Default for TailLimits {
     }
 }
 
+/// A handle that reads how many bytes of entries the tail holds now, for the member's memory
+/// metrics (`revkv_memory_bytes{part="raft_log_tail"}`). Reading takes the tail's lock briefly.
+#[derive(Clone)]
+pub struct LogTailSize {
+    tail: std::sync::Arc<std::sync::Mutex<LogTail>>,
+}
+
+impl LogTailSize {
+    pub(crate) fn new(tail: std::sync::Arc<std::sync::Mutex<LogTail>>) -> Self {
+        LogTailSize { tail }
+    }
+
+    /// Encoded bytes of the entries held now: every entry not yet durable, and the recent
+    /// durable ones within [`TailLimits::max_bytes`].
+    pub fn bytes(&self) -> u64 {
+        let tail = self
+            .tail
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        tail.bytes as u64
+    }
+
+    /// The bound on the durable entries' bytes ([`TailLimits::max_bytes`]).
+    pub fn limit_bytes(&self) -> u64 {
+        let tail = self
+            .tail
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        tail.limits.max_bytes as u64
+    }
+}
+
 /// One entry and the size of its encoding, which is what the byte bound counts.
 struct TailEntry {
     entry: Entry,

@@ -95,6 +95,7 @@ impl RaftMember {
             snapshot_files: stores.snapshot_files,
             append_streams: Default::default(),
             first_storage_fault: raft.first_storage_fault,
+            log_tail_size: raft.log_tail_size,
         });
         let stop_peer_server = crate::peer::server::spawn(inner.clone(), peer_listener);
         let stop_background_tasks = watch::Sender::new(false);
@@ -228,6 +229,11 @@ impl RaftMember {
     /// The member's raft state now: term, leader, role, commit and applied indexes.
     pub fn status(&self) -> RaftStatus {
         RaftStatus::of(&self.inner.raft.metrics().borrow_watched())
+    }
+
+    /// A reader of how many bytes of raft log entries this member holds in memory now.
+    pub fn log_tail_size(&self) -> crate::log_tail::LogTailSize {
+        self.inner.log_tail_size.clone()
     }
 
     /// A feed of the changes of term, role and leader, for metrics that follow them. Commit and

@@ -38,6 +38,8 @@ pub(crate) struct MemberInner {
     pub append_streams: Arc<crate::peer::append_stream::OpenStreams>,
     /// The first failure of this member's log or state file (`storage_fault.rs`).
     pub first_storage_fault: crate::storage_fault::FirstStorageFault,
+    /// How much of the raft log the in-memory tail holds now.
+    pub log_tail_size: crate::log_tail::LogTailSize,
 }
 
 /// openraft's metrics as this member's raft publishes them.

@@ -73,6 +73,7 @@ pub(crate) struct StartedRaft {
     pub(crate) peer_failures: Arc<PeerFailureLog>,
     pub(crate) append_timeouts: Arc<AppendTimeouts>,
     pub(crate) first_storage_fault: FirstStorageFault,
+    pub(crate) log_tail_size: crate::log_tail::LogTailSize,
 }
 
 impl StartedRaft {
@@ -119,6 +120,7 @@ impl StartedRaft {
         .map_err(|error| startup("raft log writer", &error))?
         .with_inline_follower_appends(config.id);
         let first_storage_fault = log_storage.first_fault();
+        let log_tail_size = log_storage.tail_size();
         let state_machine = state_machine.with_first_fault(first_storage_fault.clone());
         let raft = Raft::new(config.id, raft_config, network, log_storage, state_machine)
             .await
@@ -132,6 +134,7 @@ impl StartedRaft {
             peer_failures,
             append_timeouts,
             first_storage_fault,
+            log_tail_size,
         })
     }
 }

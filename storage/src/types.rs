@@ -497,6 +497,12 @@ pub struct StoreStats {
     pub bytes_in_use: u64,
     /// Leases granted now.
     pub leases: u64,
+    /// About how much memory the in-memory key index takes (`KeyIndex::estimated_bytes`).
+    pub key_index_bytes: u64,
+    /// The state file's page cache: bytes held now, and the limit it is bounded by
+    /// (`--state-cache-bytes`).
+    pub state_cache_bytes: u64,
+    pub state_cache_limit_bytes: u64,
 }
 
 /// One version of a key in its history: the key-value as that revision left it, or a tombstone

@@ -86,6 +86,9 @@ async fn serve(args: ServeArgs) -> ExitCode {
         Ok(node) => node,
         Err(error) => return fail(&error.to_string()),
     };
+    if let Err(error) = allocator::report_to(node.backend().metrics()) {
+        tracing::warn!(%error, "the allocator's figures will be missing from the metrics");
+    }
     let grpc = match listen_grpc {
         Some(address) => match start_grpc(&node, address, client_tls, grpc_limits).await {
             Ok(stop) => Some(stop),

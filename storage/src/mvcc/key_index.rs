@@ -94,6 +94,8 @@ pub(crate) struct KeyIndex {
     entries: u64,
     /// The stored size of their history records, all together.
     record_bytes: u64,
+    /// The bytes of every key the index names, all together (for [`KeyIndex::estimated_bytes`]).
+    key_bytes: u64,
     /// How many changes (inserts, removals, compact revisions) were made since it was built, so a
     /// failed write can tell whether it changed anything.
     changes: u64,
@@ -147,11 +149,26 @@ impl KeyIndex {
         self.record_bytes
     }
 
+    /// About how much memory the index takes: each key's map slot (its boxed key and its versions,
+    /// the first inline), the key bytes themselves, and the further versions of keys with more than
+    /// one. The map's B-tree nodes are not full, so the true figure is somewhat higher; this is
+    /// what `revkv_memory_bytes{part="key_index"}` reports.
+    pub fn estimated_bytes(&self) -> u64 {
+        let keys = self.keys.len() as u64;
+        let slot_bytes =
+            (std::mem::size_of::<Box<[u8]>>() + std::mem::size_of::<Versions>()) as u64;
+        let further_versions = self.entries.saturating_sub(keys);
+        keys * slot_bytes
+            + self.key_bytes
+            + further_versions * std::mem::size_of::<IndexEntry>() as u64
+    }
+
     /// Adds the version `entry` of `key`, which must be newer than every version of it indexed.
     pub fn insert(&mut self, key: &[u8], entry: IndexEntry) -> Result<()> {
         match self.keys.get_mut(key) {
             None => {
                 self.keys.insert(key.into(), Versions::One(entry));
+                self.key_bytes += key.len() as u64;
             }
             Some(versions) => {
                 let newest = versions.as_slice().last().map_or(0, |last| last.revision);
@@ -188,6 +205,7 @@ impl KeyIndex {
         self.record_bytes -= u64::from(removed.record_bytes);
         if !versions.remove(revision) {
             self.keys.remove(key);
+            self.key_bytes -= key.len() as u64;
         }
     }
 
@@ -397,6 +415,36 @@ mod tests {
             "a second removal takes nothing more off"
         );
         assert_eq!(index.entry_at(b"a", 9), None);
+    }
+
+    #[test]
+    fn the_estimated_size_follows_keys_and_versions_in_and_out() {
+        let mut index = KeyIndex::new(0);
+        assert_eq!(index.estimated_bytes(), 0);
+        index.insert(b"short", version(2, false)).unwrap();
+        let one_key = index.estimated_bytes();
+        assert!(one_key > b"short".len() as u64 + 48, "{one_key}");
+        index.insert(b"a-longer-key", version(3, false)).unwrap();
+        let two_keys = index.estimated_bytes();
+        assert_eq!(
+            two_keys - one_key,
+            one_key - b"short".len() as u64 + b"a-longer-key".len() as u64,
+            "each key adds one slot and its own bytes"
+        );
+        index.insert(b"short", version(4, false)).unwrap();
+        assert!(
+            index.estimated_bytes() > two_keys,
+            "a second version costs memory"
+        );
+        index.remove(b"short", 2);
+        assert_eq!(index.estimated_bytes(), two_keys);
+        index.remove(b"short", 4);
+        index.remove(b"a-longer-key", 3);
+        assert_eq!(
+            index.estimated_bytes(),
+            0,
+            "an empty index is estimated empty"
+        );
     }
 
     #[test]

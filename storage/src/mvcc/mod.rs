@@ -542,14 +542,18 @@ impl MvccStore {
                 source: Box::new(redb::Error::Io(error)),
             })?
             .len();
+        let index = self.key_index.read();
         Ok(StoreStats {
             current_revision: state.current_revision,
             compact_revision: state.compact_revision,
             live_keys: state.live_keys,
             history_entries: tables.history.len().map_err(db_error(file))?,
             file_bytes,
-            bytes_in_use: self.key_index.read().record_bytes(),
+            bytes_in_use: index.record_bytes(),
             leases: leases.count()?,
+            key_index_bytes: index.estimated_bytes(),
+            state_cache_bytes: self.database().cache_stats().used_bytes() as u64,
+            state_cache_limit_bytes: self.options.cache_bytes as u64,
         })
     }
 

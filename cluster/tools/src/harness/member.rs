@@ -53,6 +53,11 @@ impl MemberProcess {
         }
     }
 
+    /// The running process's id, if it runs.
+    pub fn process_id(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     pub fn client_url(&self) -> String {
         format!("{}://{}", self.scheme(), self.client_address)
     }
