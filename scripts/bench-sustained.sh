@@ -3,23 +3,30 @@
 #
 #   scripts/bench-sustained.sh
 #
-# For each system: starts its three-member cluster, runs `revkv bench put --clients 64` for
-# REVKV_SUSTAINED_DURATION (default 120s) against the leader, printing the throughput of every
-# 10-second window (does the cost per write grow with the store?), then reports the keys written,
-# the members' RSS and the size of their data directories, per key written. etcd runs through its
-# native gRPC API (`--target etcd-grpc`). Needs what scripts/bench-vs-etcd.sh needs (it installs
-# etcd 3.4 and 3.5 when absent).
+# For each system: starts its three-member cluster, writes REVKV_SUSTAINED_TOTAL distinct keys
+# (default 1,000,000) with `revkv bench put --clients 64` against the leader, printing the
+# throughput of every 10-second window (does the cost per write grow with the store?), then reports
+# the members' RSS and the size of their data directories, per key written. Every system writes the
+# same keys, so memory and disk compare like with like. revkv (`revkv-grpc`) and etcd are driven
+# alike, through etcd's gRPC API by the same client over REVKV_SUSTAINED_CONNS shared connections
+# (as scripts/bench-vs-etcd.sh); `revkv` drives revkv's HTTP API instead. Needs what
+# scripts/bench-vs-etcd.sh needs (it installs etcd 3.4 and 3.5 when absent).
 #
-# Settings: REVKV_SUSTAINED_DURATION (default 120s), REVKV_SUSTAINED_CLIENTS (64),
-# REVKV_SUSTAINED_SYSTEMS (default "revkv etcd3.5"; also etcd3.4),
-# REVKV_SUSTAINED_RESULTS_DIR (default target/bench-sustained), REVKV_BINARY (run revkv from another
-# binary, e.g. an older build for an A/B, instead of building this checkout).
+# Settings: REVKV_SUSTAINED_TOTAL (default 1000000), REVKV_SUSTAINED_CLIENTS (64),
+# REVKV_SUSTAINED_CONNS (gRPC connections, default 8), REVKV_SUSTAINED_SYSTEMS (default
+# "revkv-grpc etcd3.4 etcd3.5"; also revkv), REVKV_SUSTAINED_RESULTS_DIR (default
+# target/bench-sustained), REVKV_BINARY (run revkv from another binary, e.g. an older build for an
+# A/B, instead of building this checkout). A run stops after 30 minutes whatever it has written.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
-duration=${REVKV_SUSTAINED_DURATION:-120s}
+total=${REVKV_SUSTAINED_TOTAL:-1000000}
 clients=${REVKV_SUSTAINED_CLIENTS:-64}
-systems=${REVKV_SUSTAINED_SYSTEMS:-revkv etcd3.5}
+conns=${REVKV_SUSTAINED_CONNS:-8}
+systems=${REVKV_SUSTAINED_SYSTEMS:-revkv-grpc etcd3.4 etcd3.5}
+[[ "$total" =~ ^[1-9][0-9]*$ && "$clients" =~ ^[1-9][0-9]*$ && "$conns" =~ ^[1-9][0-9]*$ ]] ||
+  { echo "bench-sustained: the total, clients and conns must be counts" >&2; exit 2; }
+ceiling=30m
 results_dir=${REVKV_SUSTAINED_RESULTS_DIR:-$repo/target/bench-sustained}
 binary="${REVKV_BINARY:-$repo/target/release/revkv}"
 work_dir=$(mktemp -d "${TMPDIR:-/tmp}/revkv-bench-sustained.XXXXXX")
@@ -32,9 +39,14 @@ trap 'exit 143' TERM
 
 start_system() {
   case "$1" in
-    revkv) start_revkv; target=revkv; data_dir="$work_dir/revkv" ;;
-    etcd3.4) start_etcd 3.4; target=etcd-grpc; data_dir="$work_dir/etcd" ;;
-    etcd3.5) start_etcd 3.5; target=etcd-grpc; data_dir="$work_dir/etcd" ;;
+    revkv) start_revkv; target=revkv; connection_arguments=() ;;
+    # The same members through their etcd gRPC port (scripts/cluster.sh: 7201-7203).
+    revkv-grpc)
+      start_revkv
+      leader_endpoint="http://127.0.0.1:720${leader_endpoint: -1}"
+      target=etcd-grpc; connection_arguments=(--conns "$conns") ;;
+    etcd3.4) start_etcd 3.4; target=etcd-grpc; connection_arguments=(--conns "$conns") ;;
+    etcd3.5) start_etcd 3.5; target=etcd-grpc; connection_arguments=(--conns "$conns") ;;
     *) echo "bench-sustained: unknown system $1" >&2; exit 2 ;;
   esac
 }
@@ -46,15 +58,19 @@ mkdir -p "$results_dir"
 echo "== $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nproc) cores, revkv $(git -C "$repo" rev-parse --short HEAD)"
 for system in $systems; do
   start_system "$system"
-  echo "== $system: revkv bench put --clients $clients --duration $duration --target $target --endpoints $leader_endpoint"
+  echo "== $system: revkv bench put --clients $clients ${connection_arguments[*]} --total $total --target $target --endpoints $leader_endpoint"
   # The progress line (stderr) gives each second's throughput; keep it to show the trend.
   cpu_before=$(members_cpu_ticks)
-  "$binary" bench put --clients "$clients" --value-size 256 --duration "$duration" \
+  "$binary" bench put --clients "$clients" "${connection_arguments[@]}" --value-size 256 \
+    --total "$total" --duration "$ceiling" \
     --target "$target" --endpoints "$leader_endpoint" -o json \
     >"$results_dir/$system.json" 2>"$results_dir/$system.progress"
   cpu_ticks=$(($(members_cpu_ticks) - cpu_before))
+  # Let each member finish applying and give freed memory back (jemalloc: about a second) before
+  # reading what it holds.
+  sleep 5
   rss=$(members_rss_kib)
-  disk=$(du -sk "$data_dir" | awk '{print $1}')
+  disk=$(members_disk_kib | awk '{for (i = 1; i <= NF; i++) sum += $i} END {print sum}')
   python3 - "$results_dir/$system.json" "$results_dir/$system.progress" "$rss" "$disk" "$system" \
     "$cpu_ticks" "$(getconf CLK_TCK)" <<'PYTHON'
 import json, re, sys
