@@ -14,7 +14,8 @@
 # (`--target etcd-grpc`), 100 watches to a stream (etcd's `benchmark watch --watch-per-stream`
 # default, and how clientv3 multiplexes a process's watches) and the streams on one connection.
 # revkv is watched the same way through its etcd gRPC port (revkv-grpc), and through its HTTP API
-# (revkv: one NDJSON stream, so one connection, per watch). etcd's JSON gateway can be added
+# (revkv: one NDJSON stream, so one connection, per watch, with the member's connection limits
+# raised to the largest watcher count). etcd's JSON gateway can be added
 # (etcd3.4-gateway): it runs a gRPC client per stream inside etcd, which is not etcd at its best.
 #
 # Settings (environment):
@@ -31,6 +32,7 @@ write_rate=${REVKV_WATCH_WRITE_RATE:-10}
 duration=${REVKV_WATCH_DURATION:-10s}
 systems=${REVKV_WATCH_SYSTEMS:-revkv revkv-grpc etcd3.4-grpc etcd3.5-grpc}
 results_dir=${REVKV_WATCH_RESULTS_DIR:-$repo/target/bench-watch}
+most_watchers=$(tr ' ' '\n' <<<"$counts" | sort -n | tail -n 1)
 # The same binary scripts/cluster.sh runs.
 binary="$repo/target/release/revkv"
 
@@ -91,7 +93,12 @@ PYTHON
 run_system() {
   local system=$1
   case "$system" in
-    revkv) start_revkv; run_counts revkv revkv http://127.0.0.1:7001 "${member_pids[0]}" ;;
+    # One connection per HTTP watch, all from 127.0.0.1: revkv's defaults (1,024 connections per
+    # client address, 4,096 in all) would close the rest, so the limits are raised to fit.
+    revkv)
+      REVKV_MAX_CONNECTIONS_PER_CLIENT=$((most_watchers + 64)) \
+        REVKV_MAX_CLIENT_CONNECTIONS=$((most_watchers + 64)) start_revkv
+      run_counts revkv revkv http://127.0.0.1:7001 "${member_pids[0]}" ;;
     revkv-grpc) start_revkv; run_counts revkv-grpc etcd-grpc http://127.0.0.1:7201 "${member_pids[0]}" ;;
     etcd3.4-grpc) start_etcd 3.4; run_counts "$system" etcd-grpc http://127.0.0.1:12379 "${member_pids[0]}" ;;
     etcd3.5-grpc) start_etcd 3.5; run_counts "$system" etcd-grpc http://127.0.0.1:12379 "${member_pids[0]}" ;;
