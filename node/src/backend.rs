@@ -122,6 +122,15 @@ pub trait KvBackend: Send + Sync + 'static {
     /// and term. Cheap (no file statistics), unlike `status`.
     fn header(&self) -> Result<ResponseHeader, NodeError>;
 
+    /// The header of an answer about `revision` (a watch's events, say): this member and its term
+    /// with that revision. A backend that knows its term without reading the store overrides it,
+    /// because watch streams build one per watch per event.
+    fn header_for_revision(&self, revision: u64) -> Result<ResponseHeader, NodeError> {
+        let mut header = self.header()?;
+        header.revision = revision;
+        Ok(header)
+    }
+
     /// Replicates a change and answers once this member has applied it. A request the store rejects
     /// (invalid, too large, compacted, future revision) is an `Err` carrying the storage error.
     fn write(&self, request: Request) -> impl Future<Output = Result<Written, NodeError>> + Send;

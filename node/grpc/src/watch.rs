@@ -317,11 +317,13 @@ impl<B: KvBackend> WatchStream<B> {
 
 /// The member's header, with `revision` in place of the current one when given.
 fn stream_header<B: KvBackend>(backend: &B, revision: Option<u64>) -> Option<pb::ResponseHeader> {
-    let mut header = backend.header().ok()?;
-    if let Some(revision) = revision {
-        header.revision = revision;
-    }
-    convert::header(header, backend.cluster_id())
+    // With a revision known, no store read: this runs once per watch per event, and reading the
+    // current revision only to replace it was a fifth of a member's CPU with 10,000 watches.
+    let header = match revision {
+        Some(revision) => backend.header_for_revision(revision),
+        None => backend.header(),
+    };
+    convert::header(header.ok()?, backend.cluster_id())
 }
 
 /// The hub's request for an etcd create request, or the reason it cannot be served.

@@ -63,6 +63,10 @@ impl<B: KvBackend> KvBackend for CheckedBackend<B> {
         self.inner.header()
     }
 
+    fn header_for_revision(&self, revision: u64) -> Result<ResponseHeader, NodeError> {
+        self.inner.header_for_revision(revision)
+    }
+
     async fn write(&self, request: Request) -> Result<Written, NodeError> {
         match &request {
             Request::LeaseRevoke { id } => self.check_revoke(*id).await?,

@@ -162,6 +162,10 @@ impl KvBackend for MemberBackend {
         Ok(self.header_at(revision))
     }
 
+    fn header_for_revision(&self, revision: u64) -> Result<ResponseHeader, NodeError> {
+        Ok(MemberBackend::header_at(self, revision))
+    }
+
     async fn write(&self, request: Request) -> Result<Written, NodeError> {
         // Refuse bad input here, before it costs a raft round (the state machine checks again).
         validate_request(&request, self.member.store().limits())?;
