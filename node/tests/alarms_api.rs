@@ -3,7 +3,7 @@
 //! and defragmentation still work, and clearing the alarm lets writes in again. The same through
 //! real members: `node/bin/tests/space_quota.rs`.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! nothing applied and no key named), administration needs root, refusals are counted, and
 //! disabling auth opens everything again.
 
-mod support;
+use crate::support;
 
 use axum::body::Body;
 use axum::http::{Method, StatusCode};

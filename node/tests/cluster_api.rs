@@ -1,7 +1,7 @@
 //! Member-wide routes: status, compaction, the replica hash, membership, leader transfer, and the
 //! health and readiness probes.
 
-mod support;
+use crate::support;
 
 use axum::body::Body;
 use axum::http::{Method, StatusCode};

@@ -1,7 +1,7 @@
 //! Every error code this API can produce, each from a real request, with the exact body shape
 //! `{"error": {"code", "message"}, ...extra}` and the right status (contract section 3).
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! `GET /v1/kv/{key}?history=true` against a plain store: versions and tombstones oldest first,
 //! pages joined by the continue token, 410 below the compact revision, 400 for bad parameters.
 
-mod support;
+use crate::support;
 
 use axum::http::StatusCode;
 use serde_json::json;

@@ -1,7 +1,7 @@
 //! `GET /v1/conflicts?top=N` against a plain store: conflicts and client retries on exact keys,
 //! hottest first, and bad `top` values refused.
 
-mod support;
+use crate::support;
 
 use axum::http::{Method, StatusCode};
 use serde_json::json;

@@ -1,7 +1,7 @@
 //! Single-key reads and writes through `/v1/kv/{key}`: revisions, versions, ETags, preconditions,
 //! prefix deletes, and binary keys and values with `encoding=base64`.
 
-mod support;
+use crate::support;
 
 use axum::body::Body;
 use axum::http::{Method, StatusCode};

@@ -2,7 +2,7 @@
 //! lease a put carries, revoke deleting the attached keys in one revision, and the errors. Expiry
 //! and keep-alive through a follower need real members: `node/bin/tests/leases.rs`.
 
-mod support;
+use crate::support;
 
 use axum::http::StatusCode;
 use serde_json::json;

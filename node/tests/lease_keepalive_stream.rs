@@ -3,7 +3,7 @@
 //! stream, a malformed or over-long line ending it with `invalid`, the idle timeout, answers that
 //! flow before the request body ends, and the bound on open streams.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! section 7 (200 with and without a merge, 409 with `conflicting_fields`, 410 when the base was
 //! compacted, 400 for a value that is not JSON or a missing `If-Match`).
 
-mod support;
+use crate::support;
 
 use axum::http::{Method, StatusCode};
 use serde_json::{json, Value};

@@ -3,7 +3,7 @@
 //! and `PATCH /v1/kv/{key}` (merge patch, create, errors, `If-Match`, and an update that loses
 //! every race until it gives up).
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! checks what the in-process tests cannot, such as raw request lines reaching the handlers intact
 //! and a declared-oversized body being refused as JSON.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! Range reads through `GET /v1/kv`: prefixes, explicit ranges, paging with continue tokens,
 //! keys_only and count_only, historical revisions, compaction and serializable reads.
 
-mod support;
+use crate::support;
 
 use axum::http::StatusCode;
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};

@@ -3,7 +3,7 @@
 //! blocks no write), and the bound on streams at once (503 past it, free again once a stream is
 //! dropped).
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! `POST /v1/txn`: both branches, every op kind and its answer shape, every compare target and
 //! operator, base64 txns, and malformed txns.
 
-mod support;
+use crate::support;
 
 use axum::http::StatusCode;
 use serde_json::json;

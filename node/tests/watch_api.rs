@@ -2,7 +2,7 @@
 //! Server-Sent Events framings, `Last-Event-ID` resume, on-request bookmarks, and the errors
 //! (410 below the compact revision, 400 for bad parameters, 404 for an unknown watch).
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //!
 //! Every wait is a poll of the stream with a deadline; nothing sleeps.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

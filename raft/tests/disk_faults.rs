@@ -11,7 +11,7 @@
 //! follower's round trips instead (`peer/append_timeout.rs`); the last test shows the difference
 //! with the adaptation on and off.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};

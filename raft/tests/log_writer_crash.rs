@@ -38,6 +38,15 @@ const CHILD_SAFETY_CAP: u64 = 200_000;
 /// The parent kills the child after this many reported flushes.
 const KILL_AFTER_FLUSHED: usize = 3_000;
 
+/// The child test's full name as the test binary lists it (`--exact` needs it): its module path
+/// below the binary's root, then its own name.
+fn child_test_path() -> String {
+    match module_path!().split_once("::") {
+        Some((_binary, module)) => format!("{module}::{CHILD_TEST_NAME}"),
+        None => CHILD_TEST_NAME.to_string(),
+    }
+}
+
 fn entry(index: u64) -> Entry {
     let request = ClientRequest(Request::Put(PutRequest {
         key: format!("key/{index}").into_bytes(),
@@ -138,7 +147,7 @@ fn kill_mid_stream_then_check(as_follower: bool) {
     child
         .args([
             "--exact",
-            CHILD_TEST_NAME,
+            &child_test_path(),
             "--nocapture",
             "--test-threads=1",
         ])

@@ -1,7 +1,7 @@
 //! Three in-process members on loopback: writes through any member are applied everywhere,
 //! follower reads pass a ReadIndex barrier, and membership and leadership change on request.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! consistency check compares, and defragmentation giving compacted space back to the filesystem
 //! without changing what the store holds.
 
-mod support;
+use crate::support;
 
 use revkv_storage::{
     Alarm, AlarmAction, AlarmKind, Error, KeyRange, Request, Response, StoreOptions,

@@ -2,7 +2,7 @@
 //! the records as they were, the cache the front-ends read follows every commit and a reopen,
 //! and snapshots (raft snapshots and backups alike) carry the records to another store.
 
-mod support;
+use crate::support;
 
 use revkv_storage::auth::{
     AuthRequest, AuthState, Permission, PermissionKind, ROOT_ROLE, ROOT_USER,

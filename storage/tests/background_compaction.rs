@@ -4,7 +4,7 @@
 //! the pending window survives a reopen, grows with a later compaction, and travels through a
 //! snapshot, whose importer cleans it.
 
-mod support;
+use crate::support;
 
 use revkv_storage::{Error, KeyRange, MvccStore, RangeRequest, Request, StoreOptions};
 use support::{ok, TestStore};

@@ -3,7 +3,7 @@
 //! anywhere; `import_for_restore` keeps the history but takes the new cluster's raft position and
 //! id, and refuses a bad stream with the store unchanged.
 
-mod support;
+use crate::support;
 
 use revkv_storage::{
     inspect_snapshot, ApplyEntry, EntryPayload, KeyRange, LogId, Request, RestoreTarget,

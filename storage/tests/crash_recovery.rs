@@ -40,6 +40,15 @@ const CHILD_REPORT_MARKER: &str = "REVKV-CRASH-CHILD";
 /// A child that is never killed (its parent failed) stops by itself after this many entries.
 const CHILD_SAFETY_CAP_ENTRIES: u64 = 20_000;
 
+/// The child test's full name as the test binary lists it (`--exact` needs it): its module path
+/// below the binary's root, then its own name.
+fn child_test_path() -> String {
+    match module_path!().split_once("::") {
+        Some((_binary, module)) => format!("{module}::{CHILD_TEST_NAME}"),
+        None => CHILD_TEST_NAME.to_string(),
+    }
+}
+
 const LOG_FILE_NAME: &str = "raft-log";
 const STATE_FILE_NAME: &str = "state.redb";
 const TEST_CACHE_BYTES: usize = 8 * 1024 * 1024;
@@ -273,7 +282,7 @@ fn run_child_until_it_crashes(scenario: CrashScenario) -> CrashedChild {
         .arg(&test_binary)
         .args([
             "--exact",
-            CHILD_TEST_NAME,
+            &child_test_path(),
             "--nocapture",
             "--test-threads=1",
         ])

@@ -1,7 +1,7 @@
 //! A damaged state file is refused, or its damaged part is, with an error that names the file and
 //! the next step: never a panic, and never a wrong answer read from a damaged page.
 
-mod support;
+use crate::support;
 
 use revkv_storage::{KeyRange, MvccStore, RangeRequest, StoreOptions};
 use support::TestStore;

@@ -2,7 +2,7 @@
 //! oldest first, in pages; compacted history is refused; and a page visits only the key's own
 //! index entries, however many other keys and versions the store holds.
 
-mod support;
+use crate::support;
 
 use revkv_storage::{ApplyEntry, DeleteRangeRequest, Error, KeyRange, Request};
 use support::{log_entry, put_request, TestStore};

@@ -2,7 +2,7 @@
 //! trace in it, a reopen rebuilds it from the file, and readers racing a writer that puts, deletes
 //! and compacts always see one whole revision.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

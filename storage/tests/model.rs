@@ -12,7 +12,7 @@
 //! it, which is what the store's `lease_keys` table must agree with. A checkpoint computed at an
 //! index below a lease's renewal must leave that lease alone.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 

@@ -1,6 +1,6 @@
 //! One focused test per rule of the contract's data model (shared/spec/API.md, section 1).
 
-mod support;
+use crate::support;
 
 use revkv_storage::{
     Compare, CompareOp, CompareTarget, DeleteRangeRequest, Error, EventKind, KeyRange, PutRequest,

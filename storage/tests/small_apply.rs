@@ -2,7 +2,7 @@
 //! own): bounded work only (puts and single-key txns, a few entries, no durable commit due). A
 //! batch it refuses is left untouched for the caller to apply elsewhere.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

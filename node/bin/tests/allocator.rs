@@ -9,7 +9,7 @@
 //! bytes lie within the process's RSS, the key index grows with the keys written, and the page
 //! cache stays within its limit.
 
-mod process_cluster;
+use crate::process_cluster;
 
 use std::process::Command;
 

@@ -22,7 +22,7 @@
 //! answers an unsupported method `400 invalid` (one status per error code) where that check wants
 //! 405.
 
-mod process_cluster;
+use crate::process_cluster;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

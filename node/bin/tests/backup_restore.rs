@@ -8,7 +8,7 @@
 //! between the compact revision and the backup's revision, `compacted` below it, the lease and its
 //! key, writes continuing above the backup's revision, and a cluster id of its own.
 
-mod process_cluster;
+use crate::process_cluster;
 
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};

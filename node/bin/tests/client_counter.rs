@@ -6,7 +6,7 @@
 //! `revkv_client_retries_total{op="put"}` (from `X-Retry-Attempt`), summed over the members, both
 //! equal the conflicts the client counted.
 
-mod process_cluster;
+use crate::process_cluster;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //!
 //! Also `revkv bench watch`: every acknowledged write reaches every watcher.
 
-mod process_cluster;
+use crate::process_cluster;
 
 use std::time::Duration;
 

@@ -8,7 +8,7 @@
 //!
 //! Members run with a 1 s request timeout so the 503 and 504 cases answer quickly.
 
-mod process_cluster;
+use crate::process_cluster;
 
 use process_cluster::{
     cluster_options, wait_until, Answer, ClusterOptions, MemberClient, ProcessCluster,

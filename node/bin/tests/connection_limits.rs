@@ -4,7 +4,7 @@
 //! larger than `--max-header-bytes` is answered 431. Each test also shows the member still
 //! serving a well-behaved request, so the limit cut off only the abuser.
 
-mod process_cluster;
+use crate::process_cluster;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -7,7 +7,7 @@
 //! disarm` clears it. The periodic check (`--corrupt-check-time`) runs on the leader of a healthy
 //! cluster with leases and compactions going on, and raises nothing.
 
-mod process_cluster;
+use crate::process_cluster;
 
 use std::path::Path;
 use std::time::Duration;

@@ -12,7 +12,7 @@
 //! side is tested against stub members in `cluster/tests/client_stub.rs`), and `snapshot save`,
 //! which `backup_restore.rs` runs against a cluster under writes.
 
-mod process_cluster;
+use crate::process_cluster;
 
 use std::process::{Command, Stdio};
 

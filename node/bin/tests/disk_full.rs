@@ -7,7 +7,7 @@
 //! is deleted, the member starts again on the same files, catches up, and holds every acknowledged
 //! write with the same replica hash as the others: nothing was corrupted or lost.
 
-mod process_cluster;
+use crate::process_cluster;
 
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Write};

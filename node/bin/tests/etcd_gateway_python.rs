@@ -5,7 +5,7 @@
 //! Without etcd or etcd3-py the test passes with a note, except under `CI=true`
 //! (`scripts/install-test-deps.sh` installs both).
 
-mod process_cluster;
+use crate::process_cluster;
 
 use std::path::Path;
 

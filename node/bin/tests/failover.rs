@@ -5,7 +5,7 @@
 //! cut off by the crash answer 503 only when they did not happen (otherwise 504, outcome unknown);
 //! and a write through a follower while no leader is elected waits for one within its own timeout.
 
-mod process_cluster;
+use crate::process_cluster;
 
 use std::collections::BTreeMap;
 

@@ -11,7 +11,7 @@
 //! back first, and then checks that every member applied the same revision and hash at the same
 //! log index.
 
-mod process_cluster;
+use crate::process_cluster;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

@@ -11,7 +11,7 @@
 //!
 //! Without `/usr/bin/etcd` the test passes with a note, except under `CI=true`.
 
-mod process_cluster;
+use crate::process_cluster;
 
 use std::time::Duration;
 

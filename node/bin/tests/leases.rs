@@ -12,7 +12,7 @@
 //! allowed expiry; a key seen present in a read sent at time t means the revoke had not happened
 //! at t, so t must be before the latest allowed expiry.
 
-mod process_cluster;
+use crate::process_cluster;
 
 use std::time::Duration;
 

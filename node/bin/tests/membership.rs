@@ -5,7 +5,7 @@
 //! and the remaining three keep working; a leader transfer moves leadership where it was asked
 //! to; and leadership is not handed to a member the leader has not heard from.
 
-mod process_cluster;
+use crate::process_cluster;
 
 use process_cluster::{cluster_options, wait_until, Answer, ProcessCluster, CONVERGENCE_TIMEOUT};
 use reqwest::StatusCode;

@@ -6,7 +6,7 @@
 //! Then the Rust client's `update_with_merge` does the same without lockstep, and the key's
 //! history (`Client::history`, paged) holds every one of those writes, oldest first.
 
-mod process_cluster;
+use crate::process_cluster;
 
 use std::sync::Arc;
 

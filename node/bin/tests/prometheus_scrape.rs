@@ -8,7 +8,7 @@
 //! Without `prometheus` or `promtool` on the PATH these tests pass with a note, except under
 //! `CI=true`, where a missing tool fails them (`.ci/run` installs the package).
 
-mod process_cluster;
+use crate::process_cluster;
 
 use std::io::Write;
 use std::net::TcpListener;

@@ -9,7 +9,7 @@
 //!
 //! Waits poll a condition with a deadline. TTLs are the harness's minimum (1 s) or 2 s.
 
-mod process_cluster;
+use crate::process_cluster;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

@@ -3,7 +3,7 @@
 //! acknowledged by another member, serializable reads on one member never go backwards, and
 //! `min_revision` on a lagging member waits until that revision is applied.
 
-mod process_cluster;
+use crate::process_cluster;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -4,7 +4,7 @@
 //! deletes, compacts, defragments (`revkv ctl defrag`), and disarms (`revkv ctl alarm disarm`);
 //! writes are accepted again. `revkv_alarms{kind="NOSPACE"}` follows the alarm.
 
-mod process_cluster;
+use crate::process_cluster;
 
 use std::time::Duration;
 

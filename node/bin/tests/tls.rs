@@ -5,7 +5,7 @@
 //! certificate comes from another CA is refused by the cluster's peers at the handshake; bad
 //! certificate files stop `revkv serve` with a clear error.
 
-mod process_cluster;
+use crate::process_cluster;
 
 use std::path::Path;
 use std::process::Command;

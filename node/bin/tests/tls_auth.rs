@@ -5,7 +5,7 @@
 //! one member is checked by another without a round trip); its peer port refuses a caller
 //! without a certificate of the cluster's CA.
 
-mod process_cluster;
+use crate::process_cluster;
 
 use std::path::Path;
 use std::time::Duration;

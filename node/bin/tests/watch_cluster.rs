@@ -5,7 +5,7 @@
 //! checker is `revkv_tools::chaos::check::watch`, whose own tests plant faults). Also: automatic
 //! compaction keeps its window on every member, and reads and watches below it answer 410.
 
-mod process_cluster;
+use crate::process_cluster;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

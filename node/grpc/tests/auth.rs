@@ -3,7 +3,7 @@
 //! user reaches only its keys (`PermissionDenied` elsewhere, for reads, writes and watches) and
 //! no administration, and root may do everything, including turning auth off again.
 
-mod support;
+use crate::support;
 
 use etcd_client::{Client, ConnectOptions, EventType, Permission, WatchOptions};
 use support::{grpc_status, GrpcMember};

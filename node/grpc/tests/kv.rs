@@ -1,7 +1,7 @@
 //! etcd's KV service through the `etcd-client` crate against one real revkv member: range options,
 //! put options, delete, txn, compaction, and the error codes and messages clients match on.
 
-mod support;
+use crate::support;
 
 use etcd_client::{
     Compare, CompareOp, DeleteOptions, GetOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp,

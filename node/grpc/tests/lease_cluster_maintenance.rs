@@ -1,7 +1,7 @@
 //! etcd's Lease, Cluster and Maintenance services through the `etcd-client` crate against one
 //! real revkv member.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! watches on one stream with ids the stream picks, prefixes, `prev_kv`, filters, a start
 //! revision in the past, cancel, progress requests, and a compacted start revision.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

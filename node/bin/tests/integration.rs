@@ -1,0 +1,47 @@
+//! The end-to-end tests: real `revkv serve` processes (clusters of this package's binary),
+//! driven over HTTP, gRPC, etcdctl and `revkv ctl`, and compared with the real etcd where a test says so.
+//!
+//! Every file beside this one is a module of one test binary, not a binary of its own: each test
+//! binary links its own copy of tokio, hyper, redb and openraft, and with about eighty of them the
+//! build took most of CI's 40 minutes. Tests that must own their process (a global log subscriber,
+//! for one) stay separate binaries; Cargo.toml names them.
+
+mod etcd_history;
+mod etcdctl_compare;
+mod etcdctl_contention;
+mod gateway_support;
+mod process_cluster;
+
+mod allocator;
+mod api_schema_fuzz;
+mod backup_restore;
+mod chaos;
+mod client_counter;
+mod client_watch;
+mod cluster_errors;
+mod connection_limits;
+mod corruption_check;
+mod ctl;
+mod disk_full;
+mod etcd_client_port;
+mod etcd_follow;
+mod etcd_gateway;
+mod etcd_gateway_python;
+mod etcd_gateway_streams;
+mod etcd_snapshot_in;
+mod etcd_snapshot_out;
+mod etcdctl_edges_vs_etcd;
+mod etcdctl_vs_etcd;
+mod failover;
+mod leader_restart;
+mod lease_vs_etcd;
+mod leases;
+mod membership;
+mod merge_cluster;
+mod prometheus_scrape;
+mod recipes;
+mod replication;
+mod space_quota;
+mod tls;
+mod tls_auth;
+mod watch_cluster;
