@@ -10,8 +10,6 @@
 //! except under `CI=true`.
 
 use crate::etcd_history;
-use crate::etcdctl_compare;
-use crate::etcdctl_contention;
 use crate::process_cluster;
 
 use std::collections::BTreeSet;

@@ -20,8 +20,6 @@
 //! except under `CI=true`.
 
 use crate::etcd_history;
-use crate::etcdctl_compare;
-use crate::etcdctl_contention;
 use crate::gateway_support;
 use crate::process_cluster;
 

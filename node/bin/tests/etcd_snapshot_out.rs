@@ -16,7 +16,6 @@
 use crate::etcd_history;
 use crate::etcdctl_compare;
 // Only its `Running` (the watch the history module stops) is used here.
-use crate::etcdctl_contention;
 use crate::process_cluster;
 
 use std::path::Path;

@@ -58,13 +58,23 @@ pub async fn stream_lines(
     while_open: impl std::future::Future<Output = ()>,
 ) -> Vec<Value> {
     let client = reqwest::Client::new();
-    let mut answer = client
+    let answer = client
         .post(format!("{base}{path}"))
         .body(body)
         .send()
         .await
         .expect("the stream opens");
     assert_eq!(answer.status(), StatusCode::OK, "{path}");
+    collect_lines(answer, path, enough, while_open).await
+}
+
+/// As [`stream_lines`], on a stream already open (`answer`, from `path`).
+pub async fn collect_lines(
+    mut answer: reqwest::Response,
+    path: &str,
+    enough: impl Fn(&[Value]) -> bool,
+    while_open: impl std::future::Future<Output = ()>,
+) -> Vec<Value> {
     let deadline = tokio::time::Instant::now() + STREAM_DEADLINE;
     let mut while_open = Some(Box::pin(while_open));
     let (mut pending, mut lines) = (Vec::new(), Vec::new());
