@@ -59,7 +59,7 @@ async fn run(store: Arc<MvccStore>, settings: CleanerSettings, mut stop: watch::
 async fn step(store: &Arc<MvccStore>, settings: CleanerSettings) -> Duration {
     let store = Arc::clone(store);
     let batch_entries = settings.batch_entries;
-    let outcome = tokio::task::spawn_blocking(move || store.compact_step(batch_entries)).await;
+    let outcome = revkv_raft::runtime::offload(move || store.compact_step(batch_entries)).await;
     match outcome {
         Ok(Ok(_)) => settings.pause_between_steps,
         Ok(Err(error)) => {

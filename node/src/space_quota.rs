@@ -86,7 +86,7 @@ pub async fn check_once<B: KvBackend>(backend: &B, quota: SpaceQuota) -> Result<
 
 /// Defragments a store on the blocking pool. A store kept busy by reads answers `Unavailable`.
 pub async fn defragment_store(store: Arc<MvccStore>) -> Result<Defragmented, NodeError> {
-    let outcome = tokio::task::spawn_blocking(move || store.defragment())
+    let outcome = revkv_raft::runtime::offload(move || store.defragment())
         .await
         .map_err(|error| NodeError::Internal(error.to_string()))?;
     match outcome {

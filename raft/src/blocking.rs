@@ -2,14 +2,15 @@
 
 use std::io;
 
-/// Runs `work` on tokio's blocking pool and turns storage errors (and a panicked task) into
-/// `io::Error`, which is what openraft's storage traits speak.
+/// Runs `work` on tokio's blocking pool (through `runtime::offload`, so inline on a thread a
+/// simulation marked) and turns storage errors (and a panicked task) into `io::Error`, which is
+/// what openraft's storage traits speak.
 pub(crate) async fn run_blocking<T, F>(work: F) -> io::Result<T>
 where
     F: FnOnce() -> revkv_storage::Result<T> + Send + 'static,
     T: Send + 'static,
 {
-    tokio::task::spawn_blocking(work)
+    crate::runtime::offload(work)
         .await
         .map_err(|join_error| io::Error::other(format!("storage task failed: {join_error}")))?
         .map_err(io::Error::other)

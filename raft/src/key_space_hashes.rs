@@ -38,7 +38,7 @@ impl MemberInner {
             return Ok(KeySpaceHashAnswer::Behind { applied_revision });
         }
         let store = self.store.clone();
-        let hashed = tokio::task::spawn_blocking(move || store.key_space_hash(revision))
+        let hashed = crate::runtime::offload(move || store.key_space_hash(revision))
             .await
             .map_err(|error| PeerError::Fatal(error.to_string()))?;
         match hashed {

@@ -121,7 +121,7 @@ impl MemberInner {
         let keys = if call.with_keys {
             let store = self.store.clone();
             let id = call.id;
-            tokio::task::spawn_blocking(move || store.lease_keys(id))
+            crate::runtime::offload(move || store.lease_keys(id))
                 .await
                 .map_err(|error| PeerError::Fatal(error.to_string()))?
                 .map_err(|error| PeerError::Fatal(error.to_string()))?

@@ -22,7 +22,7 @@
 //! The map holds at most `Limits::max_leases` entries, because it mirrors the store, which
 //! refuses grants beyond that.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -115,7 +115,10 @@ pub enum LeaseRole {
 
 #[derive(Debug, Default)]
 struct LessorState {
-    leases: HashMap<i64, LeaseClock>,
+    /// Ordered by lease id, so that which leases expire or are checkpointed first, and so the
+    /// order of the proposals that follow, is the same on every run: a hash map's order changes
+    /// with its random seed, and the simulator (issue 37) replays runs entry for entry.
+    leases: BTreeMap<i64, LeaseClock>,
     /// The term in which this member leads and has reset every deadline; `None` when it does not.
     leading_term: Option<u64>,
     /// How long after a grant or renewal the leader checkpoints a lease (`None`: never).

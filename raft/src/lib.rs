@@ -43,6 +43,7 @@ mod publish_addresses;
 pub mod restore;
 pub mod restore_progress;
 pub mod restore_source;
+pub mod runtime;
 pub mod snapshot_file;
 pub mod snapshot_stream;
 pub mod state_machine;

@@ -5,6 +5,7 @@
 //! followers'. The thread takes every append queued behind the first (up to a bound), writes them
 //! in one durable transaction, marks them durable in the tail, and then fires their flush
 //! callbacks in order (group commit across `append` calls, not only within one).
+//! Under a simulation the same loop runs as a task instead of a thread (`WriterThread::run_as_task`).
 //!
 //! The vote, truncation and purge travel the same queue, so the file sees every change in the
 //! order openraft issued it, and each of them is answered only once it is durable. The committed
@@ -81,6 +82,8 @@ pub(crate) struct LogWriter {
     tail: Arc<Mutex<LogTail>>,
     timings: StorageTimings,
     faults: FirstStorageFault,
+    /// The writer's own thread; `None` when it runs as a task of an inline thread's runtime
+    /// (which drains the closed queue and ends by itself, or ends with that runtime).
     thread: Option<JoinHandle<()>>,
 }
 
@@ -122,7 +125,9 @@ impl CommittedSlot {
 }
 
 impl LogWriter {
-    /// Starts the writer thread over `log`, keeping `tail` informed of what became durable.
+    /// Starts the writer thread over `log`, keeping `tail` informed of what became durable. On a
+    /// thread whose blocking work runs inline (`runtime.rs`), the writer is a task of the current
+    /// runtime instead.
     pub(crate) fn start(
         log: Arc<RaftLogStore>,
         tail: Arc<Mutex<LogTail>>,
@@ -141,9 +146,16 @@ impl LogWriter {
             committed: committed.clone(),
             unfinished: unfinished.clone(),
         };
-        let thread = std::thread::Builder::new()
-            .name("raft-log-writer".into())
-            .spawn(move || thread.run())?;
+        let thread = if crate::runtime::blocking_work_runs_inline() {
+            let runtime = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
+            runtime.spawn(thread.run_as_task());
+            None
+        } else {
+            let thread = std::thread::Builder::new()
+                .name("raft-log-writer".into())
+                .spawn(move || thread.run())?;
+            Some(thread)
+        };
         Ok(LogWriter {
             queue: Some(queue),
             unfinished,
@@ -152,7 +164,7 @@ impl LogWriter {
             tail,
             timings,
             faults,
-            thread: Some(thread),
+            thread,
         })
     }
 
@@ -286,31 +298,54 @@ struct AppendBatch {
 }
 
 impl WriterThread {
+    /// The thread's loop: waits for each command blocking the thread.
     fn run(mut self) {
         let mut next = self.commands.blocking_recv();
         while let Some(command) = next {
-            next = match command {
-                Command::Append {
-                    entries,
-                    callback,
-                    queued_at,
-                } => self.write_appends(entries, callback, queued_at),
-                Command::Wake => {
-                    self.save_committed_if_changed();
-                    self.commands.blocking_recv()
-                }
-                other => {
-                    self.run_ordered(other);
-                    self.save_committed_if_changed();
-                    self.finished(1);
-                    self.commands.blocking_recv()
-                }
+            next = match self.carry_out(command) {
+                Some(left_over) => Some(left_over),
+                None => self.commands.blocking_recv(),
             };
         }
     }
 
+    /// The same loop as a task, for a thread whose blocking work runs inline
+    /// (`runtime::run_blocking_work_inline_on_this_thread`): it awaits each command instead, and
+    /// its writes and fsyncs run on the runtime's one thread, in the order the tasks run.
+    async fn run_as_task(mut self) {
+        let mut next = self.commands.recv().await;
+        while let Some(command) = next {
+            next = match self.carry_out(command) {
+                Some(left_over) => Some(left_over),
+                None => self.commands.recv().await,
+            };
+        }
+    }
+
+    /// Carries out `command` (with the appends queued right behind it, for an append). Returns
+    /// a command it took from the queue but did not carry out, if any.
+    fn carry_out(&mut self, command: Command) -> Option<Command> {
+        match command {
+            Command::Append {
+                entries,
+                callback,
+                queued_at,
+            } => self.write_appends(entries, callback, queued_at),
+            Command::Wake => {
+                self.save_committed_if_changed();
+                None
+            }
+            other => {
+                self.run_ordered(other);
+                self.save_committed_if_changed();
+                self.finished(1);
+                None
+            }
+        }
+    }
+
     /// Writes the given append and every append queued right behind it (within the bounds) in
-    /// one durable transaction. Returns the command that ended the batch, or the next one.
+    /// one durable transaction. Returns the command that ended the batch, if one did.
     fn write_appends(
         &mut self,
         entries: Vec<(u64, Vec<u8>)>,
@@ -345,7 +380,7 @@ impl WriterThread {
         write_batch(&self.log, &self.tail, &self.timings, &self.faults, batch);
         self.save_committed_if_changed();
         self.finished(appends);
-        left_over.or_else(|| self.commands.blocking_recv())
+        left_over
     }
 
     /// Counts `commands` ordered commands as carried out, after their effects and answers.
@@ -442,6 +477,30 @@ fn save_committed_if_changed(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::log_tail::TailLimits;
+
+    /// A writer over a new log in `directory`, started on the current thread.
+    fn start_writer(directory: &std::path::Path) -> LogWriter {
+        let log = Arc::new(
+            RaftLogStore::open(directory.join("raft-log"), Default::default()).expect("open log"),
+        );
+        let tail = Arc::new(Mutex::new(LogTail::new(TailLimits::default(), None)));
+        LogWriter::start(log, tail, StorageTimings::default()).expect("start the writer")
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn on_an_inline_thread_the_writer_is_a_task_of_its_runtime_and_still_writes() {
+        let directory = tempfile::tempdir().expect("temporary directory");
+        crate::runtime::run_blocking_work_inline_on_this_thread(true);
+        let writer = start_writer(directory.path());
+        let saved = writer.save_vote(b"vote-1".to_vec()).await;
+        crate::runtime::run_blocking_work_inline_on_this_thread(false);
+        saved.expect("the vote is saved by the task");
+        assert!(writer.thread.is_none(), "no thread of its own");
+        assert_eq!(writer.log.vote().expect("read the vote"), Some(b"vote-1".to_vec()));
+        let threaded = start_writer(&directory.path().join("threaded"));
+        assert!(threaded.thread.is_some(), "an unmarked thread starts the writer's thread");
+    }
 
     fn log_id(index: u64) -> StorageLogId {
         StorageLogId {

@@ -548,7 +548,7 @@ impl RaftMember {
             .await
             .map_err(|error| MemberError::Stopping(error.to_string()))?;
         let store = self.inner.store.clone();
-        tokio::task::spawn_blocking(move || store.flush())
+        crate::runtime::offload(move || store.flush())
             .await
             .map_err(|error| MemberError::Stopping(error.to_string()))??;
         Ok(())

@@ -208,6 +208,7 @@ openraft::declare_raft_types!(
         R = WriteResult,
         NodeId = u64,
         Node = MemberNode,
+        AsyncRuntime = crate::runtime::RevkvRuntime,
 );
 
 /// Short names for openraft's generic types under this configuration.

@@ -65,3 +65,16 @@ async fn the_redb_storage_with_inline_follower_appends_passes_openraft_conforman
     .await
     .expect("every case of the suite passes");
 }
+
+/// The suite again with every storage call and the log writer on the test's one thread, as the
+/// deterministic simulator (issue 37) runs its members.
+#[tokio::test(flavor = "current_thread")]
+async fn the_redb_storage_passes_the_suite_with_its_blocking_work_inline() {
+    revkv_raft::runtime::run_blocking_work_inline_on_this_thread(true);
+    let outcome = Suite::test_all(RedbStoreBuilder {
+        inline_as_member: None,
+    })
+    .await;
+    revkv_raft::runtime::run_blocking_work_inline_on_this_thread(false);
+    outcome.expect("every case of the suite passes");
+}

@@ -99,7 +99,7 @@ pub async fn run_password_work<T: Send + 'static>(
             retry_after: std::time::Duration::from_secs(1),
         })?
         .map_err(|_| NodeError::Internal("the password-check semaphore closed".into()))?;
-    tokio::task::spawn_blocking(move || {
+    revkv_raft::runtime::offload(move || {
         let _permit = permit;
         work()
     })

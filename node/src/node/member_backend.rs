@@ -195,7 +195,7 @@ impl KvBackend for MemberBackend {
             self.member.store().range(&request)?
         } else {
             let store = self.member.store().clone();
-            tokio::task::spawn_blocking(move || store.range(&request))
+            revkv_raft::runtime::offload(move || store.range(&request))
                 .await
                 .map_err(|error| NodeError::Internal(error.to_string()))??
         };
@@ -216,7 +216,7 @@ impl KvBackend for MemberBackend {
         // A page reads up to `limit` values, so it runs off the async threads.
         let store = self.member.store().clone();
         let history =
-            tokio::task::spawn_blocking(move || store.key_history(&key, from_revision, limit))
+            revkv_raft::runtime::offload(move || store.key_history(&key, from_revision, limit))
                 .await
                 .map_err(|error| NodeError::Internal(error.to_string()))??;
         Ok((self.header_at(history.revision), history))
@@ -277,7 +277,7 @@ impl KvBackend for MemberBackend {
             .await
             .map_err(node_error)?;
         let store = self.member.store().clone();
-        let leases = tokio::task::spawn_blocking(move || store.leases())
+        let leases = revkv_raft::runtime::offload(move || store.leases())
             .await
             .map_err(|error| NodeError::Internal(error.to_string()))??;
         let ids = leases.into_iter().map(|lease| lease.id).collect();
@@ -286,7 +286,7 @@ impl KvBackend for MemberBackend {
 
     async fn hash(&self, revision: Option<u64>) -> Result<(ResponseHeader, StateHash), NodeError> {
         let store = self.member.store().clone();
-        let hash = tokio::task::spawn_blocking(move || store.hash(revision))
+        let hash = revkv_raft::runtime::offload(move || store.hash(revision))
             .await
             .map_err(|error| NodeError::Internal(error.to_string()))??;
         let current = self.member.store().current_revision()?;

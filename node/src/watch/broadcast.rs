@@ -96,7 +96,7 @@ impl BroadcastLoop {
     ) -> Result<EventBatch, StorageError> {
         let store = self.store.clone();
         let max_events = self.read_batch_events;
-        tokio::task::spawn_blocking(move || match strictness {
+        revkv_raft::runtime::offload(move || match strictness {
             Strictness::Strict => store.events_since(from, max_events, with_prev_kv),
             Strictness::MayStartAtCompactRevision => {
                 store.events_from_start(from, max_events, with_prev_kv)

@@ -74,7 +74,7 @@ impl CatchUp {
         let batch_events = self.limits.read_batch_events;
         let (start, position) = (self.start, self.position);
         let handle = self.handle.clone();
-        tokio::task::spawn_blocking(move || {
+        revkv_raft::runtime::offload(move || {
             handle.hand_over(position, |from, through, prev_kv| {
                 read_range(&store, batch_events, start, from, through, prev_kv)
             })
@@ -124,7 +124,7 @@ impl CatchUp {
             self.limits.read_batch_events,
             self.prev_kv,
         );
-        tokio::task::spawn_blocking(move || {
+        revkv_raft::runtime::offload(move || {
             read_events(&store, start, position, max_events, prev_kv)
         })
         .await

@@ -17,7 +17,7 @@
 //! can be checked by reading this file alone. The rest of the hub reaches the registry through
 //! narrow handles: [`CatchUpHandle`] for a catch-up task, [`StreamHandle`] for a stream.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -40,11 +40,14 @@ pub(super) struct Registry {
 struct State {
     /// Every revision at or below this has been offered to every synced watcher.
     broadcast_through: u64,
-    watchers: HashMap<u64, Watcher>,
+    /// Ordered maps, not hash maps, so that watchers are offered events in the same order on
+    /// every run: the simulator (issue 37) replays runs event for event, and a hash map's order
+    /// changes with its random seed.
+    watchers: BTreeMap<u64, Watcher>,
     /// How many synced watchers want `prev_kv`; the hub reads prev_kv only when some do.
     synced_with_prev_kv: usize,
     /// Watchers owed a bookmark, so serving them does not scan every watcher.
-    owed_bookmarks: HashSet<u64>,
+    owed_bookmarks: BTreeSet<u64>,
     stopped: bool,
 }
 
@@ -95,9 +98,9 @@ impl Registry {
         Registry {
             state: Mutex::new(State {
                 broadcast_through,
-                watchers: HashMap::new(),
+                watchers: BTreeMap::new(),
                 synced_with_prev_kv: 0,
-                owed_bookmarks: HashSet::new(),
+                owed_bookmarks: BTreeSet::new(),
                 stopped: false,
             }),
             max_watchers,

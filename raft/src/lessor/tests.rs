@@ -282,3 +282,23 @@ fn the_remaining_ttl_is_rounded_down_to_whole_seconds_as_etcd_shows_it() {
     assert_eq!(remaining_at(Duration::from_millis(59_999)), 0);
     assert_eq!(remaining_at(Duration::from_secs(61)), 0, "never negative");
 }
+
+#[test]
+fn expired_and_due_leases_come_in_the_order_of_their_ids_whatever_the_order_they_came_in() {
+    let lessor = Lessor::default();
+    lessor.set_checkpoint_interval(Some(SECOND));
+    let start = Instant::now();
+    // Ids in an order no map keeps by accident, and more of them than fit in one call.
+    let granted: Vec<i64> = (0..64).map(|step| (step * 37) % 64 + 1).collect();
+    let leases: Vec<LeaseInfo> = granted.iter().map(|id| lease(*id, 1)).collect();
+    lessor.load(&leases, start);
+    lessor.follow_role(true, true, 2, start);
+    let checkpoints = lessor.take_due_checkpoints(start, 10);
+    let checkpointed: Vec<i64> = checkpoints.iter().map(|lease| lease.id).collect();
+    assert_eq!(checkpointed, (1..=10).collect::<Vec<i64>>());
+    let later = start + Duration::from_secs(2);
+    let first = ids(&lessor.take_expired(later, 10, SECOND));
+    let second = ids(&lessor.take_expired(later, 10, SECOND));
+    assert_eq!(first, (1..=10).collect::<Vec<i64>>());
+    assert_eq!(second, (11..=20).collect::<Vec<i64>>());
+}

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::IpAddr;
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
@@ -18,6 +18,7 @@ use openraft::OptionalSend;
 use revkv_storage::codec;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use tokio::time::Instant;
 
 use crate::peer::append_stream::{AppendStream, StreamCallError};
 use crate::peer::append_timeout::AppendTimeouts;
@@ -405,6 +406,8 @@ impl RaftNetworkV2<TypeConfig> for PeerConnection {
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
         let timeout = self.append_timeout(&option);
+        // tokio's clock, not the OS's: the round trip sets later timeouts, and under the
+        // simulator's paused clock it must be measured in the time the timeouts run on.
         let started = Instant::now();
         let peer_url = self.peer_url();
         let last_index = request.entries.last().map(|entry| entry.log_id.index);
