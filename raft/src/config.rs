@@ -149,4 +149,7 @@ pub struct MemberConfig {
     pub lease: LeaseSettings,
     /// Who is told of grants, revokes, expiries and renewals (nobody by default).
     pub lease_events: crate::lease_events::LeaseEvents,
+    /// Sockets (the default), or a simulated network that carries every peer call
+    /// (`peer/simulated.rs`; the listener given to `RaftMember::start` must match).
+    pub peer_network: crate::peer::simulated::PeerNetwork,
 }

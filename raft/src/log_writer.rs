@@ -497,9 +497,15 @@ mod tests {
         crate::runtime::run_blocking_work_inline_on_this_thread(false);
         saved.expect("the vote is saved by the task");
         assert!(writer.thread.is_none(), "no thread of its own");
-        assert_eq!(writer.log.vote().expect("read the vote"), Some(b"vote-1".to_vec()));
+        assert_eq!(
+            writer.log.vote().expect("read the vote"),
+            Some(b"vote-1".to_vec())
+        );
         let threaded = start_writer(&directory.path().join("threaded"));
-        assert!(threaded.thread.is_some(), "an unmarked thread starts the writer's thread");
+        assert!(
+            threaded.thread.is_some(),
+            "an unmarked thread starts the writer's thread"
+        );
     }
 
     fn log_id(index: u64) -> StorageLogId {

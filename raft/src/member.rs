@@ -29,6 +29,8 @@ use crate::member_start::{startup, OpenStores, StartedRaft};
 use crate::peer::append_timeout::{AppendTimeouts, PeerAppendTimeout};
 use crate::peer::client::{CallError, PeerAddresses};
 use crate::peer::failure_log::PeerFailureLog;
+use crate::peer::server::PeerServing;
+use crate::peer::simulated::PeerListener;
 use crate::peer::{
     paths, AdminRequest, ForwardedWrite, LeaseGrantCall, LeaseTimeToLive, LeaseTimeToLiveCall,
     PeerError, PeerIdentity,
@@ -71,17 +73,20 @@ pub struct RaftMember {
 }
 
 impl RaftMember {
-    /// Opens the stores in `config.data_dir`, starts raft and the peer server on `peer_listener`,
-    /// and bootstraps the cluster when this is a new member of a new cluster.
+    /// Opens the stores in `config.data_dir`, starts raft and the peer server on `peer_listener`
+    /// (a bound socket, or an address of the simulated network `config.peer_network` names), and
+    /// bootstraps the cluster when this is a new member of a new cluster.
     pub async fn start(
         config: MemberConfig,
-        peer_listener: tokio::net::TcpListener,
+        peer_listener: impl Into<PeerListener>,
     ) -> Result<Self, MemberError> {
+        let peer_serving = PeerServing::new(peer_listener.into(), &config.peer_network)
+            .map_err(|error| startup("peer listener", &error))?;
+        let peer_address = peer_serving
+            .address()
+            .map_err(|error| startup("peer listener", &error))?;
         let stores = OpenStores::open(&config)?;
         let raft = StartedRaft::start(&config, &stores).await?;
-        let peer_address = peer_listener
-            .local_addr()
-            .map_err(|error| startup("peer listener", &error))?;
         let inner = Arc::new(MemberInner {
             id: config.id,
             raft: raft.raft,
@@ -97,7 +102,7 @@ impl RaftMember {
             first_storage_fault: raft.first_storage_fault,
             log_tail_size: raft.log_tail_size,
         });
-        let stop_peer_server = crate::peer::server::spawn(inner.clone(), peer_listener);
+        let stop_peer_server = crate::peer::server::spawn(inner.clone(), peer_serving);
         let stop_background_tasks = watch::Sender::new(false);
         crate::lease_expiry::spawn(inner.clone(), stop_background_tasks.subscribe());
         let member = RaftMember {

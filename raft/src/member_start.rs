@@ -96,7 +96,8 @@ impl StartedRaft {
             config.peer_limits.connect_timeout,
             config.peer_source_address,
             config.peer_tls.as_ref(),
-        );
+        )
+        .with_network(config.peer_network.clone());
         let peer_addresses = Arc::new(PeerAddresses::default());
         let peer_failures = Arc::new(PeerFailureLog::default());
         let append_timeouts = Arc::new(AppendTimeouts::new(

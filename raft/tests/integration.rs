@@ -11,5 +11,6 @@ mod support;
 mod backup_restore;
 mod disk_faults;
 mod log_writer_crash;
+mod simulated_network;
 mod storage_suite;
 mod three_members;

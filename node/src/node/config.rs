@@ -88,6 +88,7 @@ impl NodeConfig {
             peer_tls: None,
             lease: Default::default(),
             lease_events: Default::default(),
+            peer_network: Default::default(),
         };
         NodeConfig {
             member,

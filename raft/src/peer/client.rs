@@ -24,6 +24,7 @@ use crate::peer::append_stream::{AppendStream, StreamCallError};
 use crate::peer::append_timeout::AppendTimeouts;
 use crate::peer::failure_log::PeerFailureLog;
 use crate::peer::faults::PeerFaults;
+use crate::peer::simulated::{PeerNetwork, SimulatedNetwork};
 use crate::peer::{paths, PeerError};
 use crate::types::alias::{Snapshot, SnapshotData, Vote};
 use crate::types::{MemberNode, TypeConfig};
@@ -59,6 +60,8 @@ pub struct PeerClient {
     pub(super) http: reqwest::Client,
     /// Calls a test wants lost (`faults.rs`); disarmed outside tests.
     pub(crate) faults: PeerFaults,
+    /// Sockets, or a simulated network that carries every call instead of `http`.
+    pub(super) network: PeerNetwork,
 }
 
 impl PeerClient {
@@ -87,7 +90,19 @@ impl PeerClient {
         PeerClient {
             http,
             faults: PeerFaults::default(),
+            network: PeerNetwork::default(),
         }
+    }
+
+    /// The same client, calling through `network` (`simulated.rs`).
+    pub fn with_network(mut self, network: PeerNetwork) -> Self {
+        self.network = network;
+        self
+    }
+
+    /// Whether calls go through a simulated network rather than sockets.
+    pub(crate) fn is_simulated(&self) -> bool {
+        self.network.simulated_network().is_some()
     }
 
     /// POSTs one codec-encoded request to `base_url + path` and decodes the reply.
@@ -106,9 +121,33 @@ impl PeerClient {
         }
         let body =
             codec::encode(request).map_err(|error| CallError::BadAnswer(error.to_string()))?;
+        if let Some(network) = self.network.simulated_network() {
+            return post_simulated(network, url, body, timeout).await;
+        }
         let sent = self.http.post(&url).body(body).timeout(timeout).send();
         decode_reply(sent.await, &url, timeout).await
     }
+}
+
+/// A call through a simulated network: the same body and the same decoding of the answer as
+/// over HTTP, within the same `timeout` (a call the network lost ends there).
+pub(super) async fn post_simulated<Reply: DeserializeOwned>(
+    network: &Arc<dyn SimulatedNetwork>,
+    url: String,
+    body: Vec<u8>,
+    timeout: Duration,
+) -> Result<Reply, CallError> {
+    let posted = network.post(url.clone(), body.into(), timeout);
+    let answer = tokio::time::timeout(timeout, posted)
+        .await
+        .map_err(|_| CallError::Timeout(timeout))??;
+    if !(200..300).contains(&answer.status) {
+        return Err(CallError::BadAnswer(format!(
+            "{url} answered {}",
+            answer.status
+        )));
+    }
+    decode_answer_body(&answer.body)
 }
 
 /// openraft's view of a failed call: `Unreachable` when the request never reached the peer or
@@ -140,8 +179,13 @@ pub(super) async fn decode_reply<Reply: DeserializeOwned>(
         .bytes()
         .await
         .map_err(|error| classify_answer_error(error, timeout))?;
+    decode_answer_body(&bytes)
+}
+
+/// A 2xx answer's body: the codec record of `Result<Reply, PeerError>`.
+fn decode_answer_body<Reply: DeserializeOwned>(bytes: &[u8]) -> Result<Reply, CallError> {
     let reply: Result<Reply, PeerError> =
-        codec::decode(&bytes).map_err(|error| CallError::BadAnswer(error.to_string()))?;
+        codec::decode(bytes).map_err(|error| CallError::BadAnswer(error.to_string()))?;
     Ok(reply?)
 }
 
@@ -268,7 +312,8 @@ impl RaftNetworkFactory<TypeConfig> for PeerNetworkFactory {
             append_timeouts: self.append_timeouts.clone(),
             failures: self.failures.clone(),
             append_stream: None,
-            append_stream_not_served: false,
+            // A simulated network carries POSTs only (`simulated.rs`).
+            append_stream_not_served: self.client.is_simulated(),
         }
     }
 }

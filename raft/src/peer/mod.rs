@@ -16,6 +16,7 @@ pub mod client;
 pub mod failure_log;
 pub mod faults;
 pub mod server;
+pub mod simulated;
 pub mod snapshot_transfer;
 
 use serde::{Deserialize, Serialize};

@@ -19,6 +19,7 @@ use serde::Serialize;
 use tokio::sync::oneshot;
 
 use crate::member_inner::MemberInner;
+use crate::peer::simulated::{PeerListener, PeerNetwork, SimulatedNetwork};
 use crate::peer::{
     paths, AdminRequest, LeaseGrantCall, LeaseTimeToLiveCall, PeerError, PeerIdentity,
 };
@@ -27,29 +28,23 @@ use crate::write_path_trace::{self, Stage};
 
 type Shared = State<Arc<MemberInner>>;
 
-/// Serves the peer protocol on `listener` until the returned sender fires (or is dropped).
-pub(crate) fn spawn(
-    member: Arc<MemberInner>,
-    listener: tokio::net::TcpListener,
-) -> oneshot::Sender<()> {
+/// Serves the peer protocol on `listener` until the returned sender fires (or is dropped). On a
+/// simulated listener the router goes to the member's simulated network instead, which stops
+/// routing calls to it when the sender fires.
+pub(crate) fn spawn(member: Arc<MemberInner>, listener: PeerServing) -> oneshot::Sender<()> {
     let (stop, stopped) = oneshot::channel::<()>();
-    let max_body_bytes = member.config.peer_limits.max_body_bytes;
-    let router = Router::new()
-        .route(paths::APPEND, post(append))
-        .route(paths::APPEND_STREAM, post(super::append_stream::accept))
-        .route(paths::VOTE, post(vote))
-        .route(paths::SNAPSHOT, post(snapshot))
-        .route(paths::TRANSFER_LEADER, post(transfer_leader))
-        .route(paths::FORWARD_WRITE, post(forward_write))
-        .route(paths::READ_INDEX, post(read_index))
-        .route(paths::ADMIN, post(admin))
-        .route(paths::LEASE_GRANT, post(lease_grant))
-        .route(paths::LEASE_KEEP_ALIVE, post(lease_keep_alive))
-        .route(paths::LEASE_TIME_TO_LIVE, post(lease_time_to_live))
-        .route(paths::IDENTITY, post(identity))
-        .route(paths::KEY_SPACE_HASH, post(key_space_hash))
-        .layer(DefaultBodyLimit::max(max_body_bytes))
-        .with_state(member.clone());
+    let router = router(&member);
+    let listener = match listener {
+        PeerServing::Tcp(listener) => listener,
+        PeerServing::Simulated(address, network) => {
+            network.serve(address, router);
+            tokio::spawn(async move {
+                let _ = stopped.await;
+                network.stop_serving(address);
+            });
+            return stop;
+        }
+    };
     let tls = member.config.peer_tls.clone();
     tokio::spawn(async move {
         let shutdown = async move {
@@ -66,6 +61,60 @@ pub(crate) fn spawn(
         }
     });
     stop
+}
+
+/// Where the peer server serves: a listener checked against the member's config.
+pub(crate) enum PeerServing {
+    Tcp(tokio::net::TcpListener),
+    Simulated(std::net::SocketAddr, Arc<dyn SimulatedNetwork>),
+}
+
+impl PeerServing {
+    /// `listener` with the network `config` names: sockets with a TCP listener, a simulated
+    /// network with a simulated address. A mix would serve on one network and call on the other.
+    pub(crate) fn new(listener: PeerListener, network: &PeerNetwork) -> Result<Self, String> {
+        match (listener, network.simulated_network()) {
+            (PeerListener::Tcp(listener), None) => Ok(PeerServing::Tcp(listener)),
+            (PeerListener::Simulated(address), Some(network)) => {
+                Ok(PeerServing::Simulated(address, network.clone()))
+            }
+            (PeerListener::Tcp(_), Some(_)) => {
+                Err("a member on a simulated peer network needs a simulated listener".into())
+            }
+            (PeerListener::Simulated(_), None) => {
+                Err("a simulated peer listener needs a simulated peer network".into())
+            }
+        }
+    }
+
+    /// The address the peer server serves on.
+    pub(crate) fn address(&self) -> std::io::Result<std::net::SocketAddr> {
+        match self {
+            PeerServing::Tcp(listener) => listener.local_addr(),
+            PeerServing::Simulated(address, _) => Ok(*address),
+        }
+    }
+}
+
+/// The peer protocol's routes, over `member`.
+fn router(member: &Arc<MemberInner>) -> Router {
+    let max_body_bytes = member.config.peer_limits.max_body_bytes;
+    Router::new()
+        .route(paths::APPEND, post(append))
+        .route(paths::APPEND_STREAM, post(super::append_stream::accept))
+        .route(paths::VOTE, post(vote))
+        .route(paths::SNAPSHOT, post(snapshot))
+        .route(paths::TRANSFER_LEADER, post(transfer_leader))
+        .route(paths::FORWARD_WRITE, post(forward_write))
+        .route(paths::READ_INDEX, post(read_index))
+        .route(paths::ADMIN, post(admin))
+        .route(paths::LEASE_GRANT, post(lease_grant))
+        .route(paths::LEASE_KEEP_ALIVE, post(lease_keep_alive))
+        .route(paths::LEASE_TIME_TO_LIVE, post(lease_time_to_live))
+        .route(paths::IDENTITY, post(identity))
+        .route(paths::KEY_SPACE_HASH, post(key_space_hash))
+        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .with_state(member.clone())
 }
 
 /// Decodes the request, runs `handle`, and encodes `Result<Reply, PeerError>` as the body.

@@ -69,6 +69,7 @@ pub async fn start_cluster_with(size: u64, adjust: impl Fn(&mut MemberConfig)) -
             peer_append_timings: Default::default(),
             lease: Default::default(),
             lease_events: Default::default(),
+            peer_network: Default::default(),
         };
         adjust(&mut config);
         members.push(RaftMember::start(config.clone(), listener).await.unwrap());

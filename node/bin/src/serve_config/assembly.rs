@@ -90,6 +90,7 @@ impl ServeArgs {
             peer_tls,
             lease,
             lease_events: Default::default(),
+            peer_network: Default::default(),
         })
     }
 
