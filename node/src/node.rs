@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use crate::space_quota;
 use revkv_metrics::Metrics;
+use revkv_raft::peer::simulated::PeerListener;
 use revkv_raft::{LeaseEvents, PeerAppendTimings, RaftMember, StorageTimings};
 use tokio::sync::{oneshot, watch};
 
@@ -65,15 +66,45 @@ impl Node {
         client_listener: tokio::net::TcpListener,
         peer_listener: tokio::net::TcpListener,
     ) -> Result<Node, NodeError> {
+        let client_address = client_listener
+            .local_addr()
+            .map_err(|error| NodeError::Internal(error.to_string()))?;
+        Self::start_serving(
+            config,
+            Some(client_listener),
+            client_address,
+            peer_listener.into(),
+        )
+        .await
+    }
+
+    /// Starts the member on a simulated peer network (`config.member.peer_network`, whose
+    /// listener is `peer_address`) with no client listener: its clients call `backend()` in the
+    /// same process. For the deterministic simulator (issue 37), where nothing may touch a socket.
+    /// `client_address` answers the configured `listen_client`, which nothing listens on.
+    pub async fn start_simulated(
+        config: NodeConfig,
+        peer_address: SocketAddr,
+    ) -> Result<Node, NodeError> {
+        let client_address = config.listen_client;
+        let peer_listener = PeerListener::Simulated(peer_address);
+        Self::start_serving(config, None, client_address, peer_listener).await
+    }
+
+    /// The member, its watch hub and background tasks, and the client server when there is a
+    /// client listener.
+    async fn start_serving(
+        config: NodeConfig,
+        client_listener: Option<tokio::net::TcpListener>,
+        client_address: SocketAddr,
+        peer_listener: PeerListener,
+    ) -> Result<Node, NodeError> {
         let metrics = Arc::new(
             Metrics::new(config.metric_prefix_labels)
                 .map_err(|error| NodeError::Internal(format!("metrics: {error}")))?,
         );
         let member = start_member_with_metrics(&config, &metrics, peer_listener).await?;
         wait_for_recovery_if_initialized(&member, config.recovery_timeout).await?;
-        let client_address = client_listener
-            .local_addr()
-            .map_err(|error| NodeError::Internal(error.to_string()))?;
         start_metrics_feeds(&member, &metrics);
         let watch_hub = WatchHub::start(
             member.store().clone(),
@@ -88,13 +119,15 @@ impl Node {
             metrics: metrics.clone(),
         });
         let stop_background = spawn_background_tasks(&backend, &config);
-        let router = client_router_with_metrics(backend.clone(), config.http.clone(), metrics);
-        let stop = spawn_client_server(client_listener, &config, router);
+        let stop = client_listener.map(|client_listener| {
+            let router = client_router_with_metrics(backend.clone(), config.http.clone(), metrics);
+            spawn_client_server(client_listener, &config, router)
+        });
         tracing::info!(member_id = backend.member.id(), %client_address, "member serving");
         Ok(Node {
             backend,
             client_address,
-            stop_client_server: std::sync::Mutex::new(Some(stop)),
+            stop_client_server: std::sync::Mutex::new(stop),
             stop_background,
         })
     }
@@ -144,7 +177,7 @@ impl Node {
 async fn start_member_with_metrics(
     config: &NodeConfig,
     metrics: &Metrics,
-    peer_listener: tokio::net::TcpListener,
+    peer_listener: PeerListener,
 ) -> Result<RaftMember, NodeError> {
     let mut member_config = config.member.clone();
     member_config.timings = StorageTimings::new(Arc::new(AppendApplyTimings(metrics.raft.clone())));

@@ -22,6 +22,7 @@ mod merge_api;
 mod metrics_api;
 mod over_tcp;
 mod range_api;
+mod simulated_cluster;
 mod snapshot_api;
 mod txn_api;
 mod watch_api;
