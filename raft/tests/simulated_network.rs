@@ -10,11 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use revkv_raft::peer::simulated::{LoopbackNetwork, PeerListener, PeerNetwork};
-use revkv_raft::{MemberConfig, MemberNode, PeerLimits, RaftMember};
-use revkv_storage::StoreOptions;
+use revkv_raft::{MemberNode, RaftMember};
 use tokio::time::Instant;
 
-use crate::support::{local_value, put, test_timing};
+use crate::support::{local_value, member_config, put};
 
 /// How long (in the paused clock's time) anything the test waits for may take.
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -37,26 +36,8 @@ async fn start_members(network: &Arc<LoopbackNetwork>, dir: &std::path::Path) ->
         .collect();
     let mut members = Vec::new();
     for (id, address) in addresses {
-        let config = MemberConfig {
-            id,
-            data_dir: dir.join(format!("member-{id}")),
-            listen_peer: address,
-            advertise: initial_cluster[&id].clone(),
-            initial_cluster: initial_cluster.clone(),
-            join: false,
-            timing: test_timing(),
-            peer_limits: PeerLimits::default(),
-            store: StoreOptions::default(),
-            log: Default::default(),
-            log_tail: Default::default(),
-            peer_source_address: None,
-            peer_tls: None,
-            timings: Default::default(),
-            peer_append_timings: Default::default(),
-            lease: Default::default(),
-            lease_events: Default::default(),
-            peer_network: PeerNetwork::simulated(network.link(id, address)),
-        };
+        let mut config = member_config(id, dir, address, &initial_cluster);
+        config.peer_network = PeerNetwork::simulated(network.link(id, address));
         let listener = PeerListener::Simulated(address);
         members.push(RaftMember::start(config, listener).await.expect("start"));
     }

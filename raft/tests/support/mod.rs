@@ -51,26 +51,8 @@ pub async fn start_cluster_with(size: u64, adjust: impl Fn(&mut MemberConfig)) -
     let mut configs = Vec::new();
     let mut members = Vec::new();
     for (id, listener) in listeners {
-        let mut config = MemberConfig {
-            id,
-            data_dir: dir.path().join(format!("member-{id}")),
-            listen_peer: listener.local_addr().unwrap(),
-            advertise: initial_cluster[&id].clone(),
-            initial_cluster: initial_cluster.clone(),
-            join: false,
-            timing: test_timing(),
-            peer_limits: PeerLimits::default(),
-            store: StoreOptions::default(),
-            log: Default::default(),
-            log_tail: Default::default(),
-            peer_source_address: None,
-            peer_tls: None,
-            timings: Default::default(),
-            peer_append_timings: Default::default(),
-            lease: Default::default(),
-            lease_events: Default::default(),
-            peer_network: Default::default(),
-        };
+        let listen_peer = listener.local_addr().unwrap();
+        let mut config = member_config(id, dir.path(), listen_peer, &initial_cluster);
         adjust(&mut config);
         members.push(RaftMember::start(config.clone(), listener).await.unwrap());
         configs.push(config);
@@ -79,6 +61,36 @@ pub async fn start_cluster_with(size: u64, adjust: impl Fn(&mut MemberConfig)) -
         dir,
         configs,
         members,
+    }
+}
+
+/// Member `id`'s configuration in a new cluster of `initial_cluster`, with its data under `dir`,
+/// the test timing and every other setting at its default (sockets for the peer network).
+pub fn member_config(
+    id: u64,
+    dir: &std::path::Path,
+    listen_peer: std::net::SocketAddr,
+    initial_cluster: &BTreeMap<u64, MemberNode>,
+) -> MemberConfig {
+    MemberConfig {
+        id,
+        data_dir: dir.join(format!("member-{id}")),
+        listen_peer,
+        advertise: initial_cluster[&id].clone(),
+        initial_cluster: initial_cluster.clone(),
+        join: false,
+        timing: test_timing(),
+        peer_limits: PeerLimits::default(),
+        store: StoreOptions::default(),
+        log: Default::default(),
+        log_tail: Default::default(),
+        peer_source_address: None,
+        peer_tls: None,
+        timings: Default::default(),
+        peer_append_timings: Default::default(),
+        lease: Default::default(),
+        lease_events: Default::default(),
+        peer_network: Default::default(),
     }
 }
 
