@@ -1,0 +1,148 @@
+//! The members of one run: real `Node`s (raft, store, watch hub, background tasks, exactly what
+//! `revkv serve` runs) on the simulated network, their files in the run's own directory. A
+//! member can be stopped and started again on the same files, as an operator restarts one.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use revkv_node::{MemberBackend, Node, NodeConfig, NodeError};
+use revkv_raft::peer::simulated::PeerNetwork;
+use revkv_raft::MemberNode;
+
+use crate::network::Network;
+use crate::trace::Trace;
+
+/// The members of a run, running or stopped.
+pub struct Cluster {
+    configs: BTreeMap<u64, NodeConfig>,
+    running: Mutex<BTreeMap<u64, Arc<Node>>>,
+    /// The operations of each stopped member's last run, until whoever still held them (a
+    /// client's request, a watcher) lets go.
+    stopped: Mutex<BTreeMap<u64, Weak<MemberBackend>>>,
+    trace: Trace,
+}
+
+/// How long a restart waits for the stopped run's last holders to let go of its files.
+const RELEASE_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Member `id`'s address for `port` on the simulated network; nothing binds it.
+fn address(id: u64, port: u16) -> SocketAddr {
+    SocketAddr::from(([10, 0, 0, id as u8], port))
+}
+
+/// The client port the members' configs name; there is no client listener.
+const CLIENT_PORT: u16 = 2379;
+const PEER_PORT: u16 = 2380;
+
+impl Cluster {
+    /// Configures `size` founding members with their files under `directory`.
+    pub fn new(size: u64, directory: &Path, network: &Arc<Network>, trace: Trace) -> Self {
+        assert!(
+            (1..=7).contains(&size),
+            "a simulated cluster has 1 to 7 members"
+        );
+        let initial_cluster: BTreeMap<u64, MemberNode> = (1..=size)
+            .map(|id| {
+                let node = MemberNode {
+                    peer_url: format!("http://{}", address(id, PEER_PORT)),
+                    client_url: format!("http://{}", address(id, CLIENT_PORT)),
+                    grpc_url: None,
+                };
+                (id, node)
+            })
+            .collect();
+        let configs = (1..=size)
+            .map(|id| {
+                let mut config = NodeConfig::single_member(
+                    directory.join(format!("member-{id}")),
+                    address(id, CLIENT_PORT),
+                    address(id, PEER_PORT),
+                );
+                config.member.id = id;
+                config.member.advertise = initial_cluster[&id].clone();
+                config.member.initial_cluster = initial_cluster.clone();
+                let link = network.link(id, address(id, PEER_PORT));
+                config.member.peer_network = PeerNetwork::simulated(link);
+                (id, config)
+            })
+            .collect();
+        Cluster {
+            configs,
+            running: Mutex::default(),
+            stopped: Mutex::default(),
+            trace,
+        }
+    }
+
+    /// Every member's id.
+    pub fn ids(&self) -> Vec<u64> {
+        self.configs.keys().copied().collect()
+    }
+
+    /// The ids of the members running now.
+    pub fn running_ids(&self) -> Vec<u64> {
+        lock(&self.running).keys().copied().collect()
+    }
+
+    /// Member `id`'s operations, while it runs.
+    pub fn backend(&self, id: u64) -> Option<Arc<MemberBackend>> {
+        lock(&self.running)
+            .get(&id)
+            .map(|node| node.backend().clone())
+    }
+
+    /// Starts member `id` on its files (a new member's are created).
+    pub async fn start(&self, id: u64) -> Result<(), NodeError> {
+        let config = self.configs[&id].clone();
+        self.wait_for_release(id).await;
+        self.trace.record(Some(id), None, "member starting".into());
+        let node = Node::start_simulated(config, address(id, PEER_PORT)).await?;
+        self.trace.record(Some(id), None, "member started".into());
+        lock(&self.running).insert(id, Arc::new(node));
+        Ok(())
+    }
+
+    /// Stops member `id` as `revkv serve` stops on a signal: its watches end, raft stops, its
+    /// store is made durable.
+    pub async fn stop(&self, id: u64) -> Result<(), NodeError> {
+        let Some(node) = lock(&self.running).remove(&id) else {
+            return Ok(());
+        };
+        lock(&self.stopped).insert(id, Arc::downgrade(node.backend()));
+        self.trace.record(Some(id), None, "member stopping".into());
+        let stopped = node.shutdown().await;
+        self.trace
+            .record(Some(id), None, format!("member stopped: {stopped:?}"));
+        stopped
+    }
+
+    /// Waits until nothing holds member `id`'s last run any more. A process that stops lets go
+    /// of its files as it exits; here a client's request to the stopped member may still hold
+    /// its store until the request fails, and the store's files cannot be opened twice.
+    async fn wait_for_release(&self, id: u64) {
+        let Some(last_run) = lock(&self.stopped).remove(&id) else {
+            return;
+        };
+        let deadline = tokio::time::Instant::now() + RELEASE_DEADLINE;
+        while last_run.strong_count() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Stops every running member.
+    pub async fn stop_all(&self) {
+        for id in self.running_ids() {
+            let _ = self.stop(id).await;
+        }
+    }
+}
+
+/// Each holder makes one insert or removal, so the map stays whole.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}

@@ -1,0 +1,157 @@
+//! The faults of a run, one after another, each chosen and timed by the seed: links cut (one
+//! member isolated, one direction of one link, or the cluster split in two), the network made
+//! lossy, slow and duplicating, and a member stopped and started again. Each fault lasts a
+//! drawn time and is undone before the next, and at most one member is down at a time.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+
+use crate::cluster::Cluster;
+use crate::network::{LinkQuality, Network};
+use crate::trace::Trace;
+
+/// The kinds of fault a run may inject (`revkv-sim --faults`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
+pub enum FaultKind {
+    /// Links cut: a member isolated, one direction of a link, or a split.
+    Partition,
+    /// Calls and answers lost, delayed (so reordered) and duplicated.
+    Network,
+    /// A member stopped and started again on its files.
+    Restart,
+}
+
+impl FaultKind {
+    pub const ALL: [FaultKind; 3] = [FaultKind::Partition, FaultKind::Network, FaultKind::Restart];
+}
+
+/// The network between faults: no loss, up to a millisecond of delay, which still reorders
+/// calls that are close together.
+pub const CALM: LinkQuality = LinkQuality {
+    loss: 0.0,
+    duplication: 0.0,
+    max_delay: Duration::from_millis(1),
+};
+
+/// The longest pause between two faults, and the longest a fault lasts.
+const MAX_PAUSE: Duration = Duration::from_secs(3);
+const MAX_FAULT: Duration = Duration::from_secs(5);
+
+/// Injects faults of `kinds` until the trace's clock reaches `until`; answers how many.
+pub async fn run_faults(
+    seed: u64,
+    kinds: Vec<FaultKind>,
+    cluster: Arc<Cluster>,
+    network: Arc<Network>,
+    trace: Trace,
+    until: Duration,
+) -> u64 {
+    let mut random = StdRng::seed_from_u64(seed ^ 0xFA17);
+    let mut injected = 0;
+    if kinds.is_empty() {
+        return 0;
+    }
+    while trace.elapsed() < until {
+        tokio::time::sleep(drawn(&mut random, MAX_PAUSE)).await;
+        let kind = kinds[random.random_range(0..kinds.len())];
+        let lasting = drawn(&mut random, MAX_FAULT);
+        injected += 1;
+        match kind {
+            FaultKind::Partition => {
+                partition(&mut random, &cluster, &network, &trace, lasting).await
+            }
+            FaultKind::Network => degrade(&mut random, &network, &trace, lasting).await,
+            FaultKind::Restart => restart(&mut random, &cluster, &trace, lasting).await,
+        }
+    }
+    injected
+}
+
+fn drawn(random: &mut StdRng, most: Duration) -> Duration {
+    Duration::from_millis(random.random_range(10..=most.as_millis() as u64))
+}
+
+async fn partition(
+    random: &mut StdRng,
+    cluster: &Cluster,
+    network: &Network,
+    trace: &Trace,
+    lasting: Duration,
+) {
+    let ids = cluster.ids();
+    let one = ids[random.random_range(0..ids.len())];
+    match random.random_range(0..3) {
+        0 => {
+            for other in ids.iter().filter(|other| **other != one) {
+                network.cut(one, *other);
+                network.cut(*other, one);
+            }
+        }
+        1 => {
+            let others: Vec<u64> = ids.iter().copied().filter(|other| *other != one).collect();
+            network.cut(one, others[random.random_range(0..others.len())]);
+        }
+        _ => {
+            let minority: Vec<u64> = ids
+                .iter()
+                .copied()
+                .filter(|_| random.random_bool(0.4))
+                .collect();
+            for from in &ids {
+                for to in &ids {
+                    if minority.contains(from) != minority.contains(to) {
+                        network.cut(*from, *to);
+                    }
+                }
+            }
+        }
+    }
+    trace.record(
+        None,
+        None,
+        format!("fault: cut {:?} for {lasting:?}", network.cuts()),
+    );
+    tokio::time::sleep(lasting).await;
+    network.heal();
+    trace.record(None, None, "fault over: links healed".into());
+}
+
+async fn degrade(random: &mut StdRng, network: &Network, trace: &Trace, lasting: Duration) {
+    let quality = LinkQuality {
+        loss: random.random_range(0.0..0.3),
+        duplication: random.random_range(0.0..0.2),
+        max_delay: Duration::from_millis(random.random_range(1..=300)),
+    };
+    trace.record(
+        None,
+        None,
+        format!("fault: network {quality:?} for {lasting:?}"),
+    );
+    network.set_quality(quality);
+    tokio::time::sleep(lasting).await;
+    network.set_quality(CALM);
+    trace.record(None, None, "fault over: network calm".into());
+}
+
+async fn restart(random: &mut StdRng, cluster: &Cluster, trace: &Trace, lasting: Duration) {
+    let running = cluster.running_ids();
+    if running.len() < cluster.ids().len() {
+        return;
+    }
+    let member = running[random.random_range(0..running.len())];
+    trace.record(
+        Some(member),
+        None,
+        format!("fault: restart after {lasting:?}"),
+    );
+    if let Err(error) = cluster.stop(member).await {
+        trace.record(Some(member), None, format!("stop failed: {error}"));
+    }
+    tokio::time::sleep(lasting).await;
+    if let Err(error) = cluster.start(member).await {
+        trace.record(Some(member), None, format!("start failed: {error}"));
+    }
+}

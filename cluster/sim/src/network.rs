@@ -1,0 +1,241 @@
+//! The simulated network between members: every peer call goes through it, and the seed decides
+//! what happens to it. A call can be lost (on the way there or on the way back), delayed (so
+//! calls overtake each other), or delivered twice; a cut link loses everything sent across it,
+//! one way or both. It plugs into the seam revkv-raft gives simulations
+//! (`revkv_raft::peer::simulated::SimulatedNetwork`): the members run their real peer clients and
+//! servers, only without sockets.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::Router;
+use futures::future::BoxFuture;
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use revkv_raft::peer::client::CallError;
+use revkv_raft::peer::paths;
+use revkv_raft::peer::simulated::{SimulatedAnswer, SimulatedNetwork};
+use tower::ServiceExt;
+
+use crate::trace::Trace;
+
+/// The largest answer body the network carries back (a snapshot is sent as one body).
+const MAX_ANSWER_BYTES: usize = 256 * 1024 * 1024;
+
+/// The calls the network may deliver twice: raft's own messages, which raft accepts more than
+/// once and revkv itself sends again after a stale connection. Calls made for a client (a
+/// forwarded write, an admin change, a lease grant or keep-alive, a leader transfer) are sent
+/// once and never resent by revkv, and TCP carries a request at most once, so a duplicate of
+/// one would be a fault no real network makes; a client's own retry is a new request, which the
+/// workload sends.
+const REPEATABLE_PATHS: [&str; 6] = [
+    paths::APPEND,
+    paths::VOTE,
+    paths::SNAPSHOT,
+    paths::READ_INDEX,
+    paths::KEY_SPACE_HASH,
+    paths::IDENTITY,
+];
+
+/// How badly the network behaves at the moment; the fault schedule changes it during a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LinkQuality {
+    /// The chance that a call, or separately its answer, is lost.
+    pub loss: f64,
+    /// The chance that a call is delivered a second time.
+    pub duplication: f64,
+    /// Each call and each answer waits a uniformly drawn time up to this.
+    pub max_delay: Duration,
+}
+
+/// What the network decided for one call, drawn all at once so that the draws happen in the
+/// order calls are made.
+struct CallPlan {
+    request_lost: bool,
+    request_delay: Duration,
+    duplicate_delay: Option<Duration>,
+    answer_lost: bool,
+    answer_delay: Duration,
+}
+
+/// The network of one run.
+pub struct Network {
+    routers: Mutex<BTreeMap<SocketAddr, Router>>,
+    members: Mutex<BTreeMap<SocketAddr, u64>>,
+    /// (from, to): what `from` sends to `to` is lost.
+    cut: Mutex<BTreeSet<(u64, u64)>>,
+    quality: Mutex<LinkQuality>,
+    random: Mutex<StdRng>,
+    trace: Trace,
+}
+
+impl Network {
+    pub fn new(seed: u64, trace: Trace) -> Arc<Self> {
+        Arc::new(Network {
+            routers: Mutex::default(),
+            members: Mutex::default(),
+            cut: Mutex::default(),
+            quality: Mutex::default(),
+            random: Mutex::new(StdRng::seed_from_u64(seed)),
+            trace,
+        })
+    }
+
+    /// Member `member`'s handle, for its config; it serves at `address`.
+    pub fn link(self: &Arc<Self>, member: u64, address: SocketAddr) -> Arc<dyn SimulatedNetwork> {
+        lock(&self.members).insert(address, member);
+        Arc::new(MemberLink {
+            network: self.clone(),
+            member,
+        })
+    }
+
+    /// From now on, what `from` sends to `to` is lost.
+    pub fn cut(&self, from: u64, to: u64) {
+        lock(&self.cut).insert((from, to));
+    }
+
+    /// Every link works again (their quality stays as set).
+    pub fn heal(&self) {
+        lock(&self.cut).clear();
+    }
+
+    pub fn set_quality(&self, quality: LinkQuality) {
+        *lock(&self.quality) = quality;
+    }
+
+    /// The cut links, for the trace.
+    pub fn cuts(&self) -> Vec<(u64, u64)> {
+        lock(&self.cut).iter().copied().collect()
+    }
+
+    fn is_cut(&self, from: u64, to: u64) -> bool {
+        lock(&self.cut).contains(&(from, to))
+    }
+
+    fn plan(&self) -> CallPlan {
+        let quality = *lock(&self.quality);
+        let mut random = lock(&self.random);
+        let delay = |random: &mut StdRng| {
+            let most = quality.max_delay.as_micros() as u64;
+            Duration::from_micros(if most == 0 {
+                0
+            } else {
+                random.random_range(0..=most)
+            })
+        };
+        CallPlan {
+            request_lost: random.random_bool(quality.loss),
+            request_delay: delay(&mut random),
+            duplicate_delay: random
+                .random_bool(quality.duplication)
+                .then(|| delay(&mut random)),
+            answer_lost: random.random_bool(quality.loss),
+            answer_delay: delay(&mut random),
+        }
+    }
+
+    /// Carries one call from member `from` and brings its answer back, or never answers.
+    async fn carry(
+        self: Arc<Self>,
+        from: u64,
+        url: String,
+        body: Bytes,
+    ) -> Result<SimulatedAnswer, CallError> {
+        let uri: axum::http::Uri = url
+            .parse()
+            .map_err(|error| CallError::Unreachable(format!("{url}: not a URL: {error}")))?;
+        let address: SocketAddr = uri
+            .authority()
+            .map(|authority| authority.as_str())
+            .unwrap_or_default()
+            .parse()
+            .map_err(|error| CallError::Unreachable(format!("{url}: {error}")))?;
+        let to = lock(&self.members).get(&address).copied().unwrap_or(0);
+        let path = uri.path().to_owned();
+        let plan = self.plan();
+        let call = format!("m{from}->m{to} {path} {}B", body.len());
+        if plan.request_lost || self.is_cut(from, to) {
+            self.trace.record(Some(from), None, format!("{call} lost"));
+            return std::future::pending().await;
+        }
+        tokio::time::sleep(plan.request_delay).await;
+        let Some(router) = lock(&self.routers).get(&address).cloned() else {
+            self.trace
+                .record(Some(from), None, format!("{call} refused"));
+            return Err(CallError::Unreachable(format!("{url}: nobody serves it")));
+        };
+        let repeatable = REPEATABLE_PATHS.contains(&path.as_str());
+        if let Some(extra_delay) = plan.duplicate_delay.filter(|_| repeatable) {
+            self.trace
+                .record(Some(from), None, format!("{call} duplicated"));
+            let copy = (router.clone(), path.clone(), body.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(extra_delay).await;
+                let _ignored = deliver(copy.0, &copy.1, copy.2).await;
+            });
+        }
+        let answer = deliver(router, &path, body).await?;
+        if plan.answer_lost || self.is_cut(to, from) {
+            self.trace
+                .record(Some(from), None, format!("{call} answer lost"));
+            return std::future::pending().await;
+        }
+        tokio::time::sleep(plan.answer_delay).await;
+        let status = answer.status;
+        self.trace
+            .record(Some(from), None, format!("{call} answered {status}"));
+        Ok(answer)
+    }
+}
+
+/// Hands one call to a member's peer server and reads its whole answer.
+async fn deliver(router: Router, path: &str, body: Bytes) -> Result<SimulatedAnswer, CallError> {
+    let request = axum::http::Request::post(path)
+        .body(Body::from(body))
+        .map_err(|error| CallError::BadAnswer(error.to_string()))?;
+    let response = match router.oneshot(request).await {
+        Ok(response) => response,
+        Err(never) => match never {},
+    };
+    let status = response.status().as_u16();
+    let body = axum::body::to_bytes(response.into_body(), MAX_ANSWER_BYTES)
+        .await
+        .map_err(|error| CallError::BadAnswer(error.to_string()))?;
+    Ok(SimulatedAnswer { status, body })
+}
+
+/// One member's handle on the network.
+struct MemberLink {
+    network: Arc<Network>,
+    member: u64,
+}
+
+impl SimulatedNetwork for MemberLink {
+    fn post(
+        &self,
+        url: String,
+        body: Bytes,
+        _timeout: Duration,
+    ) -> BoxFuture<'static, Result<SimulatedAnswer, CallError>> {
+        Box::pin(self.network.clone().carry(self.member, url, body))
+    }
+
+    fn serve(&self, address: SocketAddr, router: Router) {
+        lock(&self.network.routers).insert(address, router);
+    }
+
+    fn stop_serving(&self, address: SocketAddr) {
+        lock(&self.network.routers).remove(&address);
+    }
+}
+
+/// Each holder makes one change, so the maps stay whole whatever a panicking holder did.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
