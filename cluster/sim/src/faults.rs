@@ -1,13 +1,15 @@
 //! The faults of a run, one after another, each chosen and timed by the seed: links cut (one
 //! member isolated, one direction of one link, or the cluster split in two), the network made
-//! lossy, slow and duplicating, and a member stopped and started again. Each fault lasts a
-//! drawn time and is undone before the next, and at most one member is down at a time.
+//! lossy, slow and duplicating, a member stopped and started again, and leadership handed to
+//! another member. Each fault lasts a drawn time and is undone before the next, and at most one
+//! member is down at a time.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
+use revkv_node::KvBackend;
 
 use crate::cluster::Cluster;
 use crate::network::{LinkQuality, Network};
@@ -22,10 +24,17 @@ pub enum FaultKind {
     Network,
     /// A member stopped and started again on its files.
     Restart,
+    /// The leader asked to hand leadership to another member.
+    Transfer,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 3] = [FaultKind::Partition, FaultKind::Network, FaultKind::Restart];
+    pub const ALL: [FaultKind; 4] = [
+        FaultKind::Partition,
+        FaultKind::Network,
+        FaultKind::Restart,
+        FaultKind::Transfer,
+    ];
 }
 
 /// The network between faults: no loss, up to a millisecond of delay, which still reorders
@@ -65,6 +74,7 @@ pub async fn run_faults(
             }
             FaultKind::Network => degrade(&mut random, &network, &trace, lasting).await,
             FaultKind::Restart => restart(&mut random, &cluster, &trace, lasting).await,
+            FaultKind::Transfer => transfer(&mut random, &cluster, &trace).await,
         }
     }
     injected
@@ -154,4 +164,40 @@ async fn restart(random: &mut StdRng, cluster: &Cluster, trace: &Trace, lasting:
     if let Err(error) = cluster.start(member).await {
         trace.record(Some(member), None, format!("start failed: {error}"));
     }
+}
+
+/// The most a leader transfer may take before the fault gives up on it.
+const TRANSFER_DEADLINE: Duration = Duration::from_secs(5);
+
+async fn transfer(random: &mut StdRng, cluster: &Cluster, trace: &Trace) {
+    let running = cluster.running_ids();
+    let Some(asked) = running.first().and_then(|id| cluster.backend(*id)) else {
+        return;
+    };
+    let Ok(status) = asked.status().await else {
+        return;
+    };
+    let Some(leader) = status
+        .leader_id
+        .and_then(|id| Some((id, cluster.backend(id)?)))
+    else {
+        return;
+    };
+    let others: Vec<u64> = running.into_iter().filter(|id| *id != leader.0).collect();
+    if others.is_empty() {
+        return;
+    }
+    let to = others[random.random_range(0..others.len())];
+    trace.record(
+        Some(leader.0),
+        None,
+        format!("fault: transfer leadership to m{to}"),
+    );
+    let handed = tokio::time::timeout(TRANSFER_DEADLINE, leader.1.transfer_leader(to)).await;
+    let outcome = match handed {
+        Ok(Ok(())) => "done".to_owned(),
+        Ok(Err(error)) => format!("refused: {error}"),
+        Err(_) => "timed out".to_owned(),
+    };
+    trace.record(Some(leader.0), None, format!("transfer to m{to} {outcome}"));
 }

@@ -1,0 +1,23 @@
+//! Bugs a test can plant in the members running on its thread, to show that the deterministic
+//! simulator (`cluster/sim`) finds them. Compiled only with the `planted-bugs` feature, which only
+//! the simulator's tests turn on: the server binary has none of this code. Each switch belongs to
+//! the thread that sets it, so a seed with a planted bug and a clean seed can run side by side on
+//! two threads of one process.
+
+use std::cell::Cell;
+
+thread_local! {
+    static LINEARIZABLE_READS_SERVED_LOCALLY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Plants (or removes) the bug of serving a linearizable read from the member's local state,
+/// without the ReadIndex round through the leader: a serializable read where a linearizable one
+/// was asked, which a member that lags or is cut off answers with stale data.
+pub fn serve_linearizable_reads_locally(planted: bool) {
+    LINEARIZABLE_READS_SERVED_LOCALLY.with(|switch| switch.set(planted));
+}
+
+/// Whether that bug is planted on this thread.
+pub(crate) fn linearizable_reads_are_served_locally() -> bool {
+    LINEARIZABLE_READS_SERVED_LOCALLY.with(Cell::get)
+}
