@@ -25,6 +25,10 @@ pub enum Operation {
     Get {
         key: String,
     },
+    /// A serializable read: the member's own state, possibly stale, never going backwards.
+    SerializableGet {
+        key: String,
+    },
 }
 
 impl Operation {
@@ -33,7 +37,8 @@ impl Operation {
             Operation::Put { key, .. }
             | Operation::Delete { key }
             | Operation::CompareAndSwap { key, .. }
-            | Operation::Get { key } => key,
+            | Operation::Get { key }
+            | Operation::SerializableGet { key } => key,
         }
     }
 
@@ -41,7 +46,9 @@ impl Operation {
     pub fn written_value(&self) -> Option<&str> {
         match self {
             Operation::Put { value, .. } | Operation::CompareAndSwap { value, .. } => Some(value),
-            Operation::Delete { .. } | Operation::Get { .. } => None,
+            Operation::Delete { .. }
+            | Operation::Get { .. }
+            | Operation::SerializableGet { .. } => None,
         }
     }
 }
@@ -74,6 +81,8 @@ pub enum Outcome {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {
     pub client: u64,
+    /// The member the request was sent to.
+    pub member: u64,
     pub operation: Operation,
     pub invoked_at: Duration,
     /// `None` while no answer came (an `Unknown` outcome still has its time).

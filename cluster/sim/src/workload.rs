@@ -1,7 +1,8 @@
-//! The clients of a run: each sends puts, deletes, compare-and-swaps and linearizable reads on
-//! a few shared keys through a member the seed picks, with a deadline on each request; another
-//! request after a timeout goes through whichever member the seed picks next, as a client that
-//! retries through its endpoint list does. Every request and answer is recorded for the checks.
+//! The clients of a run: each sends puts, deletes, compare-and-swaps, linearizable and
+//! serializable reads on a few shared keys through a member the seed picks, with a deadline on
+//! each request; another request after a timeout goes through whichever member the seed picks
+//! next, as a client that retries through its endpoint list does. Every request and answer is
+//! recorded for the checks.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -90,8 +91,9 @@ impl Client {
         let key = self.keys[self.random.random_range(0..self.keys.len())].clone();
         let value = format!("c{}-{}", self.id, self.requests_sent);
         match self.random.random_range(0..100) {
-            0..35 => Operation::Put { key, value },
-            35..65 => Operation::Get { key },
+            0..30 => Operation::Put { key, value },
+            30..55 => Operation::Get { key },
+            55..65 => Operation::SerializableGet { key },
             65..90 => Operation::CompareAndSwap {
                 expected_mod_revision: self.last_seen_mod_revision.get(&key).copied().unwrap_or(0),
                 key,
@@ -136,6 +138,7 @@ impl Client {
         );
         Record {
             client: self.id,
+            member,
             operation,
             invoked_at,
             answered_at: Some(trace.elapsed()),
@@ -188,15 +191,25 @@ async fn execute(backend: &MemberBackend, operation: &Operation) -> Result<Outco
             expected_mod_revision,
             value,
         } => compare_and_swap(backend, key, *expected_mod_revision, value).await,
-        Operation::Get { key } => {
-            let request = RangeRequest::of(KeyRange::single(key.as_bytes()));
-            let answer = backend.read(request, ReadConsistency::Linearizable).await?;
-            Ok(Outcome::Observed {
-                revision: answer.header.revision,
-                value: answer.response.kvs.first().map(observed),
-            })
+        Operation::Get { key } => read(backend, key, ReadConsistency::Linearizable).await,
+        Operation::SerializableGet { key } => {
+            let consistency = ReadConsistency::Serializable { min_revision: None };
+            read(backend, key, consistency).await
         }
     }
+}
+
+async fn read(
+    backend: &MemberBackend,
+    key: &str,
+    consistency: ReadConsistency,
+) -> Result<Outcome, NodeError> {
+    let request = RangeRequest::of(KeyRange::single(key.as_bytes()));
+    let answer = backend.read(request, consistency).await?;
+    Ok(Outcome::Observed {
+        revision: answer.header.revision,
+        value: answer.response.kvs.first().map(observed),
+    })
 }
 
 /// A put of `value` if the key's mod revision is `expected`; on failure, the key as it is, as

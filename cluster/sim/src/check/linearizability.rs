@@ -34,10 +34,11 @@ pub fn check(records: &[Record], histories: &Histories, final_revision: u64) -> 
     let positions = place_operations(records, &changes, &mut violations);
     check_real_time_order(records, &positions, &mut violations);
     for (record, position) in records.iter().zip(&positions) {
-        if position.is_some() {
+        if position.is_some() || is_serializable_read(record) {
             check_observation(record, histories, final_revision, &mut violations);
         }
     }
+    check_serializable_reads_never_go_back(records, &mut violations);
     check_every_change_was_asked_for(records, &changes, &mut violations);
     violations.into_vec()
 }
@@ -103,6 +104,9 @@ fn place_operations(
                     check_acknowledged_change(record, *revision, changes, violations);
                     Some(2 * revision)
                 }
+                // A serializable read may be stale: it has no place in the real-time order, only
+                // its member's own order (`check_serializable_reads_never_go_back`).
+                (Outcome::Observed { .. }, _) if is_serializable_read(record) => None,
                 (Outcome::Observed { revision, .. }, found) => {
                     if found.is_some() {
                         violations.add("failed write took effect", describe(record));
@@ -192,6 +196,43 @@ fn check_real_time_order(
                 );
             }
         }
+    }
+}
+
+fn is_serializable_read(record: &Record) -> bool {
+    matches!(record.operation, Operation::SerializableGet { .. })
+        && matches!(record.outcome, Outcome::Observed { .. })
+}
+
+/// A member never answers a serializable read from an older revision than one it answered
+/// before the read was sent (etcd's promise for serializable reads from one member).
+fn check_serializable_reads_never_go_back(records: &[Record], violations: &mut Violations) {
+    let mut by_member: BTreeMap<u64, Vec<&Record>> = BTreeMap::new();
+    for record in records.iter().filter(|record| is_serializable_read(record)) {
+        by_member.entry(record.member).or_default().push(record);
+    }
+    for reads in by_member.values() {
+        for later in reads {
+            let earlier = reads
+                .iter()
+                .filter(|earlier| earlier.answered_at < Some(later.invoked_at))
+                .max_by_key(|earlier| observed_revision(earlier));
+            if let Some(earlier) = earlier {
+                if observed_revision(earlier) > observed_revision(later) {
+                    violations.add(
+                        "serializable read went back",
+                        format!("{} then {}", describe(earlier), describe(later)),
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn observed_revision(record: &Record) -> u64 {
+    match record.outcome {
+        Outcome::Observed { revision, .. } | Outcome::Changed { revision } => revision,
+        Outcome::Unknown => 0,
     }
 }
 
@@ -299,8 +340,9 @@ fn describe(record: &Record) -> String {
         .answered_at
         .map_or("never".to_owned(), |at| format!("{:.6}s", at.as_secs_f64()));
     format!(
-        "client {} {:?} -> {:?} (invoked {:.6}s, answered {answered})",
+        "client {} at m{} {:?} -> {:?} (invoked {:.6}s, answered {answered})",
         record.client,
+        record.member,
         record.operation,
         record.outcome,
         record.invoked_at.as_secs_f64()

@@ -12,6 +12,7 @@ fn at(milliseconds: u64) -> Duration {
 fn put(client: u64, key: &str, value: &str, span: (u64, u64), outcome: Outcome) -> Record {
     Record {
         client,
+        member: 1,
         operation: Operation::Put {
             key: key.into(),
             value: value.into(),
@@ -31,6 +32,7 @@ fn get(
 ) -> Record {
     Record {
         client,
+        member: 1,
         operation: Operation::Get { key: key.into() },
         invoked_at: at(span.0),
         answered_at: Some(at(span.1)),
@@ -47,6 +49,7 @@ fn get(
 fn cas(client: u64, expected: u64, value: &str, span: (u64, u64), outcome: Outcome) -> Record {
     Record {
         client,
+        member: 1,
         operation: Operation::CompareAndSwap {
             key: "k".into(),
             expected_mod_revision: expected,
@@ -235,4 +238,39 @@ fn a_change_with_unknown_outcome_may_land_after_its_error() {
     ];
     let history = history(&[(2, Some("a"))]);
     assert_eq!(check(&records, &history, 2), vec![]);
+}
+
+fn serializable_get(
+    member: u64,
+    span: (u64, u64),
+    revision: u64,
+    value: Option<(&str, u64)>,
+) -> Record {
+    Record {
+        member,
+        operation: Operation::SerializableGet { key: "k".into() },
+        ..get(9, "k", span, revision, value)
+    }
+}
+
+#[test]
+fn a_stale_serializable_read_passes_but_one_that_goes_back_on_its_member_is_caught() {
+    // Revision 2 read after "b" (revision 3) was acknowledged: stale, which serializable allows.
+    let mut records = correct_records();
+    records.push(serializable_get(2, (21, 22), 2, Some(("a", 2))));
+    records.push(serializable_get(2, (23, 24), 3, Some(("b", 3))));
+    assert_eq!(check(&records, &correct_history(), 5), vec![]);
+    // The same member then answering revision 2 again goes back.
+    records.push(serializable_get(2, (25, 26), 2, Some(("a", 2))));
+    assert_eq!(
+        kinds(&check(&records, &correct_history(), 5)),
+        vec!["serializable read went back"]
+    );
+    // A serializable read must still match the history at its revision.
+    let mut records = correct_records();
+    records.push(serializable_get(3, (21, 22), 3, Some(("a", 2))));
+    assert_eq!(
+        kinds(&check(&records, &correct_history(), 5)),
+        vec!["stale or wrong read"]
+    );
 }
