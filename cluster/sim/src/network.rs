@@ -10,15 +10,16 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::Router;
 use futures::future::BoxFuture;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use revkv_raft::peer::client::CallError;
 use revkv_raft::peer::paths;
-use revkv_raft::peer::simulated::{SimulatedAnswer, SimulatedNetwork};
-use tower::ServiceExt;
+use revkv_raft::peer::simulated::{
+    address_and_path, call_router, SimulatedAnswer, SimulatedNetwork,
+};
 
 use crate::trace::Trace;
 
@@ -145,17 +146,8 @@ impl Network {
         url: String,
         body: Bytes,
     ) -> Result<SimulatedAnswer, CallError> {
-        let uri: axum::http::Uri = url
-            .parse()
-            .map_err(|error| CallError::Unreachable(format!("{url}: not a URL: {error}")))?;
-        let address: SocketAddr = uri
-            .authority()
-            .map(|authority| authority.as_str())
-            .unwrap_or_default()
-            .parse()
-            .map_err(|error| CallError::Unreachable(format!("{url}: {error}")))?;
+        let (address, path) = address_and_path(&url)?;
         let to = lock(&self.members).get(&address).copied().unwrap_or(0);
-        let path = uri.path().to_owned();
         let plan = self.plan();
         let call = format!("m{from}->m{to} {path} {}B", body.len());
         if plan.request_lost || self.is_cut(from, to) {
@@ -175,10 +167,10 @@ impl Network {
             let copy = (router.clone(), path.clone(), body.clone());
             tokio::spawn(async move {
                 tokio::time::sleep(extra_delay).await;
-                let _ignored = deliver(copy.0, &copy.1, copy.2).await;
+                let _ignored = call_router(copy.0, &copy.1, copy.2, MAX_ANSWER_BYTES).await;
             });
         }
-        let answer = deliver(router, &path, body).await?;
+        let answer = call_router(router, &path, body, MAX_ANSWER_BYTES).await?;
         if plan.answer_lost || self.is_cut(to, from) {
             self.trace
                 .record(Some(from), None, format!("{call} answer lost"));
@@ -190,22 +182,6 @@ impl Network {
             .record(Some(from), None, format!("{call} answered {status}"));
         Ok(answer)
     }
-}
-
-/// Hands one call to a member's peer server and reads its whole answer.
-async fn deliver(router: Router, path: &str, body: Bytes) -> Result<SimulatedAnswer, CallError> {
-    let request = axum::http::Request::post(path)
-        .body(Body::from(body))
-        .map_err(|error| CallError::BadAnswer(error.to_string()))?;
-    let response = match router.oneshot(request).await {
-        Ok(response) => response,
-        Err(never) => match never {},
-    };
-    let status = response.status().as_u16();
-    let body = axum::body::to_bytes(response.into_body(), MAX_ANSWER_BYTES)
-        .await
-        .map_err(|error| CallError::BadAnswer(error.to_string()))?;
-    Ok(SimulatedAnswer { status, body })
 }
 
 /// One member's handle on the network.

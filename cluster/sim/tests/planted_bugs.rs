@@ -3,13 +3,15 @@
 //! the kind of violation the bug causes. This is the evidence that a clean soak means something.
 
 use revkv_sim::check::Violation;
-use revkv_sim::{run_seed, SimOptions};
+use revkv_sim::SimOptions;
+
+use crate::seeds::run;
 
 /// Runs seeds 1, 2, ... up to `most_seeds` on this thread (where the planted switch is armed)
 /// until one reports a violation; answers that seed and the violation.
 fn first_seed_that_fails(most_seeds: u64) -> Option<(u64, Violation)> {
     (1..=most_seeds).find_map(|seed| {
-        let report = run_seed(seed, &SimOptions::default()).expect("a run");
+        let report = run(seed, &SimOptions::default());
         report
             .violations
             .into_iter()

@@ -3,7 +3,13 @@
 
 use std::time::Duration;
 
-use revkv_sim::{run_seed, SimOptions};
+use revkv_sim::{run_seed, RunReport, SimOptions};
+
+/// Runs `seed`, or fails the test with why it could not run (a `RUSTFLAGS` variable that dropped
+/// `--cfg tokio_unstable`, say) in words rather than a debug dump.
+pub fn run(seed: u64, options: &SimOptions) -> RunReport {
+    run_seed(seed, options).unwrap_or_else(|error| panic!("seed {seed} did not run: {error}"))
+}
 
 fn short_run() -> SimOptions {
     SimOptions {
@@ -14,9 +20,9 @@ fn short_run() -> SimOptions {
 
 #[test]
 fn the_same_seed_runs_the_same_events_and_another_seed_does_not() {
-    let first = run_seed(7, &short_run()).expect("a run");
-    let again = run_seed(7, &short_run()).expect("a run");
-    let other = run_seed(8, &short_run()).expect("a run");
+    let first = run(7, &short_run());
+    let again = run(7, &short_run());
+    let other = run(8, &short_run());
     assert!(
         first.operations > 0 && first.trace.len() > 1_000,
         "the run did something"
@@ -42,7 +48,7 @@ fn a_fixed_set_of_seeds_under_every_fault_passes_every_check() {
                 if seed > *CI_SEEDS.end() {
                     return;
                 }
-                let report = run_seed(seed, &options).expect("a run");
+                let report = run(seed, &options);
                 assert!(report.operations > 0, "seed {seed} ran no operation");
                 if let Some(violation) = report.violations.first() {
                     let failure = format!(

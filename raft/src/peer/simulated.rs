@@ -156,15 +156,7 @@ impl LoopbackNetwork {
         url: String,
         body: Bytes,
     ) -> Result<SimulatedAnswer, CallError> {
-        let uri: axum::http::Uri = url
-            .parse()
-            .map_err(|error| CallError::Unreachable(format!("{url}: not a URL: {error}")))?;
-        let address: SocketAddr = uri
-            .authority()
-            .map(|authority| authority.as_str())
-            .unwrap_or_default()
-            .parse()
-            .map_err(|error| CallError::Unreachable(format!("{url}: {error}")))?;
+        let (address, path) = address_and_path(&url)?;
         let to = lock(&self.members).get(&address).copied();
         if to.is_some_and(|to| lock(&self.cut).contains(&(from, to))) {
             self.lost.fetch_add(1, Ordering::Relaxed);
@@ -174,20 +166,47 @@ impl LoopbackNetwork {
         let Some(router) = lock(&self.routers).get(&address).cloned() else {
             return Err(CallError::Unreachable(format!("{url}: nobody serves it")));
         };
-        let request = axum::http::Request::post(uri.path())
-            .body(Body::from(body))
-            .map_err(|error| CallError::BadAnswer(error.to_string()))?;
-        let response = match router.oneshot(request).await {
-            Ok(response) => response,
-            Err(never) => match never {},
-        };
-        let status = response.status().as_u16();
-        let body = axum::body::to_bytes(response.into_body(), MAX_LOOPBACK_ANSWER_BYTES)
-            .await
-            .map_err(|error| CallError::BadAnswer(error.to_string()))?;
+        let answer = call_router(router, &path, body, MAX_LOOPBACK_ANSWER_BYTES).await?;
         self.delivered.fetch_add(1, Ordering::Relaxed);
-        Ok(SimulatedAnswer { status, body })
+        Ok(answer)
     }
+}
+
+/// The peer address a simulated call's URL names (the network's key for the member serving it)
+/// and the path it calls.
+pub fn address_and_path(url: &str) -> Result<(SocketAddr, String), CallError> {
+    let uri: axum::http::Uri = url
+        .parse()
+        .map_err(|error| CallError::Unreachable(format!("{url}: not a URL: {error}")))?;
+    let address: SocketAddr = uri
+        .authority()
+        .map(|authority| authority.as_str())
+        .unwrap_or_default()
+        .parse()
+        .map_err(|error| CallError::Unreachable(format!("{url}: {error}")))?;
+    Ok((address, uri.path().to_owned()))
+}
+
+/// Hands one call (a POST of `body` to `path`) to a member's peer router, in the calling task,
+/// and reads its whole answer, refusing one over `max_answer_bytes`.
+pub async fn call_router(
+    router: Router,
+    path: &str,
+    body: Bytes,
+    max_answer_bytes: usize,
+) -> Result<SimulatedAnswer, CallError> {
+    let request = axum::http::Request::post(path)
+        .body(Body::from(body))
+        .map_err(|error| CallError::BadAnswer(error.to_string()))?;
+    let response = match router.oneshot(request).await {
+        Ok(response) => response,
+        Err(never) => match never {},
+    };
+    let status = response.status().as_u16();
+    let body = axum::body::to_bytes(response.into_body(), max_answer_bytes)
+        .await
+        .map_err(|error| CallError::BadAnswer(error.to_string()))?;
+    Ok(SimulatedAnswer { status, body })
 }
 
 /// One member's handle on a [`LoopbackNetwork`].
