@@ -82,6 +82,16 @@ async fn serve(args: ServeArgs) -> ExitCode {
         Err(error) => return fail(&error),
     };
     let client_tls = config.client_tls.clone();
+    // The gRPC port is bound before the member starts, so that once the HTTP port answers ready
+    // the gRPC port accepts connections too (they wait in the backlog until its server runs): a
+    // client that waits for readiness and then dials gRPC is never refused.
+    let grpc_listener = match listen_grpc {
+        Some(address) => match bind_grpc(address).await {
+            Ok(listener) => Some(listener),
+            Err(error) => return fail(&error),
+        },
+        None => None,
+    };
     let node = match Node::start(config).await {
         Ok(node) => node,
         Err(error) => return fail(&error.to_string()),
@@ -89,8 +99,8 @@ async fn serve(args: ServeArgs) -> ExitCode {
     if let Err(error) = allocator::report_to(node.backend().metrics()) {
         tracing::warn!(%error, "the allocator's figures will be missing from the metrics");
     }
-    let grpc = match listen_grpc {
-        Some(address) => match start_grpc(&node, address, client_tls, grpc_limits).await {
+    let grpc = match grpc_listener {
+        Some(listener) => match start_grpc(&node, listener, client_tls, grpc_limits) {
             Ok(stop) => Some(stop),
             Err(error) => {
                 let _ = node.shutdown().await;
@@ -130,17 +140,25 @@ fn fail_stop(reason: &str) -> ! {
     std::process::exit(EXIT_DISK_FAULT);
 }
 
-/// Starts etcd's gRPC API beside the member on `address`, with the client listener's TLS; the
+/// Binds the gRPC port (`--listen-grpc`); "cannot listen" in the error is what the test harness
+/// looks for to retry a lost port race.
+async fn bind_grpc(address: std::net::SocketAddr) -> Result<tokio::net::TcpListener, String> {
+    tokio::net::TcpListener::bind(address)
+        .await
+        .map_err(|error| format!("cannot listen for gRPC on {address}: {error}"))
+}
+
+/// Starts etcd's gRPC API beside the member on `listener`, with the client listener's TLS; the
 /// returned sender stops it.
-async fn start_grpc(
+fn start_grpc(
     node: &Node,
-    address: std::net::SocketAddr,
+    listener: tokio::net::TcpListener,
     tls: Option<revkv_tls::ServerTls>,
     limits: revkv_grpc::GrpcLimits,
 ) -> Result<tokio::sync::oneshot::Sender<()>, String> {
-    let listener = tokio::net::TcpListener::bind(address)
-        .await
-        .map_err(|error| format!("cannot listen for gRPC on {address}: {error}"))?;
+    let address = listener
+        .local_addr()
+        .map_err(|error| format!("the gRPC listener has no address: {error}"))?;
     let server = revkv_grpc::GrpcServer {
         backend: node.backend().clone(),
         metrics: Some(node.backend().metrics().clone()),
