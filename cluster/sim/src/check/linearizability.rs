@@ -211,19 +211,31 @@ fn check_serializable_reads_never_go_back(records: &[Record], violations: &mut V
     for record in records.iter().filter(|record| is_serializable_read(record)) {
         by_member.entry(record.member).or_default().push(record);
     }
-    for reads in by_member.values() {
-        for later in reads {
-            let earlier = reads
-                .iter()
-                .filter(|earlier| earlier.answered_at < Some(later.invoked_at))
-                .max_by_key(|earlier| observed_revision(earlier));
-            if let Some(earlier) = earlier {
-                if observed_revision(earlier) > observed_revision(later) {
-                    violations.add(
-                        "serializable read went back",
-                        format!("{} then {}", describe(earlier), describe(later)),
-                    );
+    for reads in by_member.values_mut() {
+        // One sweep, as for the real-time order: reads by invocation, with the highest revision
+        // among the reads answered before each one was sent.
+        let mut by_answer = reads.clone();
+        by_answer.sort_by_key(|read| read.answered_at);
+        reads.sort_by_key(|read| read.invoked_at);
+        let mut answered = by_answer.into_iter().peekable();
+        let mut highest: Option<&Record> = None;
+        for later in reads.iter() {
+            while let Some(earlier) =
+                answered.next_if(|earlier| earlier.answered_at < Some(later.invoked_at))
+            {
+                if highest
+                    .is_none_or(|highest| observed_revision(earlier) > observed_revision(highest))
+                {
+                    highest = Some(earlier);
                 }
+            }
+            if let Some(earlier) =
+                highest.filter(|earlier| observed_revision(earlier) > observed_revision(later))
+            {
+                violations.add(
+                    "serializable read went back",
+                    format!("{} then {}", describe(earlier), describe(later)),
+                );
             }
         }
     }
