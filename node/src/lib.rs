@@ -13,7 +13,7 @@ pub mod http;
 mod metrics_feed;
 pub mod node;
 #[cfg(feature = "planted-bugs")]
-pub mod planted_bugs;
+pub use revkv_raft::planted_bugs;
 pub mod range_view;
 pub mod space_quota;
 pub mod three_way_merge;

@@ -87,6 +87,9 @@ impl MemberInner {
                     needs_checkpoint_clear,
                 } => (granted_ttl_seconds, needs_checkpoint_clear),
                 Renewal::NotFound => return Err(PeerError::LeaseNotFound(id)),
+                Renewal::Expired => {
+                    return Err(self.wait_for_the_revoke_of_an_expired_lease(id).await)
+                }
                 Renewal::NotLeading => {
                     return Err(PeerError::Unavailable(
                         "leadership moved during the keep-alive; retry".into(),
@@ -104,6 +107,42 @@ impl MemberInner {
         }
         self.config.lease_events.kept_alive();
         Ok(granted_ttl_seconds)
+    }
+
+    /// A keep-alive reached lease `id` after its deadline: waits (bounded) until its revoke is
+    /// applied here and answers "not found", as etcd's lessor does, so the client that hears it
+    /// will not find the lease's keys. If this member stops leading first, the next leader may
+    /// restart the lease, so the answer is "unavailable" and the client retries there.
+    async fn wait_for_the_revoke_of_an_expired_lease(&self, id: i64) -> PeerError {
+        let timeout = self.config.peer_limits.call_timeout;
+        let mut applied = self.applied.clone();
+        let mut metrics = self.raft.metrics();
+        let waited = tokio::time::timeout(timeout, async {
+            loop {
+                if !self.lessor.contains(id) {
+                    return PeerError::LeaseNotFound(id);
+                }
+                if self.lead_leases_caught_up().is_err() {
+                    return PeerError::Unavailable(
+                        "leadership moved while an expired lease's revoke was on its way; retry"
+                            .into(),
+                    );
+                }
+                let stopping = tokio::select! {
+                    changed = applied.changed() => changed.is_err(),
+                    changed = metrics.changed() => changed.is_err(),
+                };
+                if stopping {
+                    return PeerError::Unavailable("the member is stopping".into());
+                }
+            }
+        })
+        .await;
+        waited.unwrap_or_else(|_| {
+            PeerError::Unavailable(format!(
+                "lease {id} expired and its revoke did not apply in {timeout:?}; retry"
+            ))
+        })
     }
 
     /// The granted and remaining TTL of lease `id` (and its keys, when asked) on this member,

@@ -93,8 +93,12 @@ pub enum Renewal {
         /// checkpoint and expire it early.
         needs_checkpoint_clear: bool,
     },
-    /// Unknown, or already past its deadline.
+    /// Unknown (never granted, or its revoke is applied).
     NotFound,
+    /// Past its deadline, its revoke not applied yet. It cannot be renewed; as in etcd, the
+    /// caller waits for the revoke before it answers "not found", so that a client told its
+    /// lease is gone finds its keys gone too.
+    Expired,
     /// This member stopped leading.
     NotLeading,
 }
@@ -136,6 +140,16 @@ impl LessorState {
 #[derive(Debug, Default)]
 pub struct Lessor {
     state: Mutex<LessorState>,
+}
+
+/// How far a renewal moves a lease's deadline past the leader's confirmation: its granted TTL
+/// (half of it when the simulator's test plants that bug).
+fn renewal_length(granted_ttl: Duration) -> Duration {
+    #[cfg(feature = "planted-bugs")]
+    if crate::planted_bugs::leases_are_renewed_to_half_their_ttl() {
+        return granted_ttl / 2;
+    }
+    granted_ttl
 }
 
 fn ttl_of(granted_ttl_seconds: i64) -> Duration {
@@ -287,9 +301,11 @@ impl Lessor {
             return Renewal::NotFound;
         };
         if clock.deadline <= now {
-            return Renewal::NotFound;
+            return Renewal::Expired;
         }
-        clock.deadline = clock.deadline.max(confirmed_at + clock.granted_ttl);
+        clock.deadline = clock
+            .deadline
+            .max(confirmed_at + renewal_length(clock.granted_ttl));
         let needs_checkpoint_clear = clock.checkpoint.is_some() || clock.checkpoints_in_flight > 0;
         if !needs_checkpoint_clear {
             // Without a checkpoint the renewal lives only here; the clear's apply reschedules

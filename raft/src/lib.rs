@@ -39,6 +39,8 @@ pub mod member;
 mod member_inner;
 mod member_start;
 pub mod peer;
+#[cfg(feature = "planted-bugs")]
+pub mod planted_bugs;
 mod publish_addresses;
 pub mod restore;
 pub mod restore_progress;

@@ -1,13 +1,17 @@
 //! Bugs a test can plant in the members running on its thread, to show that the deterministic
 //! simulator (`cluster/sim`) finds them. Compiled only with the `planted-bugs` feature, which only
-//! the simulator's tests turn on: the server binary has none of this code. Each switch belongs to
-//! the thread that sets it, so a seed with a planted bug and a clean seed can run side by side on
-//! two threads of one process.
+//! the simulator's tests turn on (through `revkv-node`'s feature of the same name): the server
+//! binary has none of this code. Each switch belongs to the thread that sets it, so a seed with a
+//! planted bug and a clean seed can run side by side on two threads of one process.
+//!
+//! The switches live in the lowest crate that has a bug to plant; `revkv_node::planted_bugs` is
+//! this module.
 
 use std::cell::Cell;
 
 thread_local! {
     static LINEARIZABLE_READS_SERVED_LOCALLY: Cell<bool> = const { Cell::new(false) };
+    static KEEP_ALIVE_RENEWS_TO_HALF_TTL: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Plants (or removes) the bug of serving a linearizable read from the member's local state,
@@ -18,6 +22,17 @@ pub fn serve_linearizable_reads_locally(planted: bool) {
 }
 
 /// Whether that bug is planted on this thread.
-pub(crate) fn linearizable_reads_are_served_locally() -> bool {
+pub fn linearizable_reads_are_served_locally() -> bool {
     LINEARIZABLE_READS_SERVED_LOCALLY.with(Cell::get)
+}
+
+/// Plants (or removes) the bug of a keep-alive that renews a lease to half its granted TTL while
+/// answering the whole TTL: a client that renews on schedule sees its lease expire early.
+pub fn renew_leases_to_half_their_ttl(planted: bool) {
+    KEEP_ALIVE_RENEWS_TO_HALF_TTL.with(|switch| switch.set(planted));
+}
+
+/// Whether that bug is planted on this thread.
+pub(crate) fn leases_are_renewed_to_half_their_ttl() -> bool {
+    KEEP_ALIVE_RENEWS_TO_HALF_TTL.with(Cell::get)
 }

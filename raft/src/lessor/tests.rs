@@ -80,7 +80,7 @@ fn renewal_restarts_the_ttl_from_the_confirmation_and_an_expired_lease_stays_exp
         (5, 5)
     );
     let past = confirmed + Duration::from_secs(6);
-    assert_eq!(lessor.renew(7, past, past), Renewal::NotFound);
+    assert_eq!(lessor.renew(7, past, past), Renewal::Expired);
     assert_eq!(lessor.renew(8, start, start), Renewal::NotFound);
     lessor.follow_role(false, true, 1, start);
     assert_eq!(lessor.renew(7, start, start), Renewal::NotLeading);
