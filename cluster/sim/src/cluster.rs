@@ -1,10 +1,12 @@
 //! The members of one run: real `Node`s (raft, store, watch hub, background tasks, exactly what
 //! `revkv serve` runs) on the simulated network, their files in the run's own directory. A
-//! member can be stopped and started again on the same files, as an operator restarts one.
+//! member can be stopped and started again on the same files, as an operator restarts one. New
+//! members start empty and wait to be added (`revkv serve --join`), and a member removed from
+//! the cluster is retired: stopped, and never counted again.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -17,7 +19,12 @@ use crate::trace::Trace;
 
 /// The members of a run, running or stopped.
 pub struct Cluster {
-    configs: BTreeMap<u64, NodeConfig>,
+    /// The members the run counts: the founders and every member that joined, less the retired.
+    configs: Mutex<BTreeMap<u64, NodeConfig>>,
+    /// The id the next joining member takes.
+    next_id: Mutex<u64>,
+    directory: PathBuf,
+    network: Arc<Network>,
     running: Mutex<BTreeMap<u64, Arc<Node>>>,
     /// The operations of each stopped member's last run, until whoever still held them (a
     /// client's request, a watcher) lets go.
@@ -44,42 +51,65 @@ impl Cluster {
             (1..=7).contains(&size),
             "a simulated cluster has 1 to 7 members"
         );
-        let initial_cluster: BTreeMap<u64, MemberNode> = (1..=size)
-            .map(|id| {
-                let node = MemberNode {
-                    peer_url: format!("http://{}", address(id, PEER_PORT)),
-                    client_url: format!("http://{}", address(id, CLIENT_PORT)),
-                    grpc_url: None,
-                };
-                (id, node)
-            })
-            .collect();
+        let initial_cluster: BTreeMap<u64, MemberNode> =
+            (1..=size).map(|id| (id, advertised(id))).collect();
         let configs = (1..=size)
             .map(|id| {
-                let mut config = NodeConfig::single_member(
-                    directory.join(format!("member-{id}")),
-                    address(id, CLIENT_PORT),
-                    address(id, PEER_PORT),
-                );
-                config.member.id = id;
-                config.member.advertise = initial_cluster[&id].clone();
+                let mut config = member_config(id, directory, network);
                 config.member.initial_cluster = initial_cluster.clone();
-                let link = network.link(id, address(id, PEER_PORT));
-                config.member.peer_network = PeerNetwork::simulated(link);
                 (id, config)
             })
             .collect();
         Cluster {
-            configs,
+            configs: Mutex::new(configs),
+            next_id: Mutex::new(size + 1),
+            directory: directory.to_path_buf(),
+            network: network.clone(),
             running: Mutex::default(),
             stopped: Mutex::default(),
             trace,
         }
     }
 
-    /// Every member's id.
+    /// Every member's id, running or stopped, retired ones left out.
     pub fn ids(&self) -> Vec<u64> {
-        self.configs.keys().copied().collect()
+        lock(&self.configs).keys().copied().collect()
+    }
+
+    /// Member `id`'s peer URL, by which it is added.
+    pub fn peer_url(id: u64) -> String {
+        format!("http://{}", address(id, PEER_PORT))
+    }
+
+    /// Starts a new, empty member that waits to be added (`revkv serve --join`); answers its id.
+    /// It counts as a member from here on, until it is retired.
+    pub async fn join(&self) -> Result<u64, NodeError> {
+        let id = {
+            let mut next_id = lock(&self.next_id);
+            let id = *next_id;
+            *next_id += 1;
+            id
+        };
+        assert!(
+            id <= MAX_MEMBER_ID,
+            "a run adds at most {MAX_MEMBER_ID} members"
+        );
+        let mut config = member_config(id, &self.directory, &self.network);
+        config.member.join = true;
+        lock(&self.configs).insert(id, config);
+        if let Err(error) = self.start(id).await {
+            lock(&self.configs).remove(&id);
+            return Err(error);
+        }
+        Ok(id)
+    }
+
+    /// Stops member `id` for good, as an operator does after removing it from the cluster.
+    pub async fn retire(&self, id: u64) {
+        let stopped = self.stop(id).await;
+        lock(&self.configs).remove(&id);
+        self.trace
+            .record(Some(id), None, format!("member retired ({stopped:?})"));
     }
 
     /// The ids of the members running now.
@@ -96,7 +126,9 @@ impl Cluster {
 
     /// Starts member `id` on its files (a new member's are created).
     pub async fn start(&self, id: u64) -> Result<(), NodeError> {
-        let config = self.configs[&id].clone();
+        let config = lock(&self.configs).get(&id).cloned().ok_or_else(|| {
+            NodeError::Internal(format!("member {id} is not one of the run's members"))
+        })?;
         self.wait_for_release(id).await;
         self.trace.record(Some(id), None, "member starting".into());
         let node = Node::start_simulated(config, address(id, PEER_PORT)).await?;
@@ -138,6 +170,32 @@ impl Cluster {
             let _ = self.stop(id).await;
         }
     }
+}
+
+/// The highest id a member of a run may have: its address is 10.0.0.id.
+const MAX_MEMBER_ID: u64 = 250;
+
+/// How the others reach member `id`.
+fn advertised(id: u64) -> MemberNode {
+    MemberNode {
+        peer_url: Cluster::peer_url(id),
+        client_url: format!("http://{}", address(id, CLIENT_PORT)),
+        grpc_url: None,
+    }
+}
+
+/// Member `id`'s config, its files under `directory`, on `network`.
+fn member_config(id: u64, directory: &Path, network: &Arc<Network>) -> NodeConfig {
+    let mut config = NodeConfig::single_member(
+        directory.join(format!("member-{id}")),
+        address(id, CLIENT_PORT),
+        address(id, PEER_PORT),
+    );
+    config.member.id = id;
+    config.member.advertise = advertised(id);
+    let link = network.link(id, address(id, PEER_PORT));
+    config.member.peer_network = PeerNetwork::simulated(link);
+    config
 }
 
 /// Each holder makes one insert or removal, so the map stays whole.

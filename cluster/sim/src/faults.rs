@@ -1,8 +1,8 @@
 //! The faults of a run, one after another, each chosen and timed by the seed: links cut (one
 //! member isolated, one direction of one link, or the cluster split in two), the network made
-//! lossy, slow and duplicating, a member stopped and started again, and leadership handed to
-//! another member. Each fault lasts a drawn time and is undone before the next, and at most one
-//! member is down at a time.
+//! lossy, slow and duplicating, a member stopped and started again, leadership handed to
+//! another member, and members added and removed (`membership.rs`). Each fault lasts a drawn
+//! time and is undone before the next, and at most one member is down at a time.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +12,7 @@ use rand::{RngExt, SeedableRng};
 use revkv_node::KvBackend;
 
 use crate::cluster::Cluster;
+use crate::membership::change_membership;
 use crate::network::{LinkQuality, Network};
 use crate::trace::Trace;
 
@@ -26,14 +27,17 @@ pub enum FaultKind {
     Restart,
     /// The leader asked to hand leadership to another member.
     Transfer,
+    /// Members added (up to five) and removed (down to three), the leader too.
+    Membership,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 4] = [
+    pub const ALL: [FaultKind; 5] = [
         FaultKind::Partition,
         FaultKind::Network,
         FaultKind::Restart,
         FaultKind::Transfer,
+        FaultKind::Membership,
     ];
 }
 
@@ -75,6 +79,7 @@ pub async fn run_faults(
             FaultKind::Network => degrade(&mut random, &network, &trace, lasting).await,
             FaultKind::Restart => restart(&mut random, &cluster, &trace, lasting).await,
             FaultKind::Transfer => transfer(&mut random, &cluster, &trace).await,
+            FaultKind::Membership => change_membership(&mut random, &cluster, &trace).await,
         }
     }
     injected

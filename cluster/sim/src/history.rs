@@ -119,3 +119,38 @@ pub enum WatchReceived {
         revision: u64,
     },
 }
+
+/// What a lease client did and saw, in order, for the lease check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LeaseEvent {
+    /// A grant or a keep-alive sent at `sent_at` was acknowledged with `ttl`: the leader renewed
+    /// the lease after the request was sent, so it lives at least until `sent_at + ttl`.
+    Renewed {
+        lease: i64,
+        sent_at: Duration,
+        ttl: Duration,
+    },
+    /// A put of `key` with the lease attached was acknowledged.
+    Attached { lease: i64, key: String },
+    /// A keep-alive answered at `answered_at` that the lease is not found: it has ended, and
+    /// (as in etcd) its keys are already deleted.
+    NotFound {
+        lease: i64,
+        sent_at: Duration,
+        answered_at: Duration,
+    },
+    /// A linearizable read of attached `key`, sent after the put was acknowledged. Only the
+    /// lease deletes those keys, so finding nothing means the lease has ended.
+    KeyRead {
+        lease: i64,
+        key: String,
+        invoked_at: Duration,
+        answered_at: Duration,
+        revision: u64,
+        present: bool,
+    },
+    /// The client sent a revoke at `sent_at`: from then on the lease may end at any moment.
+    RevokeSent { lease: i64, sent_at: Duration },
+    /// That revoke was acknowledged: every attached key must be gone.
+    Revoked { lease: i64 },
+}

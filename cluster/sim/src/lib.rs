@@ -7,13 +7,16 @@
 //! stretch of simulated time, heals the cluster, waits until every member applied the same
 //! revision, reads the store's history back and checks it: linearizable client histories
 //! (`check::linearizability`), watches without gaps, repeats or early bookmarks
-//! (`check::watches`), and the same key space on every member. `revkv-sim` (src/main.rs) runs
+//! (`check::watches`), leases that never end early and end all at once (`check::leases`), and the
+//! same key space on every member. `revkv-sim` (src/main.rs) runs
 //! many seeds in parallel and replays one with its trace.
 
 pub mod check;
 pub mod cluster;
 pub mod faults;
 pub mod history;
+pub mod leases;
+pub mod membership;
 pub mod network;
 pub mod run;
 pub mod runtime;

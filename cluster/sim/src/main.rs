@@ -32,6 +32,9 @@ struct Arguments {
     members: u64,
     #[arg(long, default_value_t = 3)]
     clients: u64,
+    /// Clients that each hold one lease at a time.
+    #[arg(long, default_value_t = 1)]
+    lease_clients: u64,
     /// Replay this one seed and print its trace instead of soaking.
     #[arg(long)]
     replay: Option<u64>,
@@ -48,6 +51,7 @@ impl Arguments {
         SimOptions {
             members: self.members,
             clients: self.clients,
+            lease_clients: self.lease_clients,
             workload: Duration::from_secs(self.workload_seconds),
             faults: self
                 .faults
@@ -66,11 +70,12 @@ impl Arguments {
             .map(|kind| format!("{kind:?}").to_lowercase())
             .collect();
         format!(
-            "scripts/sim.sh --replay {seed} --faults {} --workload-seconds {} --members {} --clients {}",
+            "scripts/sim.sh --replay {seed} --faults {} --workload-seconds {} --members {} --clients {} --lease-clients {}",
             if faults.is_empty() { "''".to_owned() } else { faults.join(",") },
             self.workload_seconds,
             self.members,
-            self.clients
+            self.clients,
+            self.lease_clients
         )
     }
 }

@@ -12,7 +12,8 @@ use crate::check::linearizability::Histories;
 use crate::check::{self, Violation};
 use crate::cluster::Cluster;
 use crate::faults::{run_faults, FaultKind, CALM};
-use crate::history::{Version, WatchRecord};
+use crate::history::{LeaseEvent, Version, WatchRecord};
+use crate::leases::LeaseClient;
 use crate::network::Network;
 use crate::runtime::{SimulationRuntimeError, SimulationThread};
 use crate::trace::Trace;
@@ -25,6 +26,8 @@ pub struct SimOptions {
     pub members: u64,
     pub clients: u64,
     pub watchers: u64,
+    /// Clients that each hold one lease at a time, with keys attached (`crate::leases`).
+    pub lease_clients: u64,
     pub keys: u64,
     /// Simulated time the clients and faults run for.
     pub workload: Duration,
@@ -37,6 +40,7 @@ impl Default for SimOptions {
             members: 3,
             clients: 3,
             watchers: 2,
+            lease_clients: 1,
             keys: 4,
             workload: Duration::from_secs(20),
             faults: FaultKind::ALL.to_vec(),
@@ -142,6 +146,17 @@ async fn simulate(seed: u64, options: &SimOptions, directory: &std::path::Path) 
         );
         clients.push(tokio::spawn(run));
     }
+    let lease_events = Arc::new(Mutex::new(Vec::<LeaseEvent>::new()));
+    for id in 1..=options.lease_clients {
+        let client = LeaseClient::new(
+            id,
+            seed,
+            cluster.clone(),
+            trace.clone(),
+            lease_events.clone(),
+        );
+        clients.push(tokio::spawn(client.run(workload_end)));
+    }
     let faults = run_faults(
         seed,
         options.faults.clone(),
@@ -167,6 +182,9 @@ async fn simulate(seed: u64, options: &SimOptions, directory: &std::path::Path) 
             }
         }
     }
+    if let Err(why) = wait_for_leases_to_end(&cluster).await {
+        violations.push(failure("lease never ended", why));
+    }
     let final_revision = match settle(&cluster, &trace).await {
         Ok(revision) => revision,
         Err(why) => {
@@ -174,7 +192,10 @@ async fn simulate(seed: u64, options: &SimOptions, directory: &std::path::Path) 
             0
         }
     };
-    let histories = read_histories(&cluster, options, &mut violations).await;
+    let histories = read_histories(&cluster, keys(options.keys), &mut violations).await;
+    let lease_events = std::mem::take(&mut *lease_events.lock().unwrap_or_else(|p| p.into_inner()));
+    let lease_histories =
+        read_histories(&cluster, attached_keys(&lease_events), &mut violations).await;
     violations.extend(check_hashes(&cluster, final_revision).await);
     // Give the watches the time to deliver what is left, then stop them.
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -195,6 +216,11 @@ async fn simulate(seed: u64, options: &SimOptions, directory: &std::path::Path) 
         violations.extend(check::watches::check(
             &watch_records,
             &histories,
+            final_revision,
+        ));
+        violations.extend(check::leases::check(
+            &lease_events,
+            &lease_histories,
             final_revision,
         ));
     }
@@ -220,6 +246,30 @@ async fn simulate(seed: u64, options: &SimOptions, directory: &std::path::Path) 
 
 fn failure(kind: &'static str, detail: String) -> Violation {
     Violation { kind, detail }
+}
+
+/// How long, in simulated time, the leases left at the end of the workload may take to expire:
+/// the longest TTL several times over, for the elections the heal may start.
+const LEASE_END_DEADLINE: Duration = Duration::from_secs(60);
+
+/// Waits until no lease is left: the lease clients' last leases, and any a grant that timed out
+/// made, expire by themselves once nobody keeps them alive. A lease that outlives the deadline
+/// is a lease that never expires. Waiting also keeps expiries out of the settled revision.
+async fn wait_for_leases_to_end(cluster: &Cluster) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + LEASE_END_DEADLINE;
+    let mut left = String::from("no answer");
+    while tokio::time::Instant::now() < deadline {
+        let backend = cluster.ids().first().and_then(|id| cluster.backend(*id));
+        if let Some(backend) = backend {
+            match backend.lease_ids().await {
+                Ok((_, ids)) if ids.is_empty() => return Ok(()),
+                Ok((_, ids)) => left = format!("leases {ids:?}"),
+                Err(error) => left = error.to_string(),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(format!("after {LEASE_END_DEADLINE:?}: {left}"))
 }
 
 /// The key of the write that ends a run, outside the workload's prefix.
@@ -289,17 +339,29 @@ async fn converge(cluster: &Cluster, at_least: u64) -> Result<u64, String> {
     ))
 }
 
-/// Every key's whole history, read linearizably from the first member.
+/// The keys the lease clients attached to their leases.
+fn attached_keys(events: &[LeaseEvent]) -> Vec<String> {
+    let keys: std::collections::BTreeSet<&String> = events
+        .iter()
+        .filter_map(|event| match event {
+            LeaseEvent::Attached { key, .. } => Some(key),
+            _ => None,
+        })
+        .collect();
+    keys.into_iter().cloned().collect()
+}
+
+/// The whole history of each of `keys`, read linearizably from the first member.
 async fn read_histories(
     cluster: &Cluster,
-    options: &SimOptions,
+    keys: Vec<String>,
     violations: &mut Vec<Violation>,
 ) -> Histories {
     let mut histories = Histories::new();
     let Some(backend) = cluster.ids().first().and_then(|id| cluster.backend(*id)) else {
         return histories;
     };
-    for key in keys(options.keys) {
+    for key in keys {
         let mut versions = Vec::new();
         let mut from = None;
         loop {

@@ -33,3 +33,18 @@ fn a_linearizable_read_served_locally_is_found_within_five_seeds() {
     let stale = ["real-time order", "stale or wrong read"];
     assert!(stale.contains(&violation.kind), "seed {seed}: {violation}");
 }
+
+/// A keep-alive that renews a lease to half its TTL while answering the whole TTL: a client that
+/// renews after more than half the TTL sees its keys gone before the promised time.
+#[test]
+fn a_keep_alive_that_renews_to_half_the_ttl_is_found_within_five_seeds() {
+    revkv_node::planted_bugs::renew_leases_to_half_their_ttl(true);
+    let found = first_seed_that_fails(5);
+    revkv_node::planted_bugs::renew_leases_to_half_their_ttl(false);
+    let (seed, violation) = found.expect("the planted short renewal is found within five seeds");
+    eprintln!("the planted short renewal was found at seed {seed}: {violation}");
+    assert_eq!(
+        violation.kind, "lease expired early",
+        "seed {seed}: {violation}"
+    );
+}

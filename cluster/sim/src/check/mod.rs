@@ -1,6 +1,7 @@
 //! The checks every run must pass. Each takes the run's plain records (`crate::history`) and
 //! answers the violations it found; an empty answer is a clean run.
 
+pub mod leases;
 pub mod linearizability;
 pub mod watches;
 

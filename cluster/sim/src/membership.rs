@@ -1,0 +1,163 @@
+//! The membership fault: the cluster grows to five, shrinks back to three, and has members
+//! replaced, the leader among those removed as often as any other, as an operator's
+//! `member add` and `member remove` do while clients keep working. A change that failed or timed
+//! out may still have taken effect, so after each the run asks the leader which members the
+//! cluster has and follows it: a member the cluster no longer has is retired, and one it never
+//! added is stopped for good too.
+
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::RngExt;
+use revkv_node::{KvBackend, MemberInfo};
+
+use crate::cluster::Cluster;
+use crate::trace::Trace;
+
+/// The most members the cluster grows to, and the fewest it shrinks to.
+const MOST_MEMBERS: usize = 5;
+const FEWEST_MEMBERS: usize = 3;
+
+/// The most one change may take before the fault stops waiting for its answer.
+const CHANGE_DEADLINE: Duration = Duration::from_secs(30);
+
+/// How long the fault tries to learn the membership from the leader after a change.
+const MEMBERSHIP_READ_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Makes one membership change the seed picks, with every member running.
+pub async fn change_membership(random: &mut StdRng, cluster: &Cluster, trace: &Trace) {
+    let count = cluster.ids().len();
+    if cluster.running_ids().len() < count {
+        return;
+    }
+    match random.random_range(0..3) {
+        0 if count < MOST_MEMBERS => add(cluster, trace).await,
+        1 if count > FEWEST_MEMBERS => remove(random, cluster, trace).await,
+        // A replacement: a new member first while there is room, so a quorum never rests on
+        // fewer members than before, as etcd's runbook advises for a healthy member.
+        _ if count < MOST_MEMBERS => {
+            add(cluster, trace).await;
+            remove(random, cluster, trace).await;
+        }
+        _ => {
+            remove(random, cluster, trace).await;
+            add(cluster, trace).await;
+        }
+    }
+}
+
+/// A running member other than `not`, and its operations.
+fn asked(cluster: &Cluster, not: u64) -> Option<(u64, std::sync::Arc<revkv_node::MemberBackend>)> {
+    let id = cluster.running_ids().into_iter().find(|id| *id != not)?;
+    Some((id, cluster.backend(id)?))
+}
+
+async fn add(cluster: &Cluster, trace: &Trace) {
+    let id = match cluster.join().await {
+        Ok(id) => id,
+        Err(error) => {
+            trace.record(None, None, format!("a new member did not start: {error}"));
+            return;
+        }
+    };
+    let Some((through, backend)) = asked(cluster, id) else {
+        return;
+    };
+    trace.record(Some(through), None, format!("fault: add m{id}"));
+    let added = tokio::time::timeout(
+        CHANGE_DEADLINE,
+        backend.add_member_at(Cluster::peer_url(id), false),
+    )
+    .await;
+    drop(backend);
+    let outcome = match added {
+        Ok(Ok((_, members))) => format!("done: {:?}", ids(&members)),
+        Ok(Err(error)) => format!("refused: {error}"),
+        Err(_) => format!("no answer in {CHANGE_DEADLINE:?}"),
+    };
+    trace.record(Some(through), None, format!("add m{id} {outcome}"));
+    follow_the_cluster(cluster, trace).await;
+}
+
+async fn remove(random: &mut StdRng, cluster: &Cluster, trace: &Trace) {
+    let ids = cluster.ids();
+    let leader = leader(cluster).await;
+    let target = match leader {
+        Some(leader) if random.random_bool(0.5) => leader,
+        _ => ids[random.random_range(0..ids.len())],
+    };
+    let Some((through, backend)) = asked(cluster, target) else {
+        return;
+    };
+    let role = if leader == Some(target) {
+        "the leader "
+    } else {
+        ""
+    };
+    trace.record(
+        Some(through),
+        None,
+        format!("fault: remove {role}m{target}"),
+    );
+    let removed = tokio::time::timeout(CHANGE_DEADLINE, backend.remove_member(target)).await;
+    drop(backend);
+    let outcome = match removed {
+        Ok(Ok(members)) => format!("done: {:?}", self::ids(&members)),
+        Ok(Err(error)) => format!("refused: {error}"),
+        Err(_) => format!("no answer in {CHANGE_DEADLINE:?}"),
+    };
+    trace.record(Some(through), None, format!("remove m{target} {outcome}"));
+    follow_the_cluster(cluster, trace).await;
+}
+
+fn ids(members: &[MemberInfo]) -> Vec<u64> {
+    members.iter().map(|member| member.id).collect()
+}
+
+/// The leader some running member knows of.
+async fn leader(cluster: &Cluster) -> Option<u64> {
+    for id in cluster.running_ids() {
+        let Some(backend) = cluster.backend(id) else {
+            continue;
+        };
+        if let Ok(status) = backend.status().await {
+            if let Some(leader) = status.leader_id {
+                return Some(leader);
+            }
+        }
+    }
+    None
+}
+
+/// The members the leader's configuration names, once a leader that the run counts answers.
+async fn leader_membership(cluster: &Cluster) -> Option<Vec<MemberInfo>> {
+    let deadline = tokio::time::Instant::now() + MEMBERSHIP_READ_DEADLINE;
+    while tokio::time::Instant::now() < deadline {
+        let backend = leader(cluster).await.and_then(|id| cluster.backend(id));
+        if let Some(backend) = backend {
+            if let Ok(members) = backend.members().await {
+                return Some(members);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
+}
+
+/// Retires every member the cluster does not have (removed, or never added).
+async fn follow_the_cluster(cluster: &Cluster, trace: &Trace) {
+    let Some(members) = leader_membership(cluster).await else {
+        trace.record(
+            None,
+            None,
+            "the membership is unknown: no leader answered".into(),
+        );
+        return;
+    };
+    trace.record(None, None, format!("members now {:?}", ids(&members)));
+    for id in cluster.ids() {
+        if !members.iter().any(|member| member.id == id) {
+            cluster.retire(id).await;
+        }
+    }
+}
