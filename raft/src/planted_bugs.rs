@@ -12,6 +12,7 @@ use std::cell::Cell;
 thread_local! {
     static LINEARIZABLE_READS_SERVED_LOCALLY: Cell<bool> = const { Cell::new(false) };
     static KEEP_ALIVE_RENEWS_TO_HALF_TTL: Cell<bool> = const { Cell::new(false) };
+    static WATCHES_SKIP_COMPACTED_REVISIONS: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Plants (or removes) the bug of serving a linearizable read from the member's local state,
@@ -35,4 +36,16 @@ pub fn renew_leases_to_half_their_ttl(planted: bool) {
 /// Whether that bug is planted on this thread.
 pub(crate) fn leases_are_renewed_to_half_their_ttl() -> bool {
     KEEP_ALIVE_RENEWS_TO_HALF_TTL.with(Cell::get)
+}
+
+/// Plants (or removes) the bug of a watch asked to start below the compact revision that starts
+/// at the compact revision instead of answering "compacted": the events in between are skipped
+/// without a word, and a client's cache silently misses them.
+pub fn skip_compacted_revisions_in_watches(planted: bool) {
+    WATCHES_SKIP_COMPACTED_REVISIONS.with(|switch| switch.set(planted));
+}
+
+/// Whether that bug is planted on this thread.
+pub fn watches_skip_compacted_revisions() -> bool {
+    WATCHES_SKIP_COMPACTED_REVISIONS.with(Cell::get)
 }

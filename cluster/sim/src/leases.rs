@@ -6,6 +6,7 @@
 //! attachment, every read and every "not found" is recorded for the lease check
 //! (`check::leases`).
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -43,6 +44,9 @@ pub struct LeaseClient {
     cluster: Arc<Cluster>,
     trace: Trace,
     events: Arc<Mutex<Vec<LeaseEvent>>>,
+    /// Every key a client may have written; a key goes in before its put is sent, so the
+    /// compactor archives it before compacting past it.
+    keys_written: Arc<Mutex<BTreeSet<String>>>,
 }
 
 /// Why one lease's life ended early, from the client's side.
@@ -60,6 +64,7 @@ impl LeaseClient {
         cluster: Arc<Cluster>,
         trace: Trace,
         events: Arc<Mutex<Vec<LeaseEvent>>>,
+        keys_written: Arc<Mutex<BTreeSet<String>>>,
     ) -> Self {
         LeaseClient {
             id,
@@ -67,6 +72,7 @@ impl LeaseClient {
             cluster,
             trace,
             events,
+            keys_written,
         }
     }
 
@@ -164,6 +170,10 @@ impl LeaseClient {
 
     async fn attach(&mut self, lease: i64, key: &str) -> Result<(), LeaseEnded> {
         let (member, backend) = self.member()?;
+        self.keys_written
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(key.to_owned());
         let put = PutRequest {
             key: key.as_bytes().to_vec(),
             value: format!("held by lease {lease}").into_bytes(),

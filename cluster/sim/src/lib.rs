@@ -13,6 +13,7 @@
 
 pub mod check;
 pub mod cluster;
+pub mod compactor;
 pub mod faults;
 pub mod history;
 pub mod leases;
@@ -20,6 +21,7 @@ pub mod membership;
 pub mod network;
 pub mod run;
 pub mod runtime;
+pub mod settle;
 pub mod trace;
 pub mod watchers;
 pub mod workload;

@@ -1,21 +1,20 @@
-//! One seed's run, start to finish: start the members, run the clients, watchers and faults
-//! for the workload's simulated time, heal everything, wait until every member has applied the
-//! same revision, read the store's history back, and check.
+//! One seed's run, start to finish: start the members, run the clients, lease clients, watchers,
+//! the compactor and the faults for the workload's simulated time, heal everything, wait until
+//! every member has applied the same revision, read the store's history back, and check.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant as WallClock};
 
-use revkv_node::{KvBackend, ReadConsistency};
-
-use crate::check::linearizability::Histories;
 use crate::check::{self, Violation};
 use crate::cluster::Cluster;
+use crate::compactor::{Compactor, HistoryArchive};
 use crate::faults::{run_faults, FaultKind, CALM};
-use crate::history::{LeaseEvent, Version, WatchRecord};
-use crate::leases::LeaseClient;
+use crate::history::{LeaseEvent, Record, WatchRecord};
+use crate::leases::{LeaseClient, LEASE_KEY_PREFIX};
 use crate::network::Network;
 use crate::runtime::{SimulationRuntimeError, SimulationThread};
+use crate::settle::{settle, wait_for_leases_to_end};
 use crate::trace::Trace;
 use crate::watchers::run_watcher;
 use crate::workload::{keys, Client};
@@ -48,12 +47,6 @@ impl Default for SimOptions {
     }
 }
 
-/// How long, in simulated time, the healed cluster may take to agree on one revision.
-const CONVERGENCE_DEADLINE: Duration = Duration::from_secs(120);
-
-/// The most versions one key-history read returns; the read pages on.
-const HISTORY_PAGE: u64 = 1_000;
-
 /// What one run did and found.
 pub struct RunReport {
     pub seed: u64,
@@ -64,6 +57,8 @@ pub struct RunReport {
     pub unknown_outcomes: usize,
     pub watch_messages: usize,
     pub faults: u64,
+    /// Compactions the compactor saw acknowledged.
+    pub compactions: u64,
     pub final_revision: u64,
     pub violations: Vec<Violation>,
 }
@@ -105,36 +100,24 @@ async fn simulate(seed: u64, options: &SimOptions, directory: &std::path::Path) 
         &network,
         trace.clone(),
     ));
-    let mut violations = Vec::new();
-    // Founding members start together, as a new cluster's do: each waits to hear from the others.
-    let starts = cluster.ids().into_iter().map(|id| {
-        let cluster = cluster.clone();
-        async move { (id, cluster.start(id).await) }
-    });
-    for (id, started) in futures::future::join_all(starts).await {
-        if let Err(error) = started {
-            violations.push(failure(
-                "member did not start",
-                format!("member {id}: {error}"),
-            ));
-        }
-    }
+    let mut violations = start_founders(&cluster).await;
     let workload_end = trace.elapsed() + options.workload;
-    let records = Arc::new(Mutex::new(Vec::new()));
-    let watch_records = Arc::new(Mutex::new(Vec::<WatchRecord>::new()));
+    let shared = Shared::new(options);
     let (stop_watchers, watchers_stop) = tokio::sync::watch::channel(false);
-    let mut watchers = Vec::new();
-    for id in 0..options.watchers {
-        let watcher = run_watcher(
-            id,
-            seed,
-            cluster.clone(),
-            trace.clone(),
-            watchers_stop.clone(),
-            watch_records.clone(),
-        );
-        watchers.push(tokio::spawn(watcher));
-    }
+    let watchers: Vec<_> = (0..options.watchers)
+        .map(|id| {
+            let watch_records = shared.watch_records.clone();
+            let watcher = run_watcher(
+                id,
+                seed,
+                cluster.clone(),
+                trace.clone(),
+                watchers_stop.clone(),
+                watch_records,
+            );
+            tokio::spawn(watcher)
+        })
+        .collect();
     let mut clients = Vec::new();
     for id in 1..=options.clients {
         let client = Client::new(id, seed, keys(options.keys));
@@ -142,21 +125,29 @@ async fn simulate(seed: u64, options: &SimOptions, directory: &std::path::Path) 
             cluster.clone(),
             trace.clone(),
             workload_end,
-            records.clone(),
+            shared.records.clone(),
         );
         clients.push(tokio::spawn(run));
     }
-    let lease_events = Arc::new(Mutex::new(Vec::<LeaseEvent>::new()));
     for id in 1..=options.lease_clients {
         let client = LeaseClient::new(
             id,
             seed,
             cluster.clone(),
             trace.clone(),
-            lease_events.clone(),
+            shared.lease_events.clone(),
+            shared.keys_written.clone(),
         );
         clients.push(tokio::spawn(client.run(workload_end)));
     }
+    let compactor = Compactor {
+        cluster: cluster.clone(),
+        archive: shared.archive.clone(),
+        keys_written: shared.keys_written.clone(),
+        compactions_sent: shared.compactions_sent.clone(),
+        trace: trace.clone(),
+    };
+    let compactions = tokio::spawn(compactor.run(seed, workload_end));
     let faults = run_faults(
         seed,
         options.faults.clone(),
@@ -169,19 +160,11 @@ async fn simulate(seed: u64, options: &SimOptions, directory: &std::path::Path) 
     for client in clients {
         let _ = client.await;
     }
+    let compactions = compactions.await.unwrap_or(0);
     trace.record(None, None, "workload over: healing".into());
     network.heal();
     network.set_quality(CALM);
-    for id in cluster.ids() {
-        if !cluster.running_ids().contains(&id) {
-            if let Err(error) = cluster.start(id).await {
-                violations.push(failure(
-                    "member did not restart",
-                    format!("member {id}: {error}"),
-                ));
-            }
-        }
-    }
+    violations.extend(restart_stopped(&cluster).await);
     if let Err(why) = wait_for_leases_to_end(&cluster).await {
         violations.push(failure("lease never ended", why));
     }
@@ -192,11 +175,10 @@ async fn simulate(seed: u64, options: &SimOptions, directory: &std::path::Path) 
             0
         }
     };
-    let histories = read_histories(&cluster, keys(options.keys), &mut violations).await;
-    let lease_events = std::mem::take(&mut *lease_events.lock().unwrap_or_else(|p| p.into_inner()));
-    let lease_histories =
-        read_histories(&cluster, attached_keys(&lease_events), &mut violations).await;
-    violations.extend(check_hashes(&cluster, final_revision).await);
+    if let Err(why) = shared.archive_everything(&cluster).await {
+        violations.push(failure("history unreadable", why));
+    }
+    violations.extend(check::replicas::check(&cluster, final_revision).await);
     // Give the watches the time to deliver what is left, then stop them.
     tokio::time::sleep(Duration::from_secs(2)).await;
     stop_watchers.send_replace(true);
@@ -204,219 +186,164 @@ async fn simulate(seed: u64, options: &SimOptions, directory: &std::path::Path) 
         let _ = watcher.await;
     }
     cluster.stop_all().await;
-    let records = std::mem::take(&mut *records.lock().unwrap_or_else(|p| p.into_inner()));
-    let watch_records =
-        std::mem::take(&mut *watch_records.lock().unwrap_or_else(|p| p.into_inner()));
-    if final_revision > 0 {
-        violations.extend(check::linearizability::check(
-            &records,
-            &histories,
-            final_revision,
-        ));
-        violations.extend(check::watches::check(
-            &watch_records,
-            &histories,
-            final_revision,
-        ));
-        violations.extend(check::leases::check(
-            &lease_events,
-            &lease_histories,
-            final_revision,
-        ));
-    }
+    let tally = shared.check(final_revision, &mut violations);
     RunReport {
         seed,
+        trace: trace.clone(),
         simulated: trace.elapsed(),
         wall: Duration::ZERO,
-        operations: records.len(),
-        unknown_outcomes: records
-            .iter()
-            .filter(|record| record.outcome == crate::history::Outcome::Unknown)
-            .count(),
-        watch_messages: watch_records
-            .iter()
-            .map(|record| record.messages.len())
-            .sum(),
+        operations: tally.operations,
+        unknown_outcomes: tally.unknown_outcomes,
+        watch_messages: tally.watch_messages,
         faults,
+        compactions,
         final_revision,
         violations,
-        trace,
+    }
+}
+
+/// Starts the founding members together, as a new cluster's do: each waits to hear from the
+/// others.
+async fn start_founders(cluster: &Arc<Cluster>) -> Vec<Violation> {
+    let starts = cluster.ids().into_iter().map(|id| {
+        let cluster = cluster.clone();
+        async move { (id, cluster.start(id).await) }
+    });
+    let started = futures::future::join_all(starts).await;
+    let failed = started.into_iter().filter_map(|(id, started)| {
+        let error = started.err()?;
+        Some(failure(
+            "member did not start",
+            format!("member {id}: {error}"),
+        ))
+    });
+    failed.collect()
+}
+
+/// Starts every member a fault left stopped.
+async fn restart_stopped(cluster: &Cluster) -> Vec<Violation> {
+    let mut violations = Vec::new();
+    for id in cluster.ids() {
+        if cluster.running_ids().contains(&id) {
+            continue;
+        }
+        if let Err(error) = cluster.start(id).await {
+            violations.push(failure(
+                "member did not restart",
+                format!("member {id}: {error}"),
+            ));
+        }
+    }
+    violations
+}
+
+/// How much a run checked.
+struct Tally {
+    operations: usize,
+    unknown_outcomes: usize,
+    watch_messages: usize,
+}
+
+/// What the run's tasks record, and what the checks read.
+struct Shared {
+    records: Arc<Mutex<Vec<Record>>>,
+    watch_records: Arc<Mutex<Vec<WatchRecord>>>,
+    lease_events: Arc<Mutex<Vec<LeaseEvent>>>,
+    /// Every key a client may have written (the workload's, and each leased key before its put).
+    keys_written: Arc<Mutex<BTreeSet<String>>>,
+    compactions_sent: Arc<Mutex<BTreeSet<u64>>>,
+    archive: Arc<HistoryArchive>,
+    workload_keys: Vec<String>,
+}
+
+fn take<T>(shared: &Mutex<Vec<T>>) -> Vec<T> {
+    std::mem::take(
+        &mut *shared
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()),
+    )
+}
+
+impl Shared {
+    fn new(options: &SimOptions) -> Self {
+        let workload_keys = keys(options.keys);
+        Shared {
+            records: Arc::default(),
+            watch_records: Arc::default(),
+            lease_events: Arc::default(),
+            keys_written: Arc::new(Mutex::new(workload_keys.iter().cloned().collect())),
+            compactions_sent: Arc::default(),
+            archive: Arc::default(),
+            workload_keys,
+        }
+    }
+
+    fn all_keys(&self) -> Vec<String> {
+        let keys = self
+            .keys_written
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        keys.iter().cloned().collect()
+    }
+
+    /// Reads every key's history since the last compaction into the archive, through the first
+    /// member.
+    async fn archive_everything(&self, cluster: &Cluster) -> Result<(), String> {
+        let backend = cluster.ids().first().and_then(|id| cluster.backend(*id));
+        let backend = backend.ok_or_else(|| "no member runs".to_owned())?;
+        self.archive
+            .read(&backend, &self.all_keys())
+            .await
+            .map(|_| ())
+    }
+
+    /// Runs every check on what was recorded, adding what they find to `violations`.
+    fn check(&self, final_revision: u64, violations: &mut Vec<Violation>) -> Tally {
+        let records = take(&self.records);
+        let watch_records = take(&self.watch_records);
+        let lease_events = take(&self.lease_events);
+        if final_revision > 0 {
+            let histories = self.archive.histories(&self.workload_keys);
+            let lease_keys: Vec<String> = self
+                .all_keys()
+                .into_iter()
+                .filter(|key| key.starts_with(LEASE_KEY_PREFIX))
+                .collect();
+            let lease_histories = self.archive.histories(&lease_keys);
+            violations.extend(check::linearizability::check(
+                &records,
+                &histories,
+                final_revision,
+            ));
+            let compactions = self.compactions_sent.lock();
+            let compactions = compactions.unwrap_or_else(|poisoned| poisoned.into_inner());
+            violations.extend(check::watches::check(
+                &watch_records,
+                &histories,
+                final_revision,
+                &compactions,
+            ));
+            drop(compactions);
+            violations.extend(check::leases::check(
+                &lease_events,
+                &lease_histories,
+                final_revision,
+            ));
+        }
+        Tally {
+            operations: records.len(),
+            unknown_outcomes: records
+                .iter()
+                .filter(|record| record.outcome == crate::history::Outcome::Unknown)
+                .count(),
+            watch_messages: watch_records
+                .iter()
+                .map(|record| record.messages.len())
+                .sum(),
+        }
     }
 }
 
 fn failure(kind: &'static str, detail: String) -> Violation {
     Violation { kind, detail }
-}
-
-/// How long, in simulated time, the leases left at the end of the workload may take to expire:
-/// the longest TTL several times over, for the elections the heal may start.
-const LEASE_END_DEADLINE: Duration = Duration::from_secs(60);
-
-/// Waits until no lease is left: the lease clients' last leases, and any a grant that timed out
-/// made, expire by themselves once nobody keeps them alive. A lease that outlives the deadline
-/// is a lease that never expires. Waiting also keeps expiries out of the settled revision.
-async fn wait_for_leases_to_end(cluster: &Cluster) -> Result<(), String> {
-    let deadline = tokio::time::Instant::now() + LEASE_END_DEADLINE;
-    let mut left = String::from("no answer");
-    while tokio::time::Instant::now() < deadline {
-        let backend = cluster.ids().first().and_then(|id| cluster.backend(*id));
-        if let Some(backend) = backend {
-            match backend.lease_ids().await {
-                Ok((_, ids)) if ids.is_empty() => return Ok(()),
-                Ok((_, ids)) => left = format!("leases {ids:?}"),
-                Err(error) => left = error.to_string(),
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Err(format!("after {LEASE_END_DEADLINE:?}: {left}"))
-}
-
-/// The key of the write that ends a run, outside the workload's prefix.
-const BARRIER_KEY: &str = "barrier";
-
-/// Brings the healed cluster to rest and answers its final revision. A leader may still hold
-/// entries of requests whose clients gave up; they commit (or are overwritten) once it hears
-/// from the others, at some moment after the heal. So one more write goes through the leader
-/// after the members first agree: once it commits, every entry before it in the leader's log
-/// has too, and the revision every member then agrees on is final.
-async fn settle(cluster: &Cluster, trace: &Trace) -> Result<u64, String> {
-    converge(cluster, 0).await?;
-    let deadline = tokio::time::Instant::now() + CONVERGENCE_DEADLINE;
-    let barrier = loop {
-        let backend = cluster.ids().first().and_then(|id| cluster.backend(*id));
-        let written = match backend {
-            Some(backend) => backend
-                .put(BARRIER_KEY, "")
-                .await
-                .map_err(|error| error.to_string()),
-            None => Err("member 1 is not running".to_owned()),
-        };
-        match written {
-            Ok(written) => break written.header.revision,
-            Err(error) if tokio::time::Instant::now() >= deadline => {
-                return Err(format!("the barrier write failed: {error}"))
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    };
-    trace.record(None, None, format!("barrier written at revision {barrier}"));
-    converge(cluster, barrier).await
-}
-
-/// Waits until every member has a leader and all have applied the same revision, at least
-/// `at_least`; answers it.
-async fn converge(cluster: &Cluster, at_least: u64) -> Result<u64, String> {
-    let deadline = tokio::time::Instant::now() + CONVERGENCE_DEADLINE;
-    let mut last = BTreeMap::new();
-    while tokio::time::Instant::now() < deadline {
-        last.clear();
-        for id in cluster.ids() {
-            let Some(backend) = cluster.backend(id) else {
-                continue;
-            };
-            if let Ok(status) = backend.status().await {
-                last.insert(
-                    id,
-                    (status.leader_id, status.revision, status.applied_index),
-                );
-            }
-        }
-        let revisions: Vec<_> = last
-            .values()
-            .map(|(_, revision, applied)| (*revision, *applied))
-            .collect();
-        let all_led = last.values().all(|(leader, _, _)| leader.is_some());
-        let agreed = revisions.windows(2).all(|pair| pair[0] == pair[1]);
-        let everyone = last.len() == cluster.ids().len();
-        if everyone && all_led && agreed && revisions[0].0 >= at_least {
-            return Ok(revisions[0].0);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Err(format!(
-        "members' (leader, revision, applied index) after {CONVERGENCE_DEADLINE:?}: {last:?}"
-    ))
-}
-
-/// The keys the lease clients attached to their leases.
-fn attached_keys(events: &[LeaseEvent]) -> Vec<String> {
-    let keys: std::collections::BTreeSet<&String> = events
-        .iter()
-        .filter_map(|event| match event {
-            LeaseEvent::Attached { key, .. } => Some(key),
-            _ => None,
-        })
-        .collect();
-    keys.into_iter().cloned().collect()
-}
-
-/// The whole history of each of `keys`, read linearizably from the first member.
-async fn read_histories(
-    cluster: &Cluster,
-    keys: Vec<String>,
-    violations: &mut Vec<Violation>,
-) -> Histories {
-    let mut histories = Histories::new();
-    let Some(backend) = cluster.ids().first().and_then(|id| cluster.backend(*id)) else {
-        return histories;
-    };
-    for key in keys {
-        let mut versions = Vec::new();
-        let mut from = None;
-        loop {
-            let page = backend
-                .key_history(
-                    key.clone().into_bytes(),
-                    from,
-                    HISTORY_PAGE,
-                    ReadConsistency::Linearizable,
-                )
-                .await;
-            let (_, page) = match page {
-                Ok(page) => page,
-                Err(error) => {
-                    violations.push(failure("history unreadable", format!("{key}: {error}")));
-                    break;
-                }
-            };
-            versions.extend(page.versions.iter().map(|version| {
-                Version {
-                    revision: version.kv.mod_revision,
-                    value: (!version.deleted)
-                        .then(|| String::from_utf8_lossy(&version.kv.value).into_owned()),
-                }
-            }));
-            match page.next_from_revision {
-                Some(next) => from = Some(next),
-                None => break,
-            }
-        }
-        histories.insert(key, versions);
-    }
-    histories
-}
-
-/// Members that applied the same revision must hold the same key space.
-async fn check_hashes(cluster: &Cluster, revision: u64) -> Vec<Violation> {
-    let mut hashes = BTreeMap::new();
-    for id in cluster.ids() {
-        let Some(backend) = cluster.backend(id) else {
-            continue;
-        };
-        match backend.hash(Some(revision)).await {
-            Ok((_, hash)) => {
-                hashes.insert(id, hash.hash);
-            }
-            Err(error) => return vec![failure("hash unreadable", format!("member {id}: {error}"))],
-        }
-    }
-    let distinct: std::collections::BTreeSet<u64> = hashes.values().copied().collect();
-    if distinct.len() > 1 {
-        return vec![failure(
-            "replicas differ",
-            format!("hashes at revision {revision}: {hashes:?}"),
-        )];
-    }
-    Vec::new()
 }

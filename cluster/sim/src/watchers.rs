@@ -1,16 +1,20 @@
 //! The watchers of a run: each watches the workload's prefix through a member the seed picks,
-//! with progress bookmarks, and when its watch ends (the member stopped) resumes on another
-//! member from the revision after the last it was promised, as a Kubernetes reflector does.
-//! Each watch's messages are recorded for the watch check.
+//! with progress bookmarks, and when its watch ends (the member stopped, or the watcher dropped
+//! it after a drawn time and paused, as a client that lost its connection does) resumes on another
+//! member from the revision after the last it was promised, as a Kubernetes reflector does. When
+//! that revision is compacted, it lists the prefix again and watches from the list's revision,
+//! as a reflector does after "too old resource version". Each watch's messages are recorded for
+//! the watch check.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
+use revkv_node::watch::CancelReason;
 use revkv_node::watch::{EventFilter, Watch, WatchMessage, WatchRequest};
-use revkv_node::KvBackend;
-use revkv_storage::{EventKind, KeyRange};
+use revkv_node::{KvBackend, NodeError, ReadConsistency};
+use revkv_storage::{EventKind, KeyRange, RangeRequest};
 use tokio::sync::watch;
 
 use crate::cluster::Cluster;
@@ -20,6 +24,11 @@ use crate::workload::KEY_PREFIX;
 
 /// How long a watcher waits before trying again when no member would take its watch.
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// How long a watcher keeps one watch before it drops it, and the longest it then pauses, in
+/// milliseconds: long enough that a compaction may pass the revision it resumes from.
+const WATCH_LIFETIME_MILLIS: std::ops::RangeInclusive<u64> = 200..=8_000;
+const MAX_PAUSE_MILLIS: u64 = 3_000;
 
 /// The most watches one watcher opens in a run: a bound, so a member that refuses every watch
 /// cannot make a watcher spin forever.
@@ -60,6 +69,17 @@ pub async fn run_watcher(
         drop(backend);
         let watch = match opened {
             Ok(watch) => watch,
+            Err(NodeError::Storage(revkv_storage::Error::Compacted { .. })) => {
+                trace.record(
+                    Some(member),
+                    None,
+                    format!("watcher {id}: {start_revision} is compacted"),
+                );
+                start_revision = list_again(id, &cluster, &mut random, &trace)
+                    .await
+                    .unwrap_or(start_revision);
+                continue;
+            }
             Err(error) => {
                 trace.record(Some(member), None, format!("watcher {id} refused: {error}"));
                 tokio::time::sleep(RETRY_PAUSE).await;
@@ -77,8 +97,21 @@ pub async fn run_watcher(
             start_revision,
             messages: Vec::new(),
         };
-        follow(id, watch, &mut record, &trace, &mut stop).await;
+        let lifetime = Duration::from_millis(random.random_range(WATCH_LIFETIME_MILLIS));
+        let ended = follow(id, watch, &mut record, &trace, &mut stop, lifetime).await;
         start_revision = resume_revision(&record).max(start_revision);
+        match ended {
+            WatchEnded::Compacted => {
+                if let Some(listed) = list_again(id, &cluster, &mut random, &trace).await {
+                    start_revision = listed;
+                }
+            }
+            WatchEnded::Dropped => {
+                let pause = random.random_range(0..=MAX_PAUSE_MILLIS);
+                tokio::time::sleep(Duration::from_millis(pause)).await;
+            }
+            WatchEnded::Other => {}
+        }
         records
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -86,19 +119,35 @@ pub async fn run_watcher(
     }
 }
 
-/// Records what `watch` sends until it ends or `stop` turns true.
+/// How one watch ended.
+enum WatchEnded {
+    /// The member canceled it because the history it needs is compacted.
+    Compacted,
+    /// The watcher dropped it when its lifetime was up.
+    Dropped,
+    /// The member ended it otherwise (it stopped), or the run is over.
+    Other,
+}
+
+/// Records what `watch` sends until it ends, `lifetime` is up or `stop` turns true.
 async fn follow(
     id: u64,
     mut watch: Watch,
     record: &mut WatchRecord,
     trace: &Trace,
     stop: &mut watch::Receiver<bool>,
-) {
+    lifetime: Duration,
+) -> WatchEnded {
     let member = Some(record.member);
+    let dropped_at = tokio::time::Instant::now() + lifetime;
     loop {
         let message = tokio::select! {
             biased;
-            _ = stop.wait_for(|stopped| *stopped) => return,
+            _ = stop.wait_for(|stopped| *stopped) => return WatchEnded::Other,
+            _ = tokio::time::sleep_until(dropped_at) => {
+                trace.record(member, None, format!("watcher {id} drops its watch"));
+                return WatchEnded::Dropped;
+            }
             message = watch.next() => message,
         };
         match message {
@@ -123,12 +172,39 @@ async fn follow(
             Some(WatchMessage::Created { .. }) => {}
             Some(WatchMessage::Canceled(why)) => {
                 trace.record(member, None, format!("watcher {id} canceled: {why:?}"));
-                return;
+                if why.reason == CancelReason::Compacted {
+                    return WatchEnded::Compacted;
+                }
+                return WatchEnded::Other;
             }
-            None => return,
+            None => return WatchEnded::Other,
         }
     }
 }
+
+/// Lists the prefix again, linearizably, through a member the seed picks, and answers the
+/// revision after the list's: where the next watch starts. `None` when no member answered.
+async fn list_again(id: u64, cluster: &Cluster, random: &mut StdRng, trace: &Trace) -> Option<u64> {
+    let members = cluster.running_ids();
+    if members.is_empty() {
+        return None;
+    }
+    let member = members[random.random_range(0..members.len())];
+    let backend = cluster.backend(member)?;
+    let list = RangeRequest::of(KeyRange::prefix(KEY_PREFIX));
+    let read = backend.read(list, ReadConsistency::Linearizable);
+    let answer = tokio::time::timeout(LIST_DEADLINE, read).await.ok()?.ok()?;
+    let revision = answer.header.revision;
+    trace.record(
+        Some(member),
+        None,
+        format!("watcher {id} listed at {revision}"),
+    );
+    Some(revision + 1)
+}
+
+/// How long a watcher waits for its list.
+const LIST_DEADLINE: Duration = Duration::from_secs(5);
 
 /// Where a new watch picks up: after the last event or bookmark this one delivered.
 fn resume_revision(record: &WatchRecord) -> u64 {

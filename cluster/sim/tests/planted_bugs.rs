@@ -48,3 +48,19 @@ fn a_keep_alive_that_renews_to_half_the_ttl_is_found_within_five_seeds() {
         "seed {seed}: {violation}"
     );
 }
+
+/// A watch asked to start below the compact revision that starts at the compact revision
+/// instead of answering "compacted": a watcher resuming after a pause misses the events between.
+#[test]
+fn a_watch_that_skips_the_compacted_revisions_is_found_within_ten_seeds() {
+    revkv_node::planted_bugs::skip_compacted_revisions_in_watches(true);
+    let found = first_seed_that_fails(10);
+    revkv_node::planted_bugs::skip_compacted_revisions_in_watches(false);
+    let (seed, violation) = found.expect("the planted skip is found within ten seeds");
+    eprintln!("the planted compacted-revision skip was found at seed {seed}: {violation}");
+    let skipped = ["watch skipped a change", "bookmark ahead of its events"];
+    assert!(
+        skipped.contains(&violation.kind),
+        "seed {seed}: {violation}"
+    );
+}

@@ -133,6 +133,10 @@ impl WatchHub {
             Some(revision) if revision > 0 => revision,
             _ => current + 1,
         };
+        #[cfg(feature = "planted-bugs")]
+        if start < compact_revision && crate::planted_bugs::watches_skip_compacted_revisions() {
+            return Ok(compact_revision);
+        }
         if start < compact_revision {
             return Err(StorageError::Compacted {
                 requested: start,

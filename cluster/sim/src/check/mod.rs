@@ -3,6 +3,7 @@
 
 pub mod leases;
 pub mod linearizability;
+pub mod replicas;
 pub mod watches;
 
 use std::fmt;

@@ -4,6 +4,12 @@
 //! before those changes, nor be followed by one of them, nor name a revision the store never
 //! reached. A watch may end early (its member stopped); what it delivered until then must still
 //! be a gapless start of what it owed.
+//!
+//! One exception, etcd's too: compaction to revision C drops a delete at C along with everything
+//! older (only a put at C survives), so a watch that starts at exactly a compact revision is not
+//! owed the deletes at that revision, unless it opened before the compaction applied.
+
+use std::collections::BTreeSet;
 
 use super::linearizability::Histories;
 use super::{Violation, Violations};
@@ -12,21 +18,40 @@ use crate::history::{WatchReceived, WatchRecord};
 /// One change a watch owes: revision, key, new value (`None`: deleted).
 type Owed = (u64, String, Option<String>);
 
+/// Checks every watch; `compact_revisions` are the revisions the run asked to compact to.
 pub fn check(
     watches: &[WatchRecord],
     histories: &Histories,
     final_revision: u64,
+    compact_revisions: &BTreeSet<u64>,
 ) -> Vec<Violation> {
     let mut violations = Violations::default();
     for (number, watch) in watches.iter().enumerate() {
-        let owed = owed_changes(watch, histories);
+        // Whether the deletes at the start revision were compacted away depends on whether the
+        // compaction applied before the watch opened: either is right, so the watch's own
+        // messages say which it is.
+        let starts_at_compaction = compact_revisions.contains(&watch.start_revision)
+            && !delivered_a_delete_at_its_start(watch);
+        let owed = owed_changes(watch, histories, starts_at_compaction);
         check_one(number, watch, &owed, final_revision, &mut violations);
     }
     violations.into_vec()
 }
 
-/// The changes under the watch's prefix from its start revision on, in revision order.
-fn owed_changes(watch: &WatchRecord, histories: &Histories) -> Vec<Owed> {
+fn delivered_a_delete_at_its_start(watch: &WatchRecord) -> bool {
+    watch.messages.iter().any(|message| {
+        matches!(message, WatchReceived::Event { revision, value: None, .. }
+            if *revision == watch.start_revision)
+    })
+}
+
+/// The changes under the watch's prefix from its start revision on, in revision order (without
+/// the deletes at the start revision when it is a compact revision).
+fn owed_changes(
+    watch: &WatchRecord,
+    histories: &Histories,
+    starts_at_compaction: bool,
+) -> Vec<Owed> {
     let mut owed: Vec<Owed> = histories
         .iter()
         .filter(|(key, _)| key.starts_with(&watch.prefix))
@@ -34,6 +59,12 @@ fn owed_changes(watch: &WatchRecord, histories: &Histories) -> Vec<Owed> {
             versions
                 .iter()
                 .filter(|version| version.revision >= watch.start_revision)
+                .filter(move |version| {
+                    let compacted_delete = version.value.is_none()
+                        && version.revision == watch.start_revision
+                        && starts_at_compaction;
+                    !compacted_delete
+                })
                 .map(move |version| (version.revision, key.clone(), version.value.clone()))
         })
         .collect();
@@ -144,10 +175,35 @@ mod tests {
     }
 
     fn kinds(watch: WatchRecord) -> Vec<&'static str> {
-        check(&[watch], &histories(), 5)
+        kinds_with_compactions(watch, &[])
+    }
+
+    fn kinds_with_compactions(watch: WatchRecord, compactions: &[u64]) -> Vec<&'static str> {
+        let compactions = compactions.iter().copied().collect();
+        check(&[watch], &histories(), 5, &compactions)
             .iter()
             .map(|violation| violation.kind)
             .collect()
+    }
+
+    #[test]
+    fn a_watch_from_a_compact_revision_is_not_owed_that_revisions_delete_but_the_rest() {
+        let from_compaction = watch(4, vec![WatchReceived::Bookmark { revision: 5 }]);
+        assert_eq!(
+            kinds_with_compactions(from_compaction.clone(), &[4]),
+            Vec::<&str>::new()
+        );
+        assert_eq!(kinds(from_compaction), vec!["bookmark ahead of its events"]);
+        let opened_before_the_compaction = watch(4, vec![event(4, "w/a", None)]);
+        assert_eq!(
+            kinds_with_compactions(opened_before_the_compaction, &[4]),
+            Vec::<&str>::new()
+        );
+        let missing_the_put = watch(3, vec![WatchReceived::Bookmark { revision: 5 }]);
+        assert_eq!(
+            kinds_with_compactions(missing_the_put, &[3]),
+            vec!["bookmark ahead of its events"]
+        );
     }
 
     #[test]
