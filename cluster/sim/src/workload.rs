@@ -1,8 +1,10 @@
 //! The clients of a run: each sends puts, deletes, compare-and-swaps, linearizable and
 //! serializable reads on a few shared keys through a member the seed picks, with a deadline on
 //! each request; another request after a timeout goes through whichever member the seed picks
-//! next, as a client that retries through its endpoint list does. Every request and answer is
-//! recorded for the checks.
+//! next, as a client that retries through its endpoint list does. An update (a compare-and-swap
+//! on a key's mod revision) whose answer did not come is often sent again, the same request
+//! through another member, as client-go retries an update after a timeout: it must not apply
+//! twice. Every request and answer is recorded for the checks.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -78,11 +80,56 @@ impl Client {
                 continue;
             };
             let operation = self.next_operation();
-            let record = self.send(&backend, member, operation, &trace).await;
+            let mut record = self.send(&backend, member, operation, &trace).await;
+            drop(backend);
+            if self.retries(&record) {
+                record = self.retry(record, &cluster, &trace).await;
+            }
             records
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
                 .push(record);
+        }
+    }
+
+    /// Whether to send `record`'s request again: an update (never a create, whose compare on an
+    /// absent key could hold again after a delete) that got no answer, half the time.
+    fn retries(&mut self, record: &Record) -> bool {
+        let update = matches!(
+            record.operation,
+            Operation::CompareAndSwap { expected_mod_revision, .. } if expected_mod_revision > 0
+        );
+        update && record.outcome == Outcome::Unknown && self.random.random_bool(0.5)
+    }
+
+    /// Sends `first`'s request again through another member and answers the two as one
+    /// operation, from the first invocation to the retry's answer. A retry that lost its compare
+    /// may have lost to the first attempt, so that outcome stays unknown.
+    async fn retry(&mut self, first: Record, cluster: &Cluster, trace: &Trace) -> Record {
+        let others: Vec<u64> = cluster
+            .running_ids()
+            .into_iter()
+            .filter(|id| *id != first.member)
+            .collect();
+        if others.is_empty() {
+            return first;
+        }
+        let member = others[self.random.random_range(0..others.len())];
+        let Some(backend) = cluster.backend(member) else {
+            return first;
+        };
+        let again = first.operation.clone();
+        trace.record(Some(member), Some(again.key()), format!("client {} retries", self.id));
+        let retried = self.send(&backend, member, again, trace).await;
+        let outcome = match retried.outcome {
+            Outcome::Changed { revision } => Outcome::Changed { revision },
+            Outcome::Observed { .. } | Outcome::Unknown => Outcome::Unknown,
+        };
+        Record {
+            member,
+            outcome,
+            answered_at: retried.answered_at,
+            ..first
         }
     }
 
