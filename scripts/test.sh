@@ -23,6 +23,9 @@ else
 fi
 
 cargo fmt --all -- --check
+# Every production source file must be in docs/ARCHITECTURE.md's code map (after a self-test that
+# shows the check catching a planted unmapped file).
+scripts/check-code-map.py --self-test
 cargo clippy --workspace --all-targets --profile release-tests -- -D warnings
 
 test_log=$(mktemp)
