@@ -119,7 +119,11 @@ impl Client {
             return first;
         };
         let again = first.operation.clone();
-        trace.record(Some(member), Some(again.key()), format!("client {} retries", self.id));
+        trace.record(
+            Some(member),
+            Some(again.key()),
+            format!("client {} retries", self.id),
+        );
         let retried = self.send(&backend, member, again, trace).await;
         let outcome = match retried.outcome {
             Outcome::Changed { revision } => Outcome::Changed { revision },
