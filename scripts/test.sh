@@ -26,6 +26,8 @@ cargo fmt --all -- --check
 # Every production source file must be in docs/ARCHITECTURE.md's code map (after a self-test that
 # shows the check catching a planted unmapped file).
 scripts/check-code-map.py --self-test
+# docs/API.md must have a row for every operation of the OpenAPI document, and no other.
+scripts/check-api-doc.py --self-test
 cargo clippy --workspace --all-targets --profile release-tests -- -D warnings
 
 test_log=$(mktemp)

@@ -1,5 +1,5 @@
 //! revkv's Prometheus metrics: the one place that defines and registers every metric of the
-//! contract's section 6 (`shared/spec/API.md`), and the tower layer that counts and times HTTP
+//! contract's section 6 (`docs/API.md`), and the tower layer that counts and times HTTP
 //! requests per route.
 //!
 //! Each member owns one [`Metrics`], holding its own `prometheus::Registry` (never the global

@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 
 /// Limits enforced on every request before any byte is written.
 ///
-/// The defaults follow the contract (`shared/spec/API.md`, section 1). Every member of a cluster must
+/// The defaults follow the contract (`docs/API.md`, section 1). Every member of a cluster must
 /// run with the same limits, because they decide whether a replicated request is applied or rejected.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {

@@ -1,4 +1,4 @@
-//! One focused test per rule of the contract's data model (shared/spec/API.md, section 1).
+//! One focused test per rule of the contract's data model (docs/API.md, section 1).
 
 use crate::support;
 

@@ -1,5 +1,5 @@
 //! The client's one error enum, and how an error answer (`{"error": {"code", "message"}, ...}`,
-//! `shared/spec/API.md` section 3) becomes one of its variants.
+//! `docs/API.md` section 3) becomes one of its variants.
 
 use serde::Deserialize;
 use thiserror::Error;

@@ -1,4 +1,4 @@
-//! Lease calls (`shared/spec/API.md` sections 4 and 7): grant, revoke, time-to-live, list and a
+//! Lease calls (`docs/API.md` section 4): grant, revoke, time-to-live, list and a
 //! single keep-alive. Keeping leases alive over time is the [`LeaseKeeper`](super::LeaseKeeper)'s.
 //!
 //! A grant without an id and a revoke are writes (never repeated once their outcome is unknown:

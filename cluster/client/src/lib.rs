@@ -1,4 +1,4 @@
-//! `revkv_client::Client`: a Rust client for revkv's HTTP API (`shared/spec/API.md`).
+//! `revkv_client::Client`: a Rust client for revkv's HTTP API (`docs/API.md`).
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), revkv_client::ClientError> {

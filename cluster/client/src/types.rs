@@ -1,4 +1,4 @@
-//! The JSON shapes of revkv's answers (`shared/spec/API.md` section 4) as typed Rust values.
+//! The JSON shapes of revkv's answers (`docs/API.md` section 4) as typed Rust values.
 //!
 //! Keys and values are UTF-8 text, as the API writes them without `encoding=base64`. An answer
 //! object may carry fields this client does not know; they are ignored, so a newer member's answers

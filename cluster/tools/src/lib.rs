@@ -1,5 +1,5 @@
 //! The command-line tools that talk to a revkv cluster from outside, through the members' public
-//! HTTP API (`shared/spec/API.md`), all on top of the Rust client (`revkv-client`):
+//! HTTP API (`docs/API.md`), all on top of the Rust client (`revkv-client`):
 //!
 //! - [`ctl`]: `revkv ctl`, the command line for reading, writing, watching and administering.
 //! - [`bench`]: `revkv bench`, a load generator that drives revkv's HTTP API, etcd's v3 JSON

@@ -1,4 +1,4 @@
-//! The client HTTP API of a member (contract `shared/spec/API.md`, section 4), as an axum router
+//! The client HTTP API of a member (`docs/API.md`, section 4), as an axum router
 //! generic over the [`KvBackend`] that serves it, so the same routes run on the replicated member and
 //! on a plain store in tests.
 //!

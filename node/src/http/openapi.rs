@@ -26,7 +26,7 @@ use crate::backend::{KvBackend, MemberInfo, MemberStatus, ResponseHeader};
     info(
         title = "revkv client API",
         description = "The HTTP API of a revkv member: a replicated, revisioned key-value store \
-                       with etcd v3 semantics. The contract is shared/spec/API.md.",
+                       with etcd v3 semantics. The reference is docs/API.md.",
         license(name = "MIT OR Apache-2.0")
     ),
     paths(

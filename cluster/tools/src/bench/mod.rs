@@ -9,7 +9,7 @@
 //! failures, as a table or as JSON (`-o json`, what `scripts/bench-vs-etcd.sh` reads).
 //!
 //! The same tool drives both systems so that they are measured the same way: `--target revkv`
-//! speaks revkv's HTTP/JSON API (`shared/spec/API.md` section 4), `--target etcd` speaks etcd's v3
+//! speaks revkv's HTTP/JSON API (`docs/API.md` section 4), `--target etcd` speaks etcd's v3
 //! JSON gateway (`POST /v3/kv/put`, `POST /v3/kv/range`, base64 keys and values), and
 //! `--target etcd-grpc` speaks etcd's native gRPC API (what Kubernetes uses) through the
 //! `etcd-client` crate, the client tasks sharing `--conns` gRPC connections (default 1).

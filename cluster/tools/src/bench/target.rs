@@ -2,7 +2,7 @@
 //! [`PlannedRequest`] (method, URL, JSON body), and an answer (status and body) is judged a success
 //! or a [`FailureKind`]. Pure functions, so the wire format is tested without a server.
 //!
-//! - revkv (`shared/spec/API.md` section 4): `PUT /v1/kv/{key}` with `{"value": "..."}`, and
+//! - revkv (`docs/API.md` section 4): `PUT /v1/kv/{key}` with `{"value": "..."}`, and
 //!   `GET /v1/kv/{key}?consistency=linearizable|serializable`; 404 means the key is missing.
 //! - etcd 3.4's v3 JSON gateway: `POST /v3/kv/put` with `{"key": b64, "value": b64}`, and
 //!   `POST /v3/kv/range` with `{"key": b64}` plus `"serializable": true` for serializable reads;
