@@ -100,21 +100,11 @@ KNOWN_CIRCLES = {
             "serve_config/mod.rs",
         ),
     ],
-    "node/grpc": [
-        (
-            "gateway.rs",
-            "gateway_stream.rs",
-        ),
-    ],
     "cluster/client": [
         (
             "concurrency/election.rs",
             "concurrency/mutex.rs",
             "concurrency/session.rs",
-        ),
-        (
-            "credentials.rs",
-            "transport.rs",
         ),
         (
             "informer.rs",

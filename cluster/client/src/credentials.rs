@@ -7,16 +7,14 @@
 //! Credentials against a cluster whose auth is off are not an error, as with etcd's own client:
 //! the member answers that auth is not enabled, and the client carries on without a token until a
 //! member answers `401` (auth was enabled meanwhile, perhaps by this very client's `auth enable`).
+//!
+//! This file holds the user and the token cache; the calls that authenticate are the transport's
+//! (`transport/authentication.rs`), so the transport depends on this file and not the reverse.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::RwLock;
 
-use reqwest::Method;
-use serde::Deserialize;
-use tokio::time::Instant;
-
 use super::error::ClientError;
-use super::transport::{Call, Transport};
 
 /// A user name and password (etcdctl's `--user NAME:PASSWORD`).
 #[derive(Clone)]
@@ -52,20 +50,13 @@ impl Credentials {
 
 /// The message a member answers `authenticate` with while auth is off (`400 invalid`; the text is
 /// `node/src/auth/authenticate.rs`'s, and `node/bin/tests/ctl.rs` checks the two still meet).
-const AUTH_NOT_ENABLED: &str = "auth is not enabled";
-
 /// The credentials of a client and the token they last bought.
 #[derive(Default)]
 pub struct TokenCache {
-    credentials: Option<Credentials>,
+    pub(crate) credentials: Option<Credentials>,
     token: RwLock<Option<String>>,
     /// A member said auth is off: calls go without a token until one answers `401`.
-    auth_off: AtomicBool,
-}
-
-#[derive(Deserialize)]
-struct TokenAnswer {
-    token: String,
+    pub(crate) auth_off: AtomicBool,
 }
 
 impl TokenCache {
@@ -85,69 +76,11 @@ impl TokenCache {
             .clone()
     }
 
-    fn replace(&self, token: Option<String>) {
+    pub(crate) fn replace(&self, token: Option<String>) {
         *self
             .token
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = token;
-    }
-}
-
-impl Transport {
-    /// Runs `attempt` with a token when the client has credentials: authenticates first if no
-    /// token is held, and once more (then repeats `attempt`) if the member answers `401`.
-    pub(crate) async fn with_token<T, F, Fut>(
-        &self,
-        deadline: Instant,
-        attempt: F,
-    ) -> Result<T, ClientError>
-    where
-        F: Fn() -> Fut,
-        Fut: std::future::Future<Output = Result<T, ClientError>>,
-    {
-        if self.tokens.credentials.is_none() {
-            return attempt().await;
-        }
-        let auth_off = self.tokens.auth_off.load(Ordering::Relaxed);
-        if self.tokens.current().is_none() && !auth_off {
-            self.authenticate(deadline).await?;
-        }
-        match attempt().await {
-            Err(ClientError::Unauthenticated { .. }) => {
-                self.authenticate(deadline).await?;
-                attempt().await
-            }
-            other => other,
-        }
-    }
-
-    async fn authenticate(&self, deadline: Instant) -> Result<(), ClientError> {
-        let Some(credentials) = &self.tokens.credentials else {
-            return Ok(());
-        };
-        self.tokens.replace(None);
-        let body = serde_json::json!({
-            "name": credentials.user,
-            "password": credentials.password,
-        });
-        let mut call = Call::write(Method::POST, "/v1/auth/authenticate".into(), Some(body));
-        // Authenticating changes nothing, so it may be repeated on another member.
-        call.idempotent = true;
-        let answer = match self.execute_without_token(&call, deadline).await {
-            Err(ClientError::Invalid { message }) if message == AUTH_NOT_ENABLED => {
-                self.tokens.auth_off.store(true, Ordering::Relaxed);
-                return Ok(());
-            }
-            other => other?,
-        };
-        self.tokens.auth_off.store(false, Ordering::Relaxed);
-        let parsed: TokenAnswer = serde_json::from_slice(&answer.body).map_err(|error| {
-            ClientError::UnreadableAnswer {
-                message: error.to_string(),
-            }
-        })?;
-        self.tokens.replace(Some(parsed.token));
-        Ok(())
     }
 }
 

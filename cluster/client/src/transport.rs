@@ -33,6 +33,8 @@ use super::credentials::{Credentials, TokenCache};
 use super::error::{error_from_answer, ClientError};
 use super::retry::current_retry_attempt;
 
+mod authentication;
+
 /// The header that tells a member this request is the n-th retry after a conflict.
 pub const RETRY_ATTEMPT_HEADER: &str = "X-Retry-Attempt";
 

@@ -25,7 +25,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tower::ServiceExt;
 
-use crate::gateway::{
+use crate::gateway_wire::{
     error_response, framed, grpc_request, request_of, take_frame, FRAME_HEADER_BYTES,
 };
 
@@ -362,7 +362,7 @@ fn result_line(response: &impl Serialize) -> Bytes {
 
 /// A request the gateway could not read, as etcd's gateway answers one: the unary error shape.
 fn refusal_line(status: &tonic::Status) -> Bytes {
-    let mut text = crate::gateway::error_body(status).into_bytes();
+    let mut text = crate::gateway_wire::error_body(status).into_bytes();
     text.push(b'\n');
     Bytes::from(text)
 }

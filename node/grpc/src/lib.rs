@@ -22,6 +22,7 @@ pub mod cors;
 pub mod error;
 pub mod gateway;
 mod gateway_stream;
+mod gateway_wire;
 pub mod kv;
 pub mod lease;
 pub mod maintenance;
