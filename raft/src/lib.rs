@@ -43,6 +43,7 @@ pub mod peer;
 pub mod planted_bugs;
 mod publish_addresses;
 pub mod restore;
+mod restore_error;
 pub mod restore_progress;
 pub mod restore_source;
 pub mod runtime;

@@ -30,6 +30,8 @@ use crate::restore_source::BackupSource;
 use crate::types::alias::{LogId, StoredMembership};
 use crate::types::{from_storage_log_id, MemberNode};
 
+pub use crate::restore_error::RestoreError;
+
 /// The state file's page cache while a restore writes it, unless told otherwise: with the key
 /// index (about 100 bytes a key), what bounds a restore's memory.
 pub const DEFAULT_RESTORE_CACHE_BYTES: usize = 64 * 1024 * 1024;
@@ -68,30 +70,6 @@ impl RestorePlan {
             progress: Arc::default(),
         }
     }
-}
-
-/// Why a restore was refused or failed. Every variant names the file it is about.
-#[derive(Debug, thiserror::Error)]
-pub enum RestoreError {
-    #[error("{file}: not a usable backup: {source}")]
-    BadBackup {
-        file: PathBuf,
-        source: revkv_storage::Error,
-    },
-    #[error("{file}: not a usable etcd snapshot: {source}")]
-    BadEtcdSnapshot {
-        file: PathBuf,
-        source: revkv_etcd_snapshot::EtcdSnapshotError,
-    },
-    #[error("{file}: {source}")]
-    Io {
-        file: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{0}")]
-    Refused(String),
-    #[error(transparent)]
-    Storage(#[from] revkv_storage::Error),
 }
 
 /// Restores `plan.backup` into `plan.data_dir`; answers what the backup held.

@@ -13,7 +13,7 @@ use revkv_storage::{
     MvccStore, RestoreTarget, SnapshotSummary,
 };
 
-use crate::restore::RestoreError;
+use crate::restore_error::RestoreError;
 
 /// What kind of file a backup is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -36,7 +36,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use report::Report;
-pub use run::run_chaos;
+pub use run::{run_chaos, ChaosSettings};
 
 /// `revkv chaos` options.
 #[derive(clap::Args, Clone, Debug)]
@@ -108,18 +108,6 @@ impl ChaosArgs {
             dir: self.dir.clone(),
         })
     }
-}
-
-/// Everything one run needs.
-#[derive(Clone, Debug)]
-pub struct ChaosSettings {
-    pub duration: Duration,
-    pub seed: u64,
-    pub workers: usize,
-    pub lease_workers: usize,
-    pub keys: usize,
-    pub binary: PathBuf,
-    pub dir: Option<PathBuf>,
 }
 
 /// `revkv chaos`: runs the harness, prints the report, and exits 0 only for a clean run.

@@ -19,12 +19,24 @@ use super::leaderships::{observe_leaderships, LeadershipSeen, QuorumLoss};
 use super::lease_workload::run_lease_worker;
 use super::members::{Members, SharedEndpoints};
 use super::nemesis::Nemesis;
+use super::report::Report;
 use super::schedule::schedule;
 use super::store_check::check_store;
 use super::watchers::{run_watcher, wait_for_coverage, WatchRecord, Watcher};
 use super::workload::{run_worker, WorkloadContext, KEY_PREFIX};
-use super::{ChaosSettings, Report};
 use revkv_client::{Client, RangeRequest};
+
+/// Everything one run needs.
+#[derive(Clone, Debug)]
+pub struct ChaosSettings {
+    pub duration: Duration,
+    pub seed: u64,
+    pub workers: usize,
+    pub lease_workers: usize,
+    pub keys: usize,
+    pub binary: PathBuf,
+    pub dir: Option<PathBuf>,
+}
 
 /// How many members the cluster has.
 const CLUSTER_SIZE: u64 = 3;

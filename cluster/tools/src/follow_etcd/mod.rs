@@ -13,6 +13,7 @@
 //! diverging. Not followed: compactions (revkv keeps the longer history until it is compacted
 //! itself) and changes to users and roles.
 
+mod error;
 mod leases;
 mod replay;
 
@@ -23,6 +24,7 @@ use clap::Args;
 use etcd_client::{Client, ConnectOptions, GetOptions, WatchOptions};
 
 use crate::cli::parse_duration;
+pub use error::FollowError;
 use leases::LeaseMirror;
 use replay::{group_by_revision, replay_revision};
 
@@ -49,17 +51,6 @@ pub struct FollowEtcdArgs {
     /// under the shortest lease TTL.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub lease_check_interval: Duration,
-}
-
-/// Why the follow stopped.
-#[derive(Debug, thiserror::Error)]
-pub enum FollowError {
-    #[error("{0}: {1}")]
-    Etcd(&'static str, etcd_client::Error),
-    #[error("{0}")]
-    Diverged(String),
-    #[error("{0}")]
-    Refused(String),
 }
 
 /// Runs `revkv follow-etcd`; the reason it stopped goes to stderr.
