@@ -32,7 +32,8 @@ mod test_support;
 mod validate;
 
 pub use defragment::Defragmented;
-pub use snapshot::{RestoreTarget, SnapshotSummary};
+pub use snapshot::RestoreTarget;
+pub use snapshot_frames::SnapshotSummary;
 pub use snapshot_frames::{
     inspect_foreign, inspect_snapshot, inspect_snapshot_counted, open_backup_file,
     read_snapshot_frames, ForeignHistory, FrameFeed, ImportProgress, FOREIGN_STREAM_VERSION,

@@ -29,30 +29,13 @@ use crate::mvcc::key_index::SharedKeyIndex;
 use crate::mvcc::leases::{open_write_lease_tables, ReadLeaseTables, WriteLeaseTables};
 use crate::mvcc::snapshot_frames::{
     bad, read_foreign, read_stream, Counting, ForeignHistory, FrameFeed, FrameSink, ImportProgress,
+    SnapshotSummary,
 };
 use crate::mvcc::tables::{
     save_cluster_id, save_state, ReadTables, StoreState, WriteTables, HISTORY, LEASES, LEASE_KEYS,
 };
 use crate::mvcc::{open_write_tables, ExportMeta, MvccStore};
 use crate::types::{Alarm, AppliedState};
-
-/// What a snapshot holds, as reported after export, import or inspection.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SnapshotSummary {
-    /// 1 for streams that open with the older header, `codec::STREAM_VERSION` since.
-    pub stream_version: u32,
-    pub current_revision: u64,
-    pub compact_revision: u64,
-    pub applied: AppliedState,
-    /// History records plus leases.
-    pub records: u64,
-    /// Keys live at `current_revision` (None when a version-1 stream was only inspected).
-    pub live_keys: Option<u64>,
-    pub member_id: Option<u64>,
-    pub cluster_id: Option<u64>,
-    /// The trailer's xxh3 checksum of every byte before it.
-    pub checksum: u64,
-}
 
 /// What a restore puts in place of the stream's own raft position: the new cluster's membership
 /// at a log id of its own, and the new cluster's id.

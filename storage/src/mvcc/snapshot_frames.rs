@@ -14,8 +14,25 @@ use crate::auth::AuthState;
 use crate::codec::{self, LeaseRecord, SnapshotFrame, StreamHeader, VersionRecord};
 use crate::codec::{SNAPSHOT_MAGIC, STREAM_VERSION};
 use crate::error::{Error, Result};
-use crate::mvcc::snapshot::SnapshotSummary;
 use crate::types::{Alarm, AppliedState};
+
+/// What a snapshot holds, as reported after export, import or inspection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotSummary {
+    /// 1 for streams that open with the older header, `codec::STREAM_VERSION` since.
+    pub stream_version: u32,
+    pub current_revision: u64,
+    pub compact_revision: u64,
+    pub applied: AppliedState,
+    /// History records plus leases.
+    pub records: u64,
+    /// Keys live at `current_revision` (None when a version-1 stream was only inspected).
+    pub live_keys: Option<u64>,
+    pub member_id: Option<u64>,
+    pub cluster_id: Option<u64>,
+    /// The trailer's xxh3 checksum of every byte before it.
+    pub checksum: u64,
+}
 
 /// Where the records and leases of a stream go as they are read and checked.
 pub(crate) trait FrameSink {
