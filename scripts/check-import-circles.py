@@ -63,12 +63,6 @@ KNOWN_CIRCLES = {
     ],
     "node": [
         (
-            "auth/authenticate.rs",
-            "auth/mod.rs",
-            "auth/password.rs",
-            "auth/token.rs",
-        ),
-        (
             "http/alarms.rs",
             "http/auth_admin.rs",
             "http/auth_routes.rs",
