@@ -16,6 +16,7 @@ does a listed circle that is gone, so that the list shrinks as circles are broke
 first shows the check finding a planted circle. Standard library only.
 """
 
+import functools
 import pathlib
 import re
 import sys
@@ -163,8 +164,10 @@ def paths_in(text):
     return found
 
 
+@functools.lru_cache(maxsize=None)
 def reexports(file):
-    """What `file` re-exports: the name it gives each item and the path it names it by."""
+    """What `file` re-exports: the name it gives each item and the path it names it by. Cached:
+    every path that reaches a facade asks again, and the files do not change during a check."""
     found = {}
     text = file.read_text()
     for path in re.findall(r"^\s*pub(?:\([^)]*\))?\s+use\s+([A-Za-z_][A-Za-z0-9_:]*)\s*;", text, re.M):
