@@ -33,6 +33,7 @@ mod etcd_snapshot_out;
 mod etcdctl_edges_vs_etcd;
 mod etcdctl_vs_etcd;
 mod failover;
+mod h2_writes;
 mod leader_restart;
 mod lease_vs_etcd;
 mod leases;
