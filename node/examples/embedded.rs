@@ -14,8 +14,15 @@ use revkv_storage::{
     Response, TxnOp, TxnRequest,
 };
 
-#[tokio::main]
-async fn main() -> Result<(), Box<dyn Error>> {
+fn main() -> Result<(), Box<dyn Error>> {
+    // The runtime the `revkv` binary uses: without tokio's LIFO slot, so that answers to
+    // concurrent gRPC requests share writes (`revkv_node::runtime`).
+    revkv_node::runtime::runtime_builder()
+        .build()?
+        .block_on(run())
+}
+
+async fn run() -> Result<(), Box<dyn Error>> {
     let data = tempfile::tempdir()?;
     // Bind both listeners first (port 0 picks free ports), so the member can advertise them.
     let client_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

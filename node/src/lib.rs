@@ -15,6 +15,7 @@ pub mod node;
 #[cfg(feature = "planted-bugs")]
 pub use revkv_raft::planted_bugs;
 pub mod range_view;
+pub mod runtime;
 pub mod space_quota;
 pub mod three_way_merge;
 pub mod watch;

@@ -49,7 +49,8 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match build_runtime() {
+    // Without tokio's LIFO slot, gRPC answers share writes (`revkv_node::runtime` says why).
+    let runtime = match revkv_node::runtime::runtime_builder().build() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("revkv: cannot start the async runtime: {error}");
@@ -64,26 +65,6 @@ fn main() -> ExitCode {
         Command::Snapshot(args) => snapshot_command::run(args),
         Command::FollowEtcd(args) => runtime.block_on(revkv_tools::follow_etcd::run(args)),
     }
-}
-
-/// The multi-threaded runtime every subcommand runs on, with tokio's LIFO slot turned off.
-///
-/// With the slot, a task woken by the running task runs next on the same worker. An h2
-/// connection task is woken by every stream that queues an answer (a gRPC request's handler
-/// runs as a task of its own), so it ran after each handler and wrote each answer alone: one
-/// `writev` per answer on the member, one per request on `revkv bench`'s client. Without the slot
-/// it waits its turn behind the other handlers that are ready, and one write carries all their
-/// answers. Measured on the 2-core machine (docs/BENCHMARKS.md, 2026-11-28): the leader's writes
-/// per serializable read fell from 0.97 to 0.25, and 64 clients' reads over 8 connections went
-/// from 66,000-76,000 to 116,000 a second; a single client's write latency was unchanged.
-/// (`disable_lifo_slot` is one of tokio's unstable options; `.cargo/config.toml` sets
-/// `tokio_unstable` for every build. A build whose `RUSTFLAGS` replaced that keeps the slot.)
-fn build_runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.enable_all();
-    #[cfg(tokio_unstable)]
-    builder.disable_lifo_slot();
-    builder.build()
 }
 
 async fn serve(args: ServeArgs) -> ExitCode {
