@@ -44,9 +44,10 @@
 #                            revkv's etcd gRPC port with etcd's client, revkv its HTTP API)
 #   REVKV_BENCH_CONNS        the gRPC connection counts each gRPC workload is tried with
 #                            (default "1 8 64")
-#   REVKV_BENCH_BASELINE_BINARY  a revkv binary to measure as the system "revkv-baseline" (list
-#                            it in REVKV_BENCH_SYSTEMS): an older build against this checkout's
-#                            and both against etcd, in one run
+#   REVKV_BENCH_BASELINE_BINARY  a revkv binary to measure as the system "revkv-baseline" (its
+#                            HTTP API) or "revkv-baseline-grpc" (its etcd gRPC port; list it in
+#                            REVKV_BENCH_SYSTEMS): an older build against this checkout's and both
+#                            against etcd, in one run
 #   REVKV_BENCH_WORKLOADS    which workloads (default all: put-1 put-64 put-256 get-lin-64
 #                            get-ser-64 cas-16-2)
 #   REVKV_BENCH_RESULTS_DIR  where each run's JSON report and the summary go
@@ -245,6 +246,13 @@ run_system() {
         { echo "bench-vs-etcd: revkv-baseline needs REVKV_BENCH_BASELINE_BINARY" >&2; exit 2; }
       REVKV_BINARY="$REVKV_BENCH_BASELINE_BINARY" start_revkv
       run_workloads "$system" revkv ;;
+    # The older build's etcd gRPC port, driven like revkv-grpc: the A/B of a gRPC-path change.
+    revkv-baseline-grpc)
+      [[ -x "${REVKV_BENCH_BASELINE_BINARY:-}" ]] ||
+        { echo "bench-vs-etcd: revkv-baseline-grpc needs REVKV_BENCH_BASELINE_BINARY" >&2; exit 2; }
+      REVKV_BINARY="$REVKV_BENCH_BASELINE_BINARY" start_revkv
+      leader_endpoint="http://127.0.0.1:720${leader_endpoint: -1}"
+      run_workloads "$system" etcd-grpc ;;
     # The same members through their etcd gRPC port (scripts/cluster.sh: 7201-7203), driven by the
     # very client that drives etcd: the fairest comparison there is.
     revkv-grpc)
