@@ -109,6 +109,18 @@ pub struct MemberStatus {
     pub client_urls_published: bool,
 }
 
+/// One member's entry in the cluster-wide status (`GET /v1/cluster/status`): its status as it
+/// reported it, or why it gave none (down, cut off, too slow).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterMemberStatus {
+    pub member_id: u64,
+    pub status: Result<MemberStatus, String>,
+}
+
+/// How long the cluster-wide status waits for each member's report: long enough for a loaded
+/// member, short enough that a console refreshing every few seconds never piles requests up.
+pub const CLUSTER_STATUS_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// The member operations behind the HTTP API. Every method is bounded in time by the member.
 pub trait KvBackend: Send + Sync + 'static {
     /// This member's id.
@@ -188,6 +200,25 @@ pub trait KvBackend: Send + Sync + 'static {
     fn status(&self) -> impl Future<Output = Result<MemberStatus, NodeError>> + Send;
 
     fn members(&self) -> impl Future<Output = Result<Vec<MemberInfo>, NodeError>> + Send;
+
+    /// Every member's status, asked at once, each within [`CLUSTER_STATUS_TIMEOUT`], in member id
+    /// order. A backend without peers (a plain store) has only its own.
+    fn cluster_status(
+        &self,
+    ) -> impl Future<Output = Result<Vec<ClusterMemberStatus>, NodeError>> + Send {
+        async move {
+            Ok(vec![ClusterMemberStatus {
+                member_id: self.member_id(),
+                status: Ok(self.status().await?),
+            }])
+        }
+    }
+
+    /// The state file's size past which this member raises the NOSPACE alarm
+    /// (`--quota-backend-bytes`), if it has one.
+    fn quota_backend_bytes(&self) -> Option<u64> {
+        None
+    }
 
     /// Adds a learner and waits until it has caught up (bounded).
     fn add_learner(

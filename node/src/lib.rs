@@ -6,6 +6,7 @@ pub mod auth;
 pub mod backend;
 pub mod compaction;
 pub mod compaction_cleaner;
+pub mod conflict_rates;
 pub mod corruption_check;
 pub mod error;
 pub mod hot_keys;

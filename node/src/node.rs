@@ -117,6 +117,7 @@ impl Node {
             request_timeout: config.request_timeout,
             watch_hub,
             metrics: metrics.clone(),
+            quota_backend_bytes: config.space_quota.quota_bytes,
         });
         let stop_background = spawn_background_tasks(&backend, &config);
         let stop = client_listener.map(|client_listener| {

@@ -37,6 +37,7 @@ mod log_tail;
 mod log_writer;
 pub mod member;
 mod member_inner;
+pub mod member_reports;
 mod member_start;
 pub mod peer;
 #[cfg(feature = "planted-bugs")]
@@ -72,6 +73,7 @@ pub use lease_events::{LeaseEvents, LeaseObserver};
 pub use log_storage::LogStorage;
 pub use log_tail::{LogTailSize, TailLimits};
 pub use member::{Membership, RaftMember};
+pub use member_reports::{MemberReport, MemberReportAnswer};
 pub use peer::append_timeout::PeerAppendTimeout;
 pub use peer::{AdminRequest, KeySpaceHashAnswer, LeaseTimeToLive, PeerIdentity};
 pub use restore::{restore_member, RestoreError, RestorePlan, DEFAULT_RESTORE_CACHE_BYTES};

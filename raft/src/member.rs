@@ -181,9 +181,7 @@ impl RaftMember {
     /// and gRPC if it serves it). A founding member publishes them once a leader is known
     /// (`publish_addresses.rs`); until then its entry has only its peer URL.
     pub fn client_urls_published(&self) -> bool {
-        let metrics = self.inner.raft.metrics();
-        let recorded = metrics.borrow_watched();
-        recorded.membership_config.get_node(&self.inner.id) == Some(&self.inner.config.advertise)
+        self.inner.client_urls_published()
     }
 
     /// How many append streams (other members' replication and heartbeat connections) this
@@ -456,6 +454,16 @@ impl RaftMember {
         timeout: Duration,
     ) -> Vec<crate::MemberKeySpaceHash> {
         self.inner.collect_key_space_hashes(revision, timeout).await
+    }
+
+    /// This member's report of itself (`member_reports.rs`).
+    pub fn member_report(&self) -> Result<crate::MemberReport, MemberError> {
+        Ok(self.inner.member_report()?)
+    }
+
+    /// Every member's report, asked at once, each within `timeout`.
+    pub async fn member_reports(&self, timeout: Duration) -> Vec<crate::MemberReportAnswer> {
+        self.inner.collect_member_reports(timeout).await
     }
 
     /// Waits until this member has applied at least `revision`.

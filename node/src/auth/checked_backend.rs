@@ -16,8 +16,8 @@ use revkv_storage::{Alarm, Defragmented, KeyHistory, KeyRange, RangeRequest, Req
 
 use super::caller::Caller;
 use crate::backend::{
-    BackupSource, GrantedLease, KvBackend, LeaseTimeToLive, MemberInfo, MemberStatus, ReadAnswer,
-    ReadConsistency, ResponseHeader, Written,
+    BackupSource, ClusterMemberStatus, GrantedLease, KvBackend, LeaseTimeToLive, MemberInfo,
+    MemberStatus, ReadAnswer, ReadConsistency, ResponseHeader, Written,
 };
 use crate::error::NodeError;
 use crate::watch::WatchHub;
@@ -144,6 +144,16 @@ impl<B: KvBackend> KvBackend for CheckedBackend<B> {
 
     fn members(&self) -> impl Future<Output = Result<Vec<MemberInfo>, NodeError>> + Send {
         self.inner.members()
+    }
+
+    fn cluster_status(
+        &self,
+    ) -> impl Future<Output = Result<Vec<ClusterMemberStatus>, NodeError>> + Send {
+        self.inner.cluster_status()
+    }
+
+    fn quota_backend_bytes(&self) -> Option<u64> {
+        self.inner.quota_backend_bytes()
     }
 
     fn add_learner(

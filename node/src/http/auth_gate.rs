@@ -37,12 +37,16 @@ pub fn access_of_route(method: &Method, route: &str) -> RouteAccess {
     use RouteAccess::{Authenticated, Open, Root};
     match (method.as_str(), route) {
         (_, "/healthz" | "/readyz" | "/metrics" | "/v1/openapi.json" | "/v1/status") => Open,
+        // The web console's files: they hold no data, and carry the sign-in form.
+        ("GET", "/ui" | "/ui/" | "/ui/{*path}") => Open,
         ("POST", "/v1/auth/authenticate") | ("GET", "/v1/auth/status") => Open,
         (_, "/v1/kv" | "/v1/kv/" | "/v1/kv/{*key}" | "/v1/txn") => Authenticated,
         (_, "/v1/watch" | "/v1/watch/{watch_id}/progress") => Authenticated,
         (_, "/v1/leases" | "/v1/leases/{id}" | "/v1/leases/keepalive") => Authenticated,
         (_, "/v1/leases/{id}/keepalive") => Authenticated,
-        ("GET", "/v1/members" | "/v1/alarms") => Authenticated,
+        ("GET", "/v1/members" | "/v1/alarms" | "/v1/cluster/status") => Authenticated,
+        // Counts only, no key names (unlike the hot-key list).
+        ("GET", "/v1/conflicts/rates") => Authenticated,
         // Membership changes, leader transfer, compaction, hashes, backups, defragmentation,
         // clearing alarms, the hot-key list (it names keys) and auth administration.
         _ => Root,

@@ -3,6 +3,7 @@
 //! handler that answers, on the member the client asked. Forwarded writes reach the leader through
 //! the peer protocol, not through these handlers, so no conflict is counted twice. The handlers
 //! that resolve conflicts themselves (`kv_patch`, `kv_merge`) count `retried` and `merged` too.
+//! Each is also noted in the member's hot-key top-k and its conflicts-per-interval history.
 
 use std::time::Instant;
 
@@ -10,6 +11,7 @@ use revkv_metrics::{ConflictResolution, KvOp};
 
 use super::error::ApiError;
 use super::state::ApiState;
+use crate::auth::authenticate::unix_now;
 use crate::backend::KvBackend;
 use crate::error::NodeError;
 use crate::hot_keys::HotKeyEvent;
@@ -34,6 +36,9 @@ pub fn note_conflicts<B: KvBackend>(
     state
         .hot_keys
         .record(key, HotKeyEvent::Conflict, count, revision, Instant::now());
+    state
+        .conflict_rates
+        .record(HotKeyEvent::Conflict, count, unix_now());
 }
 
 /// Notes a client retry (`X-Retry-Attempt` >= 1) on `key` in the hot-key top-k.
@@ -43,6 +48,9 @@ pub fn note_client_retry<B: KvBackend>(state: &ApiState<B>, key: Option<&[u8]>, 
         state
             .hot_keys
             .record(key, HotKeyEvent::Retry, 1, revision, Instant::now());
+        state
+            .conflict_rates
+            .record(HotKeyEvent::Retry, 1, unix_now());
     }
 }
 

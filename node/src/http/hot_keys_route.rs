@@ -3,6 +3,10 @@
 //! last_revision}]}`, hottest first. `top` defaults to 10 and may not exceed what the top-k can
 //! hold. Counts are this member's own (conflicts are counted where the client was answered);
 //! `revkv ctl conflicts top` adds up every member's answer.
+//!
+//! `GET /v1/conflicts/rates`: this member's conflicts and client retries per interval over the
+//! last minutes (`crate::conflict_rates`), `{header, interval_seconds, intervals: [{start_unix_seconds,
+//! conflicts, retries}]}`, oldest first, every interval listed: the web console's chart.
 
 use std::time::Instant;
 
@@ -15,7 +19,9 @@ use serde::Serialize;
 use super::error::ApiError;
 use super::keys::{base64_encode, TextEncoding};
 use super::opening::open_query;
+use super::query::QueryParams;
 use super::state::ApiState;
+use crate::auth::authenticate::unix_now;
 use crate::backend::{KvBackend, ResponseHeader};
 use crate::error::NodeError;
 
@@ -23,7 +29,9 @@ use crate::error::NodeError;
 const DEFAULT_TOP: u64 = 10;
 
 pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
-    Router::new().route("/v1/conflicts", get(hot_keys::<B>))
+    Router::new()
+        .route("/v1/conflicts", get(hot_keys::<B>))
+        .route("/v1/conflicts/rates", get(conflict_rates::<B>))
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
@@ -80,6 +88,55 @@ async fn hot_keys<B: KvBackend>(
         header: state.backend.header()?,
         window_seconds: state.hot_keys.window().as_secs(),
         keys,
+    };
+    Ok(Json(answer).into_response())
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+struct ConflictRatesAnswer {
+    header: ResponseHeader,
+    interval_seconds: u64,
+    intervals: Vec<ConflictIntervalJson>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+struct ConflictIntervalJson {
+    /// The Unix time the interval starts at.
+    start_unix_seconds: u64,
+    conflicts: u64,
+    retries: u64,
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/conflicts/rates",
+    tag = "kv",
+    summary = "Conflicts and client retries on this member per interval over the last minutes",
+    responses(
+        (status = 200, description = "Every interval, oldest first", body = ConflictRatesAnswer),
+        (status = "4XX", description = "Refused: invalid", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+    )
+)]
+pub(super) async fn conflict_rates<B: KvBackend>(
+    State(state): State<ApiState<B>>,
+    RawQuery(raw_query): RawQuery,
+) -> Result<Response, ApiError> {
+    QueryParams::parse(raw_query.as_deref())?.finish()?;
+    let intervals = state
+        .conflict_rates
+        .history(unix_now())
+        .into_iter()
+        .map(|interval| ConflictIntervalJson {
+            start_unix_seconds: interval.start_unix_seconds,
+            conflicts: interval.conflicts,
+            retries: interval.retries,
+        })
+        .collect();
+    let answer = ConflictRatesAnswer {
+        header: state.backend.header()?,
+        interval_seconds: state.conflict_rates.limits().interval_seconds,
+        intervals,
     };
     Ok(Json(answer).into_response())
 }

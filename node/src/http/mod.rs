@@ -31,7 +31,9 @@ mod auth_routes;
 mod body;
 mod client_retries;
 mod cluster;
+mod cluster_status;
 mod conflicts;
+mod console;
 mod error;
 mod guaranteed_update;
 mod hot_keys_route;
@@ -66,6 +68,7 @@ use revkv_metrics::{Metrics, PrefixLabelConfig};
 use tokio::sync::Semaphore;
 
 use crate::backend::KvBackend;
+use crate::conflict_rates::ConflictRates;
 use crate::error::NodeError;
 use crate::hot_keys::HotKeys;
 pub use error::ApiError;
@@ -119,6 +122,7 @@ fn build_router<B: KvBackend>(
     let lease_streams = Arc::new(Semaphore::new(lease_stream.max_streams));
     let snapshot_streams = Arc::new(Semaphore::new(limits.max_snapshot_streams));
     let hot_keys = Arc::new(HotKeys::new(limits.hot_keys.clone(), Instant::now()));
+    let conflict_rates = Arc::new(ConflictRates::new(limits.conflict_rates));
     let password_checks = Arc::new(Semaphore::new(
         limits.auth.max_concurrent_password_checks.max(1),
     ));
@@ -131,6 +135,7 @@ fn build_router<B: KvBackend>(
             lease_streams,
             snapshot_streams,
             hot_keys,
+            conflict_rates,
             password_checks,
         },
     );
@@ -144,6 +149,8 @@ fn build_router<B: KvBackend>(
         .merge(txn::routes::<B>())
         .merge(leases::routes::<B>())
         .merge(cluster::routes::<B>())
+        .merge(cluster_status::routes::<B>())
+        .merge(console::routes::<B>())
         .merge(alarms::routes::<B>())
         .merge(members::routes::<B>())
         .merge(watch::routes::<B>())

@@ -9,6 +9,7 @@ use revkv_metrics::Metrics;
 
 use crate::auth::{AuthOptions, Caller, CheckedBackend};
 use crate::backend::KvBackend;
+use crate::conflict_rates::{ConflictRateLimits, ConflictRates};
 use crate::hot_keys::{HotKeyLimits, HotKeys};
 use tokio::sync::Semaphore;
 
@@ -30,6 +31,9 @@ pub struct HttpLimits {
     /// The hot-key top-k behind `GET /v1/conflicts` (`revkv serve --hot-keys-capacity`,
     /// `--hot-keys-window-seconds`).
     pub hot_keys: HotKeyLimits,
+    /// The conflicts-per-interval history behind `GET /v1/conflicts/rates` (embedders set it;
+    /// the default keeps ten minutes in five-second steps).
+    pub conflict_rates: ConflictRateLimits,
     /// Token lifetime and concurrent password checks (`revkv serve --auth-token-ttl-seconds`,
     /// `--max-concurrent-password-checks`).
     pub auth: AuthOptions,
@@ -46,6 +50,7 @@ impl Default for HttpLimits {
             lease_stream: LeaseStreamLimits::default(),
             max_snapshot_streams: DEFAULT_MAX_SNAPSHOT_STREAMS,
             hot_keys: HotKeyLimits::default(),
+            conflict_rates: ConflictRateLimits::default(),
             auth: AuthOptions::default(),
         }
     }
@@ -101,6 +106,8 @@ pub(crate) struct ApiShared {
     pub snapshot_streams: Arc<Semaphore>,
     /// The member's hottest conflicting keys.
     pub hot_keys: Arc<HotKeys>,
+    /// The member's conflicts and retries per interval over the last minutes.
+    pub conflict_rates: Arc<ConflictRates>,
     /// One permit per password check running now (`AuthOptions::max_concurrent_password_checks`).
     pub password_checks: Arc<Semaphore>,
 }

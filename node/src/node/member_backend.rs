@@ -6,15 +6,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use revkv_metrics::Metrics;
-use revkv_raft::{AdminRequest, MemberError, MemberNode, RaftMember};
+use revkv_raft::{AdminRequest, MemberError, MemberNode, MemberReport, RaftMember};
 use revkv_storage::{
     validate_range, validate_request, Alarm, Defragmented, DeleteRangeRequest, KeyHistory,
     KeyRange, KeyValue, PutRequest, RangeEnd, RangeRequest, Request, Response, StateHash,
 };
 
 use crate::backend::{
-    BackupSource, GrantedLease, KvBackend, LeaseTimeToLive, MemberInfo, MemberStatus, ReadAnswer,
-    ReadConsistency, ResponseHeader, Written,
+    BackupSource, ClusterMemberStatus, GrantedLease, KvBackend, LeaseTimeToLive, MemberInfo,
+    MemberStatus, ReadAnswer, ReadConsistency, ResponseHeader, Written, CLUSTER_STATUS_TIMEOUT,
 };
 use crate::error::NodeError;
 use crate::watch::WatchHub;
@@ -25,6 +25,27 @@ pub struct MemberBackend {
     pub(super) request_timeout: Duration,
     pub(super) watch_hub: Arc<WatchHub>,
     pub(super) metrics: Arc<Metrics>,
+    /// `--quota-backend-bytes`, which the cluster-wide status shows beside the file sizes.
+    pub(super) quota_backend_bytes: u64,
+}
+
+/// A member's report of itself (the raft crate's) as the HTTP API's status.
+fn member_status(report: MemberReport) -> MemberStatus {
+    MemberStatus {
+        member_id: report.member_id,
+        leader_id: report.leader_id,
+        raft_term: report.raft_term,
+        commit_index: report.commit_index,
+        applied_index: report.applied_index,
+        revision: report.revision,
+        compact_revision: report.compact_revision,
+        state_db_bytes: report.state_db_bytes,
+        state_db_bytes_in_use: report.state_db_bytes_in_use,
+        log_db_bytes: report.log_db_bytes,
+        version: report.version,
+        role: report.role,
+        client_urls_published: report.client_urls_published,
+    }
 }
 
 /// The one place a raft-layer error becomes a node-layer error.
@@ -300,24 +321,23 @@ impl KvBackend for MemberBackend {
     }
 
     async fn status(&self) -> Result<MemberStatus, NodeError> {
-        let raft = self.member.status();
-        let stats = self.member.store().stats()?;
-        let log_db_bytes = self.member.log_store().size_bytes();
-        Ok(MemberStatus {
-            member_id: self.member.id(),
-            leader_id: raft.leader,
-            raft_term: raft.term,
-            commit_index: raft.commit_index,
-            applied_index: raft.applied_index,
-            revision: stats.current_revision,
-            compact_revision: stats.compact_revision,
-            state_db_bytes: stats.file_bytes,
-            state_db_bytes_in_use: stats.bytes_in_use,
-            log_db_bytes,
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            role: raft.role.as_str().to_string(),
-            client_urls_published: self.member.client_urls_published(),
-        })
+        let report = self.member.member_report().map_err(node_error)?;
+        Ok(member_status(report))
+    }
+
+    async fn cluster_status(&self) -> Result<Vec<ClusterMemberStatus>, NodeError> {
+        let answers = self.member.member_reports(CLUSTER_STATUS_TIMEOUT).await;
+        Ok(answers
+            .into_iter()
+            .map(|answer| ClusterMemberStatus {
+                member_id: answer.member_id,
+                status: answer.report.map(member_status),
+            })
+            .collect())
+    }
+
+    fn quota_backend_bytes(&self) -> Option<u64> {
+        Some(self.quota_backend_bytes)
     }
 
     async fn members(&self) -> Result<Vec<MemberInfo>, NodeError> {

@@ -40,6 +40,8 @@ pub mod paths {
     pub const IDENTITY: &str = "/raft/identity";
     /// A member's hash of its history at a revision (the consistency check).
     pub const KEY_SPACE_HASH: &str = "/raft/key-space-hash";
+    /// A member's report of itself (the cluster-wide status).
+    pub const MEMBER_REPORT: &str = "/raft/member-report";
 }
 
 /// A member's answer to "your hash of the history at revision R" (etcd's HashKV between peers).

@@ -113,6 +113,7 @@ fn router(member: &Arc<MemberInner>) -> Router {
         .route(paths::LEASE_TIME_TO_LIVE, post(lease_time_to_live))
         .route(paths::IDENTITY, post(identity))
         .route(paths::KEY_SPACE_HASH, post(key_space_hash))
+        .route(paths::MEMBER_REPORT, post(member_report))
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .with_state(member.clone())
 }
@@ -239,6 +240,13 @@ async fn identity(State(member): Shared, body: Bytes) -> Response {
             node: member.config.advertise.clone(),
             initialized,
         })
+    })
+    .await
+}
+
+async fn member_report(State(member): Shared, body: Bytes) -> Response {
+    serve(body, |(): ()| async move {
+        member.member_report().map_err(fatal)
     })
     .await
 }

@@ -193,6 +193,8 @@ impl ServeArgs {
             lease_stream: self.lease_stream_limits()?,
             max_snapshot_streams: self.max_snapshot_streams()?,
             hot_keys: self.hot_key_limits()?,
+            // Ten minutes in five-second steps; no flag, as the console's chart is drawn for it.
+            conflict_rates: revkv_node::conflict_rates::ConflictRateLimits::default(),
             auth: self.auth_options()?,
         })
     }
