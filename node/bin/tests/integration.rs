@@ -6,6 +6,7 @@
 //! build took most of CI's 40 minutes. Tests that must own their process (a global log subscriber,
 //! for one) stay separate binaries; Cargo.toml names them.
 
+mod browser_support;
 mod etcd_history;
 mod etcdctl_compare;
 mod etcdctl_contention;
@@ -20,6 +21,7 @@ mod client_counter;
 mod client_watch;
 mod cluster_errors;
 mod connection_limits;
+mod console;
 mod corruption_check;
 mod ctl;
 mod disk_full;

@@ -9,10 +9,13 @@ import { diffView } from "./diff.js";
 import { facts, h, link, notice, page, replace } from "./dom.js";
 import { valueView } from "./values.js";
 
-// Entries (folders and keys) per page of the tree, keys asked per request, and requests per page
-// at most: a prefix with many folders costs one request per folder, bounded here.
+// Entries (folders and keys) per page of the tree, and requests per page at most: a prefix with
+// many folders costs one request per folder, bounded here. A request asks for many keys, or for
+// few right after one whose keys all fell in one folder (the next is likely to as well, and only
+// its first key is needed to name the folder).
 const ENTRIES_PER_PAGE = 100;
 const KEYS_PER_REQUEST = 200;
+const KEYS_PER_REQUEST_IN_FOLDERS = 10;
 const REQUESTS_PER_PAGE = 50;
 const SLASH = 0x2f;
 
@@ -31,34 +34,47 @@ export function bytesParameters(name, bytes) {
 // With encoding=base64 the key in the path is base64 too, percent-encoded ("/" and "+" in it).
 export const keyPath = (key) => `/v1/kv/${encodeURIComponent(toBase64(key))}?encoding=base64`;
 
-/** One page of the tree under `prefix`, from `start`: {entries, next, revision}. */
-async function treePage(prefix, start, revision) {
-  const end = prefixEnd(prefix);
+/** The folders and keys of one answer's keys under `prefix`, skipping keys of the folder that was
+ *  open at the end of the previous answer: {entries, openFolder}. */
+function entriesOf(kvs, prefix, openFolder) {
   const entries = [];
+  for (const kv of kvs) {
+    const key = fromBase64(kv.key);
+    if (openFolder && startsWith(key, openFolder)) continue;
+    const slash = key.subarray(prefix.length).indexOf(SLASH);
+    if (slash < 0) {
+      openFolder = null;
+      entries.push({ kind: "key", bytes: key });
+    } else {
+      openFolder = key.slice(0, prefix.length + slash + 1);
+      entries.push({ kind: "folder", bytes: openFolder });
+    }
+  }
+  return { entries, openFolder };
+}
+
+/** One page of the tree under `prefix`, from `start`, handing each answer's entries to `show` as
+ *  they arrive: {next, revision}, `next` null at the end of the prefix. */
+async function treePage(prefix, start, revision, show) {
+  const end = prefixEnd(prefix);
+  let shown = 0;
   let from = start;
-  for (let requests = 0; requests < REQUESTS_PER_PAGE && entries.length < ENTRIES_PER_PAGE; requests += 1) {
-    const query = new URLSearchParams({ key: toBase64(from), range_end: toBase64(end), keys_only: "true", limit: String(KEYS_PER_REQUEST), encoding: "base64" });
+  let limit = KEYS_PER_REQUEST;
+  for (let requests = 0; requests < REQUESTS_PER_PAGE && shown < ENTRIES_PER_PAGE; requests += 1) {
+    const query = new URLSearchParams({ key: toBase64(from), range_end: toBase64(end), keys_only: "true", limit: String(limit), encoding: "base64" });
     if (revision) query.set("revision", revision);
     const answer = await get(`/v1/kv?${query}`);
     revision = revision || answer.header.revision;
-    let openFolder = null;
-    for (const kv of answer.kvs) {
-      const key = fromBase64(kv.key);
-      if (openFolder && startsWith(key, openFolder)) continue;
-      const slash = key.subarray(prefix.length).indexOf(SLASH);
-      if (slash < 0) {
-        openFolder = null;
-        entries.push({ kind: "key", bytes: key });
-      } else {
-        openFolder = key.slice(0, prefix.length + slash + 1);
-        entries.push({ kind: "folder", bytes: openFolder });
-      }
-    }
-    if (!answer.more) return { entries, next: null, revision };
+    const { entries, openFolder } = entriesOf(answer.kvs, prefix, null);
+    show(entries);
+    shown += entries.length;
+    if (!answer.more) return { next: null, revision };
     const last = fromBase64(answer.kvs[answer.kvs.length - 1].key);
-    from = openFolder && startsWith(last, openFolder) ? prefixEnd(openFolder) : concat(last, new Uint8Array([0]));
+    const endedInFolder = openFolder && startsWith(last, openFolder);
+    from = endedInFolder ? prefixEnd(openFolder) : concat(last, new Uint8Array([0]));
+    limit = endedInFolder && entries.length === 1 ? KEYS_PER_REQUEST_IN_FOLDERS : KEYS_PER_REQUEST;
   }
-  return { entries, next: from, revision };
+  return { next: from, revision };
 }
 
 export function renderKeys(main, parameters, navigate) {
@@ -70,7 +86,7 @@ export function renderKeys(main, parameters, navigate) {
   const prefixInput = h("input", { id: "prefix", value: asText(prefix) ?? "", size: 40, placeholder: "a/b/" });
   const jump = h("form", { class: "toolbar" },
     h("label", { for: "prefix" }, "Prefix"), prefixInput, h("button", { type: "submit" }, "Browse"),
-    h("button", { type: "button", onclick: () => showNewKey(detail, prefix, navigate) }, "New key"));
+    h("button", { type: "button", "data-testid": "new-key", onclick: () => showNewKey(detail, prefix, navigate) }, "New key"));
   jump.addEventListener("submit", (event) => {
     event.preventDefault();
     navigate(page("keys", bytesParameters("prefix", fromText(prefixInput.value))));
@@ -98,8 +114,9 @@ function breadcrumbs(prefix) {
 async function loadTree(prefix, start, revision, list, more, selected) {
   replace(more, h("span", { class: "muted" }, "Loading…"));
   try {
-    const result = await treePage(prefix, start, revision);
-    for (const entry of result.entries) list.append(treeItem(prefix, entry, selected));
+    const result = await treePage(prefix, start, revision, (entries) => {
+      for (const entry of entries) list.append(treeItem(prefix, entry, selected));
+    });
     if (list.children.length === 0) list.append(h("li", { class: "muted" }, "No keys under this prefix."));
     replace(more, result.next
       ? h("button", { type: "button", "data-testid": "more-keys", onclick: () => loadTree(prefix, result.next, result.revision, list, more, selected) }, "More")
@@ -179,6 +196,7 @@ async function writeKey(key, value, seen, message) {
   } catch (error) {
     if (error instanceof ApiError && error.code === "conflict") {
       replace(message, conflictView(value, error.body.current, seen));
+      message.scrollIntoView({ block: "start" });
     } else {
       replace(message, notice("error", describe(error)));
     }

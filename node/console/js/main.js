@@ -88,14 +88,22 @@ document.addEventListener("click", (event) => {
   navigate(anchor.getAttribute("href"));
 });
 window.addEventListener("popstate", show);
-window.addEventListener("revkv-unauthenticated", () => {
-  if (!authEnabled) return;
+// A token that stopped working (expired, user deleted): sign out and ask again. A 401 while no one
+// is signed in is the sign-in form's own, which shows it itself.
+window.addEventListener("revkv-unauthenticated", async () => {
+  if (!authEnabled) {
+    // Auth was enabled after the console opened: learn it, and ask for a sign-in.
+    await learnAuthStatus();
+    if (authEnabled) show();
+    return;
+  }
+  if (!currentUser()) return;
   signOut();
   renderAccount();
   show();
 });
 
-async function start() {
+async function learnAuthStatus() {
   try {
     const status = await get("/v1/auth/status");
     authEnabled = Boolean(status.enabled);
@@ -103,6 +111,10 @@ async function start() {
     authEnabled = false;
   }
   renderAccount();
+}
+
+async function start() {
+  await learnAuthStatus();
   show();
 }
 

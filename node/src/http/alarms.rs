@@ -78,8 +78,8 @@ struct DefragmentAnswer {
     summary = "The raised alarms",
     responses(
         (status = 200, description = "The alarms", body = AlarmsAnswer),
-        (status = "4XX", description = "Refused: invalid", body = super::openapi::ErrorBody),
-        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+        (status = "4XX", description = "Refused: invalid", body = super::openapi_shapes::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi_shapes::ErrorBody),
     )
 )]
 async fn get_alarms<B: KvBackend>(
@@ -105,8 +105,8 @@ async fn get_alarms<B: KvBackend>(
     params(("member_id" = Option<u64>, Query, description = "Disarm only this member's alarms")),
     responses(
         (status = 200, description = "What was disarmed and what is still raised", body = DisarmAnswer),
-        (status = "4XX", description = "Refused: invalid", body = super::openapi::ErrorBody),
-        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+        (status = "4XX", description = "Refused: invalid", body = super::openapi_shapes::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi_shapes::ErrorBody),
     )
 )]
 async fn delete_alarms<B: KvBackend>(
@@ -154,8 +154,8 @@ async fn delete_alarms<B: KvBackend>(
     summary = "Give back the space freed by compaction, on this member",
     responses(
         (status = 200, description = "Defragmented", body = DefragmentAnswer),
-        (status = "4XX", description = "Refused: invalid", body = super::openapi::ErrorBody),
-        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+        (status = "4XX", description = "Refused: invalid", body = super::openapi_shapes::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi_shapes::ErrorBody),
     )
 )]
 async fn post_defragment<B: KvBackend>(

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::auth_routes::{change_auth, run_password_work};
 use super::body::read_json;
 use super::error::ApiError;
-use super::openapi::ErrorBody;
+use super::openapi_shapes::ErrorBody;
 use super::query::QueryParams;
 use super::state::ApiState;
 use crate::auth::password::hash_password;

@@ -14,10 +14,9 @@ use revkv_storage::auth::AuthRequest;
 use revkv_storage::{Request, Response as StoreResponse};
 use serde::{Deserialize, Serialize};
 
-use super::auth_admin;
 use super::body::read_json;
 use super::error::ApiError;
-use super::openapi::ErrorBody;
+use super::openapi_shapes::ErrorBody;
 use super::query::QueryParams;
 use super::state::ApiState;
 use crate::auth::authenticate::{fill_random, issue_token, records_with_token_key, unix_now};
@@ -30,7 +29,6 @@ pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
         .route("/v1/auth/status", get(status::<B>))
         .route("/v1/auth/enable", post(enable::<B>))
         .route("/v1/auth/disable", post(disable::<B>))
-        .merge(auth_admin::routes::<B>())
 }
 
 /// The body of `POST /v1/auth/authenticate`.

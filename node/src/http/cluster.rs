@@ -72,8 +72,8 @@ pub(super) fn header_of(status: &MemberStatus) -> ResponseHeader {
     summary = "This member's status",
     responses(
         (status = 200, description = "The status", body = StatusAnswer),
-        (status = "4XX", description = "Refused: invalid", body = super::openapi::ErrorBody),
-        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+        (status = "4XX", description = "Refused: invalid", body = super::openapi_shapes::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi_shapes::ErrorBody),
     )
 )]
 async fn get_status<B: KvBackend>(
@@ -99,8 +99,8 @@ async fn get_status<B: KvBackend>(
     request_body(content = CompactBody, content_type = "application/json"),
     responses(
         (status = 200, description = "Compacted", body = super::wire::HeaderAnswer),
-        (status = "4XX", description = "Refused: invalid, compacted, future_revision", body = super::openapi::ErrorBody),
-        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+        (status = "4XX", description = "Refused: invalid, compacted, future_revision", body = super::openapi_shapes::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi_shapes::ErrorBody),
     )
 )]
 async fn post_compact<B: KvBackend>(
@@ -133,8 +133,8 @@ async fn post_compact<B: KvBackend>(
     params(("revision" = Option<u64>, Query, description = "Hash the state up to this revision (default: the current one)")),
     responses(
         (status = 200, description = "The hash", body = HashAnswer),
-        (status = "4XX", description = "Refused: invalid, compacted, future_revision", body = super::openapi::ErrorBody),
-        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+        (status = "4XX", description = "Refused: invalid, compacted, future_revision", body = super::openapi_shapes::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi_shapes::ErrorBody),
     )
 )]
 async fn get_hash<B: KvBackend>(
@@ -162,7 +162,7 @@ async fn get_hash<B: KvBackend>(
     summary = "The process is up",
     responses(
         (status = 200, description = "Always `{\"health\": true}`", body = Object),
-        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi_shapes::ErrorBody),
     )
 )]
 async fn get_health() -> Response {
@@ -177,7 +177,7 @@ async fn get_health() -> Response {
     summary = "This member has a leader and has caught up",
     responses(
         (status = 200, description = "`{\"ready\": true}`", body = Object),
-        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi_shapes::ErrorBody),
     )
 )]
 async fn get_ready<B: KvBackend>(State(state): State<ApiState<B>>) -> Result<Response, ApiError> {

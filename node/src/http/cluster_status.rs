@@ -47,8 +47,8 @@ struct ClusterMemberJson {
     summary = "Every member's status, asked by this member over the peer port",
     responses(
         (status = 200, description = "The members and their status", body = ClusterStatusAnswer),
-        (status = "4XX", description = "Refused: invalid", body = super::openapi::ErrorBody),
-        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+        (status = "4XX", description = "Refused: invalid", body = super::openapi_shapes::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi_shapes::ErrorBody),
     )
 )]
 pub(super) async fn cluster_status<B: KvBackend>(

@@ -54,11 +54,11 @@ struct HotKeyJson {
     path = "/v1/conflicts",
     tag = "kv",
     summary = "The keys that conflicted most on this member over the window",
-    params(super::openapi::EncodingQuery, ("top" = Option<u64>, Query, description = "How many keys (default 10; at most the hot-key capacity times 5, 1280 with default flags)", minimum = 1)),
+    params(super::openapi_shapes::EncodingQuery, ("top" = Option<u64>, Query, description = "How many keys (default 10; at most the hot-key capacity times 5, 1280 with default flags)", minimum = 1)),
     responses(
         (status = 200, description = "The hottest keys", body = HotKeysAnswer),
-        (status = "4XX", description = "Refused: invalid", body = super::openapi::ErrorBody),
-        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+        (status = "4XX", description = "Refused: invalid", body = super::openapi_shapes::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi_shapes::ErrorBody),
     )
 )]
 async fn hot_keys<B: KvBackend>(
@@ -114,8 +114,8 @@ struct ConflictIntervalJson {
     summary = "Conflicts and client retries on this member per interval over the last minutes",
     responses(
         (status = 200, description = "Every interval, oldest first", body = ConflictRatesAnswer),
-        (status = "4XX", description = "Refused: invalid", body = super::openapi::ErrorBody),
-        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+        (status = "4XX", description = "Refused: invalid", body = super::openapi_shapes::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi_shapes::ErrorBody),
     )
 )]
 pub(super) async fn conflict_rates<B: KvBackend>(

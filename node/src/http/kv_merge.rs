@@ -30,9 +30,9 @@ use super::guaranteed_update::{
     run_guaranteed_update, AttemptOutcome, Finished, GaveUp, RetryPolicy, TokioPause, UpdateAttempt,
 };
 use super::keys::{describe_key, TextEncoding};
-use super::kv_write::PutBody;
 use super::precondition::Precondition;
 use super::state::ApiState;
+use super::wire::PutBody;
 use super::wire::{etag_header, kv_json_after_write, KvJson};
 use crate::backend::{KvBackend, ReadConsistency, ResponseHeader};
 use crate::error::NodeError;

@@ -70,9 +70,9 @@ struct PatchRequest {
     tag = "kv",
     summary = "Apply a JSON merge patch (RFC 7386) to a key's JSON value, retrying on conflict",
     params(
-        super::openapi::KeyPath,
-        super::openapi::EncodingQuery,
-        ("create" = Option<super::openapi::QueryFlag>, Query, description = "Patch null when the key is absent"),
+        super::openapi_shapes::KeyPath,
+        super::openapi_shapes::EncodingQuery,
+        ("create" = Option<super::openapi_shapes::QueryFlag>, Query, description = "Patch null when the key is absent"),
         ("backoff" = Option<String>, Query, description = "The retry preset: default_retry or default_backoff", pattern = "^(default_retry|default_backoff)$"),
         ("If-Match" = Option<String>, Header, description = "`\"<R>\"` or `*`: one attempt, only if the key is at R (or present)", pattern = r#"^("[0-9]+"|\*)$"#),
     ),
@@ -80,9 +80,9 @@ struct PatchRequest {
     responses(
         (status = 200, description = "Patched (ETag: the new mod revision)", body = PatchAnswer,
             headers(("ETag" = String, description = "The key's new mod revision, quoted"))),
-        (status = 409, description = "If-Match failed, or every attempt lost its race", body = super::openapi::ErrorBody),
-        (status = "4XX", description = "Refused: invalid, not_found, too_large", body = super::openapi::ErrorBody),
-        (status = "5XX", description = "unavailable, timeout, no_space or corrupt", body = super::openapi::ErrorBody),
+        (status = 409, description = "If-Match failed, or every attempt lost its race", body = super::openapi_shapes::ErrorBody),
+        (status = "4XX", description = "Refused: invalid, not_found, too_large", body = super::openapi_shapes::ErrorBody),
+        (status = "5XX", description = "unavailable, timeout, no_space or corrupt", body = super::openapi_shapes::ErrorBody),
     )
 )]
 async fn patch_key<B: KvBackend>(

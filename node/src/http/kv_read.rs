@@ -15,7 +15,7 @@ use super::auth_gate::CheckedState;
 use super::error::ApiError;
 use super::keys::{describe_key, key_from_path, key_range, TextEncoding};
 use super::kv_history::{get_history, HistoryAnswer};
-use super::openapi::{ConsistencyQuery, EncodingQuery, ErrorBody, KeyPath};
+use super::openapi_shapes::{ConsistencyQuery, EncodingQuery, ErrorBody, KeyPath};
 use super::query::QueryParams;
 use super::state::ApiState;
 use super::wire::{etag_header, kv_json, kvs_json, KvJson};
@@ -67,7 +67,7 @@ struct RangeAnswer {
         EncodingQuery,
         ConsistencyQuery,
         ("revision" = Option<u64>, Query, description = "Read the key as it was at this revision"),
-        ("history" = Option<super::openapi::QueryFlag>, Query, description = "Answer the key's versions since from_revision"),
+        ("history" = Option<super::openapi_shapes::QueryFlag>, Query, description = "Answer the key's versions since from_revision"),
         ("from_revision" = Option<u64>, Query, description = "With history=true: the first revision"),
         ("limit" = Option<u64>, Query, description = "With history=true: versions per page"),
         ("continue" = Option<String>, Query, description = "With history=true: the token of the next page"),
@@ -124,8 +124,8 @@ async fn get_key<B: KvBackend>(
         ("range_end" = Option<String>, Query, description = "The end of the range, exclusive (with key or prefix)"),
         ("revision" = Option<u64>, Query, description = "Read the range as it was at this revision"),
         ("limit" = Option<u64>, Query, description = "Keys per page"),
-        ("keys_only" = Option<super::openapi::QueryFlag>, Query, description = "Answer keys without values"),
-        ("count_only" = Option<super::openapi::QueryFlag>, Query, description = "Answer only the count"),
+        ("keys_only" = Option<super::openapi_shapes::QueryFlag>, Query, description = "Answer keys without values"),
+        ("count_only" = Option<super::openapi_shapes::QueryFlag>, Query, description = "Answer only the count"),
         ("continue" = Option<String>, Query, description = "The token of the next page"),
     ),
     responses(

@@ -11,7 +11,7 @@ use axum::routing::put;
 use axum::{Json, Router};
 use revkv_metrics::KvOp;
 use revkv_storage::{DeleteRangeRequest, PutRequest, TxnOp, TxnOpResponse};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::auth_gate::CheckedState;
@@ -20,9 +20,10 @@ use super::conflicts::count_if_conflict;
 use super::error::ApiError;
 use super::keys::key_range;
 use super::kv_merge::{merge_put, MergeAnswer, MergePutRequest, THREE_WAY};
-use super::openapi::{EncodingQuery, ErrorBody, KeyPath, PreconditionHeaders, PrevKvQuery};
+use super::openapi_shapes::{EncodingQuery, ErrorBody, KeyPath, PreconditionHeaders, PrevKvQuery};
 use super::opening::{open_key_write, KeyWriteOpening};
 use super::state::ApiState;
+use super::wire::PutBody;
 use super::wire::{
     etag_header, kv_json_after_write, kvs_json_after_write, unexpected_response, KvJson,
 };
@@ -35,17 +36,6 @@ pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
     Router::new()
         .route("/v1/kv/", put(put_key::<B>).delete(delete_key::<B>))
         .route("/v1/kv/{*key}", put(put_key::<B>).delete(delete_key::<B>))
-}
-
-/// The body of `PUT /v1/kv/{key}`.
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PutBody {
-    /// The value: UTF-8 text, or base64 with `encoding=base64`.
-    pub value: String,
-    /// The lease to attach the key to (0 or absent: none).
-    #[serde(default)]
-    pub lease: i64,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -166,7 +156,7 @@ fn wants_three_way_merge(merge: Option<&str>, prev_kv: bool) -> Result<bool, Api
         KeyPath,
         EncodingQuery,
         PrevKvQuery,
-        ("prefix" = Option<super::openapi::QueryFlag>, Query, description = "Delete every key under the path"),
+        ("prefix" = Option<super::openapi_shapes::QueryFlag>, Query, description = "Delete every key under the path"),
         PreconditionHeaders,
     ),
     responses(

@@ -86,8 +86,8 @@ struct RequestLines {
     request_body(content = String, content_type = "application/x-ndjson", description = "One `{\"id\": N}` per line"),
     responses(
         (status = 200, description = "One `{header, id, ttl}` or `{id, error}` line per request line", content_type = "application/x-ndjson", body = String),
-        (status = "4XX", description = "Refused: invalid", body = super::openapi::ErrorBody),
-        (status = "5XX", description = "unavailable: too many streams", body = super::openapi::ErrorBody),
+        (status = "4XX", description = "Refused: invalid", body = super::openapi_shapes::ErrorBody),
+        (status = "5XX", description = "unavailable: too many streams", body = super::openapi_shapes::ErrorBody),
     )
 )]
 pub(super) async fn keep_alive_stream<B: KvBackend>(

@@ -98,8 +98,8 @@ fn lease_id(text: &str) -> Result<i64, NodeError> {
     request_body(content = GrantBody, content_type = "application/json"),
     responses(
         (status = 200, description = "The lease granted (ttl: at least the minimum)", body = LeaseAnswer),
-        (status = "4XX", description = "Refused: invalid", body = super::openapi::ErrorBody),
-        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+        (status = "4XX", description = "Refused: invalid", body = super::openapi_shapes::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi_shapes::ErrorBody),
     )
 )]
 async fn grant<B: KvBackend>(
@@ -139,8 +139,8 @@ async fn grant<B: KvBackend>(
     params(("id" = i64, Path, description = "The lease id, a positive whole number", minimum = 1)),
     responses(
         (status = 200, description = "Revoked; the revision is the one the deletes took", body = super::wire::HeaderAnswer),
-        (status = "4XX", description = "Refused: not_found, invalid", body = super::openapi::ErrorBody),
-        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+        (status = "4XX", description = "Refused: not_found, invalid", body = super::openapi_shapes::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi_shapes::ErrorBody),
     )
 )]
 async fn revoke<B: KvBackend>(
@@ -169,8 +169,8 @@ async fn revoke<B: KvBackend>(
     params(("id" = i64, Path, description = "The lease id, a positive whole number", minimum = 1)),
     responses(
         (status = 200, description = "Renewed: the granted TTL", body = LeaseAnswer),
-        (status = "4XX", description = "Refused: not_found, invalid", body = super::openapi::ErrorBody),
-        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+        (status = "4XX", description = "Refused: not_found, invalid", body = super::openapi_shapes::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi_shapes::ErrorBody),
     )
 )]
 async fn keep_alive<B: KvBackend>(
@@ -191,11 +191,11 @@ async fn keep_alive<B: KvBackend>(
     path = "/v1/leases/{id}",
     tag = "lease",
     summary = "A lease's remaining time, and with keys=true its keys",
-    params(("id" = i64, Path, description = "The lease id, a positive whole number", minimum = 1), super::openapi::EncodingQuery, ("keys" = Option<super::openapi::QueryFlag>, Query, description = "Answer the attached keys")),
+    params(("id" = i64, Path, description = "The lease id, a positive whole number", minimum = 1), super::openapi_shapes::EncodingQuery, ("keys" = Option<super::openapi_shapes::QueryFlag>, Query, description = "Answer the attached keys")),
     responses(
         (status = 200, description = "The lease", body = TimeToLiveAnswer),
-        (status = "4XX", description = "Refused: not_found, invalid", body = super::openapi::ErrorBody),
-        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+        (status = "4XX", description = "Refused: not_found, invalid", body = super::openapi_shapes::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi_shapes::ErrorBody),
     )
 )]
 async fn time_to_live<B: KvBackend>(
@@ -243,8 +243,8 @@ fn encode_keys(keys: &[Vec<u8>], encoding: TextEncoding) -> Result<Vec<String>, 
     summary = "Every lease",
     responses(
         (status = 200, description = "The ids of every lease", body = ListAnswer),
-        (status = "4XX", description = "Refused: invalid", body = super::openapi::ErrorBody),
-        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+        (status = "4XX", description = "Refused: invalid", body = super::openapi_shapes::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi_shapes::ErrorBody),
     )
 )]
 async fn list<B: KvBackend>(

@@ -77,8 +77,8 @@ fn member_id(path: Result<Path<String>, PathRejection>) -> Result<u64, NodeError
     summary = "The members",
     responses(
         (status = 200, description = "The members", body = MembersAnswer),
-        (status = "4XX", description = "Refused: invalid", body = super::openapi::ErrorBody),
-        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+        (status = "4XX", description = "Refused: invalid", body = super::openapi_shapes::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi_shapes::ErrorBody),
     )
 )]
 async fn list_members<B: KvBackend>(
@@ -99,8 +99,8 @@ async fn list_members<B: KvBackend>(
     request_body(content = NewMemberBody, content_type = "application/json"),
     responses(
         (status = 200, description = "The members after the change", body = MembersAnswer),
-        (status = "4XX", description = "Refused: invalid", body = super::openapi::ErrorBody),
-        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+        (status = "4XX", description = "Refused: invalid", body = super::openapi_shapes::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi_shapes::ErrorBody),
     )
 )]
 async fn add_learner<B: KvBackend>(
@@ -156,8 +156,8 @@ fn new_learner(body: NewMemberBody) -> Result<MemberInfo, NodeError> {
     params(("id" = u64, Path, description = "The member id")),
     responses(
         (status = 200, description = "The members after the change", body = MembersAnswer),
-        (status = "4XX", description = "Refused: invalid, not_found", body = super::openapi::ErrorBody),
-        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+        (status = "4XX", description = "Refused: invalid, not_found", body = super::openapi_shapes::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi_shapes::ErrorBody),
     )
 )]
 async fn promote_member<B: KvBackend>(
@@ -176,8 +176,8 @@ async fn promote_member<B: KvBackend>(
     params(("id" = u64, Path, description = "The member id")),
     responses(
         (status = 200, description = "The members after the change", body = MembersAnswer),
-        (status = "4XX", description = "Refused: invalid, not_found", body = super::openapi::ErrorBody),
-        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+        (status = "4XX", description = "Refused: invalid, not_found", body = super::openapi_shapes::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi_shapes::ErrorBody),
     )
 )]
 async fn remove_member<B: KvBackend>(
@@ -219,8 +219,8 @@ async fn change_member<B: KvBackend>(
     request_body(content = TransferBody, content_type = "application/json"),
     responses(
         (status = 200, description = "Transferred", body = super::wire::HeaderAnswer),
-        (status = "4XX", description = "Refused: invalid, not_found", body = super::openapi::ErrorBody),
-        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+        (status = "4XX", description = "Refused: invalid, not_found", body = super::openapi_shapes::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi_shapes::ErrorBody),
     )
 )]
 async fn transfer_leader<B: KvBackend>(

@@ -24,8 +24,8 @@ pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
     summary = "This member's metrics in Prometheus' text format",
     responses(
         (status = 200, description = "The metrics", content_type = "text/plain", body = String),
-        (status = "4XX", description = "Refused: invalid", body = super::openapi::ErrorBody),
-        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+        (status = "4XX", description = "Refused: invalid", body = super::openapi_shapes::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi_shapes::ErrorBody),
     )
 )]
 async fn get_metrics<B: KvBackend>(

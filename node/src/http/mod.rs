@@ -48,6 +48,7 @@ mod leases;
 mod members;
 mod metrics_route;
 mod openapi;
+mod openapi_shapes;
 mod opening;
 mod precondition;
 mod query;
@@ -159,6 +160,7 @@ fn build_router<B: KvBackend>(
         .merge(hot_keys_route::routes::<B>())
         .merge(openapi::routes::<B>())
         .merge(auth_routes::routes::<B>())
+        .merge(auth_admin::routes::<B>())
         .fallback(unknown_route)
         .method_not_allowed_fallback(unsupported_method)
         .layer(auth_layer)

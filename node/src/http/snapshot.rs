@@ -42,8 +42,8 @@ pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
     summary = "A consistent backup of the store at one revision, as a stream",
     responses(
         (status = 200, description = "The backup: a header, frames and a checksum trailer", content_type = "application/octet-stream", body = Vec<u8>),
-        (status = "4XX", description = "Refused: invalid; with auth enabled, unauthenticated or forbidden (root only, decided by `auth_gate`)", body = super::openapi::ErrorBody),
-        (status = "5XX", description = "unavailable or timeout", body = super::openapi::ErrorBody),
+        (status = "4XX", description = "Refused: invalid; with auth enabled, unauthenticated or forbidden (root only, decided by `auth_gate`)", body = super::openapi_shapes::ErrorBody),
+        (status = "5XX", description = "unavailable or timeout", body = super::openapi_shapes::ErrorBody),
     )
 )]
 async fn get_snapshot<B: KvBackend>(

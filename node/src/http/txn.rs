@@ -63,12 +63,12 @@ enum OpAnswer {
     path = "/v1/txn",
     tag = "kv",
     summary = "An atomic transaction: compares, then the success or the failure ops",
-    params(super::openapi::EncodingQuery),
+    params(super::openapi_shapes::EncodingQuery),
     request_body(content = super::txn_request::TxnBody, content_type = "application/json"),
     responses(
         (status = 200, description = "The branch that ran and its answers (a failed compare is succeeded: false)", body = TxnAnswer),
-        (status = "4XX", description = "Refused: invalid, too_large, compacted, future_revision", body = super::openapi::ErrorBody),
-        (status = "5XX", description = "unavailable, timeout, no_space or corrupt", body = super::openapi::ErrorBody),
+        (status = "4XX", description = "Refused: invalid, too_large, compacted, future_revision", body = super::openapi_shapes::ErrorBody),
+        (status = "5XX", description = "unavailable, timeout, no_space or corrupt", body = super::openapi_shapes::ErrorBody),
     )
 )]
 async fn post_txn<B: KvBackend>(

@@ -114,12 +114,12 @@ fn message_json(message: &WatchMessage, encoding: TextEncoding) -> MessageJson {
     tag = "watch",
     summary = "Watch a key or a range: a stream of CREATED, EVENTS, BOOKMARK and CANCELED messages",
     params(
-        super::openapi::EncodingQuery,
+        super::openapi_shapes::EncodingQuery,
         ("key" = String, Query, description = "The key, or the start of the range"),
-        ("prefix" = Option<super::openapi::QueryFlag>, Query, description = "Watch every key under key"),
+        ("prefix" = Option<super::openapi_shapes::QueryFlag>, Query, description = "Watch every key under key"),
         ("range_end" = Option<String>, Query, description = "The end of the range, exclusive"),
         ("start_revision" = Option<u64>, Query, description = "The first revision to send (default: the current one + 1)"),
-        ("prev_kv" = Option<super::openapi::QueryFlag>, Query, description = "Send each event's previous key-value"),
+        ("prev_kv" = Option<super::openapi_shapes::QueryFlag>, Query, description = "Send each event's previous key-value"),
         ("filter" = Option<String>, Query, description = "Comma-separated: noput, nodelete"),
         ("progress_notify_ms" = Option<u64>, Query, description = "Send a BOOKMARK at this period when idle"),
         ("Accept" = Option<String>, Header, description = "`text/event-stream` for Server-Sent Events"),
@@ -128,8 +128,8 @@ fn message_json(message: &WatchMessage, encoding: TextEncoding) -> MessageJson {
     responses(
         (status = 200, description = "The stream: one JSON message per line (or per Server-Sent Event)",
             content((MessageJson = "application/x-ndjson"), (String = "text/event-stream"))),
-        (status = "4XX", description = "Refused: invalid, compacted, future_revision", body = super::openapi::ErrorBody),
-        (status = "5XX", description = "unavailable", body = super::openapi::ErrorBody),
+        (status = "4XX", description = "Refused: invalid, compacted, future_revision", body = super::openapi_shapes::ErrorBody),
+        (status = "5XX", description = "unavailable", body = super::openapi_shapes::ErrorBody),
     )
 )]
 async fn open_watch<B: KvBackend>(
@@ -288,8 +288,8 @@ struct ProgressAnswer {
     params(("watch_id" = String, Path, description = "The id of the stream's CREATED message")),
     responses(
         (status = 200, description = "The stream will send a BOOKMARK at or past revision", body = ProgressAnswer),
-        (status = "4XX", description = "not_found: no such watch on this member", body = super::openapi::ErrorBody),
-        (status = "5XX", description = "unavailable", body = super::openapi::ErrorBody),
+        (status = "4XX", description = "not_found: no such watch on this member", body = super::openapi_shapes::ErrorBody),
+        (status = "5XX", description = "unavailable", body = super::openapi_shapes::ErrorBody),
     )
 )]
 async fn request_progress<B: KvBackend>(

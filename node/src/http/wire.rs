@@ -11,7 +11,7 @@
 
 use axum::http::{header, HeaderValue};
 use revkv_storage::KeyValue;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::keys::{base64_encode, describe_key, TextEncoding};
 use crate::backend::ResponseHeader;
@@ -94,6 +94,18 @@ pub fn etag_header(mod_revision: u64) -> (header::HeaderName, HeaderValue) {
     let value = HeaderValue::from_str(&format!("\"{mod_revision}\""))
         .expect("a quoted decimal number is a valid header value");
     (header::ETAG, value)
+}
+
+/// The body of `PUT /v1/kv/{key}`.
+/// Shared by `kv_write` (plain puts) and `kv_merge` (three-way merges, which take the same body).
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PutBody {
+    /// The value: UTF-8 text, or base64 with `encoding=base64`.
+    pub value: String,
+    /// The lease to attach the key to (0 or absent: none).
+    #[serde(default)]
+    pub lease: i64,
 }
 
 #[cfg(test)]
