@@ -4,8 +4,10 @@
 //! the console's back makes its save answer 409 and show both versions without overwriting; a
 //! conflict storm shows its key on the Conflicts page; an event under a watched prefix shows within
 //! a second, and one written while the tail is paused shows after it resumes; the Cluster page
-//! shows the new leader after the leader is killed. With auth enabled the console asks for a
-//! sign-in and shows a forbidden key as refused.
+//! shows the new leader after the leader is killed; a key is deleted through the console, after
+//! it asks; the keyboard and the back button move between pages; a lease's time to live counts
+//! down. With auth enabled the console asks for a sign-in and shows a forbidden key as refused,
+//! and on a TLS cluster it is served over HTTPS.
 //!
 //! Screenshots of each page are written to `REVKV_CONSOLE_SCREENSHOTS` when it is set
 //! (scripts/console-screenshots.sh sets it to docs/console/), else to a scratch directory.
@@ -14,7 +16,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::browser_support::{browser_installed, Browser, PAGE_TIMEOUT};
-use crate::process_cluster::{cluster_options, MemberClient, ProcessCluster};
+use crate::process_cluster::{cluster_options, ClusterTls, MemberClient, ProcessCluster};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
@@ -86,6 +88,7 @@ async fn the_console_shows_what_the_api_says_and_writes_through_it() {
     a_key_is_put_and_edited_through_the_console(&browser, &api, &console).await;
     a_stale_save_is_refused_and_shows_both_versions(&browser, &api, &console).await;
     browser.screenshot(&shots, "conflict").await;
+    a_key_is_deleted_through_the_console(&browser, &api, &console).await;
     history_page_shows_every_version_and_the_changed_fields(&browser, &api, &console).await;
     browser.screenshot(&shots, "history").await;
     conflicts_page_shows_a_conflict_storm(&browser, &api, &console).await;
@@ -143,6 +146,25 @@ async fn keys_page_lists_the_tree_and_shows_values(
         .iter()
         .map(|kv| text_of(&kv["key"]).to_string())
         .collect();
+    // By keyboard: a prefix typed and Enter pressed browses it.
+    let enter = char::from(fantoccini::key::Key::Enter);
+    browser
+        .type_into("#prefix", &format!("registry/pods/{enter}"))
+        .await;
+    browser
+        .text_when("[data-testid=breadcrumbs]", |text| text.ends_with("pods"))
+        .await;
+    // A folder link goes in, and the browser's back button comes back out.
+    browser.click("[data-testid=key-list] li.folder a").await;
+    browser
+        .text_when("[data-testid=breadcrumbs]", |text| {
+            text.ends_with("default")
+        })
+        .await;
+    browser.client.back().await.expect("back");
+    browser
+        .text_when("[data-testid=breadcrumbs]", |text| text.ends_with("pods"))
+        .await;
     browser
         .open(&format!("{console}/keys?prefix=registry/pods/default/"))
         .await;
@@ -272,6 +294,42 @@ async fn a_stale_save_is_refused_and_shows_both_versions(
         stored["kv"]["value"], r#"{"changed": "behind the console's back"}"#,
         "nothing was overwritten"
     );
+}
+
+async fn a_key_is_deleted_through_the_console(
+    browser: &Browser,
+    api: &MemberClient,
+    console: &str,
+) {
+    browser
+        .open(&format!(
+            "{console}/keys?prefix=console/&key=console/made-here"
+        ))
+        .await;
+    let seen = api.get("/v1/kv/console/made-here").await.json["kv"]["mod_revision"].to_string();
+    browser
+        .text_when("[data-testid=key-mod-revision]", |text| text == seen)
+        .await;
+    browser.click("[data-testid=delete-key]").await;
+    // The console asks before it deletes; the test answers yes.
+    browser
+        .client
+        .accept_alert()
+        .await
+        .expect("the console asks to confirm the delete");
+    let deadline = Instant::now() + PAGE_TIMEOUT;
+    while api.get("/v1/kv/console/made-here").await.status != StatusCode::NOT_FOUND {
+        assert!(
+            Instant::now() < deadline,
+            "the delete never reached the store"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    browser
+        .text_when("[data-testid=key-list]", |text| {
+            text.contains("No keys under this prefix")
+        })
+        .await;
 }
 
 async fn history_page_shows_every_version_and_the_changed_fields(
@@ -437,6 +495,14 @@ async fn leases_page_shows_leases_and_their_keys(
         .parse()
         .expect("ttl");
     assert!(0 < ttl && ttl <= 120, "time to live {ttl}");
+    // The time to live counts down on the page between refreshes.
+    let cell = format!("tr[data-lease-id=\"{id}\"] [data-testid=lease-ttl]");
+    browser
+        .text_when(&cell, |text| {
+            let seconds = text.trim_end_matches(" s").parse::<i64>();
+            seconds.is_ok_and(|seconds| seconds < ttl)
+        })
+        .await;
 }
 
 async fn cluster_page_shows_the_new_leader(
@@ -555,4 +621,42 @@ async fn the_console_signs_in_and_shows_what_the_roles_forbid() {
     browser
         .text_when("[data-testid=hot-keys]", |text| text.contains("only root"))
         .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_is_served_over_https_on_a_tls_cluster() {
+    if !browser_installed() {
+        return;
+    }
+    let directory = tempfile::tempdir().expect("certificate directory");
+    let ca = revkv_tls::testing::TestCa::new("revkv console test CA");
+    let member = ca.issue(directory.path(), "member");
+    let tls = ClusterTls {
+        ca_file: ca.write_certificate(&directory.path().join("ca.pem")),
+        cert_file: member.cert_file,
+        key_file: member.key_file,
+        client_cert_auth: false,
+    };
+    let cluster = ProcessCluster::start(3, cluster_options().with_tls(tls)).await;
+    cluster.wait_for_published_client_urls().await;
+    let api = cluster.client(cluster.leader().await);
+    assert!(api.base_url.starts_with("https://"), "{}", api.base_url);
+    api.put_ok("over/tls", "secret-free").await;
+    // The browser does not know the test's CA; what is tested is the console over HTTPS.
+    let browser = Browser::start_accepting_any_certificate().await;
+    browser.open(&format!("{}/ui/cluster", api.base_url)).await;
+    browser
+        .element("tr[data-member-id][data-health=healthy]")
+        .await;
+    let members = browser
+        .wait_for("three members", PAGE_TIMEOUT, || async {
+            let rows = browser.all("tr[data-member-id]").await;
+            (rows.len() == 3).then_some(rows.len())
+        })
+        .await;
+    assert_eq!(members, 3);
+    browser
+        .open(&format!("{}/ui/keys?prefix=over/", api.base_url))
+        .await;
+    browser.element("li[data-key=\"over/tls\"]").await;
 }

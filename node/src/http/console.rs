@@ -181,7 +181,8 @@ mod tests {
                 .chain(text.split("href=\"/ui/").skip(1))
             {
                 let name = imported.split('"').next().unwrap_or_default();
-                if name.is_empty() {
+                // Links to pages (`/ui/keys`) are routes, not files.
+                if !looks_like_a_file(name) {
                     continue;
                 }
                 let path = if asset.path.starts_with("js/") && !name.contains('/') {

@@ -74,6 +74,15 @@ fn chrome_options(profile: &Path) -> Value {
 
 impl Browser {
     pub async fn start() -> Browser {
+        Browser::start_with(false).await
+    }
+
+    /// A browser that accepts any server certificate: for a cluster whose test CA it cannot know.
+    pub async fn start_accepting_any_certificate() -> Browser {
+        Browser::start_with(true).await
+    }
+
+    async fn start_with(accept_any_certificate: bool) -> Browser {
         let port = free_port();
         let driver = Command::new(CHROMEDRIVER)
             .arg(format!("--port={port}"))
@@ -84,6 +93,7 @@ impl Browser {
         let profile = tempfile::tempdir().expect("profile directory");
         let mut capabilities = serde_json::Map::new();
         capabilities.insert("goog:chromeOptions".into(), chrome_options(profile.path()));
+        capabilities.insert("acceptInsecureCerts".into(), json!(accept_any_certificate));
         let mut builder =
             ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new());
         builder.capabilities(capabilities);
