@@ -15,13 +15,17 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::browser_support::{browser_installed, Browser, PAGE_TIMEOUT};
+use crate::browser_support::{browser_installed, Browser, BrowserOptions, PAGE_TIMEOUT};
 use crate::process_cluster::{cluster_options, ClusterTls, MemberClient, ProcessCluster};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
 /// The bound on how soon a watched event shows.
 const EVENT_SHOWS_WITHIN: Duration = Duration::from_secs(1);
+
+/// The console's backgrounds (`--background` in console.css), light and dark.
+const LIGHT_BACKGROUND: &str = "rgb(255, 255, 255)";
+const DARK_BACKGROUND: &str = "rgb(13, 17, 23)";
 
 /// Conflicting writes in the storm.
 const STORM_WRITES: u64 = 30;
@@ -113,6 +117,8 @@ async fn cluster_page_names_every_member_and_the_leader(
             text == format!("member {leader}")
         })
         .await;
+    // A browser with no colour preference gets the light colours.
+    assert_eq!(browser.background_colour().await, LIGHT_BACKGROUND);
     for id in cluster.ids() {
         let role = text_of(&cluster.client(id).get("/v1/status").await.json["role"]).to_string();
         let row =
@@ -643,7 +649,11 @@ async fn the_console_is_served_over_https_on_a_tls_cluster() {
     assert!(api.base_url.starts_with("https://"), "{}", api.base_url);
     api.put_ok("over/tls", "secret-free").await;
     // The browser does not know the test's CA; what is tested is the console over HTTPS.
-    let browser = Browser::start_accepting_any_certificate().await;
+    let browser = Browser::start_with(BrowserOptions {
+        accept_any_certificate: true,
+        dark: true,
+    })
+    .await;
     browser.open(&format!("{}/ui/cluster", api.base_url)).await;
     browser
         .element("tr[data-member-id][data-health=healthy]")
@@ -655,6 +665,10 @@ async fn the_console_is_served_over_https_on_a_tls_cluster() {
         })
         .await;
     assert_eq!(members, 3);
+    // This browser asks for dark colours, and gets the console's dark background.
+    assert_eq!(browser.background_colour().await, DARK_BACKGROUND);
+    let (shots, _scratch) = screenshot_directory();
+    browser.screenshot(&shots, "cluster-dark").await;
     browser
         .open(&format!("{}/ui/keys?prefix=over/", api.base_url))
         .await;

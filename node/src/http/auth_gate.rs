@@ -38,7 +38,7 @@ pub fn access_of_route(method: &Method, route: &str) -> RouteAccess {
     match (method.as_str(), route) {
         (_, "/healthz" | "/readyz" | "/metrics" | "/v1/openapi.json" | "/v1/status") => Open,
         // The web console's files: they hold no data, and carry the sign-in form.
-        ("GET", "/ui" | "/ui/" | "/ui/{*path}") => Open,
+        ("GET" | "HEAD", "/ui" | "/ui/" | "/ui/{*path}") => Open,
         ("POST", "/v1/auth/authenticate") | ("GET", "/v1/auth/status") => Open,
         (_, "/v1/kv" | "/v1/kv/" | "/v1/kv/{*key}" | "/v1/txn") => Authenticated,
         (_, "/v1/watch" | "/v1/watch/{watch_id}/progress") => Authenticated,
@@ -153,6 +153,25 @@ mod tests {
         assert_eq!(access_of_route(&post, "/v1/compact"), RouteAccess::Root);
         assert_eq!(access_of_route(&get, "/v1/snapshot"), RouteAccess::Root);
         assert_eq!(access_of_route(&get, "/v1/conflicts"), RouteAccess::Root);
+        // The console's rates are counts without key names; the cluster status names members,
+        // as `GET /v1/members` does.
+        assert_eq!(
+            access_of_route(&get, "/v1/conflicts/rates"),
+            RouteAccess::Authenticated
+        );
+        assert_eq!(
+            access_of_route(&get, "/v1/cluster/status"),
+            RouteAccess::Authenticated
+        );
+        // The console's files hold no data and carry the sign-in form.
+        for console_route in ["/ui", "/ui/", "/ui/{*path}"] {
+            assert_eq!(access_of_route(&get, console_route), RouteAccess::Open);
+            assert_eq!(
+                access_of_route(&Method::HEAD, console_route),
+                RouteAccess::Open
+            );
+            assert_eq!(access_of_route(&post, console_route), RouteAccess::Root);
+        }
         assert_eq!(access_of_route(&post, "/v1/auth/users"), RouteAccess::Root);
         assert_eq!(
             access_of_route(&get, "/v1/some/new/route"),

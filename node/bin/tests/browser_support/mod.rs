@@ -58,31 +58,43 @@ fn free_port() -> u16 {
     listener.local_addr().expect("local address").port()
 }
 
+/// How a browser session differs from the default.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BrowserOptions {
+    /// Accept any server certificate: for a cluster whose test CA the browser cannot know.
+    pub accept_any_certificate: bool,
+    /// Ask pages for their dark colours (`prefers-color-scheme: dark`).
+    pub dark: bool,
+}
+
 /// Chromium's flags: headless, and none of its own network traffic (this machine's network is
 /// closed, and refused connections would slow every page).
-fn chrome_options(profile: &Path) -> Value {
-    json!({
-        "binary": CHROMIUM,
-        "args": [
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-            "--disable-quic", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--window-size=1300,900",
-            format!("--user-data-dir={}", profile.display()),
-        ],
-    })
+fn chrome_options(profile: &Path, dark: bool) -> Value {
+    let mut arguments = vec![
+        "--headless".to_string(),
+        "--no-sandbox".into(),
+        "--disable-gpu".into(),
+        "--disable-dev-shm-usage".into(),
+        "--disable-quic".into(),
+        "--no-first-run".into(),
+        "--disable-background-networking".into(),
+        "--disable-component-update".into(),
+        "--disable-sync".into(),
+        "--window-size=1300,900".into(),
+        format!("--user-data-dir={}", profile.display()),
+    ];
+    if dark {
+        arguments.push("--force-dark-mode".into());
+    }
+    json!({ "binary": CHROMIUM, "args": arguments })
 }
 
 impl Browser {
     pub async fn start() -> Browser {
-        Browser::start_with(false).await
+        Browser::start_with(BrowserOptions::default()).await
     }
 
-    /// A browser that accepts any server certificate: for a cluster whose test CA it cannot know.
-    pub async fn start_accepting_any_certificate() -> Browser {
-        Browser::start_with(true).await
-    }
-
-    async fn start_with(accept_any_certificate: bool) -> Browser {
+    pub async fn start_with(options: BrowserOptions) -> Browser {
         let port = free_port();
         let driver = Command::new(CHROMEDRIVER)
             .arg(format!("--port={port}"))
@@ -92,8 +104,14 @@ impl Browser {
             .expect("start chromedriver");
         let profile = tempfile::tempdir().expect("profile directory");
         let mut capabilities = serde_json::Map::new();
-        capabilities.insert("goog:chromeOptions".into(), chrome_options(profile.path()));
-        capabilities.insert("acceptInsecureCerts".into(), json!(accept_any_certificate));
+        capabilities.insert(
+            "goog:chromeOptions".into(),
+            chrome_options(profile.path(), options.dark),
+        );
+        capabilities.insert(
+            "acceptInsecureCerts".into(),
+            json!(options.accept_any_certificate),
+        );
         let mut builder =
             ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new());
         builder.capabilities(capabilities);
@@ -204,6 +222,17 @@ impl Browser {
             .send_keys(text)
             .await
             .unwrap_or_else(|error| panic!("type into {css}: {error}"));
+    }
+
+    /// The page's background colour as the browser computed it (`rgb(r, g, b)`).
+    pub async fn background_colour(&self) -> String {
+        let script = "return getComputedStyle(document.documentElement).backgroundColor;";
+        let colour = self
+            .client
+            .execute(script, vec![])
+            .await
+            .expect("run a script");
+        colour.as_str().unwrap_or_default().to_string()
     }
 
     pub async fn body_text(&self) -> String {
