@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use openraft::async_runtime::WatchReceiver;
 use revkv_storage::Error as StorageError;
 
 use crate::member_inner::MemberInner;
@@ -64,14 +63,7 @@ impl MemberInner {
         revision: u64,
         timeout: Duration,
     ) -> Vec<MemberKeySpaceHash> {
-        let members: Vec<(u64, String)> = {
-            let metrics = self.raft.metrics().borrow_watched().clone();
-            let membership = metrics.membership_config.membership();
-            membership
-                .nodes()
-                .map(|(id, node)| (*id, node.peer_url.clone()))
-                .collect()
-        };
+        let members = self.members_with_peer_urls();
         let asks = members.into_iter().map(|(member_id, peer_url)| async move {
             let answer = if member_id == self.id {
                 match tokio::time::timeout(timeout, self.key_space_hash(revision)).await {

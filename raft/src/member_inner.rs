@@ -63,3 +63,16 @@ pub(crate) async fn wait_for(
         }
     }
 }
+
+impl MemberInner {
+    /// Every member of the membership (voters and learners) with its peer URL, as this member
+    /// knows it now: whom a question to all members (hashes, reports) goes to.
+    pub(crate) fn members_with_peer_urls(&self) -> Vec<(u64, String)> {
+        let metrics = self.raft.metrics().borrow_watched().clone();
+        let membership = metrics.membership_config.membership();
+        membership
+            .nodes()
+            .map(|(id, node)| (*id, node.peer_url.clone()))
+            .collect()
+    }
+}

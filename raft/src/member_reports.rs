@@ -85,14 +85,7 @@ impl MemberInner {
         &self,
         timeout: Duration,
     ) -> Vec<MemberReportAnswer> {
-        let members: Vec<(u64, String)> = {
-            let metrics = self.raft.metrics().borrow_watched().clone();
-            let membership = metrics.membership_config.membership();
-            membership
-                .nodes()
-                .map(|(id, node)| (*id, node.peer_url.clone()))
-                .collect()
-        };
+        let members = self.members_with_peer_urls();
         let asks = members.into_iter().map(|(member_id, peer_url)| async move {
             let report = if member_id == self.id {
                 self.member_report().map_err(|error| error.to_string())
