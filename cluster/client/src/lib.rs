@@ -84,6 +84,23 @@ pub use txn::{Compare, CompareOp, CompareTarget, Txn, TxnOp};
 pub use types::*;
 pub use watch::{EventKind, WatchEvent, WatchMessage, WatchRequest, WatchUpdate, Watcher};
 
+/// The quick-start cluster's members (`scripts/cluster.sh up`), comma-separated: where `revkv ctl`
+/// and the examples go when told nothing else.
+pub const LOCAL_CLUSTER_ENDPOINTS: &str =
+    "http://127.0.0.1:7001,http://127.0.0.1:7002,http://127.0.0.1:7003";
+
+/// The members named by `REVKV_ENDPOINTS` (comma-separated), else the quick-start cluster's.
+pub fn endpoints_from_environment() -> Vec<String> {
+    let listed =
+        std::env::var("REVKV_ENDPOINTS").unwrap_or_else(|_| LOCAL_CLUSTER_ENDPOINTS.into());
+    listed
+        .split(',')
+        .map(str::trim)
+        .filter(|endpoint| !endpoint.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
 /// How long one call may take by default, failover included.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -18,6 +18,7 @@ mod api_schema_fuzz;
 mod backup_restore;
 mod chaos;
 mod client_counter;
+mod client_examples;
 mod client_watch;
 mod cluster_errors;
 mod connection_limits;

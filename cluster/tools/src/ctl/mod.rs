@@ -53,8 +53,7 @@ pub const EXIT_CONFLICT: u8 = 4;
 pub const EXIT_OUTCOME_UNKNOWN: u8 = 5;
 
 /// The endpoints used when neither `--endpoints` nor `REVKV_ENDPOINTS` is given.
-pub const DEFAULT_ENDPOINTS: &str =
-    "http://127.0.0.1:7001,http://127.0.0.1:7002,http://127.0.0.1:7003";
+pub const DEFAULT_ENDPOINTS: &str = revkv_client::LOCAL_CLUSTER_ENDPOINTS;
 
 /// `revkv ctl [options] COMMAND`.
 #[derive(Args, Debug, Clone)]
