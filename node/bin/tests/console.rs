@@ -89,6 +89,7 @@ async fn the_console_shows_what_the_api_says_and_writes_through_it() {
     browser.screenshot(&shots, "cluster").await;
     keys_page_lists_the_tree_and_shows_values(&browser, &api, &console).await;
     browser.screenshot(&shots, "keys").await;
+    the_keyboard_alone_moves_between_pages(&browser, &console).await;
     a_key_is_put_and_edited_through_the_console(&browser, &api, &console).await;
     a_stale_save_is_refused_and_shows_both_versions(&browser, &api, &console).await;
     browser.screenshot(&shots, "conflict").await;
@@ -198,6 +199,56 @@ async fn keys_page_lists_the_tree_and_shows_values(
         .text_when("[data-testid=key-mod-revision]", |text| !text.is_empty())
         .await;
     assert_eq!(revision, stored["kv"]["mod_revision"].to_string());
+}
+
+/// The text (or, for a field, the id) of the element that has the keyboard's focus.
+async fn focused(browser: &Browser) -> String {
+    let element = browser
+        .client
+        .active_element()
+        .await
+        .expect("a focused element");
+    match element.attr("id").await.ok().flatten() {
+        Some(id) if !id.is_empty() => format!("#{id}"),
+        _ => element.text().await.unwrap_or_default(),
+    }
+}
+
+/// Presses `key` on whatever has the focus.
+async fn press(browser: &Browser, key: fantoccini::key::Key) {
+    let element = browser
+        .client
+        .active_element()
+        .await
+        .expect("a focused element");
+    element
+        .send_keys(&char::from(key).to_string())
+        .await
+        .expect("press a key");
+}
+
+async fn the_keyboard_alone_moves_between_pages(browser: &Browser, console: &str) {
+    use fantoccini::key::Key;
+    browser.open(&format!("{console}/cluster")).await;
+    browser.element("tr[data-member-id]").await;
+    // Tab goes through the skip link, then the pages in order; Enter on one opens it.
+    let mut reached = Vec::new();
+    while reached.last().is_none_or(|text| text != "Keys") {
+        assert!(
+            reached.len() < 10,
+            "Tab never reached the Keys link: {reached:?}"
+        );
+        press(browser, Key::Tab).await;
+        reached.push(focused(browser).await);
+    }
+    assert_eq!(reached, ["Skip to content", "Cluster", "Keys"]);
+    press(browser, Key::Enter).await;
+    browser.element("[data-testid=key-list] li").await;
+    let url = browser.client.current_url().await.expect("url");
+    assert_eq!(url.path(), "/ui/keys");
+    // The page's content takes the focus, so the next Tab is inside it: the prefix field.
+    press(browser, Key::Tab).await;
+    assert_eq!(focused(browser).await, "#prefix");
 }
 
 /// The value the API holds for `key` once it equals `expected`.
