@@ -41,8 +41,10 @@ export function jsonChanges(before, after, path = "$") {
 
 /** Line changes by longest common subsequence: [{kind: "same"|"added"|"removed", line}]. */
 export function lineChanges(beforeText, afterText) {
-  const before = beforeText.split("\n");
-  const after = afterText.split("\n");
+  // An empty value (or a deleted key's) has no lines, rather than one empty line.
+  const linesOf = (text) => (text === "" ? [] : text.split("\n"));
+  const before = linesOf(beforeText);
+  const after = linesOf(afterText);
   if (before.length > MOST_LINES || after.length > MOST_LINES) return null;
   const common = Array.from({ length: before.length + 1 }, () => new Uint32Array(after.length + 1));
   for (let i = before.length - 1; i >= 0; i -= 1) {
@@ -58,12 +60,13 @@ export function lineChanges(beforeText, afterText) {
       changes.push({ kind: "same", line: before[i] });
       i += 1;
       j += 1;
-    } else if (j < after.length && (i === before.length || common[i][j + 1] >= common[i + 1][j])) {
-      changes.push({ kind: "added", line: after[j] });
-      j += 1;
-    } else {
+    } else if (i < before.length && (j === after.length || common[i + 1][j] >= common[i][j + 1])) {
+      // A removed line before the line that replaces it, as diff and git show them.
       changes.push({ kind: "removed", line: before[i] });
       i += 1;
+    } else {
+      changes.push({ kind: "added", line: after[j] });
+      j += 1;
     }
   }
   return changes;

@@ -98,8 +98,10 @@ function historyView(key, versions, status, parameters) {
     const index = versions.findIndex((version) => version.kv.mod_revision === revision);
     return index >= 0 ? index : fallback;
   };
+  // By default: the last two values written (a delete between them is on the timeline).
   const lastPut = versions.indexOf(puts[puts.length - 1]);
-  const before = chooser("diff-from", wanted("from", Math.max(0, lastPut - 1)));
+  const previousPut = puts.length > 1 ? versions.indexOf(puts[puts.length - 2]) : Math.max(0, lastPut - 1);
+  const before = chooser("diff-from", wanted("from", previousPut));
   const after = chooser("diff-to", wanted("to", lastPut));
   const difference = h("div", {});
   const compare = () => {
