@@ -1,12 +1,13 @@
 //! A real headless Chromium driven through WebDriver (Debian's `chromium` and `chromium-driver`,
 //! which scripts/install-test-deps.sh installs), for the web console's tests: ChromeDriver on a
 //! loopback port of its own, one browser session, and waits that poll the page until a condition
-//! holds or a deadline passes. ChromeDriver (and the browser it started) is killed on drop, also
-//! when a test panics.
+//! holds or a deadline passes. ChromeDriver and the browser it started are killed on drop (their
+//! process group), also when a test panics, so no Chromium outlives its test.
 // Each test binary uses a different part.
 #![allow(dead_code)]
 
 use std::future::Future;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -47,7 +48,15 @@ pub struct Browser {
 }
 
 impl Drop for Browser {
+    /// Ends ChromeDriver and every process it started. Chromium outlives a killed ChromeDriver
+    /// (its session was never closed), so the whole process group goes: ChromeDriver was started
+    /// as the leader of a group of its own, and Chromium and its helpers are in it.
     fn drop(&mut self) {
+        let group = format!("-{}", self.driver.id());
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .stderr(Stdio::null())
+            .status();
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }
@@ -98,6 +107,8 @@ impl Browser {
         let port = free_port();
         let driver = Command::new(CHROMEDRIVER)
             .arg(format!("--port={port}"))
+            // A process group of its own, which Drop kills whole.
+            .process_group(0)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
