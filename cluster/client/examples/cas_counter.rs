@@ -11,17 +11,18 @@ use std::time::Duration;
 use revkv_client::{retry_on_conflict, Backoff, Client, ClientError, PutRequest};
 
 /// Tasks incrementing at once, and increments each.
-const TASKS: u64 = 8;
-const INCREMENTS_PER_TASK: u64 = 10;
+const TASKS: u64 = 4;
+const INCREMENTS_PER_TASK: u64 = 20;
 
-/// Eight tasks on one key conflict often, more than client-go's `DefaultRetry` (5 attempts) is
-/// made for: up to 50 attempts, 5 ms growing to at most 100 ms apart, fully jittered so the
-/// contenders spread out.
+/// Tasks on one key conflict often, more than client-go's `DefaultRetry` (5 attempts) is made
+/// for: up to 200 attempts, 5 ms growing to at most 100 ms apart, fully jittered so the
+/// contenders spread out. With 8 tasks and 50 attempts, one task on a loaded machine once lost
+/// 50 times in a row and gave up.
 const CONTENDED: Backoff = Backoff {
     duration: Duration::from_millis(5),
     factor: 1.5,
     jitter: 1.0,
-    steps: 50,
+    steps: 200,
     cap: Duration::from_millis(100),
 };
 
