@@ -6,7 +6,10 @@
 //! `txn_request`) serves `/v1/txn`, `cluster` and
 //! `members` serve the status, maintenance, membership and health routes, and `watch` serves the
 //! watch streams, and `leases` serves `/v1/leases` (with `lease_stream`, the streaming
-//! keep-alive). `opening` is the one opening every write handler shares (query, key,
+//! keep-alive). `cluster_status` serves every member's status as this member sees it, and
+//! `console` the web console's static files at `/ui/`. `openapi` lists every handler in the API
+//! document; `openapi_shapes` holds the shapes the handlers' annotations share, so that no handler
+//! imports the list of all handlers. `opening` is the one opening every write handler shares (query, key,
 //! precondition), after which the wire-free `crate::writes` does the write; `state` holds what
 //! every handler receives (`ApiState`, `HttpLimits`). Every handler turns its
 //! failures into a [`NodeError`](crate::NodeError); `error` is the one place that picks HTTP status
