@@ -71,7 +71,7 @@ impl Default for PeerLimits {
 #[derive(Clone, Debug)]
 pub struct LeaseSettings {
     /// How often the leader looks for leases past their deadline. Part of the documented slack
-    /// of an expiry (docs/ARCHITECTURE.md, "Leases").
+    /// of an expiry (docs/design/leases.md, "The bound").
     pub expiry_check_interval: Duration,
     /// Most revokes of expired leases the leader proposes at once; the rest wait for the next
     /// check, so a mass expiry cannot flood the log.

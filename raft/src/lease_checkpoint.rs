@@ -9,8 +9,8 @@
 //! one checkpoint per renewal (plus the renewal's checkpoint clear). The checkpoint carries the
 //! applied index at which the leader read its deadlines (`computed_at_index`); the store refuses it
 //! for a lease renewed (cleared) at a later index, so an older checkpoint cannot undo a renewal
-//! whatever order the two entries reach the log in. docs/ARCHITECTURE.md, "Leases", has the
-//! argument.
+//! whatever order the two entries reach the log in. docs/design/leases.md ("Why an older
+//! checkpoint never undoes a renewal") has the argument.
 
 use revkv_storage::{Request, Response};
 use tokio::time::Instant;

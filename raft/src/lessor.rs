@@ -10,7 +10,7 @@
 //!   reset: a lease with a checkpoint to the moment this member applied that checkpoint + its
 //!   remaining TTL, any other lease to now + its granted TTL (etcd 3.4's behaviour). Leases
 //!   without a checkpoint are then due for one at once, so the next leader does not restart them
-//!   again. docs/ARCHITECTURE.md, "Leases", has the bound and the argument.
+//!   again. docs/design/leases.md has the bound and the argument.
 //! - A renewal (keep-alive) on the leader sets the deadline to the moment before the leader
 //!   confirmed its leadership with a quorum + the TTL. Any later leader was elected after that
 //!   confirmation, so its reset deadline is later than the one the client was promised. A lease

@@ -10,7 +10,7 @@
 //! Purging is guarded by the state machine's durability: the state file may lag behind what it has
 //! applied by up to its durable-commit interval, and after a crash those entries are replayed from
 //! this log. So before purging through index P, the state machine is flushed if its last durable
-//! applied index is below P. See docs/ARCHITECTURE.md, "Why the state file may skip fsyncs".
+//! applied index is below P. See docs/design/durability.md, "Why the state file may skip fsyncs".
 
 use std::fmt::Debug;
 use std::io;

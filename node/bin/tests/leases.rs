@@ -21,7 +21,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-/// The slack docs/ARCHITECTURE.md ("Leases") documents past a lease's deadline: the leader's
+/// The slack docs/design/leases.md ("The bound") documents past a lease's deadline: the leader's
 /// expiry check interval (250 ms) plus one raft round to commit and apply the revoke, with room
 /// for a loaded test machine.
 const EXPIRY_SLACK: Duration = Duration::from_secs(3);
@@ -330,7 +330,7 @@ async fn a_lease_outlives_a_late_leader_transfer_and_kill_by_at_most_the_checkpo
     let mut cluster = ProcessCluster::start(3, checkpointing_cluster_options()).await;
     let ttl_seconds = 8;
     let ttl = Duration::from_secs(ttl_seconds as u64);
-    // docs/ARCHITECTURE.md, "Leases": no later than r + T + checkpoint interval + slack. A new
+    // docs/design/leases.md, "The bound": no later than r + T + checkpoint interval + slack. A new
     // leader that restarted the full TTL 6 s into it would keep the key until 6 s + T: past it.
     let latest_after = ttl + CHECKPOINT_INTERVAL + EXPIRY_SLACK;
 

@@ -25,8 +25,8 @@ use revkv_client::{
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-/// The slack past a lease's TTL within which its keys are deleted (docs/ARCHITECTURE.md,
-/// "Leases"), with room for a loaded machine, as `leases.rs` allows.
+/// The slack past a lease's TTL within which its keys are deleted (docs/design/leases.md,
+/// "The bound"), with room for a loaded machine, as `leases.rs` allows.
 const EXPIRY_SLACK: Duration = Duration::from_secs(3);
 
 /// The longest any single step may take before the test fails.

@@ -27,7 +27,7 @@ use tokio::sync::Semaphore;
 pub const SHUTDOWN_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Bounds on one listener's connections. Each is a flag of `revkv serve` for the client listener
-/// (docs/ARCHITECTURE.md, "Limits").
+/// (docs/design/tls.md, `connections.rs`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConnectionLimits {
     /// Connections open at once; further clients wait in the kernel's accept backlog.

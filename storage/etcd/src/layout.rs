@@ -1,4 +1,4 @@
-//! etcd's bucket layout in its backend db (3.4 and 3.5; docs/ARCHITECTURE.md lists it): bucket
+//! etcd's bucket layout in its backend db (3.4 and 3.5; docs/design/etcd-snapshots.md lists it): bucket
 //! names, the revision keys of the `key` bucket, and the `meta` keys this crate reads or writes.
 //! All integers in keys are big-endian, so bbolt's byte order is revision order.
 

@@ -1,7 +1,7 @@
 //! The key index, in memory: for every key, each of its versions still in `history` (revision,
 //! position and metadata), oldest first. It is etcd's `treeIndex`: a put costs one append to the
 //! revision-ordered `history` table plus an insert here, instead of a second random B-tree leaf in
-//! the state file (layout 3 kept this index as the `key_index` table; docs/ARCHITECTURE.md).
+//! the state file (layout 3 kept this index as the `key_index` table; docs/design/key-index.md).
 //!
 //! The index is a function of `history`: it is built from it when the store opens and after a
 //! failed write, and every writer changes both together.

@@ -7,7 +7,7 @@
 //! Durability: a batch commits with `Durability::None` unless `durable_commit_interval` has passed
 //! since the last durable commit; a crash loses at most that window of applied entries, which the
 //! raft log (a separate, always-durable file) replays. `durable_applied()` tells the raft layer how far
-//! the log may be purged. The argument is spelled out in docs/ARCHITECTURE.md.
+//! the log may be purged. The argument is spelled out in docs/design/durability.md.
 
 mod alarms;
 mod apply;

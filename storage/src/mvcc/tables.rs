@@ -1,6 +1,6 @@
 //! The state file's tables and a typed view over them, shared by the read and write paths.
 //!
-//! Layout 4 (see docs/ARCHITECTURE.md for the full story), shaped like etcd's backend:
+//! Layout 4 (see docs/design/storage-layout.md for the full story), shaped like etcd's backend:
 //! - `history`: (revision, position) -> `VersionRecord`, every version and tombstone not yet
 //!   compacted, in revision order. It is the only place a version is written, and a put appends at
 //!   its right edge (watches, reads, snapshots and hashes all read values from here).

@@ -3,7 +3,7 @@
 //! recorded with the interval in which it was first seen.
 //!
 //! The lease checker needs them because a new leader restarts every lease's full TTL when it
-//! takes over (docs/ARCHITECTURE.md, "Leases"), so each leader change may delay an expiry by up to
+//! takes over (docs/design/leases.md, "The bound"), so each leader change may delay an expiry by up to
 //! one TTL. Polling the members (rather than counting the nemesis's faults) also catches the
 //! elections nobody asked for: a slow link or a loaded machine can move leadership too.
 

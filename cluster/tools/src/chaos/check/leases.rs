@@ -3,7 +3,7 @@
 //! It reads the store's history (every revision's changes, from the recording watch), the
 //! recorded operations (grants, keep-alives, revokes, leased puts, and every linearizable
 //! key-value operation as a clock), when each revision first reached a watch, and the leader
-//! changes the harness saw. The bounds are the documented ones (docs/ARCHITECTURE.md, "Leases"):
+//! changes the harness saw. The bounds are the documented ones (docs/design/leases.md, "The bound"):
 //! with r the send time of the lease's last acknowledged renewal (or grant) and T its TTL,
 //!
 //! - **never early**: no key is deleted by expiry before r + T;
