@@ -59,7 +59,9 @@ stop_cluster() {
 }
 
 start_revkv() {
-  REVKV_CLUSTER_DIR="$work_dir/revkv" "$repo/scripts/cluster.sh" up >/dev/null
+  # The benchmarks' binary is the fully optimised release build (its caller builds it), not the
+  # quick start's.
+  REVKV_PROFILE=release REVKV_CLUSTER_DIR="$work_dir/revkv" "$repo/scripts/cluster.sh" up >/dev/null
   running=revkv
   local id leader_id=""
   for id in 1 2 3; do member_pids+=("$(cat "$work_dir/revkv/member-$id.pid")"); done

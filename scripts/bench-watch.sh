@@ -33,7 +33,7 @@ duration=${REVKV_WATCH_DURATION:-10s}
 systems=${REVKV_WATCH_SYSTEMS:-revkv revkv-grpc etcd3.4-grpc etcd3.5-grpc}
 results_dir=${REVKV_WATCH_RESULTS_DIR:-$repo/target/bench-watch}
 most_watchers=$(tr ' ' '\n' <<<"$counts" | sort -n | tail -n 1)
-# The same binary scripts/cluster.sh runs.
+# The release binary, which scripts/bench-lib.sh has scripts/cluster.sh run (REVKV_PROFILE=release).
 binary="$repo/target/release/revkv"
 
 work_dir=$(mktemp -d "${TMPDIR:-/tmp}/revkv-bench-watch.XXXXXX")

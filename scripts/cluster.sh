@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A three-member revkv cluster on this machine, for trying revkv out and for benchmarks.
 #
-#   scripts/cluster.sh up       build the release binary if needed, start members 1-3, wait until
+#   scripts/cluster.sh up       build the binary if needed, start members 1-3, wait until
 #                               a leader is elected, every member is ready and every member lists
 #                               every member's client and gRPC URLs, print the endpoints and the
 #                               web console's URL
@@ -16,15 +16,21 @@
 #   scripts/cluster.sh down     stop exactly the processes `up` started (by pid file), Prometheus too
 #   scripts/cluster.sh status   each member's role, term, leader and revision
 #   scripts/cluster.sh logs     the last lines of each member's log (logs -f follows them)
+#   scripts/cluster.sh env      shell commands that put this cluster's `revkv` on PATH and point
+#                               `revkv ctl` at its members: eval "$(scripts/cluster.sh env)"
 #
 # Client ports 7001-7003, peer ports 7101-7103, etcd gRPC ports 7201-7203, everything under ${REVKV_CLUSTER_DIR:-./.cluster}.
-# Extra flags for every member can be passed in REVKV_CLUSTER_FLAGS; REVKV_BINARY runs another
-# revkv binary than this checkout's release build (A/B benchmarks), without building.
+# Extra flags for every member can be passed in REVKV_CLUSTER_FLAGS. The binary is built with
+# Cargo's `quick` profile (Cargo.toml: release optimisation without link-time optimisation, so a
+# fresh clone's first build takes minutes, not ten); REVKV_PROFILE=release builds and runs the
+# benchmarks' fully optimised binary instead, and REVKV_BINARY runs another revkv binary (A/B
+# benchmarks) without building.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cluster_dir=${REVKV_CLUSTER_DIR:-./.cluster}
-binary="${REVKV_BINARY:-${CARGO_TARGET_DIR:-$root/target}/release/revkv}"
+profile=${REVKV_PROFILE:-quick}
+binary="${REVKV_BINARY:-${CARGO_TARGET_DIR:-$root/target}/$profile/revkv}"
 members=(1 2 3)
 initial_cluster="1=http://127.0.0.1:7101,2=http://127.0.0.1:7102,3=http://127.0.0.1:7103"
 ready_timeout_seconds=${REVKV_CLUSTER_READY_TIMEOUT:-60}
@@ -51,7 +57,7 @@ is_running() {
 
 build() {
   [[ -n "${REVKV_BINARY:-}" ]] && return 0
-  (cd "$root" && cargo build --release --quiet --bin revkv)
+  (cd "$root" && cargo build --profile "$profile" --quiet --bin revkv)
 }
 
 # A throw-away CA and one certificate per member (127.0.0.1 and localhost, for both server and
@@ -277,10 +283,23 @@ logs() {
   fi
 }
 
+# What a shell needs to use this cluster: the binary's directory first on PATH (so `revkv ctl`
+# works as README writes it), the members for `revkv ctl` and the client examples, and, with TLS,
+# the CA. Printed as commands for `eval`, so it changes nothing unless the user asks.
+environment() {
+  local directory endpoints=""
+  directory=$(cd "$(dirname "$binary")" && pwd)
+  for id in "${members[@]}"; do endpoints+="${endpoints:+,}$(client_url "$id")"; done
+  printf 'export PATH=%q:"$PATH"\n' "$directory"
+  printf 'export REVKV_ENDPOINTS=%q\n' "$endpoints"
+  if uses_tls; then printf 'export REVKV_CACERT=%q\n' "$(cd "$tls_dir" && pwd)/ca.pem"; fi
+}
+
 case "${1:-}" in
   up) shift; up "$@" ;;
   down) down ;;
   status) status ;;
   logs) shift; logs "$@" ;;
-  *) echo "usage: $0 up [--prometheus] [--tls]|down|status|logs [-f]" >&2; exit 2 ;;
+  env) environment ;;
+  *) echo "usage: $0 up [--prometheus] [--tls]|down|status|logs [-f]|env" >&2; exit 2 ;;
 esac

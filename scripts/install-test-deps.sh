@@ -106,7 +106,8 @@ fi
 # private virtual environment (scripts/private-tools.sh): installing them must not change what the
 # user's own `python3`, `pip`, `etcd` or `etcdctl` are. node/bin/tests/api_schema_fuzz.rs runs
 # `st`, node/bin/tests/etcdctl_vs_etcd.rs etcd 3.5.1 and node/bin/tests/etcd_gateway_python.rs the
-# venv's python with etcd3-py from there, and fail under CI=true without them.
+# venv's python with etcd3-py from there, and fail under CI=true without them; scripts/check-readme.sh
+# runs byexample from there.
 # shellcheck source=scripts/private-tools.sh
 source "$(dirname "$0")/private-tools.sh"
 # Each install prints what it installed; a failed one stops the script (set -e), which a process
@@ -115,6 +116,7 @@ private_installs=$(
   private_tools_install schemathesis "$revkv_schemathesis_version"
   private_tools_install_etcd35
   private_tools_install etcd3-py "$revkv_etcd3py_version"
+  private_tools_install byexample "$revkv_byexample_version"
 )
 while read -r what; do
   [[ -n "$what" ]] && installed+=("$what (private: $revkv_tools_dir)")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The project's one test command (README.md names it; .ci/run runs it): formatting, lints, and
-# every test of the workspace in release mode (the `release-tests` profile: release without
+# The project's one test command (README.md names it; .ci/run runs it): formatting, lints, the
+# documentation checks, README's tour, and every test of the workspace in release mode (the `release-tests` profile: release without
 # link-time optimisation, Cargo.toml says why), closing with one line that totals the results.
 # It first installs what the tests need when it is missing (scripts/install-test-deps.sh), so a
 # newcomer's run is CI's.
@@ -35,6 +35,10 @@ cargo clippy --workspace --all-targets --profile release-tests -- -D warnings
 test_log=$(mktemp)
 trap 'rm -f "$test_log"' EXIT
 cargo test --workspace --profile release-tests 2>&1 | tee "$test_log"
+# README's tour, run as written on a new quick-start cluster, every answer compared with README's
+# (after a self-test that shows the checker catching a planted wrong answer). It builds the quick
+# start's own `quick` profile, as a newcomer's `scripts/cluster.sh up` does.
+scripts/check-readme.sh --self-test
 
 # cargo prints one "test result:" line per test binary; the last one is often a crate's empty
 # doc-test run, so add them all up into a closing line that says what ran.

@@ -43,7 +43,7 @@ enum Command {
     /// Run a three-member cluster under injected faults and check what it did (`scripts/chaos.sh`).
     Chaos(revkv_tools::chaos::ChaosArgs),
     /// Replay etcd's changes into a revkv restored from an etcd snapshot, revision for revision,
-    /// until the switch (README: "Moving from etcd without stopping it").
+    /// until the switch (docs/guide/etcd.md: "Moving from etcd without stopping it").
     FollowEtcd(revkv_tools::follow_etcd::FollowEtcdArgs),
 }
 
