@@ -27,7 +27,8 @@
 # benchmarks) without building.
 set -euo pipefail
 
-root=$(cd "$(dirname "$0")/.." && pwd)
+# Resolved through symbolic links, so the script works from a directory that links to scripts/.
+root=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
 cluster_dir=${REVKV_CLUSTER_DIR:-./.cluster}
 profile=${REVKV_PROFILE:-quick}
 binary="${REVKV_BINARY:-${CARGO_TARGET_DIR:-$root/target}/$profile/revkv}"

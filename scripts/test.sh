@@ -35,10 +35,10 @@ cargo clippy --workspace --all-targets --profile release-tests -- -D warnings
 test_log=$(mktemp)
 trap 'rm -f "$test_log"' EXIT
 cargo test --workspace --profile release-tests 2>&1 | tee "$test_log"
-# README's tour, run as written on a new quick-start cluster, every answer compared with README's
-# (after a self-test that shows the checker catching a planted wrong answer). It builds the quick
-# start's own `quick` profile, as a newcomer's `scripts/cluster.sh up` does.
-scripts/check-readme.sh --self-test
+# README's tour and the guides' examples, run as written on new quick-start clusters, every answer
+# compared with the one the docs show (after a self-test that shows the checker catching a planted
+# wrong answer). It builds the quick start's own `quick` profile, as `scripts/cluster.sh up` does.
+scripts/check-doc-examples.sh --self-test
 
 # cargo prints one "test result:" line per test binary; the last one is often a crate's empty
 # doc-test run, so add them all up into a closing line that says what ran.

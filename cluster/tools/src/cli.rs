@@ -1,5 +1,6 @@
-//! What the tools' command lines share: the `-o table|json` choice, the duration syntax and
-//! etcdctl's TLS flags. One definition each, so `revkv ctl` and `revkv bench` read them alike.
+//! What the tools' command lines share: the `-o table|json` choice, the duration syntax,
+//! etcdctl's TLS flags and whether to draw progress. One definition each, so `revkv ctl`,
+//! `revkv bench` and `revkv snapshot` behave alike.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -7,6 +8,14 @@ use std::time::Duration;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, ValueEnum};
 use revkv_client::ClientTls;
+
+/// Whether a command may draw progress on stderr: only on a terminal that can redraw a line.
+/// `TERM=dumb` (an editor's shell, a recorded session, scripts/check-doc-examples.sh) gets none,
+/// so what it records is the command's answer and nothing else.
+pub fn draws_progress() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal() && std::env::var_os("TERM").is_none_or(|term| term != "dumb")
+}
 
 /// etcdctl's TLS flags: `--cacert`, `--cert`, `--key`.
 #[derive(Args, Debug, Clone, Default, PartialEq, Eq)]

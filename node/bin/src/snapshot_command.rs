@@ -178,11 +178,10 @@ const MAX_CACHE_BYTES: u64 = 64 * 1024 * 1024 * 1024;
 /// How often the progress line is redrawn.
 const PROGRESS_REDRAW: std::time::Duration = std::time::Duration::from_millis(200);
 
-/// Runs `work` while a thread draws `progress` on stderr, when stderr is a terminal: records
+/// Runs `work` while a thread draws `progress` on stderr, when stderr is a terminal that can redraw a line: records
 /// and bytes checked, then written out of the checked totals.
 fn with_progress_display<T>(progress: &RestoreProgress, work: impl FnOnce() -> T) -> T {
-    use std::io::IsTerminal;
-    if !std::io::stderr().is_terminal() {
+    if !revkv_tools::cli::draws_progress() {
         return work();
     }
     let done = std::sync::atomic::AtomicBool::new(false);

@@ -12,7 +12,7 @@
 //! once a second.
 
 use std::collections::BTreeMap;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -415,7 +415,7 @@ impl ProgressPrinter {
     fn new(enabled: bool, time_limit: Duration) -> Self {
         ProgressPrinter {
             enabled,
-            in_place: std::io::stderr().is_terminal(),
+            in_place: crate::cli::draws_progress(),
             time_limit,
             previous_elapsed: Duration::ZERO,
             previous_succeeded: 0,

@@ -1,7 +1,6 @@
 //! `revkv ctl alarm list|disarm` and `revkv ctl defrag`, printed as etcdctl prints them, or as the
 //! API's answers with `-o json`.
 
-use std::io::IsTerminal;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -20,14 +19,23 @@ pub async fn alarm(
     match command {
         AlarmCommand::List => {
             let answer = client.alarms().await?;
-            print_either(format, &answer, || alarm_lines(&answer.alarms));
+            print_alarms(format, &answer, &answer.alarms);
         }
         AlarmCommand::Disarm { member_id } => {
             let answer = client.disarm_alarms(member_id).await?;
-            print_either(format, &answer, || alarm_lines(&answer.disarmed));
+            print_alarms(format, &answer, &answer.disarmed);
         }
     }
     Ok(())
+}
+
+/// Prints an alarm answer. With no alarm, a table prints nothing at all, as etcdctl does, so that
+/// a script can test the output for emptiness (an empty line would not be).
+fn print_alarms<T: serde::Serialize>(format: OutputFormat, answer: &T, alarms: &[AlarmMember]) {
+    if format == OutputFormat::Table && alarms.is_empty() {
+        return;
+    }
+    print_either(format, answer, || alarm_lines(alarms));
 }
 
 /// etcdctl's lines: `memberID:N alarm:NOSPACE`, one per alarm (nothing when none).
@@ -81,7 +89,7 @@ pub async fn defrag(client: &Client, format: OutputFormat) -> Result<(), ClientE
 /// Which member is being defragmented and for how long, on a terminal (a defragmentation of a
 /// large file takes a while and answers nothing meanwhile); nothing drawn otherwise.
 fn defrag_progress() -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
+    if !crate::cli::draws_progress() {
         return ProgressBar::hidden();
     }
     let progress = ProgressBar::new_spinner();

@@ -9,7 +9,6 @@
 //! failed or broken stream leaves FILE as it was and removes the temporary file. Progress (bytes
 //! and rate) is drawn on stderr when it is a terminal, and nothing is drawn otherwise.
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -189,7 +188,7 @@ async fn check(partial: &Path, path: &Path) -> Result<SnapshotSummary, ClientErr
 
 /// A spinner with bytes and rate on a terminal; a hidden bar (nothing drawn) otherwise.
 fn progress_bar() -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
+    if !crate::cli::draws_progress() {
         return ProgressBar::hidden();
     }
     let progress = ProgressBar::new_spinner();
