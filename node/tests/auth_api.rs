@@ -211,3 +211,23 @@ async fn auth_cannot_be_enabled_without_root_and_a_revoked_role_takes_effect_at_
     let gone = send(&api, Method::GET, path, Some(&app), Value::Null).await;
     assert_error(&gone, StatusCode::UNAUTHORIZED, "unauthenticated", &[]);
 }
+
+/// The user and role routes share their checks: each refuses a query before it reads the body
+/// (the query is named, not the empty password), and a user or role that does not exist is
+/// `not_found` for both kinds.
+#[tokio::test]
+async fn user_and_role_routes_refuse_queries_first_and_name_missing_records() {
+    let api = Api::new();
+    let empty_password = json!({ "password": "" });
+    let with_query = "/v1/auth/users/alice?x=1";
+    let refused = send(&api, Method::PUT, with_query, None, empty_password).await;
+    assert_error(&refused, StatusCode::BAD_REQUEST, "invalid", &[]);
+    let message = refused.json["error"]["message"].as_str().unwrap();
+    assert!(message.contains("query parameter"), "{message}");
+    for path in ["/v1/auth/users/nobody", "/v1/auth/roles/nobody"] {
+        let missing = send(&api, Method::GET, path, None, Value::Null).await;
+        assert_error(&missing, StatusCode::NOT_FOUND, "not_found", &[]);
+    }
+    let listed = send(&api, Method::GET, "/v1/auth/roles?x=1", None, Value::Null).await;
+    assert_error(&listed, StatusCode::BAD_REQUEST, "invalid", &[]);
+}

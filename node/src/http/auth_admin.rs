@@ -5,13 +5,14 @@
 //! the JSON API.
 
 use axum::body::Body;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{FromRequestParts, Path, RawQuery, State};
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
-use revkv_storage::auth::{AuthRequest, Permission, PermissionKind};
+use revkv_storage::auth::{AuthRequest, AuthState, Permission, PermissionKind};
 use revkv_storage::{KeyRange, RangeEnd};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::auth_routes::{change_auth, run_password_work};
@@ -105,20 +106,53 @@ struct RoleAnswer {
     permissions: Vec<PermissionJson>,
 }
 
-fn name_in_path(path: Result<Path<String>, PathRejection>) -> Result<String, NodeError> {
-    path.map(|Path(name)| name)
-        .map_err(|rejection| NodeError::Invalid(format!("bad name in the path: {rejection}")))
+/// The names in a user's or role's path, from a request that takes no query: a `String` for one
+/// name, `(String, String)` for a user and a role. As an extractor it refuses a bad path, then a
+/// query, before a handler reads any body, and it saves each handler those checks.
+struct Named<T>(T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Named<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let path = Path::<T>::from_request_parts(parts, state).await;
+        let Path(names) = path.map_err(|rejection| {
+            NodeError::Invalid(format!("bad name in the path: {rejection}"))
+        })?;
+        no_query(parts.uri.query())?;
+        Ok(Named(names))
+    }
 }
 
-fn names_in_path(
-    path: Result<Path<(String, String)>, PathRejection>,
-) -> Result<(String, String), NodeError> {
-    path.map(|Path(names)| names)
-        .map_err(|rejection| NodeError::Invalid(format!("bad names in the path: {rejection}")))
+fn no_query(raw_query: Option<&str>) -> Result<(), NodeError> {
+    QueryParams::parse(raw_query)?.finish()
 }
 
-fn no_query(raw_query: Option<String>) -> Result<(), NodeError> {
-    QueryParams::parse(raw_query.as_deref())?.finish()
+/// The answer of both listings: the names `names_of` takes from the auth records.
+fn names_answer<B: KvBackend>(
+    state: &ApiState<B>,
+    raw_query: Option<String>,
+    names_of: impl FnOnce(&AuthState) -> Vec<String>,
+) -> Result<Response, ApiError> {
+    no_query(raw_query.as_deref())?;
+    let names = names_of(&state.backend.auth_records());
+    let header = state.backend.header()?;
+    Ok(Json(NamesAnswer { header, names }).into_response())
+}
+
+/// The answer about one user or role: `find` looks `name` up in the auth records (nothing found
+/// is `not_found`, naming the `kind` of record), and `answer` shapes what it found.
+fn record_answer<B: KvBackend, T, A: Serialize>(
+    state: &ApiState<B>,
+    kind: &str,
+    name: String,
+    find: impl FnOnce(&AuthState, &str) -> Option<T>,
+    answer: impl FnOnce(ResponseHeader, String, T) -> A,
+) -> Result<Response, ApiError> {
+    let found = find(&state.backend.auth_records(), &name)
+        .ok_or_else(|| NodeError::NotFound(format!("{kind} {name} does not exist")))?;
+    let header = state.backend.header()?;
+    Ok(Json(answer(header, name, found)).into_response())
 }
 
 #[utoipa::path(get, path = "/v1/auth/users", tag = "auth", summary = "Every user's name",
@@ -128,10 +162,9 @@ async fn list_users<B: KvBackend>(
     State(state): State<ApiState<B>>,
     RawQuery(raw_query): RawQuery,
 ) -> Result<Response, ApiError> {
-    no_query(raw_query)?;
-    let names = state.backend.auth_records().users.keys().cloned().collect();
-    let header = state.backend.header()?;
-    Ok(Json(NamesAnswer { header, names }).into_response())
+    names_answer(&state, raw_query, |records| {
+        records.users.keys().cloned().collect()
+    })
 }
 
 #[utoipa::path(get, path = "/v1/auth/users/{name}", tag = "auth", summary = "A user's roles",
@@ -140,24 +173,19 @@ async fn list_users<B: KvBackend>(
         (status = "4XX", description = "Refused: not_found, invalid, unauthenticated, forbidden", body = ErrorBody)))]
 async fn get_user<B: KvBackend>(
     State(state): State<ApiState<B>>,
-    path: Result<Path<String>, PathRejection>,
-    RawQuery(raw_query): RawQuery,
+    Named(name): Named<String>,
 ) -> Result<Response, ApiError> {
-    let name = name_in_path(path)?;
-    no_query(raw_query)?;
-    let records = state.backend.auth_records();
-    let user = records
-        .users
-        .get(&name)
-        .ok_or_else(|| NodeError::NotFound(format!("user {name} does not exist")))?;
-    let roles = user.roles.iter().cloned().collect();
-    let header = state.backend.header()?;
-    Ok(Json(UserAnswer {
-        header,
+    record_answer(
+        &state,
+        "user",
         name,
-        roles,
-    })
-    .into_response())
+        |records, name| Some(records.users.get(name)?.roles.iter().cloned().collect()),
+        |header, name, roles| UserAnswer {
+            header,
+            name,
+            roles,
+        },
+    )
 }
 
 #[utoipa::path(put, path = "/v1/auth/users/{name}", tag = "auth", summary = "Add a user",
@@ -168,21 +196,15 @@ async fn get_user<B: KvBackend>(
         (status = "5XX", description = "unavailable or timeout", body = ErrorBody)))]
 async fn add_user<B: KvBackend>(
     State(state): State<ApiState<B>>,
-    path: Result<Path<String>, PathRejection>,
-    RawQuery(raw_query): RawQuery,
+    Named(name): Named<String>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let name = name_in_path(path)?;
-    no_query(raw_query)?;
     let password_hash = hashed_password_of(&state, body).await?;
-    change_auth(
-        &state,
-        AuthRequest::UserAdd {
-            name,
-            password_hash,
-        },
-    )
-    .await
+    let request = AuthRequest::UserAdd {
+        name,
+        password_hash,
+    };
+    change_auth(&state, request).await
 }
 
 #[utoipa::path(post, path = "/v1/auth/users/{name}/password", tag = "auth", summary = "Change a user's password",
@@ -193,21 +215,15 @@ async fn add_user<B: KvBackend>(
         (status = "5XX", description = "unavailable or timeout", body = ErrorBody)))]
 async fn change_password<B: KvBackend>(
     State(state): State<ApiState<B>>,
-    path: Result<Path<String>, PathRejection>,
-    RawQuery(raw_query): RawQuery,
+    Named(name): Named<String>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let name = name_in_path(path)?;
-    no_query(raw_query)?;
     let password_hash = hashed_password_of(&state, body).await?;
-    change_auth(
-        &state,
-        AuthRequest::UserChangePassword {
-            name,
-            password_hash,
-        },
-    )
-    .await
+    let request = AuthRequest::UserChangePassword {
+        name,
+        password_hash,
+    };
+    change_auth(&state, request).await
 }
 
 /// Reads a `{password}` body and hashes the password off the async threads.
@@ -233,11 +249,8 @@ async fn hashed_password_of<B: KvBackend>(
         (status = "5XX", description = "unavailable or timeout", body = ErrorBody)))]
 async fn delete_user<B: KvBackend>(
     State(state): State<ApiState<B>>,
-    path: Result<Path<String>, PathRejection>,
-    RawQuery(raw_query): RawQuery,
+    Named(name): Named<String>,
 ) -> Result<Response, ApiError> {
-    let name = name_in_path(path)?;
-    no_query(raw_query)?;
     change_auth(&state, AuthRequest::UserDelete { name }).await
 }
 
@@ -248,11 +261,8 @@ async fn delete_user<B: KvBackend>(
         (status = "5XX", description = "unavailable or timeout", body = ErrorBody)))]
 async fn grant_role<B: KvBackend>(
     State(state): State<ApiState<B>>,
-    path: Result<Path<(String, String)>, PathRejection>,
-    RawQuery(raw_query): RawQuery,
+    Named((user, role)): Named<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let (user, role) = names_in_path(path)?;
-    no_query(raw_query)?;
     change_auth(&state, AuthRequest::UserGrantRole { user, role }).await
 }
 
@@ -263,11 +273,8 @@ async fn grant_role<B: KvBackend>(
         (status = "5XX", description = "unavailable or timeout", body = ErrorBody)))]
 async fn revoke_role<B: KvBackend>(
     State(state): State<ApiState<B>>,
-    path: Result<Path<(String, String)>, PathRejection>,
-    RawQuery(raw_query): RawQuery,
+    Named((user, role)): Named<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let (user, role) = names_in_path(path)?;
-    no_query(raw_query)?;
     change_auth(&state, AuthRequest::UserRevokeRole { user, role }).await
 }
 
@@ -278,10 +285,9 @@ async fn list_roles<B: KvBackend>(
     State(state): State<ApiState<B>>,
     RawQuery(raw_query): RawQuery,
 ) -> Result<Response, ApiError> {
-    no_query(raw_query)?;
-    let names = state.backend.auth_records().roles.keys().cloned().collect();
-    let header = state.backend.header()?;
-    Ok(Json(NamesAnswer { header, names }).into_response())
+    names_answer(&state, raw_query, |records| {
+        records.roles.keys().cloned().collect()
+    })
 }
 
 #[utoipa::path(get, path = "/v1/auth/roles/{name}", tag = "auth", summary = "A role's permissions",
@@ -290,24 +296,28 @@ async fn list_roles<B: KvBackend>(
         (status = "4XX", description = "Refused: not_found, invalid, unauthenticated, forbidden", body = ErrorBody)))]
 async fn get_role<B: KvBackend>(
     State(state): State<ApiState<B>>,
-    path: Result<Path<String>, PathRejection>,
-    RawQuery(raw_query): RawQuery,
+    Named(name): Named<String>,
 ) -> Result<Response, ApiError> {
-    let name = name_in_path(path)?;
-    no_query(raw_query)?;
-    let records = state.backend.auth_records();
-    let granted = records
-        .roles
-        .get(&name)
-        .ok_or_else(|| NodeError::NotFound(format!("role {name} does not exist")))?;
-    let permissions = granted.iter().map(permission_json).collect();
-    let header = state.backend.header()?;
-    Ok(Json(RoleAnswer {
-        header,
+    record_answer(
+        &state,
+        "role",
         name,
-        permissions,
-    })
-    .into_response())
+        |records, name| {
+            Some(
+                records
+                    .roles
+                    .get(name)?
+                    .iter()
+                    .map(permission_json)
+                    .collect(),
+            )
+        },
+        |header, name, permissions| RoleAnswer {
+            header,
+            name,
+            permissions,
+        },
+    )
 }
 
 #[utoipa::path(put, path = "/v1/auth/roles/{name}", tag = "auth", summary = "Add a role",
@@ -317,11 +327,8 @@ async fn get_role<B: KvBackend>(
         (status = "5XX", description = "unavailable or timeout", body = ErrorBody)))]
 async fn add_role<B: KvBackend>(
     State(state): State<ApiState<B>>,
-    path: Result<Path<String>, PathRejection>,
-    RawQuery(raw_query): RawQuery,
+    Named(name): Named<String>,
 ) -> Result<Response, ApiError> {
-    let name = name_in_path(path)?;
-    no_query(raw_query)?;
     change_auth(&state, AuthRequest::RoleAdd { name }).await
 }
 
@@ -332,11 +339,8 @@ async fn add_role<B: KvBackend>(
         (status = "5XX", description = "unavailable or timeout", body = ErrorBody)))]
 async fn delete_role<B: KvBackend>(
     State(state): State<ApiState<B>>,
-    path: Result<Path<String>, PathRejection>,
-    RawQuery(raw_query): RawQuery,
+    Named(name): Named<String>,
 ) -> Result<Response, ApiError> {
-    let name = name_in_path(path)?;
-    no_query(raw_query)?;
     change_auth(&state, AuthRequest::RoleDelete { name }).await
 }
 
@@ -348,12 +352,9 @@ async fn delete_role<B: KvBackend>(
         (status = "5XX", description = "unavailable or timeout", body = ErrorBody)))]
 async fn grant_permission<B: KvBackend>(
     State(state): State<ApiState<B>>,
-    path: Result<Path<String>, PathRejection>,
-    RawQuery(raw_query): RawQuery,
+    Named(role): Named<String>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let role = name_in_path(path)?;
-    no_query(raw_query)?;
     let body: PermissionJson = read_json(body, state.limits.max_body_bytes).await?;
     let kind = permission_kind(&body.permission)?;
     let keys = key_range(body.key, body.range_end, body.prefix)?;
@@ -373,12 +374,9 @@ async fn grant_permission<B: KvBackend>(
         (status = "5XX", description = "unavailable or timeout", body = ErrorBody)))]
 async fn revoke_permission<B: KvBackend>(
     State(state): State<ApiState<B>>,
-    path: Result<Path<String>, PathRejection>,
-    RawQuery(raw_query): RawQuery,
+    Named(role): Named<String>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let role = name_in_path(path)?;
-    no_query(raw_query)?;
     let body: PermissionKeysBody = read_json(body, state.limits.max_body_bytes).await?;
     let keys = key_range(body.key, body.range_end, body.prefix)?;
     change_auth(&state, AuthRequest::RoleRevokePermission { role, keys }).await
