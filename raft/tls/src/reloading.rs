@@ -2,17 +2,21 @@
 //! handshake uses what the files hold now: the server's certificate, the peer client's
 //! certificate, and the CA that client and server certificates are verified against.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::ResolvesClientCert;
 use rustls::client::WebPkiServerVerifier;
+use rustls::crypto::{
+    verify_tls12_signature, verify_tls13_signature, CryptoProvider, WebPkiSupportedAlgorithms,
+};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::server::VerifierBuilderError;
 use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
-use rustls::{DigitallySignedStruct, DistinguishedName, Error, SignatureScheme};
+use rustls::{DigitallySignedStruct, DistinguishedName, Error, RootCertStore, SignatureScheme};
 
 use crate::error::TlsError;
 use crate::pem;
@@ -58,42 +62,91 @@ impl ResolvesClientCert for ReloadingCertificate {
     }
 }
 
-/// Loads the CA file's certificates as a verifier of some kind.
-fn watched_ca<T: 'static>(
-    ca_file: &Path,
-    build: impl Fn(Arc<rustls::RootCertStore>, &Path) -> Result<T, TlsError> + Send + Sync + 'static,
-) -> Result<Watched<T>, TlsError> {
-    let path: PathBuf = ca_file.to_path_buf();
-    let paths = vec![path.clone()];
-    let load = Box::new(move |contents: &[Vec<u8>]| {
-        build(pem::trust_anchors(&path, &contents[0])?, &path)
-    });
-    Watched::load("trusted CA", paths, load)
-}
-
-fn bad_ca(path: &Path, error: impl std::fmt::Display) -> TlsError {
-    TlsError::BadCa {
-        path: path.to_path_buf(),
-        reason: error.to_string(),
-    }
-}
-
-/// Requires every client to present a certificate signed by the CA in the file, reloaded when the
-/// file changes.
+/// A rustls verifier built from the CA file's certificates and rebuilt when the file changes. `V`
+/// is its kind: a verifier of client certificates ([`ReloadingClientVerifier`]) or of server
+/// certificates ([`ReloadingServerVerifier`]). Only the certificate check needs the CA: the
+/// handshake's signature checks use the crypto provider's algorithms, as rustls's own verifiers
+/// do, so both kinds share them here.
 #[derive(Debug)]
-pub(crate) struct ReloadingClientVerifier {
-    verifier: Watched<Arc<dyn ClientCertVerifier>>,
+pub(crate) struct ReloadingVerifier<V: ?Sized> {
+    verifier: Watched<Arc<V>>,
+    algorithms: WebPkiSupportedAlgorithms,
+}
+
+/// Requires every client to present a certificate signed by the CA in the file.
+pub(crate) type ReloadingClientVerifier = ReloadingVerifier<dyn ClientCertVerifier>;
+
+/// Verifies a server's certificate against the CA in the file.
+pub(crate) type ReloadingServerVerifier = ReloadingVerifier<WebPkiServerVerifier>;
+
+impl<V: ?Sized + Send + Sync + 'static> ReloadingVerifier<V> {
+    /// Loads the CA file's certificates and `build`s the verifier from them, and does it again
+    /// for the first handshake after the file changes.
+    fn watching_ca(
+        ca_file: &Path,
+        build: impl Fn(Arc<RootCertStore>, Arc<CryptoProvider>) -> Result<Arc<V>, VerifierBuilderError>
+            + Send
+            + Sync
+            + 'static,
+    ) -> Result<Self, TlsError> {
+        let path = ca_file.to_path_buf();
+        let paths = vec![path.clone()];
+        let load = Box::new(move |contents: &[Vec<u8>]| {
+            let roots = pem::trust_anchors(&path, &contents[0])?;
+            build(roots, crate::crypto_provider()).map_err(|error| TlsError::BadCa {
+                path: path.clone(),
+                reason: error.to_string(),
+            })
+        });
+        Ok(ReloadingVerifier {
+            verifier: Watched::load("trusted CA", paths, load)?,
+            algorithms: crate::crypto_provider().signature_verification_algorithms,
+        })
+    }
 }
 
 impl ReloadingClientVerifier {
     pub(crate) fn load(ca_file: &Path) -> Result<Self, TlsError> {
-        let verifier = watched_ca(ca_file, |roots, path| {
-            WebPkiClientVerifier::builder_with_provider(roots, crate::crypto_provider())
-                .build()
-                .map_err(|error| bad_ca(path, error))
-        })?;
-        Ok(ReloadingClientVerifier { verifier })
+        Self::watching_ca(ca_file, |roots, provider| {
+            WebPkiClientVerifier::builder_with_provider(roots, provider).build()
+        })
     }
+}
+
+impl ReloadingServerVerifier {
+    pub(crate) fn load(ca_file: &Path) -> Result<Self, TlsError> {
+        Self::watching_ca(ca_file, |roots, provider| {
+            WebPkiServerVerifier::builder_with_provider(roots, provider).build()
+        })
+    }
+}
+
+/// The handshake's signature checks, which `ClientCertVerifier` and `ServerCertVerifier` declare
+/// alike: a macro, because two traits cannot share one method's body.
+macro_rules! signature_checks {
+    () => {
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, Error> {
+            verify_tls12_signature(message, cert, dss, &self.algorithms)
+        }
+
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, Error> {
+            verify_tls13_signature(message, cert, dss, &self.algorithms)
+        }
+
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            self.algorithms.supported_schemes()
+        }
+    };
 }
 
 impl ClientCertVerifier for ReloadingClientVerifier {
@@ -118,48 +171,7 @@ impl ClientCertVerifier for ReloadingClientVerifier {
             .verify_client_cert(end_entity, intermediates, now)
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, Error> {
-        self.verifier
-            .current()
-            .verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, Error> {
-        self.verifier
-            .current()
-            .verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.verifier.current().supported_verify_schemes()
-    }
-}
-
-/// Verifies a server's certificate against the CA in the file, reloaded when the file changes.
-#[derive(Debug)]
-pub(crate) struct ReloadingServerVerifier {
-    verifier: Watched<Arc<WebPkiServerVerifier>>,
-}
-
-impl ReloadingServerVerifier {
-    pub(crate) fn load(ca_file: &Path) -> Result<Self, TlsError> {
-        let verifier = watched_ca(ca_file, |roots, path| {
-            WebPkiServerVerifier::builder_with_provider(roots, crate::crypto_provider())
-                .build()
-                .map_err(|error| bad_ca(path, error))
-        })?;
-        Ok(ReloadingServerVerifier { verifier })
-    }
+    signature_checks!();
 }
 
 impl ServerCertVerifier for ReloadingServerVerifier {
@@ -180,29 +192,5 @@ impl ServerCertVerifier for ReloadingServerVerifier {
         )
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, Error> {
-        self.verifier
-            .current()
-            .verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, Error> {
-        self.verifier
-            .current()
-            .verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.verifier.current().supported_verify_schemes()
-    }
+    signature_checks!();
 }
