@@ -62,12 +62,6 @@ KNOWN_CIRCLES = {
             "peer/simulated.rs",
         ),
     ],
-    "node/bin": [
-        (
-            "serve_config/addresses.rs",
-            "serve_config/mod.rs",
-        ),
-    ],
     "cluster/tools": [
         (
             "ctl/auth.rs",

@@ -1,13 +1,12 @@
 //! The URLs a member is reached at and the members it starts with: advertised client, peer and
 //! gRPC URLs (defaulting to the listen addresses), their `http`/`https` schemes, and the parsing of
-//! `--initial-cluster`, which `revkv snapshot restore` shares.
+//! `--initial-cluster`, which `revkv snapshot restore` shares. It takes plain values rather than
+//! `ServeArgs`, so that `mod.rs` can re-export from it without the two importing each other.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use revkv_raft::MemberNode;
-
-use super::ServeArgs;
 
 /// `https` with TLS, `http` without.
 pub(super) fn scheme(tls: bool) -> &'static str {
@@ -18,20 +17,17 @@ pub(super) fn scheme(tls: bool) -> &'static str {
     }
 }
 
-impl ServeArgs {
-    /// The gRPC listener's advertised URL (its scheme is the client listener's, whose TLS it
-    /// uses); none without a gRPC listener.
-    pub(super) fn advertised_grpc_url(
-        &self,
-        client_scheme: &str,
-    ) -> Result<Option<String>, String> {
-        match (self.listen_grpc, &self.advertise_grpc) {
-            (Some(listen), given) => {
-                advertised_url(given.clone(), listen, "grpc", client_scheme).map(Some)
-            }
-            (None, Some(_)) => Err("--advertise-grpc needs --listen-grpc".to_string()),
-            (None, None) => Ok(None),
-        }
+/// The gRPC listener's advertised URL (its scheme is the client listener's, whose TLS it uses);
+/// none without a gRPC listener. `listen` and `given` are `--listen-grpc` and `--advertise-grpc`.
+pub(super) fn advertised_grpc_url(
+    listen: Option<SocketAddr>,
+    given: Option<String>,
+    client_scheme: &str,
+) -> Result<Option<String>, String> {
+    match (listen, given) {
+        (Some(listen), given) => advertised_url(given, listen, "grpc", client_scheme).map(Some),
+        (None, Some(_)) => Err("--advertise-grpc needs --listen-grpc".to_string()),
+        (None, None) => Ok(None),
     }
 }
 

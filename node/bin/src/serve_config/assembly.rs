@@ -13,7 +13,7 @@ use revkv_node::NodeConfig;
 use revkv_raft::{MemberConfig, MemberNode, PeerLimits, RaftTiming};
 use revkv_storage::{Limits, StoreOptions};
 
-use super::addresses::{advertised_url, parse_initial_cluster, scheme};
+use super::addresses::{advertised_grpc_url, advertised_url, parse_initial_cluster, scheme};
 use super::ServeArgs;
 
 impl ServeArgs {
@@ -123,7 +123,11 @@ impl ServeArgs {
                 "client",
                 client_scheme,
             )?,
-            grpc_url: self.advertised_grpc_url(client_scheme)?,
+            grpc_url: advertised_grpc_url(
+                self.listen_grpc,
+                self.advertise_grpc.clone(),
+                client_scheme,
+            )?,
         })
     }
 
