@@ -53,15 +53,6 @@ KNOWN_CIRCLES = {
             "mvcc/tables.rs",
         ),
     ],
-    "raft": [
-        (
-            "config.rs",
-            "member_inner.rs",
-            "peer/append_stream.rs",
-            "peer/client.rs",
-            "peer/simulated.rs",
-        ),
-    ],
     "cluster/tools": [
         (
             "ctl/auth.rs",

@@ -15,25 +15,24 @@
 //! The caller's task writes and reads the frames itself. A call that fails, times out or is
 //! cancelled drops the connection (its state is unknown); the next call opens a new one. A member
 //! that does not know the path (an older build) answers 404, and the caller falls back to HTTP.
+//!
+//! This file has the protocol's frames, the caller's end and the count of streams a member serves;
+//! the receiving end is `append_stream_server.rs`, so that the caller's end, which the peer
+//! client uses, names nothing of the member.
 
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
-use hyper_util::rt::TokioIo;
+use axum::http::{header, StatusCode};
 use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse};
 use revkv_storage::codec;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::member_inner::MemberInner;
-use crate::peer::client::{classify_answer_error, classify_unanswered, CallError, PeerClient};
+use crate::peer::call_error::{classify_answer_error, classify_unanswered, CallError};
 use crate::peer::{paths, PeerError};
 use crate::types::TypeConfig;
-use crate::write_path_trace::{self, Stage};
 
 /// The `Upgrade` protocol name of the append stream.
 pub const PROTOCOL: &str = "revkv-append-stream";
@@ -53,7 +52,7 @@ impl OpenStreams {
     }
 
     /// Counts one more stream, unless `MAX_OPEN_STREAMS` are open; the guard counts it out.
-    fn admit(self: &Arc<Self>) -> Option<OpenStreamGuard> {
+    pub(super) fn admit(self: &Arc<Self>) -> Option<OpenStreamGuard> {
         let admitted = self
             .0
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |open| {
@@ -64,7 +63,7 @@ impl OpenStreams {
     }
 }
 
-struct OpenStreamGuard(Arc<OpenStreams>);
+pub(super) struct OpenStreamGuard(Arc<OpenStreams>);
 
 impl Drop for OpenStreamGuard {
     fn drop(&mut self) {
@@ -72,19 +71,18 @@ impl Drop for OpenStreamGuard {
     }
 }
 
-/// A receiver closes a stream that sent no call for this long (its caller is gone without a word,
-/// or idle: openraft's heartbeats keep a live one busy).
-const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
-
 /// Sends one frame (`codec::encode_frame`) in one write.
-async fn send_frame(writer: &mut (impl AsyncWrite + Unpin), frame: &[u8]) -> io::Result<()> {
+pub(super) async fn send_frame(
+    writer: &mut (impl AsyncWrite + Unpin),
+    frame: &[u8],
+) -> io::Result<()> {
     writer.write_all(frame).await?;
     writer.flush().await
 }
 
 /// Reads one frame's record, refusing a length over `max_bytes`. The buffer grows as bytes
 /// arrive, so a length alone cannot make the reader allocate it.
-async fn read_frame(
+pub(super) async fn read_frame(
     reader: &mut (impl AsyncRead + Unpin),
     max_bytes: usize,
 ) -> io::Result<Vec<u8>> {
@@ -122,15 +120,15 @@ pub(super) enum StreamCallError {
 }
 
 impl AppendStream {
-    /// Opens a stream to `peer_url` through the shared client (its pool, TLS and timeouts).
+    /// Opens a stream to `peer_url` through the peer client's HTTP client (its pool, TLS and
+    /// timeouts).
     pub(super) async fn open(
-        client: &PeerClient,
+        http: &reqwest::Client,
         peer_url: &str,
         timeout: Duration,
     ) -> Result<AppendStream, StreamCallError> {
         let url = format!("{}{}", peer_url.trim_end_matches('/'), paths::APPEND_STREAM);
-        let sent = client
-            .http
+        let sent = http
             .post(&url)
             .header(header::CONNECTION, "upgrade")
             .header(header::UPGRADE, PROTOCOL)
@@ -179,101 +177,10 @@ impl AppendStream {
     }
 }
 
-/// `POST /raft/append-stream`: answers `101` and serves the upgraded connection on a task of its
-/// own. The task holds the member weakly, so an open stream does not keep a stopped member alive.
-pub(super) async fn accept(
-    State(member): State<Arc<MemberInner>>,
-    mut request: Request,
-) -> Response {
-    let asks_for_stream = request
-        .headers()
-        .get(header::UPGRADE)
-        .is_some_and(|protocol| protocol == PROTOCOL);
-    if !asks_for_stream {
-        return (
-            StatusCode::BAD_REQUEST,
-            format!("Upgrade: {PROTOCOL} is required"),
-        )
-            .into_response();
-    }
-    let Some(upgrade) = request
-        .extensions_mut()
-        .remove::<hyper::upgrade::OnUpgrade>()
-    else {
-        return (
-            StatusCode::BAD_REQUEST,
-            "this connection cannot be upgraded",
-        )
-            .into_response();
-    };
-    let Some(guard) = member.append_streams.admit() else {
-        let refusal = format!("{MAX_OPEN_STREAMS} append streams are open already");
-        return (StatusCode::SERVICE_UNAVAILABLE, refusal).into_response();
-    };
-    let max_frame_bytes = member.config.peer_limits.max_body_bytes;
-    let member = Arc::downgrade(&member);
-    tokio::spawn(async move {
-        match upgrade.await {
-            Ok(upgraded) => serve(member, TokioIo::new(upgraded), max_frame_bytes).await,
-            Err(error) => tracing::debug!(%error, "append stream upgrade failed"),
-        }
-        drop(guard);
-    });
-    (
-        StatusCode::SWITCHING_PROTOCOLS,
-        [
-            (header::CONNECTION, HeaderValue::from_static("upgrade")),
-            (header::UPGRADE, HeaderValue::from_static(PROTOCOL)),
-        ],
-    )
-        .into_response()
-}
-
-/// Answers calls in order until the caller closes the stream, stays idle for `IDLE_TIMEOUT`,
-/// sends a bad frame, or the member stops.
-async fn serve(
-    member: Weak<MemberInner>,
-    mut io: impl AsyncRead + AsyncWrite + Unpin,
-    max_frame_bytes: usize,
-) {
-    loop {
-        let frame =
-            match tokio::time::timeout(IDLE_TIMEOUT, read_frame(&mut io, max_frame_bytes)).await {
-                Ok(Ok(frame)) => frame,
-                Ok(Err(_)) | Err(_) => return,
-            };
-        let Some(member) = member.upgrade() else {
-            return;
-        };
-        let Ok(request) = codec::decode::<AppendEntriesRequest<TypeConfig>>(&frame) else {
-            tracing::debug!("undecodable append on a peer stream; closing it");
-            return;
-        };
-        let last_index = request.entries.last().map(|entry| entry.log_id.index);
-        if let Some(index) = last_index {
-            write_path_trace::mark(Stage::Received, index);
-        }
-        let reply = member
-            .raft
-            .append_entries(request)
-            .await
-            .map_err(|error| PeerError::Fatal(error.to_string()));
-        if let Some(index) = last_index {
-            write_path_trace::mark(Stage::Answered, index);
-        }
-        drop(member);
-        let Ok(frame) = codec::encode_frame(&reply) else {
-            return;
-        };
-        if send_frame(&mut io, &frame).await.is_err() {
-            return;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::peer::client::PeerClient;
 
     #[tokio::test]
     async fn frames_round_trip_and_an_oversized_length_is_refused_before_reading_it() {
@@ -311,7 +218,7 @@ mod tests {
         let url = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, axum::Router::new()).await });
         let client = PeerClient::new(Duration::from_secs(1), None, None);
-        let opened = AppendStream::open(&client, &url, Duration::from_secs(5)).await;
+        let opened = AppendStream::open(&client.http, &url, Duration::from_secs(5)).await;
         assert!(matches!(opened, Err(StreamCallError::NotServed)));
     }
 }

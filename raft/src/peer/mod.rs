@@ -11,7 +11,9 @@
 //! history at a revision, which the consistency check compares (`key_space_hashes.rs`).
 
 pub(crate) mod append_stream;
+pub(crate) mod append_stream_server;
 pub mod append_timeout;
+pub(crate) mod call_error;
 pub mod client;
 pub mod failure_log;
 pub mod faults;

@@ -101,7 +101,10 @@ fn router(member: &Arc<MemberInner>) -> Router {
     let max_body_bytes = member.config.peer_limits.max_body_bytes;
     Router::new()
         .route(paths::APPEND, post(append))
-        .route(paths::APPEND_STREAM, post(super::append_stream::accept))
+        .route(
+            paths::APPEND_STREAM,
+            post(super::append_stream_server::accept),
+        )
         .route(paths::VOTE, post(vote))
         .route(paths::SNAPSHOT, post(snapshot))
         .route(paths::TRANSFER_LEADER, post(transfer_leader))

@@ -22,7 +22,7 @@ use axum::Router;
 use futures::future::BoxFuture;
 use tower::ServiceExt;
 
-use super::client::CallError;
+use super::call_error::CallError;
 
 /// A peer call's answer as the network brings it back: the HTTP status and the body.
 #[derive(Clone, Debug, PartialEq, Eq)]
