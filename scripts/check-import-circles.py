@@ -55,16 +55,6 @@ KNOWN_CIRCLES = {
     ],
     "cluster/tools": [
         (
-            "ctl/auth.rs",
-            "ctl/commands.rs",
-            "ctl/conflicts.rs",
-            "ctl/history.rs",
-            "ctl/lease.rs",
-            "ctl/maintenance.rs",
-            "ctl/mod.rs",
-            "ctl/snapshot.rs",
-        ),
-        (
             "harness/cluster.rs",
             "harness/member_client.rs",
             "harness/mod.rs",

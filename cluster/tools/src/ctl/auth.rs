@@ -8,7 +8,7 @@ use std::io::{BufRead, Read};
 use clap::{Subcommand, ValueEnum};
 use revkv_client::{AuthChangeResponse, Client, ClientError, PermissionKeys, RoleResponse};
 
-use super::commands::print_either;
+use super::answers::print_either;
 use crate::cli::OutputFormat;
 
 /// The longest password line read from standard input.

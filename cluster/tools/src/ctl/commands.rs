@@ -7,6 +7,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+// `ask_each_endpoint` lives in `answers.rs`, which the subcommand files share; its public path
+// through this file stays.
+pub use super::answers::{ask_each_endpoint, EndpointAnswers};
+
+use super::answers::print_either;
 use super::conflicts::conflicts_top;
 use super::history::history;
 use super::lease::lease;
@@ -271,18 +276,6 @@ fn watch_request(
     }
 }
 
-/// Prints `answer` as JSON, or the sentence `human` makes.
-pub(super) fn print_either<T: serde::Serialize>(
-    format: OutputFormat,
-    answer: &T,
-    human: impl FnOnce() -> String,
-) {
-    match format {
-        OutputFormat::Json => println!("{}", output::json(answer)),
-        OutputFormat::Table => println!("{}", human()),
-    }
-}
-
 async fn get(
     client: &Client,
     format: OutputFormat,
@@ -524,46 +517,6 @@ async fn watch(
         printed += 1;
     }
     Ok(())
-}
-
-/// Each endpoint's answer to one call, asked in turn through a client of that member alone, and
-/// the last failure. A member that fails is reported on stderr and the others are still asked, so
-/// a command prints what it has and still exits non-zero.
-pub struct EndpointAnswers<T> {
-    pub answers: Vec<(String, T)>,
-    pub last_error: Option<ClientError>,
-}
-
-impl<T> EndpointAnswers<T> {
-    /// The command's outcome once it has printed the answers.
-    pub fn outcome(self) -> Result<(), ClientError> {
-        self.last_error.map_or(Ok(()), Err)
-    }
-}
-
-/// Asks every endpoint of `client` in turn with `ask`.
-pub async fn ask_each_endpoint<T, Answer>(
-    client: &Client,
-    mut ask: impl FnMut(Client) -> Answer,
-) -> Result<EndpointAnswers<T>, ClientError>
-where
-    Answer: std::future::Future<Output = Result<T, ClientError>>,
-{
-    let mut answers = Vec::new();
-    let mut last_error = None;
-    for endpoint in client.endpoints() {
-        match ask(client.for_member(endpoint)?).await {
-            Ok(answer) => answers.push((endpoint.clone(), answer)),
-            Err(error) => {
-                eprintln!("revkv ctl: {endpoint}: {error}");
-                last_error = Some(error);
-            }
-        }
-    }
-    Ok(EndpointAnswers {
-        answers,
-        last_error,
-    })
 }
 
 async fn status(client: &Client, format: OutputFormat) -> Result<(), ClientError> {

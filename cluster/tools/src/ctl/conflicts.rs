@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use revkv_client::{Client, ClientError, HotKey};
 
-use super::commands::{ask_each_endpoint, print_either};
+use super::answers::{ask_each_endpoint, print_either};
 use super::output::table;
 use crate::cli::OutputFormat;
 

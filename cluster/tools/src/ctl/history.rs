@@ -6,7 +6,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::commands::print_either;
+use super::answers::print_either;
 use super::output::{shortened, table};
 use crate::cli::OutputFormat;
 use revkv_client::{Client, ClientError, HistoryVersion};

@@ -5,7 +5,7 @@ use std::io::Write;
 
 use revkv_client::{Client, ClientError, LeaseKeeper, LeaseLoss, LeaseState};
 
-use super::commands::print_either;
+use super::answers::print_either;
 use super::LeaseCommand;
 use crate::cli::OutputFormat;
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressStyle};
 use revkv_client::{AlarmMember, Client, ClientError};
 
-use super::commands::{ask_each_endpoint, print_either};
+use super::answers::{ask_each_endpoint, print_either};
 use super::{output, AlarmCommand};
 use crate::cli::OutputFormat;
 

@@ -17,7 +17,7 @@ use revkv_client::{Client, ClientError};
 use revkv_etcd_snapshot::{convert_revkv_backup, EtcdSnapshot};
 use revkv_storage::{inspect_foreign, SnapshotSummary};
 
-use super::commands::print_either;
+use super::answers::print_either;
 use super::SnapshotFormat;
 use crate::cli::OutputFormat;
 
