@@ -53,13 +53,6 @@ KNOWN_CIRCLES = {
             "mvcc/tables.rs",
         ),
     ],
-    "cluster/tools": [
-        (
-            "harness/cluster.rs",
-            "harness/member_client.rs",
-            "harness/mod.rs",
-        ),
-    ],
 }
 
 PATH = re.compile(r"\b((?:crate|super|self)(?:::[A-Za-z_][A-Za-z0-9_]*)+)")

@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 
 use reqwest::Method;
 
-use super::member::{MemberLaunch, MemberProcess};
+use super::member::{fast_serve_flags, MemberLaunch, MemberProcess};
 use super::member_client::MemberClient;
-use super::{fast_serve_flags, free_addresses, wait_until, POLL_INTERVAL};
+use super::ports::free_addresses;
+use super::waiting::{wait_until, POLL_INTERVAL};
 use revkv_client::ClientTls;
 
 /// How long a cluster may take to elect a leader and get every member ready.

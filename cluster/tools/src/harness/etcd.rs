@@ -71,7 +71,7 @@ impl EtcdServer {
     ) -> EtcdServer {
         let directory = tempfile::tempdir().expect("a temporary directory");
         // Two distinct free ports at once (two separate probes could hand out the same one).
-        let addresses = super::free_addresses(2).expect("free loopback ports");
+        let addresses = super::ports::free_addresses(2).expect("free loopback ports");
         let client_url = format!("http://{}", addresses[0]);
         let peer_url = format!("http://{}", addresses[1]);
         prepare(&directory.path().join("data"), &peer_url);

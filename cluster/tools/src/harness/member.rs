@@ -1,12 +1,46 @@
 //! One `revkv serve` process and what it takes to start it again as the same member: its binary,
 //! flags, environment, ports, data directory and log file. Both the process cluster of the
-//! end-to-end tests and the chaos harness's members are made of these.
+//! end-to-end tests and the chaos harness's members are made of these, and start with the same
+//! fast flags ([`fast_serve_flags`]).
 
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+
+/// Raft heartbeat of harness members: short, so that faults cause elections within a second.
+pub const HEARTBEAT_MS: u64 = 50;
+/// Minimum election timeout of harness members.
+pub const ELECTION_TIMEOUT_MS: u64 = 300;
+
+/// The `revkv serve` flags every harness member starts with: identity, addresses, data and fast
+/// timing. Callers add their own (founding cluster or `--join`, proxies, snapshot thresholds).
+pub fn fast_serve_flags(
+    id: u64,
+    data_dir: &Path,
+    client_address: SocketAddr,
+    peer_address: SocketAddr,
+    request_timeout_ms: u64,
+) -> Vec<String> {
+    [
+        "--id".to_string(),
+        id.to_string(),
+        "--data-dir".into(),
+        data_dir.display().to_string(),
+        "--listen-client".into(),
+        client_address.to_string(),
+        "--listen-peer".into(),
+        peer_address.to_string(),
+        "--heartbeat-ms".into(),
+        HEARTBEAT_MS.to_string(),
+        "--election-timeout-ms".into(),
+        ELECTION_TIMEOUT_MS.to_string(),
+        "--request-timeout-ms".into(),
+        request_timeout_ms.to_string(),
+    ]
+    .to_vec()
+}
 
 /// Everything a member process is started with, fixed for its whole life (restarts included).
 #[derive(Clone, Debug)]
@@ -19,7 +53,7 @@ pub struct MemberLaunch {
     pub data_dir: PathBuf,
     /// Receives the process's stdout and stderr, appended across restarts.
     pub log_path: PathBuf,
-    /// The `serve` flags (see [`fast_serve_flags`](super::fast_serve_flags) for the common ones).
+    /// The `serve` flags (see [`fast_serve_flags`] for the common ones).
     pub arguments: Vec<String>,
     pub environment: Vec<(String, String)>,
     /// Whether the member's listeners have TLS (its URLs are then `https://`).

@@ -8,7 +8,7 @@ use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
-use super::wait_until;
+use super::waiting::wait_until;
 use revkv_client::ClientTls;
 
 /// The longest any single HTTP call may take before the test gives up on it (well above every
