@@ -35,8 +35,6 @@ KNOWN_CIRCLES = {
             "auth/access.rs",
             "auth/records.rs",
             "codec.rs",
-            "error.rs",
-            "limits.rs",
             "types.rs",
         ),
         (

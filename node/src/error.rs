@@ -48,3 +48,27 @@ pub enum NodeError {
     #[error("internal error: {0}")]
     Internal(String),
 }
+
+/// Lets `?` turn each storage operation's own error into `NodeError::Storage`, the storage layer's
+/// union, whose variants `http::error` maps to status codes in one place.
+macro_rules! storage_errors_into_node_error {
+    ($($error:ident),+) => {
+        $(
+            impl From<revkv_storage::$error> for NodeError {
+                fn from(error: revkv_storage::$error) -> Self {
+                    NodeError::Storage(error.into())
+                }
+            }
+        )+
+    };
+}
+
+storage_errors_into_node_error!(
+    StorageFailure,
+    OpenError,
+    AppendError,
+    ReadError,
+    SnapshotError,
+    DefragmentError,
+    Rejection
+);

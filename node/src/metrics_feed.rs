@@ -146,7 +146,7 @@ fn store_observation(
     store: &MvccStore,
     log: &RaftLogStore,
     stats: &StoreStats,
-) -> revkv_storage::Result<StoreObservation> {
+) -> Result<StoreObservation, revkv_storage::StorageFailure> {
     let log_file_bytes = log.size_bytes();
     let alarms = store.alarms()?;
     let raised = |kind: revkv_storage::AlarmKind| {

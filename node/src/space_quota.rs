@@ -91,7 +91,7 @@ pub async fn defragment_store(store: Arc<MvccStore>) -> Result<Defragmented, Nod
         .map_err(|error| NodeError::Internal(error.to_string()))?;
     match outcome {
         Ok(defragmented) => Ok(defragmented),
-        Err(revkv_storage::Error::Busy(reason)) => Err(NodeError::Unavailable {
+        Err(revkv_storage::DefragmentError::Busy(reason)) => Err(NodeError::Unavailable {
             reason,
             retry_after: Duration::from_secs(1),
         }),

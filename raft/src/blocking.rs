@@ -3,12 +3,13 @@
 use std::io;
 
 /// Runs `work` on tokio's blocking pool (through `runtime::offload`, so inline on a thread a
-/// simulation marked) and turns storage errors (and a panicked task) into `io::Error`, which is
-/// what openraft's storage traits speak.
-pub(crate) async fn run_blocking<T, F>(work: F) -> io::Result<T>
+/// simulation marked) and turns the storage operation's own error (and a panicked task) into
+/// `io::Error`, which is what openraft's storage traits speak.
+pub(crate) async fn run_blocking<T, E, F>(work: F) -> io::Result<T>
 where
-    F: FnOnce() -> revkv_storage::Result<T> + Send + 'static,
+    F: FnOnce() -> Result<T, E> + Send + 'static,
     T: Send + 'static,
+    E: std::error::Error + Send + Sync + 'static,
 {
     crate::runtime::offload(work)
         .await

@@ -29,3 +29,26 @@ pub enum MemberError {
     #[error("cannot start member: {0}")]
     Startup(String),
 }
+
+/// Lets `?` turn each storage operation's own error into `$target::Storage`, the storage layer's
+/// union (as redb's errors convert into `redb::Error`).
+macro_rules! storage_errors_into {
+    ($target:ident) => {
+        $crate::error::storage_errors_into!(
+            $target: StorageFailure, OpenError, AppendError, ReadError, SnapshotError,
+            DefragmentError, Rejection
+        );
+    };
+    ($target:ident: $($error:ident),+) => {
+        $(
+            impl From<revkv_storage::$error> for $target {
+                fn from(error: revkv_storage::$error) -> Self {
+                    $target::Storage(error.into())
+                }
+            }
+        )+
+    };
+}
+pub(crate) use storage_errors_into;
+
+storage_errors_into!(MemberError);

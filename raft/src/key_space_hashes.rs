@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use revkv_storage::Error as StorageError;
+use revkv_storage::ReadError;
 
 use crate::member_inner::MemberInner;
 use crate::peer::client::CallError;
@@ -45,13 +45,13 @@ impl MemberInner {
                 hash: hash.hash,
                 compact_revision: hash.compact_revision,
             }),
-            Err(StorageError::Compacted {
+            Err(ReadError::Compacted {
                 compact_revision, ..
             }) => Ok(KeySpaceHashAnswer::Compacted { compact_revision }),
-            Err(StorageError::FutureRevision { current, .. }) => Ok(KeySpaceHashAnswer::Behind {
+            Err(ReadError::FutureRevision { current, .. }) => Ok(KeySpaceHashAnswer::Behind {
                 applied_revision: current,
             }),
-            Err(StorageError::Busy(reason)) => Err(PeerError::Unavailable(reason)),
+            Err(ReadError::Busy(reason)) => Err(PeerError::Unavailable(reason)),
             Err(fault) => Err(PeerError::Fatal(fault.to_string())),
         }
     }

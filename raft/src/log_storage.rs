@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use openraft::storage::{RaftLogReader, RaftLogStorage};
 use openraft::OptionalSend;
-use revkv_storage::{codec, MvccStore, RaftLogStore};
+use revkv_storage::{codec, MvccStore, RaftLogStore, StorageFailure};
 
 use crate::blocking::{invalid_data, run_blocking};
 use crate::log_tail::{LogTail, TailLimits};
@@ -170,7 +170,9 @@ impl RaftLogStorage<TypeConfig> for LogStorage {
 
     async fn get_log_state(&mut self) -> Result<LogState, io::Error> {
         let log = self.log.clone();
-        let read = run_blocking(move || Ok((log.last_entry()?, log.last_purged()?))).await;
+        let read =
+            run_blocking(move || Ok::<_, StorageFailure>((log.last_entry()?, log.last_purged()?)))
+                .await;
         let (last_entry, last_purged) = self.kept("reading the raft log's state", read)?;
         let last_purged_log_id = last_purged.map(from_storage_log_id);
         let last_in_file = match last_entry {
@@ -266,7 +268,7 @@ impl RaftLogStorage<TypeConfig> for LogStorage {
                     "purging log entries the state machine has not applied durably"
                 );
             }
-            Ok(())
+            Ok::<(), StorageFailure>(())
         })
         .await;
         self.kept("flushing the state file before a purge", flushed)?;

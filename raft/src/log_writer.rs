@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use revkv_storage::{LogId as StorageLogId, RaftLogStore};
+use revkv_storage::{LogId as StorageLogId, RaftLogStore, StorageFailure};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::log_tail::LogTail;
@@ -100,7 +100,7 @@ impl CommittedSlot {
     fn write_if_due(
         &mut self,
         durable_through: Option<u64>,
-        try_write: impl FnOnce(Option<StorageLogId>) -> Option<revkv_storage::Result<()>>,
+        try_write: impl FnOnce(Option<StorageLogId>) -> Option<Result<(), StorageFailure>>,
     ) -> bool {
         let Some(pending) = self.pending.filter(|_| self.pending != self.written) else {
             return true;

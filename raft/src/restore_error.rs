@@ -9,7 +9,7 @@ pub enum RestoreError {
     #[error("{file}: not a usable backup: {source}")]
     BadBackup {
         file: PathBuf,
-        source: revkv_storage::Error,
+        source: revkv_storage::SnapshotError,
     },
     #[error("{file}: not a usable etcd snapshot: {source}")]
     BadEtcdSnapshot {
@@ -26,3 +26,5 @@ pub enum RestoreError {
     #[error(transparent)]
     Storage(#[from] revkv_storage::Error),
 }
+
+crate::error::storage_errors_into!(RestoreError);

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use revkv_storage::{MvccStore, SnapshotSummary};
+use revkv_storage::{MvccStore, SnapshotError, SnapshotSummary};
 
 /// Buffer of the readers and writers of snapshot files: large enough for few system calls,
 /// small enough not to matter next to the store's page cache.
@@ -56,7 +56,7 @@ impl SnapshotFiles {
     pub fn export(
         self: &Arc<Self>,
         store: &MvccStore,
-    ) -> revkv_storage::Result<(SnapshotFile, SnapshotSummary)> {
+    ) -> Result<(SnapshotFile, SnapshotSummary), SnapshotError> {
         let (snapshot, file) = self.create("outgoing")?;
         let mut writer = BufWriter::with_capacity(SNAPSHOT_FILE_BUFFER_BYTES, file);
         let summary = store.export_snapshot(&mut writer)?;

@@ -12,7 +12,7 @@ use std::io;
 use std::sync::Arc;
 
 use futures::Stream;
-use revkv_storage::{MvccStore, SnapshotSummary};
+use revkv_storage::{MvccStore, SnapshotError, SnapshotSummary};
 use tokio::sync::{mpsc, oneshot};
 
 /// How a stream is cut into chunks.
@@ -36,7 +36,7 @@ impl Default for ChunkLimits {
 /// A running export: its chunks, and its summary once the export has finished.
 pub struct ChunkedExport {
     chunks: mpsc::Receiver<io::Result<Vec<u8>>>,
-    summary: oneshot::Receiver<revkv_storage::Result<SnapshotSummary>>,
+    summary: oneshot::Receiver<Result<SnapshotSummary, SnapshotError>>,
 }
 
 impl ChunkedExport {

@@ -106,6 +106,7 @@ impl StateMachine {
         let Some(last_log_index) = entries.last().map(|entry| entry.log_id.index) else {
             return Ok(());
         };
+        assert_applies_in_log_order(&entries, *self.applied.borrow());
         let store = self.store.clone();
         let entry_count = entries.len();
         let lease_changes: Vec<Option<Request>> = entries.iter().map(lease_change).collect();
@@ -129,6 +130,12 @@ impl StateMachine {
         let Some(last_revision) = outcomes.last().map(|outcome| outcome.revision) else {
             return Ok(());
         };
+        let previous_revision = self.applied.borrow().revision;
+        assert!(
+            last_revision >= previous_revision,
+            "the store revision never goes back: entries up to {last_log_index} left it at \
+             {last_revision}, after {previous_revision}"
+        );
         for (outcome, change) in outcomes.iter().zip(&lease_changes) {
             if let (Some(change), Ok(response)) = (change, &outcome.result) {
                 self.tell_lessor(change, response);
@@ -142,7 +149,7 @@ impl StateMachine {
             revision: last_revision,
         });
         for (outcome, responder) in outcomes.into_iter().zip(responders) {
-            let result = write_result(outcome)?;
+            let result = write_result(outcome);
             if let Some(responder) = responder {
                 responder.send(result);
             }
@@ -171,6 +178,27 @@ impl StateMachine {
     }
 }
 
+/// Stops the member when a chunk of committed entries is not the log's next stretch: its entries
+/// must follow each other without a gap or a repeat, after the last applied one (an entry is
+/// never applied twice, `docs/ARCHITECTURE.md`). Position 0 also stands for "nothing applied", so
+/// a chunk may start at 0 then; the store asserts the rest from its own applied log id.
+fn assert_applies_in_log_order(entries: &[ApplyEntry], applied: AppliedPosition) {
+    for pair in entries.windows(2) {
+        let (earlier, later) = (pair[0].log_id.index, pair[1].log_id.index);
+        assert!(
+            later == earlier + 1,
+            "committed entries are applied in log order without a gap: entry {later} after \
+             entry {earlier} in one chunk"
+        );
+    }
+    let first = entries.first().map_or(0, |entry| entry.log_id.index);
+    assert!(
+        first > applied.log_index || applied.log_index == 0,
+        "an entry is never applied twice: a chunk from entry {first} after entry {} was applied",
+        applied.log_index
+    );
+}
+
 /// The lease request an entry carries, if any (kept before the entry goes to the store).
 fn lease_change(entry: &ApplyEntry) -> Option<Request> {
     match &entry.payload {
@@ -184,15 +212,13 @@ fn lease_change(entry: &ApplyEntry) -> Option<Request> {
     }
 }
 
-fn write_result(outcome: ApplyOutcome) -> io::Result<WriteResult> {
-    let outcome_result = match outcome.result {
-        Ok(response) => Ok(response),
-        Err(error) => Err(Rejection::from_storage(&error).ok_or_else(|| io::Error::other(error))?),
-    };
-    Ok(WriteResult {
+fn write_result(outcome: ApplyOutcome) -> WriteResult {
+    WriteResult {
         revision: outcome.revision,
-        outcome: outcome_result,
-    })
+        outcome: outcome
+            .result
+            .map_err(|rejection| Rejection::from_storage(&rejection)),
+    }
 }
 
 /// Turns an openraft entry into what the store applies.

@@ -80,41 +80,32 @@ pub enum Rejection {
 }
 
 impl Rejection {
-    /// The rejection a storage error stands for; `None` for faults, which are not answers.
-    pub fn from_storage(error: &revkv_storage::Error) -> Option<Self> {
-        use revkv_storage::Error;
-        Some(match error {
-            Error::Invalid(message) => Rejection::Invalid(message.clone()),
-            Error::TooLarge(message) => Rejection::TooLarge(message.clone()),
-            Error::FutureRevision { requested, current } => Rejection::FutureRevision {
+    /// The storage layer's rejection, in the form that travels between members. Every storage
+    /// rejection has one: applying an entry answers a rejection or a fault, and only a fault stops
+    /// the member.
+    pub fn from_storage(rejection: &revkv_storage::Rejection) -> Self {
+        use revkv_storage::Rejection as Stored;
+        match rejection {
+            Stored::Invalid(message) => Rejection::Invalid(message.clone()),
+            Stored::TooLarge(message) => Rejection::TooLarge(message.clone()),
+            Stored::FutureRevision { requested, current } => Rejection::FutureRevision {
                 requested: *requested,
                 current: *current,
             },
-            Error::Compacted {
+            Stored::Compacted {
                 requested,
                 compact_revision,
             } => Rejection::Compacted {
                 requested: *requested,
                 compact_revision: *compact_revision,
             },
-            Error::LeaseNotFound { id } => Rejection::LeaseNotFound { id: *id },
-            Error::LeaseExists { id } => Rejection::LeaseExists { id: *id },
-            Error::NoSpace => Rejection::NoSpace,
-            Error::AuthRecord(message) => Rejection::AuthRecord(message.clone()),
-            Error::AuthRecordNotFound(message) => Rejection::AuthRecordNotFound(message.clone()),
-            Error::CorruptCluster => Rejection::CorruptCluster,
-            // Faults, listed rather than matched by a wildcard: a new storage error must be
-            // classified here, or an apply that should have answered a client stops the member
-            // (as an auth error did, until schemathesis found it).
-            Error::Database { .. }
-            | Error::FileIo { .. }
-            | Error::ForeignFile { .. }
-            | Error::Corrupt { .. }
-            | Error::BadSnapshot(_)
-            | Error::Busy(_)
-            | Error::SnapshotIo(_)
-            | Error::Invariant(_) => return None,
-        })
+            Stored::LeaseNotFound { id } => Rejection::LeaseNotFound { id: *id },
+            Stored::LeaseExists { id } => Rejection::LeaseExists { id: *id },
+            Stored::NoSpace => Rejection::NoSpace,
+            Stored::AuthRecord(message) => Rejection::AuthRecord(message.clone()),
+            Stored::AuthRecordNotFound(message) => Rejection::AuthRecordNotFound(message.clone()),
+            Stored::CorruptCluster => Rejection::CorruptCluster,
+        }
     }
 
     /// Back into the storage error, for callers that speak the storage layer's language.
@@ -253,36 +244,35 @@ pub fn from_storage_log_id(log_id: revkv_storage::LogId) -> alias::LogId {
 mod tests {
     use super::*;
 
-    /// Every storage error that answers a request must come back as a rejection, or applying it
-    /// would stop the member; only faults may be `None`.
+    /// Every storage rejection travels between members and comes back as the same storage error,
+    /// with the same words (a client compares them).
     #[test]
-    fn answers_are_rejections_and_faults_are_not() {
-        use revkv_storage::Error;
+    fn rejections_keep_their_words_across_members() {
+        use revkv_storage::{Error, Rejection as Stored};
         let answers = [
-            Error::Invalid("x".into()),
-            Error::TooLarge("x".into()),
-            Error::FutureRevision {
+            Stored::Invalid("x".into()),
+            Stored::TooLarge("x".into()),
+            Stored::FutureRevision {
                 requested: 2,
                 current: 1,
             },
-            Error::Compacted {
+            Stored::Compacted {
                 requested: 1,
                 compact_revision: 2,
             },
-            Error::LeaseNotFound { id: 1 },
-            Error::LeaseExists { id: 1 },
-            Error::NoSpace,
-            Error::AuthRecord("role r already exists".into()),
-            Error::AuthRecordNotFound("user u does not exist".into()),
-            Error::CorruptCluster,
+            Stored::LeaseNotFound { id: 1 },
+            Stored::LeaseExists { id: 1 },
+            Stored::NoSpace,
+            Stored::AuthRecord("role r already exists".into()),
+            Stored::AuthRecordNotFound("user u does not exist".into()),
+            Stored::CorruptCluster,
         ];
         for answer in answers {
             let text = answer.to_string();
-            let rejection = Rejection::from_storage(&answer)
-                .unwrap_or_else(|| panic!("{text} stops the member"));
-            assert_eq!(rejection.into_storage().to_string(), text);
+            let travelled = Rejection::from_storage(&answer).into_storage();
+            assert_eq!(travelled.to_string(), text);
+            assert_eq!(Error::from(answer).to_string(), text);
         }
-        assert!(Rejection::from_storage(&Error::Invariant("bug".into())).is_none());
     }
 
     /// The record members wrote before the gRPC URL existed.

@@ -11,7 +11,7 @@ use redb::{Database, Durability, ReadableDatabase, TableDefinition, TableHandle}
 
 use crate::codec::{self, FileMarker};
 use crate::disk_faults::{DiskFaults, FaultableFile};
-use crate::error::{corrupt, db_error, Error, Result};
+use crate::error::{corrupt, db_error, OpenError, StorageFailure};
 
 /// The metadata table every revkv file has: short names to versioned records.
 pub(crate) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
@@ -28,8 +28,8 @@ pub(crate) fn open_revkv_file(
     kind: &'static str,
     cache_bytes: usize,
     faults: &DiskFaults,
-    initialise: impl FnOnce(&redb::WriteTransaction) -> Result<()>,
-) -> Result<Database> {
+    initialise: impl FnOnce(&redb::WriteTransaction) -> Result<(), StorageFailure>,
+) -> Result<Database, OpenError> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -47,7 +47,7 @@ pub(crate) fn open_revkv_file(
             .set_cache_size(cache_bytes)
             .create_with_backend(backend)
     }))
-    .map_err(|_| Error::Corrupt {
+    .map_err(|_| StorageFailure::Corrupt {
         file: path.to_path_buf(),
         detail: "redb panicked while opening it (a damaged page)".to_string(),
     })?;
@@ -55,7 +55,7 @@ pub(crate) fn open_revkv_file(
     verify_integrity(&mut database, path, kind)?;
     match read_marker(&database, path, kind)? {
         Some(marker) if marker.kind == kind => Ok(database),
-        Some(marker) => Err(Error::ForeignFile {
+        Some(marker) => Err(OpenError::ForeignFile {
             file: path.to_path_buf(),
             expected: kind,
             detail: format!("it is a revkv {} file", marker.kind),
@@ -70,7 +70,11 @@ pub(crate) fn open_revkv_file(
 /// Reads every page of the file and checks its checksum, so a damaged file is refused here, naming
 /// the file, rather than found by a read later (where redb may panic on a damaged page). redb's own
 /// open only checks a file that was not closed cleanly.
-fn verify_integrity(database: &mut Database, path: &Path, kind: &'static str) -> Result<()> {
+fn verify_integrity(
+    database: &mut Database,
+    path: &Path,
+    kind: &'static str,
+) -> Result<(), OpenError> {
     let started = std::time::Instant::now();
     match database.check_integrity() {
         Ok(true) => {}
@@ -85,7 +89,11 @@ fn verify_integrity(database: &mut Database, path: &Path, kind: &'static str) ->
 }
 
 /// Reads the marker; `None` means the file holds no tables at all (a new file).
-fn read_marker(database: &Database, path: &Path, kind: &'static str) -> Result<Option<FileMarker>> {
+fn read_marker(
+    database: &Database,
+    path: &Path,
+    kind: &'static str,
+) -> Result<Option<FileMarker>, OpenError> {
     let read = database.begin_read().map_err(db_error(path))?;
     let table_names: Vec<String> = read
         .list_tables()
@@ -95,7 +103,7 @@ fn read_marker(database: &Database, path: &Path, kind: &'static str) -> Result<O
     if table_names.is_empty() {
         return Ok(None);
     }
-    let foreign = |detail: String| Error::ForeignFile {
+    let foreign = |detail: String| OpenError::ForeignFile {
         file: path.to_path_buf(),
         expected: kind,
         detail,
@@ -110,35 +118,36 @@ fn read_marker(database: &Database, path: &Path, kind: &'static str) -> Result<O
         redb::TableError::TableTypeMismatch { .. } => {
             foreign(format!("its meta table is not revkv's: {error}"))
         }
-        other => db_error(path)(other),
+        other => db_error(path)(other).into(),
     })?;
     let marker = meta
         .get(FILE_KIND_KEY)
         .map_err(db_error(path))?
         .ok_or_else(|| foreign("its meta table has no file_kind marker".into()))?;
-    codec::decode(marker.value())
-        .map(Some)
-        .map_err(corrupt(path))
+    let marker = codec::decode(marker.value()).map_err(corrupt(path))?;
+    Ok(Some(marker))
 }
 
 /// Tells a file that is not a redb database at all (foreign) from one that is damaged (corrupt) and
 /// from a failure to open a good file (in use elsewhere, missing directory, disk error).
-fn classify_open_error(path: &Path, kind: &'static str, error: redb::DatabaseError) -> Error {
+fn classify_open_error(path: &Path, kind: &'static str, error: redb::DatabaseError) -> OpenError {
     match error {
         redb::DatabaseError::Storage(redb::StorageError::Io(io))
             if io.kind() == std::io::ErrorKind::InvalidData =>
         {
-            Error::ForeignFile {
+            OpenError::ForeignFile {
                 file: path.to_path_buf(),
                 expected: kind,
                 detail: format!("it is not a redb database: {io}"),
             }
         }
-        redb::DatabaseError::Storage(redb::StorageError::Corrupted(detail)) => Error::Corrupt {
-            file: path.to_path_buf(),
-            detail,
-        },
-        other => db_error(path)(other),
+        redb::DatabaseError::Storage(redb::StorageError::Corrupted(detail)) => {
+            OpenError::Storage(StorageFailure::Corrupt {
+                file: path.to_path_buf(),
+                detail,
+            })
+        }
+        other => db_error(path)(other).into(),
     }
 }
 
@@ -146,8 +155,8 @@ fn initialise_new_file(
     database: &Database,
     path: &Path,
     kind: &'static str,
-    initialise: impl FnOnce(&redb::WriteTransaction) -> Result<()>,
-) -> Result<()> {
+    initialise: impl FnOnce(&redb::WriteTransaction) -> Result<(), StorageFailure>,
+) -> Result<(), StorageFailure> {
     let mut write = database.begin_write().map_err(db_error(path))?;
     write
         .set_durability(Durability::Immediate)

@@ -20,7 +20,10 @@ mod mvcc;
 mod types;
 
 pub use disk_faults::{DiskFaults, DiskOperation};
-pub use error::{Error, Result};
+pub use error::{
+    AppendError, DefragmentError, Error, OpenError, ReadError, Rejection, Result, SnapshotError,
+    StorageFailure,
+};
 pub use limits::Limits;
 pub use log_store::{LogOptions, RaftLogStore};
 pub use mvcc::{

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::Rejection;
 
 /// Limits enforced on every request before any byte is written.
 ///
@@ -58,12 +58,12 @@ impl Default for Limits {
 
 impl Limits {
     /// Rejects an empty key or one longer than the limit.
-    pub fn check_key(&self, key: &[u8]) -> Result<()> {
+    pub fn check_key(&self, key: &[u8]) -> Result<(), Rejection> {
         if key.is_empty() {
-            return Err(Error::Invalid("key must not be empty".into()));
+            return Err(Rejection::Invalid("key must not be empty".into()));
         }
         if key.len() > self.max_key_bytes {
-            return Err(Error::Invalid(format!(
+            return Err(Rejection::Invalid(format!(
                 "key is {} bytes; the limit is {}",
                 key.len(),
                 self.max_key_bytes
@@ -73,9 +73,9 @@ impl Limits {
     }
 
     /// Rejects a value longer than the limit.
-    pub fn check_value(&self, value: &[u8]) -> Result<()> {
+    pub fn check_value(&self, value: &[u8]) -> Result<(), Rejection> {
         if value.len() > self.max_value_bytes {
-            return Err(Error::TooLarge(format!(
+            return Err(Rejection::TooLarge(format!(
                 "value is {} bytes; the limit is {}",
                 value.len(),
                 self.max_value_bytes
@@ -85,9 +85,9 @@ impl Limits {
     }
 
     /// Rejects a lease id that is not positive (0 means "no lease"; etcd's ids are positive).
-    pub fn check_lease_id(&self, id: i64) -> Result<()> {
+    pub fn check_lease_id(&self, id: i64) -> Result<(), Rejection> {
         if id <= 0 {
-            return Err(Error::Invalid(format!(
+            return Err(Rejection::Invalid(format!(
                 "lease id {id} is not valid; lease ids are positive"
             )));
         }
@@ -97,9 +97,9 @@ impl Limits {
     /// Rejects a time-to-live below one second or above the limit. (The minimum TTL derived from
     /// the election timeout is applied by the proposer, which knows the timing; this check only
     /// keeps the replicated state sane.)
-    pub fn check_lease_ttl(&self, ttl_seconds: i64) -> Result<()> {
+    pub fn check_lease_ttl(&self, ttl_seconds: i64) -> Result<(), Rejection> {
         if ttl_seconds < 1 || ttl_seconds > self.max_lease_ttl_seconds {
-            return Err(Error::Invalid(format!(
+            return Err(Rejection::Invalid(format!(
                 "lease TTL {ttl_seconds} s is out of range; it must be between 1 and {} s",
                 self.max_lease_ttl_seconds
             )));

@@ -423,7 +423,7 @@ pub struct ApplyEntry {
 #[derive(Debug)]
 pub struct ApplyOutcome {
     pub revision: u64,
-    pub result: crate::Result<Response>,
+    pub result: Result<Response, crate::error::Rejection>,
 }
 
 /// Where the state machine stands in the raft log.

@@ -6,7 +6,7 @@
 use crate::support;
 
 use revkv_storage::{
-    Alarm, AlarmAction, AlarmKind, Error, KeyRange, Request, Response, StoreOptions,
+    Alarm, AlarmAction, AlarmKind, KeyRange, ReadError, Rejection, Request, Response, StoreOptions,
 };
 use support::{ok, put_request, TestStore};
 
@@ -36,12 +36,15 @@ fn a_raised_no_space_alarm_refuses_growth_until_it_is_cleared_and_survives_a_reo
     assert_eq!(test.store.alarms().unwrap(), expected);
 
     let refused = test.put("new", "2");
-    assert!(matches!(refused.result, Err(Error::NoSpace)), "{refused:?}");
+    assert!(
+        matches!(refused.result, Err(Rejection::NoSpace)),
+        "{refused:?}"
+    );
     let grant = test.apply(Request::LeaseGrant {
         id: 7,
         ttl_seconds: 60,
     });
-    assert!(matches!(grant.result, Err(Error::NoSpace)), "{grant:?}");
+    assert!(matches!(grant.result, Err(Rejection::NoSpace)), "{grant:?}");
     assert_eq!(test.revision(), revision, "refused writes take no revision");
     assert!(test.get("new").is_none());
 
@@ -53,7 +56,10 @@ fn a_raised_no_space_alarm_refuses_growth_until_it_is_cleared_and_survives_a_reo
 
     // Clearing another member's alarm leaves this one; clearing it lets writes in again.
     ok(test.apply(alarm(AlarmAction::Deactivate, 3)));
-    assert!(matches!(test.put("new", "2").result, Err(Error::NoSpace)));
+    assert!(matches!(
+        test.put("new", "2").result,
+        Err(Rejection::NoSpace)
+    ));
     assert_eq!(
         ok(test.apply(alarm(AlarmAction::Deactivate, 2))),
         Response::Alarms(Vec::new())
@@ -94,7 +100,7 @@ fn a_raised_corrupt_alarm_refuses_every_change_until_it_is_cleared_and_survives_
     for request in refused {
         let outcome = test.apply(request);
         assert!(
-            matches!(outcome.result, Err(Error::CorruptCluster)),
+            matches!(outcome.result, Err(Rejection::CorruptCluster)),
             "{outcome:?}"
         );
     }
@@ -134,7 +140,7 @@ fn the_key_space_hash_follows_the_history_and_not_the_leases() {
     );
     assert!(matches!(
         test.store.key_space_hash(test.revision() + 1),
-        Err(Error::FutureRevision { .. })
+        Err(ReadError::FutureRevision { .. })
     ));
 }
 
@@ -143,7 +149,7 @@ fn an_alarm_of_member_zero_is_refused() {
     let mut test = TestStore::new();
     let outcome = test.apply(alarm(AlarmAction::Activate, 0));
     assert!(
-        matches!(outcome.result, Err(Error::Invalid(_))),
+        matches!(outcome.result, Err(Rejection::Invalid(_))),
         "{outcome:?}"
     );
     assert!(test.store.alarms().unwrap().is_empty());

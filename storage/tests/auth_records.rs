@@ -8,7 +8,8 @@ use revkv_storage::auth::{
     AuthRequest, AuthState, Permission, PermissionKind, ROOT_ROLE, ROOT_USER,
 };
 use revkv_storage::{
-    inspect_snapshot, Error, KeyRange, MvccStore, Request, Response, StoreOptions,
+    inspect_snapshot, KeyRange, MvccStore, Rejection, Request, Response, SnapshotError,
+    StoreOptions,
 };
 use support::{ok, TestStore};
 
@@ -67,7 +68,7 @@ fn auth_changes_take_no_revision_survive_a_reopen_and_refusals_change_nothing() 
         name: ROOT_USER.into(),
     }));
     assert!(
-        matches!(refused.result, Err(Error::AuthRecord(_))),
+        matches!(refused.result, Err(Rejection::AuthRecord(_))),
         "{refused:?}"
     );
     assert_eq!(
@@ -132,5 +133,5 @@ fn a_stream_whose_auth_frame_enables_auth_without_root_is_refused() {
     };
     let planted = support::replace_auth_frame(&stream, &unsound);
     let error = inspect_snapshot(&mut planted.as_slice()).unwrap_err();
-    assert!(matches!(error, Error::BadSnapshot(_)), "{error}");
+    assert!(matches!(error, SnapshotError::BadSnapshot(_)), "{error}");
 }

@@ -4,7 +4,7 @@
 
 use crate::support;
 
-use revkv_storage::{ApplyEntry, DeleteRangeRequest, Error, KeyRange, Request};
+use revkv_storage::{ApplyEntry, DeleteRangeRequest, KeyRange, ReadError, Request};
 use support::{log_entry, put_request, TestStore};
 
 /// Applies `requests` as one batch of consecutive log entries (one write transaction).
@@ -127,9 +127,9 @@ fn a_page_visits_only_the_keys_own_entries_however_crowded_the_store() {
 fn compacted_history_and_bad_limits_are_refused() {
     let (mut store, revisions) = crowded_store();
     let limit_zero = store.store.key_history(b"app/target", Some(1), 0);
-    assert!(matches!(limit_zero, Err(Error::Invalid(_))));
+    assert!(matches!(limit_zero, Err(ReadError::Invalid(_))));
     let over_limit = store.store.key_history(b"app/target", Some(1), u64::MAX);
-    assert!(matches!(over_limit, Err(Error::Invalid(_))));
+    assert!(matches!(over_limit, Err(ReadError::Invalid(_))));
     store.apply(Request::Compact {
         revision: revisions[2],
     });
@@ -138,7 +138,7 @@ fn compacted_history_and_bad_limits_are_refused() {
         .key_history(b"app/target", Some(revisions[1]), 10);
     assert!(matches!(
         compacted,
-        Err(Error::Compacted { compact_revision, .. }) if compact_revision == revisions[2]
+        Err(ReadError::Compacted { compact_revision, .. }) if compact_revision == revisions[2]
     ));
     let after = store
         .store

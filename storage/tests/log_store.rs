@@ -1,12 +1,16 @@
 //! Round trips of the raft log store through close and reopen on real files: entries, the vote, the
 //! committed id, truncation and purging, across several segment files; the invariants that refuse
-//! a gap, an overlap or a backwards purge without writing anything; torn and corrupted segments;
+//! a gap, an overlap or a backwards purge without writing anything (an append that does not
+//! continue the log stops the member, a backwards purge is refused); torn and corrupted segments;
 //! and the refusal of paths that are not a revkv raft log (a state file, garbage bytes, a plain
 //! redb database, a directory of someone else's files), each error naming the path.
 
 use std::path::{Path, PathBuf};
 
-use revkv_storage::{Error, LogId, LogOptions, MvccStore, RaftLogStore, StoreOptions};
+use revkv_storage::{
+    AppendError, LogId, LogOptions, MvccStore, OpenError, RaftLogStore, StorageFailure,
+    StoreOptions,
+};
 
 /// A raft log file in its own temporary directory, reopened at will.
 struct LogOnDisk {
@@ -40,7 +44,7 @@ impl LogOnDisk {
             Some(RaftLogStore::open(self.path(), LogOptions::default()).expect("reopen the log"));
     }
 
-    fn append_indexes(&self, indexes: impl IntoIterator<Item = u64>) -> revkv_storage::Result<()> {
+    fn append_indexes(&self, indexes: impl IntoIterator<Item = u64>) -> Result<(), AppendError> {
         let entries: Vec<(u64, Vec<u8>)> = indexes
             .into_iter()
             .map(|index| (index, entry_bytes_for_index(index)))
@@ -84,17 +88,36 @@ fn expected_entries(indexes: impl IntoIterator<Item = u64>) -> Vec<(u64, Vec<u8>
         .collect()
 }
 
-fn assert_invariant_error<T: std::fmt::Debug>(result: revkv_storage::Result<T>, context: &str) {
+fn assert_invariant_error<T: std::fmt::Debug>(result: Result<T, StorageFailure>, context: &str) {
     match result {
-        Err(Error::Invariant(_)) => {}
-        other => panic!("{context}: expected Error::Invariant, got {other:?}"),
+        Err(StorageFailure::Invariant(_)) => {}
+        other => panic!("{context}: expected StorageFailure::Invariant, got {other:?}"),
     }
 }
 
-fn assert_foreign_file_naming(error: Error, expected_file: &Path, expected_kind: &str) {
+/// An append that does not continue the log stops the member (a panic) before it writes anything.
+fn assert_append_stops<T: std::fmt::Debug>(
+    append: impl FnOnce() -> Result<T, AppendError>,
+    context: &str,
+) {
+    let stopped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(append));
+    let Err(panic) = stopped else {
+        panic!("{context}: expected the append to stop the member, got {stopped:?}");
+    };
+    let message = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .unwrap_or_default();
+    assert!(
+        message.contains("the raft log is contiguous"),
+        "{context}: the panic names the invariant: {message:?}"
+    );
+}
+
+fn assert_foreign_file_naming(error: OpenError, expected_file: &Path, expected_kind: &str) {
     let display = error.to_string();
     match error {
-        Error::ForeignFile { file, expected, .. } => {
+        OpenError::ForeignFile { file, expected, .. } => {
             assert_eq!(file, expected_file, "the error names the refused file");
             assert_eq!(expected, expected_kind);
         }
@@ -240,8 +263,8 @@ fn truncate_after_an_index_keeps_the_prefix_across_reopen_and_the_log_continues_
     assert_eq!(on_disk.log().first_index().unwrap(), Some(1));
 
     // The truncated indexes are free again, and only the next one may be appended.
-    assert_invariant_error(
-        on_disk.append_indexes([8]),
+    assert_append_stops(
+        || on_disk.append_indexes([8]),
         "append past the truncation point",
     );
     on_disk
@@ -295,11 +318,11 @@ fn purge_through_survives_reopen_and_appends_continue_after_the_remaining_entrie
     assert_eq!(on_disk.every_entry(), expected_entries(5..=10));
     assert_eq!(on_disk.log().entries(1..5).unwrap(), Vec::new());
 
-    assert_invariant_error(
-        on_disk.append_indexes([5]),
+    assert_append_stops(
+        || on_disk.append_indexes([5]),
         "append at the purged index + 1",
     );
-    assert_invariant_error(on_disk.append_indexes([12]), "append with a gap");
+    assert_append_stops(|| on_disk.append_indexes([12]), "append with a gap");
     on_disk.append_indexes([11]).unwrap();
     on_disk.close_and_reopen();
     assert_eq!(on_disk.every_entry(), expected_entries(5..=11));
@@ -316,10 +339,10 @@ fn after_purging_every_entry_the_next_append_must_continue_at_the_purged_index_p
     assert_eq!(on_disk.log().first_index().unwrap(), None);
     assert_eq!(on_disk.log().last_entry().unwrap(), None);
 
-    assert_invariant_error(on_disk.append_indexes([1]), "restart the log at 1");
-    assert_invariant_error(on_disk.append_indexes([5]), "append at the purged index");
-    assert_invariant_error(
-        on_disk.append_indexes([7]),
+    assert_append_stops(|| on_disk.append_indexes([1]), "restart the log at 1");
+    assert_append_stops(|| on_disk.append_indexes([5]), "append at the purged index");
+    assert_append_stops(
+        || on_disk.append_indexes([7]),
         "append past the purged index + 1",
     );
     on_disk.append_indexes(6..=7).unwrap();
@@ -337,13 +360,19 @@ fn purging_past_the_last_entry_and_emptying_the_log_still_continues_at_the_purge
     on_disk.close_and_reopen();
     assert_eq!(on_disk.every_entry(), Vec::new());
     assert_eq!(on_disk.log().last_purged().unwrap(), Some(log_id_at(4, 20)));
-    assert_invariant_error(on_disk.append_indexes([4]), "continue the purged entries");
+    assert_append_stops(
+        || on_disk.append_indexes([4]),
+        "continue the purged entries",
+    );
     on_disk.append_indexes(21..=22).unwrap();
 
     on_disk.log().truncate_after(None).unwrap();
     on_disk.close_and_reopen();
     assert_eq!(on_disk.every_entry(), Vec::new());
-    assert_invariant_error(on_disk.append_indexes([1]), "restart after truncating all");
+    assert_append_stops(
+        || on_disk.append_indexes([1]),
+        "restart after truncating all",
+    );
     on_disk.append_indexes([21]).unwrap();
     assert_eq!(on_disk.every_entry(), expected_entries([21]));
 }
@@ -353,10 +382,13 @@ fn appending_with_a_gap_is_refused_and_writes_nothing() {
     let mut on_disk = LogOnDisk::create();
     on_disk.append_indexes(1..=3).unwrap();
 
-    assert_invariant_error(on_disk.append_indexes([5]), "append one entry past a gap");
+    assert_append_stops(
+        || on_disk.append_indexes([5]),
+        "append one entry past a gap",
+    );
     // A batch that starts right but has a gap inside is refused as a whole.
-    assert_invariant_error(
-        on_disk.append_indexes([4, 5, 7]),
+    assert_append_stops(
+        || on_disk.append_indexes([4, 5, 7]),
         "append a batch with a gap inside",
     );
     assert_eq!(on_disk.every_entry(), expected_entries(1..=3));
@@ -373,14 +405,18 @@ fn appending_an_overlapping_index_is_refused_and_writes_nothing() {
     on_disk.append_indexes(1..=5).unwrap();
 
     for overlapping in [1, 3, 5] {
-        let refused = on_disk
-            .log()
-            .append([(overlapping, &b"an overwriting entry"[..])]);
-        assert_invariant_error(refused, &format!("overwrite entry {overlapping}"));
+        assert_append_stops(
+            || {
+                on_disk
+                    .log()
+                    .append([(overlapping, &b"an overwriting entry"[..])])
+            },
+            &format!("overwrite entry {overlapping}"),
+        );
     }
     // A batch that repeats an index inside itself is refused as a whole.
-    assert_invariant_error(
-        on_disk.append_indexes([6, 7, 7]),
+    assert_append_stops(
+        || on_disk.append_indexes([6, 7, 7]),
         "append a batch that repeats an index",
     );
     assert_eq!(on_disk.every_entry(), expected_entries(1..=5));
@@ -583,7 +619,7 @@ fn opening_a_raft_log_that_is_already_open_is_refused_without_calling_it_foreign
         "the message {message:?} names the file"
     );
     assert!(
-        !matches!(error, Error::ForeignFile { .. }),
+        !matches!(error, OpenError::ForeignFile { .. }),
         "a revkv raft log that is merely in use is not a foreign file: {message}"
     );
     assert_eq!(on_disk.every_entry(), expected_entries(1..=2));
@@ -774,7 +810,10 @@ fn a_corrupted_record_in_an_older_segment_fails_the_open_naming_the_file() {
     let error = RaftLogStore::open(&path, LogOptions { segment_bytes: 100 })
         .err()
         .expect("a corrupted older segment is refused");
-    assert!(matches!(error, Error::Corrupt { .. }), "{error:?}");
+    assert!(
+        matches!(error, OpenError::Storage(StorageFailure::Corrupt { .. })),
+        "{error:?}"
+    );
     assert!(error.to_string().contains(&oldest.display().to_string()));
     assert_eq!(
         std::fs::read(&oldest).unwrap(),

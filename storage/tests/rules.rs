@@ -4,7 +4,8 @@ use crate::support;
 
 use revkv_storage::{
     Compare, CompareOp, CompareTarget, DeleteRangeRequest, Error, EventKind, KeyRange, PutRequest,
-    RangeRequest, Request, Response, StoreOptions, TxnOp, TxnOpResponse, TxnRequest,
+    RangeRequest, ReadError, Rejection, Request, Response, StoreOptions, TxnOp, TxnOpResponse,
+    TxnRequest,
 };
 use support::{ok, put_request, TestStore};
 
@@ -230,7 +231,7 @@ fn a_txn_writing_one_key_twice_is_rejected_without_any_change() {
         vec![put_op("b", "1"), put_op("b", "2")],
         vec![],
     ));
-    assert!(matches!(outcome.result, Err(Error::Invalid(_))));
+    assert!(matches!(outcome.result, Err(Rejection::Invalid(_))));
     assert_eq!(outcome.revision, 2);
     assert!(store.get("b").is_none());
     let delete_then_put = txn(
@@ -246,7 +247,7 @@ fn a_txn_writing_one_key_twice_is_rejected_without_any_change() {
     );
     assert!(matches!(
         store.apply(delete_then_put).result,
-        Err(Error::Invalid(_))
+        Err(Rejection::Invalid(_))
     ));
     assert_eq!(store.get("a").unwrap().value, b"1");
 }
@@ -266,11 +267,11 @@ fn limits_reject_without_writing() {
     let mut store = TestStore::with_options(options);
     assert!(matches!(
         store.put("too-long-key", "v").result,
-        Err(Error::Invalid(_))
+        Err(Rejection::Invalid(_))
     ));
     assert!(matches!(
         store.put("k", "12345").result,
-        Err(Error::TooLarge(_))
+        Err(Rejection::TooLarge(_))
     ));
     let three_ops = txn(
         vec![],
@@ -279,7 +280,7 @@ fn limits_reject_without_writing() {
     );
     assert!(matches!(
         store.apply(three_ops).result,
-        Err(Error::Invalid(_))
+        Err(Rejection::Invalid(_))
     ));
     assert_eq!(store.revision(), 1);
     assert!(store.get("a").is_none());
@@ -332,7 +333,7 @@ fn compaction_discards_superseded_history_and_refuses_older_reads() {
     // compaction dropped: it must resume above the compact revision.
     assert!(matches!(
         store.store.events_since(5, 10, false),
-        Err(Error::Compacted { .. })
+        Err(ReadError::Compacted { .. })
     ));
     let events = store.store.events_since(6, 10, false).unwrap();
     assert_eq!(events.events.len(), 1);
@@ -343,7 +344,7 @@ fn compaction_discards_superseded_history_and_refuses_older_reads() {
     assert_eq!(from_start.events[0].kv.mod_revision, 6);
     assert!(matches!(
         store.store.events_from_start(4, 10, false),
-        Err(Error::Compacted {
+        Err(ReadError::Compacted {
             requested: 4,
             compact_revision: 5
         })
@@ -351,11 +352,11 @@ fn compaction_discards_superseded_history_and_refuses_older_reads() {
     // Compacting again at or below the compact revision, or in the future, is refused.
     assert!(matches!(
         store.apply(Request::Compact { revision: 5 }).result,
-        Err(Error::Compacted { .. })
+        Err(Rejection::Compacted { .. })
     ));
     assert!(matches!(
         store.apply(Request::Compact { revision: 7 }).result,
-        Err(Error::FutureRevision { .. })
+        Err(Rejection::FutureRevision { .. })
     ));
 }
 
@@ -387,7 +388,7 @@ fn a_watch_and_a_key_history_may_start_at_the_compact_revision_whose_puts_remain
     }
     assert!(matches!(
         store.store.key_history(b"a", Some(4), 10),
-        Err(Error::Compacted { .. })
+        Err(ReadError::Compacted { .. })
     ));
     // Compacting at the delete of `b` (4 is below 5 now; use a fresh store) drops that delete.
     let mut deleted = TestStore::new();
@@ -416,7 +417,7 @@ fn a_delete_of_more_keys_than_the_limit_is_refused_and_writes_nothing() {
     }
     let outcome = store.delete(KeyRange::prefix("d/"));
     assert!(
-        matches!(&outcome.result, Err(Error::Invalid(message)) if message.contains("max_delete_keys")),
+        matches!(&outcome.result, Err(Rejection::Invalid(message)) if message.contains("max_delete_keys")),
         "{:?}",
         outcome.result
     );
@@ -441,7 +442,7 @@ fn a_delete_of_more_keys_than_the_limit_is_refused_and_writes_nothing() {
     );
     let refused = store.apply(split).result;
     assert!(
-        matches!(&refused, Err(Error::Invalid(message)) if message.contains("max_delete_keys")),
+        matches!(&refused, Err(Rejection::Invalid(message)) if message.contains("max_delete_keys")),
         "{refused:?}"
     );
     assert_eq!(store.store.current_revision().unwrap(), 4);
@@ -496,7 +497,7 @@ fn ranges_page_with_limit_more_count_and_continue_tokens() {
     };
     assert!(matches!(
         store.store.range(&malformed),
-        Err(Error::Invalid(_))
+        Err(ReadError::Invalid(_))
     ));
     let foreign_range = RangeRequest {
         continue_token: first.response.continue_token.clone(),
@@ -504,7 +505,7 @@ fn ranges_page_with_limit_more_count_and_continue_tokens() {
     };
     assert!(matches!(
         store.store.range(&foreign_range),
-        Err(Error::Invalid(_))
+        Err(ReadError::Invalid(_))
     ));
     // Compacting past the token's revision makes the next page answer compacted.
     store.apply(Request::Compact { revision: 7 });
@@ -514,7 +515,7 @@ fn ranges_page_with_limit_more_count_and_continue_tokens() {
     };
     assert!(matches!(
         store.store.range(&stale),
-        Err(Error::Compacted { .. })
+        Err(ReadError::Compacted { .. })
     ));
 }
 
@@ -626,7 +627,7 @@ fn a_put_with_a_lease_keeps_it() {
 }
 
 #[test]
-fn applying_an_entry_twice_is_refused_and_writes_nothing() {
+fn applying_an_entry_twice_stops_the_member_and_writes_nothing() {
     let mut store = TestStore::new();
     store.put("a", "1");
     store.next_index -= 1;
@@ -638,10 +639,7 @@ fn applying_an_entry_twice_is_refused_and_writes_nothing() {
         },
         payload: revkv_storage::EntryPayload::Request(put_request("a", "2")),
     };
-    assert!(matches!(
-        store.store.apply_batch(&[entry]),
-        Err(Error::Invariant(_))
-    ));
+    support::assert_apply_stops(&store.store, &[entry], "an entry is never applied twice");
     assert_eq!(store.get("a").unwrap().value, b"1");
     assert_eq!(store.revision(), 2);
 }
@@ -794,14 +792,17 @@ fn a_grant_takes_no_revision_and_a_duplicate_id_is_rejected() {
     assert_eq!((lease.granted_ttl_seconds, lease.attached_keys), (30, 0));
     assert!(matches!(
         store.apply(grant(7, 60)).result,
-        Err(Error::LeaseExists { id: 7 })
+        Err(Rejection::LeaseExists { id: 7 })
     ));
     assert_eq!(
         store.store.lease(7).unwrap().unwrap().granted_ttl_seconds,
         30
     );
     for bad in [grant(0, 30), grant(-3, 30), grant(8, 0), grant(8, -1)] {
-        assert!(matches!(store.apply(bad).result, Err(Error::Invalid(_))));
+        assert!(matches!(
+            store.apply(bad).result,
+            Err(Rejection::Invalid(_))
+        ));
     }
     assert_eq!(store.revision(), 2);
 }
@@ -813,7 +814,7 @@ fn a_put_naming_a_lease_that_does_not_exist_is_rejected_and_writes_nothing() {
     let outcome = store.apply(put_with_lease("a", "1", 2));
     assert!(matches!(
         outcome.result,
-        Err(Error::LeaseNotFound { id: 2 })
+        Err(Rejection::LeaseNotFound { id: 2 })
     ));
     assert_eq!((outcome.revision, store.revision()), (1, 1));
     assert!(store.get("a").is_none());
@@ -830,7 +831,7 @@ fn a_put_naming_a_lease_that_does_not_exist_is_rejected_and_writes_nothing() {
     ));
     assert!(matches!(
         outcome.result,
-        Err(Error::LeaseNotFound { id: 2 })
+        Err(Rejection::LeaseNotFound { id: 2 })
     ));
     assert!(store.get("b").is_none() && store.get("c").is_none());
     assert_eq!(store.revision(), 1);
@@ -874,7 +875,7 @@ fn puts_attach_and_detach_and_deletes_detach() {
     assert!(store.get("a").is_some() && store.store.lease(1).unwrap().is_none());
     assert!(matches!(
         store.apply(revoke(1)).result,
-        Err(Error::LeaseNotFound { id: 1 })
+        Err(Rejection::LeaseNotFound { id: 1 })
     ));
 }
 
@@ -927,7 +928,7 @@ fn lease_limits_are_enforced_with_clear_errors() {
     };
     let mut store = TestStore::with_options(options);
     let message = |outcome: revkv_storage::ApplyOutcome| match outcome.result {
-        Err(Error::Invalid(message)) => message,
+        Err(Rejection::Invalid(message)) => message,
         other => panic!("expected a rejection, got {other:?}"),
     };
     assert!(message(store.apply(grant(1, 101))).contains("between 1 and 100"));
@@ -1067,14 +1068,17 @@ fn a_checkpoint_never_undoes_a_renewal_whatever_the_order_of_the_two_entries() {
     // A clear of a lease that is not granted is not_found; bad checkpoints are refused whole.
     assert!(matches!(
         store.apply(Request::LeaseCheckpointClear { id: 99 }).result,
-        Err(Error::LeaseNotFound { id: 99 })
+        Err(Rejection::LeaseNotFound { id: 99 })
     ));
     for bad in [
         checkpoint(1, &[(0, 5)]),
         checkpoint(1, &[(7, 9_000_000_000_001)]),
         Request::LeaseCheckpointClear { id: -1 },
     ] {
-        assert!(matches!(store.apply(bad).result, Err(Error::Invalid(_))));
+        assert!(matches!(
+            store.apply(bad).result,
+            Err(Rejection::Invalid(_))
+        ));
     }
     assert_eq!(checkpointed(&store, 7), Some(55_000));
 }

@@ -155,7 +155,7 @@ mod tests {
         };
         let check = |request: Request| {
             let error = validate_request(&request, &limits).expect_err("must be refused");
-            status(NodeError::Storage(error)).message().to_string()
+            status(NodeError::from(error)).message().to_string()
         };
         let duplicate = TxnRequest {
             success: vec![put("a"), put("a")],

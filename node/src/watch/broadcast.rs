@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use revkv_storage::{Error as StorageError, EventBatch, MvccStore};
+use revkv_storage::{EventBatch, MvccStore, ReadError, StorageFailure};
 use tokio::sync::watch;
 
 use super::feed::RevisionFeed;
@@ -60,7 +60,7 @@ impl BroadcastLoop {
         let (from, with_prev_kv) = self.registry.next_broadcast();
         match self.read(from, with_prev_kv, Strictness::Strict).await {
             Ok(batch) => self.registry.offer_batch(from, with_prev_kv, batch),
-            Err(StorageError::Compacted {
+            Err(ReadError::Compacted {
                 compact_revision, ..
             }) => {
                 if self.registry.fall_behind_compaction(compact_revision) {
@@ -82,7 +82,7 @@ impl BroadcastLoop {
         {
             Ok(batch) => self.registry.offer_batch(from, with_prev_kv, batch),
             // Compacted further meanwhile: the next round handles it as any other.
-            Err(StorageError::Compacted { .. }) => {}
+            Err(ReadError::Compacted { .. }) => {}
             Err(error) => return self.fail_synced_watchers(&error.to_string()),
         }
         true
@@ -93,7 +93,7 @@ impl BroadcastLoop {
         from: u64,
         with_prev_kv: bool,
         strictness: Strictness,
-    ) -> Result<EventBatch, StorageError> {
+    ) -> Result<EventBatch, ReadError> {
         let store = self.store.clone();
         let max_events = self.read_batch_events;
         revkv_raft::runtime::offload(move || match strictness {
@@ -104,7 +104,9 @@ impl BroadcastLoop {
         })
         .await
         .map_err(|join_error| {
-            StorageError::Invariant(format!("watch hub read panicked: {join_error}"))
+            ReadError::Storage(StorageFailure::Invariant(format!(
+                "watch hub read panicked: {join_error}"
+            )))
         })?
     }
 

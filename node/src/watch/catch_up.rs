@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use revkv_storage::{Error as StorageError, Event, EventBatch, MvccStore};
+use revkv_storage::{Event, EventBatch, MvccStore, ReadError, StorageFailure};
 use tokio::sync::{mpsc, Semaphore};
 
 use super::events::history_for;
@@ -87,7 +87,7 @@ impl CatchUp {
     async fn deliver_next_batch(&mut self) -> bool {
         let batch = match self.read_batch().await {
             Ok(batch) => batch,
-            Err(StorageError::Compacted {
+            Err(ReadError::Compacted {
                 compact_revision, ..
             }) => {
                 self.handle
@@ -114,7 +114,7 @@ impl CatchUp {
         true
     }
 
-    async fn read_batch(&self) -> Result<EventBatch, StorageError> {
+    async fn read_batch(&self) -> Result<EventBatch, ReadError> {
         // Holding a permit bounds how many catch-up reads run at once.
         let _permit = self.reads.acquire().await;
         let store = self.store.clone();
@@ -128,7 +128,11 @@ impl CatchUp {
             read_events(&store, start, position, max_events, prev_kv)
         })
         .await
-        .map_err(|error| StorageError::Invariant(format!("catch-up read panicked: {error}")))?
+        .map_err(|error| {
+            ReadError::Storage(StorageFailure::Invariant(format!(
+                "catch-up read panicked: {error}"
+            )))
+        })?
     }
 }
 
@@ -140,7 +144,7 @@ fn read_events(
     from: u64,
     max_events: usize,
     prev_kv: bool,
-) -> Result<EventBatch, StorageError> {
+) -> Result<EventBatch, ReadError> {
     debug_assert!(from >= start, "a catch-up never reads before its start");
     if from == start {
         store.events_from_start(from, max_events, prev_kv)
@@ -157,7 +161,7 @@ fn read_range(
     from: u64,
     through: u64,
     prev_kv: bool,
-) -> Result<Vec<Event>, StorageError> {
+) -> Result<Vec<Event>, ReadError> {
     let mut events = Vec::new();
     let mut next = from;
     while next <= through {

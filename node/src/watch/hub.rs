@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use revkv_metrics::WatchMetrics;
-use revkv_storage::{validate_range, Error as StorageError, MvccStore, RangeRequest};
+use revkv_storage::{validate_range, MvccStore, RangeRequest, ReadError};
 use tokio::sync::{mpsc, watch, Semaphore};
 
 use super::broadcast::BroadcastLoop;
@@ -138,7 +138,7 @@ impl WatchHub {
             return Ok(compact_revision);
         }
         if start < compact_revision {
-            return Err(StorageError::Compacted {
+            return Err(ReadError::Compacted {
                 requested: start,
                 compact_revision,
             }

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use revkv_metrics::WatcherGuard;
-use revkv_storage::{Error as StorageError, Event, EventBatch};
+use revkv_storage::{Event, EventBatch, ReadError};
 use tokio::sync::mpsc;
 
 use super::events::{group_by_revision, history_for, revision_events_for};
@@ -329,7 +329,7 @@ impl Registry {
         &self,
         id: u64,
         position: u64,
-        read_missing: impl FnOnce(u64, u64, bool) -> Result<Vec<Event>, StorageError>,
+        read_missing: impl FnOnce(u64, u64, bool) -> Result<Vec<Event>, ReadError>,
     ) -> HandOver {
         let mut state = self.lock();
         let broadcast_through = state.broadcast_through;
@@ -344,7 +344,7 @@ impl Registry {
         }
         let missing = match read_missing(position, broadcast_through, watcher.prev_kv) {
             Ok(events) => events,
-            Err(StorageError::Compacted {
+            Err(ReadError::Compacted {
                 compact_revision, ..
             }) => {
                 state.cancel(id, CancelReason::Compacted, Some(compact_revision));
@@ -525,7 +525,7 @@ impl CatchUpHandle {
     pub fn hand_over(
         &self,
         position: u64,
-        read_missing: impl FnOnce(u64, u64, bool) -> Result<Vec<Event>, StorageError>,
+        read_missing: impl FnOnce(u64, u64, bool) -> Result<Vec<Event>, ReadError>,
     ) -> HandOver {
         self.registry.hand_over(self.id, position, read_missing)
     }

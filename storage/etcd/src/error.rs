@@ -47,4 +47,18 @@ pub enum EtcdSnapshotError {
     Storage(#[from] revkv_storage::Error),
 }
 
+/// The storage errors a conversion meets (a frame the checks refuse, the store's files) keep the
+/// words of the storage layer's union.
+impl From<revkv_storage::SnapshotError> for EtcdSnapshotError {
+    fn from(error: revkv_storage::SnapshotError) -> Self {
+        EtcdSnapshotError::Storage(error.into())
+    }
+}
+
+impl From<revkv_storage::StorageFailure> for EtcdSnapshotError {
+    fn from(failure: revkv_storage::StorageFailure) -> Self {
+        EtcdSnapshotError::Storage(failure.into())
+    }
+}
+
 pub type Result<T> = std::result::Result<T, EtcdSnapshotError>;

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::access::{AccessRules, Permission, ROOT_ROLE};
-use crate::error::{Error, Result};
+use crate::error::Rejection;
 use crate::limits::Limits;
 use crate::types::KeyRange;
 
@@ -141,17 +141,19 @@ impl AuthState {
     }
 
     /// Applies `change`, or refuses it and changes nothing.
-    pub fn apply(&mut self, change: &AuthRequest, limits: &Limits) -> Result<()> {
+    pub fn apply(&mut self, change: &AuthRequest, limits: &Limits) -> Result<(), Rejection> {
         let mut changed = self.clone();
         changed.apply_in_place(change, limits)?;
         if !self.repeats_enable_or_disable(change) {
             changed.revision += 1;
         }
+        // The records are plain data, which bincode always encodes into a vector: a failure here
+        // is a bug, never a client's doing.
         let encoded_bytes = crate::codec::encode(&changed)
-            .map_err(|error| Error::Invariant(format!("auth records do not encode: {error}")))?
+            .expect("the auth records are plain data and always encode")
             .len();
         if encoded_bytes > MAX_AUTH_RECORD_BYTES {
-            return Err(Error::TooLarge(format!(
+            return Err(Rejection::TooLarge(format!(
                 "the auth records would take {encoded_bytes} bytes; the limit is \
                  {MAX_AUTH_RECORD_BYTES}"
             )));
@@ -161,7 +163,7 @@ impl AuthState {
         Ok(())
     }
 
-    fn apply_in_place(&mut self, change: &AuthRequest, limits: &Limits) -> Result<()> {
+    fn apply_in_place(&mut self, change: &AuthRequest, limits: &Limits) -> Result<(), Rejection> {
         match change {
             AuthRequest::Enable { token_key } => self.enable(token_key),
             AuthRequest::Disable => {
@@ -200,7 +202,7 @@ impl AuthState {
                 let before = permissions.len();
                 permissions.retain(|permission| permission.keys != *keys);
                 if permissions.len() == before {
-                    return Err(Error::AuthRecord(format!(
+                    return Err(Rejection::AuthRecord(format!(
                         "role {role} has no permission on exactly that key range"
                     )));
                 }
@@ -219,9 +221,9 @@ impl AuthState {
         }
     }
 
-    fn enable(&mut self, token_key: &[u8]) -> Result<()> {
+    fn enable(&mut self, token_key: &[u8]) -> Result<(), Rejection> {
         if !TOKEN_KEY_BYTES.contains(&token_key.len()) {
-            return Err(Error::Invalid(format!(
+            return Err(Rejection::Invalid(format!(
                 "a token key is {TOKEN_KEY_BYTES:?} bytes long"
             )));
         }
@@ -230,7 +232,7 @@ impl AuthState {
             .get(ROOT_USER)
             .is_some_and(|root| root.roles.contains(ROOT_ROLE));
         if !root_holds_root {
-            return Err(Error::AuthRecord(
+            return Err(Rejection::AuthRecord(
                 "auth can be enabled only once a root user holding the root role exists".into(),
             ));
         }
@@ -244,14 +246,14 @@ impl AuthState {
         Ok(())
     }
 
-    fn add_user(&mut self, name: &str, password_hash: &str) -> Result<()> {
+    fn add_user(&mut self, name: &str, password_hash: &str) -> Result<(), Rejection> {
         check_name("user", name)?;
         check_password_hash(password_hash)?;
         if self.users.contains_key(name) {
-            return Err(Error::AuthRecord(format!("user {name} already exists")));
+            return Err(Rejection::AuthRecord(format!("user {name} already exists")));
         }
         if self.users.len() >= MAX_USERS {
-            return Err(Error::Invalid(format!(
+            return Err(Rejection::Invalid(format!(
                 "{MAX_USERS} users exist, the limit"
             )));
         }
@@ -263,14 +265,14 @@ impl AuthState {
         Ok(())
     }
 
-    fn grant_role(&mut self, user: &str, role: &str) -> Result<()> {
+    fn grant_role(&mut self, user: &str, role: &str) -> Result<(), Rejection> {
         // The root role need not be added first: it is built in (etcd lets it be granted too).
         if role != ROOT_ROLE && !self.roles.contains_key(role) {
             return Err(role_not_found(role));
         }
         let roles = &mut self.user_mut(user)?.roles;
         if !roles.contains(role) && roles.len() >= MAX_ROLES_PER_USER {
-            return Err(Error::Invalid(format!(
+            return Err(Rejection::Invalid(format!(
                 "user {user} holds {MAX_ROLES_PER_USER} roles, the limit"
             )));
         }
@@ -278,24 +280,24 @@ impl AuthState {
         Ok(())
     }
 
-    fn revoke_role(&mut self, user: &str, role: &str) -> Result<()> {
+    fn revoke_role(&mut self, user: &str, role: &str) -> Result<(), Rejection> {
         let locks_out = user == ROOT_USER && role == ROOT_ROLE;
         self.refuse_if_locking_out(locks_out, "take the root role from the root user")?;
         if !self.user_mut(user)?.roles.remove(role) {
-            return Err(Error::AuthRecord(format!(
+            return Err(Rejection::AuthRecord(format!(
                 "user {user} does not hold role {role}"
             )));
         }
         Ok(())
     }
 
-    fn add_role(&mut self, name: &str) -> Result<()> {
+    fn add_role(&mut self, name: &str) -> Result<(), Rejection> {
         check_name("role", name)?;
         if self.roles.contains_key(name) {
-            return Err(Error::AuthRecord(format!("role {name} already exists")));
+            return Err(Rejection::AuthRecord(format!("role {name} already exists")));
         }
         if self.roles.len() >= MAX_ROLES {
-            return Err(Error::Invalid(format!(
+            return Err(Rejection::Invalid(format!(
                 "{MAX_ROLES} roles exist, the limit"
             )));
         }
@@ -303,7 +305,7 @@ impl AuthState {
         Ok(())
     }
 
-    fn delete_role(&mut self, name: &str) -> Result<()> {
+    fn delete_role(&mut self, name: &str) -> Result<(), Rejection> {
         self.refuse_if_locking_out(name == ROOT_ROLE, "delete the root role")?;
         self.roles
             .remove(name)
@@ -319,7 +321,7 @@ impl AuthState {
         role: &str,
         permission: &Permission,
         limits: &Limits,
-    ) -> Result<()> {
+    ) -> Result<(), Rejection> {
         limits.check_key(&permission.keys.start)?;
         let permissions = self.role_mut(role)?;
         if let Some(same_keys) = permissions
@@ -330,7 +332,7 @@ impl AuthState {
             return Ok(());
         }
         if permissions.len() >= MAX_PERMISSIONS_PER_ROLE {
-            return Err(Error::Invalid(format!(
+            return Err(Rejection::Invalid(format!(
                 "role {role} holds {MAX_PERMISSIONS_PER_ROLE} permissions, the limit"
             )));
         }
@@ -344,20 +346,20 @@ impl AuthState {
 
     /// While auth is enabled, a change that would leave no root user holding the root role is
     /// refused, as etcd refuses it.
-    fn refuse_if_locking_out(&self, locks_out: bool, what: &str) -> Result<()> {
+    fn refuse_if_locking_out(&self, locks_out: bool, what: &str) -> Result<(), Rejection> {
         if self.enabled && locks_out {
-            return Err(Error::AuthRecord(format!(
+            return Err(Rejection::AuthRecord(format!(
                 "cannot {what} while auth is enabled"
             )));
         }
         Ok(())
     }
 
-    fn user_mut(&mut self, name: &str) -> Result<&mut User> {
+    fn user_mut(&mut self, name: &str) -> Result<&mut User, Rejection> {
         self.users.get_mut(name).ok_or_else(|| user_not_found(name))
     }
 
-    fn role_mut(&mut self, name: &str) -> Result<&mut Vec<Permission>> {
+    fn role_mut(&mut self, name: &str) -> Result<&mut Vec<Permission>, Rejection> {
         self.roles.get_mut(name).ok_or_else(|| role_not_found(name))
     }
 
@@ -386,14 +388,14 @@ impl AuthState {
     }
 }
 
-fn check_name(kind: &str, name: &str) -> Result<()> {
+fn check_name(kind: &str, name: &str) -> Result<(), Rejection> {
     if name.is_empty() || name.len() > MAX_NAME_BYTES {
-        return Err(Error::Invalid(format!(
+        return Err(Rejection::Invalid(format!(
             "a {kind} name is 1 to {MAX_NAME_BYTES} bytes long"
         )));
     }
     if name.chars().any(char::is_control) {
-        return Err(Error::Invalid(format!(
+        return Err(Rejection::Invalid(format!(
             "a {kind} name must not hold control characters"
         )));
     }
@@ -406,19 +408,19 @@ pub fn is_bcrypt_hash(password_hash: &str) -> bool {
     password_hash.starts_with("$2")
 }
 
-fn check_password_hash(password_hash: &str) -> Result<()> {
+fn check_password_hash(password_hash: &str) -> Result<(), Rejection> {
     if password_hash.is_empty() || password_hash.len() > MAX_PASSWORD_HASH_BYTES {
-        return Err(Error::Invalid("malformed password hash".into()));
+        return Err(Rejection::Invalid("malformed password hash".into()));
     }
     Ok(())
 }
 
-fn user_not_found(name: &str) -> Error {
-    Error::AuthRecordNotFound(format!("user {name} does not exist"))
+fn user_not_found(name: &str) -> Rejection {
+    Rejection::AuthRecordNotFound(format!("user {name} does not exist"))
 }
 
-fn role_not_found(name: &str) -> Error {
-    Error::AuthRecordNotFound(format!("role {name} does not exist"))
+fn role_not_found(name: &str) -> Rejection {
+    Rejection::AuthRecordNotFound(format!("role {name} does not exist"))
 }
 
 #[cfg(test)]

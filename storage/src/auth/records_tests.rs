@@ -4,7 +4,7 @@
 use super::*;
 use crate::auth::access::{Access, PermissionKind};
 
-fn apply(state: &mut AuthState, change: AuthRequest) -> Result<()> {
+fn apply(state: &mut AuthState, change: AuthRequest) -> Result<(), Rejection> {
     state.apply(&change, &Limits::default())
 }
 
@@ -136,7 +136,7 @@ fn while_enabled_root_cannot_be_deleted_demoted_or_its_role_removed_and_nothing_
     for lockout in lockouts {
         assert!(matches!(
             apply(&mut state, lockout),
-            Err(Error::AuthRecord(_) | Error::AuthRecordNotFound(_))
+            Err(Rejection::AuthRecord(_) | Rejection::AuthRecordNotFound(_))
         ));
         assert_eq!(state, before, "a refused change changes nothing");
     }
@@ -207,25 +207,25 @@ fn names_duplicates_and_limits_are_refused() {
     let mut state = AuthState::default();
     assert!(matches!(
         apply(&mut state, add_user("")),
-        Err(Error::Invalid(_))
+        Err(Rejection::Invalid(_))
     ));
     assert!(apply(&mut state, add_user(&"n".repeat(MAX_NAME_BYTES + 1))).is_err());
     assert!(apply(&mut state, add_user("tab\there")).is_err());
     apply(&mut state, add_user("a")).unwrap();
     assert!(matches!(
         apply(&mut state, add_user("a")),
-        Err(Error::AuthRecord(_))
+        Err(Rejection::AuthRecord(_))
     ));
     assert!(matches!(
         apply(&mut state, grant("a", "missing")),
-        Err(Error::AuthRecordNotFound(_))
+        Err(Rejection::AuthRecordNotFound(_))
     ));
     for index in 1..MAX_USERS {
         apply(&mut state, add_user(&format!("user-{index}"))).unwrap();
     }
     assert!(matches!(
         apply(&mut state, add_user("one-too-many")),
-        Err(Error::Invalid(_))
+        Err(Rejection::Invalid(_))
     ));
     assert!(state.holds_invariants());
 }

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use crate::codec::{self, LogMeta};
 use crate::disk_faults::{DiskFaults, DiskOperation};
-use crate::error::{io_error, Error, Result};
+use crate::error::{io_error, StorageFailure};
 
 /// Bytes per slot: far more than a vote and two log ids need.
 const SLOT_BYTES: u64 = 4096;
@@ -34,7 +34,7 @@ pub(super) struct MetaFile {
 
 impl MetaFile {
     /// Creates the file with an empty state, durably.
-    pub(super) fn create(path: &Path) -> Result<Self> {
+    pub(super) fn create(path: &Path) -> Result<Self, StorageFailure> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -53,7 +53,7 @@ impl MetaFile {
     }
 
     /// Opens the file and reads the newest intact slot.
-    pub(super) fn open(path: &Path) -> Result<Self> {
+    pub(super) fn open(path: &Path) -> Result<Self, StorageFailure> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -73,7 +73,7 @@ impl MetaFile {
                 }
             }
         }
-        let (sequence, slot, current) = best.ok_or_else(|| Error::Corrupt {
+        let (sequence, slot, current) = best.ok_or_else(|| StorageFailure::Corrupt {
             file: path.to_path_buf(),
             detail: "neither metadata slot is intact".into(),
         })?;
@@ -105,10 +105,11 @@ impl MetaFile {
         meta: LogMeta,
         durable: bool,
         faults: &DiskFaults,
-    ) -> Result<()> {
+    ) -> Result<(), StorageFailure> {
         let sequence = self.sequence + 1;
-        let slot_bytes = codec::encode_log_meta_slot(sequence, &meta)
-            .map_err(|error| Error::Invariant(format!("log metadata does not encode: {error}")))?;
+        let slot_bytes = codec::encode_log_meta_slot(sequence, &meta).map_err(|error| {
+            StorageFailure::Invariant(format!("log metadata does not encode: {error}"))
+        })?;
         assert!(
             slot_bytes.len() as u64 <= SLOT_BYTES,
             "a log metadata record of {} bytes does not fit its slot",

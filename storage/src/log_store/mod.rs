@@ -22,7 +22,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::codec::{self, LogMeta};
 use crate::disk_faults::DiskFaults;
-use crate::error::{io_error, Error, Result};
+use crate::error::{io_error, AppendError, OpenError, StorageFailure};
 use crate::types::LogId;
 use meta::MetaFile;
 use segment::{ScanEnd, Segment};
@@ -67,7 +67,7 @@ struct LogFiles {
 
 impl RaftLogStore {
     /// Opens the log directory at `path`, creating it when it does not exist.
-    pub fn open(path: impl AsRef<Path>, options: LogOptions) -> Result<Self> {
+    pub fn open(path: impl AsRef<Path>, options: LogOptions) -> Result<Self, OpenError> {
         let directory = path.as_ref().to_path_buf();
         if directory.exists() && !directory.is_dir() {
             return Err(foreign(
@@ -124,7 +124,14 @@ impl RaftLogStore {
     }
 
     /// Appends entries (index, encoded entry) durably, with one write and one fsync.
-    pub fn append<'a>(&self, entries: impl IntoIterator<Item = (u64, &'a [u8])>) -> Result<()> {
+    ///
+    /// Panics when an entry does not continue the log exactly (the raft layer's append is
+    /// contiguous with the last index, and a truncation comes first when it is not): a log with a
+    /// gap or a repeated index would replay wrong, so the member stops before writing anything.
+    pub fn append<'a>(
+        &self,
+        entries: impl IntoIterator<Item = (u64, &'a [u8])>,
+    ) -> Result<(), AppendError> {
         let mut files = self.lock();
         files.refuse_if_failed()?;
         let mut expected = files.next_index();
@@ -132,16 +139,18 @@ impl RaftLogStore {
         let mut records = Vec::new();
         let mut record_lengths = Vec::new();
         for (index, bytes) in entries {
-            if let Some(expected) = expected {
-                if index != expected {
-                    return Err(Error::Invariant(format!(
-                        "log append at index {index}, but the log continues at {expected}"
-                    )));
-                }
-            }
+            assert!(
+                expected.is_none_or(|expected| index == expected),
+                "the raft log is contiguous: an append at index {index}, but the log continues \
+                 at {expected:?}"
+            );
             let before = records.len();
-            codec::encode_log_record(&mut records, index, bytes)
-                .map_err(|error| Error::TooLarge(format!("log entry {index}: {error}")))?;
+            codec::encode_log_record(&mut records, index, bytes).map_err(|error| {
+                AppendError::EntryTooLarge {
+                    index,
+                    detail: error.to_string(),
+                }
+            })?;
             record_lengths.push(records.len() - before);
             first_index.get_or_insert(index);
             expected = Some(index + 1);
@@ -151,7 +160,7 @@ impl RaftLogStore {
             return Ok(());
         };
         let result = self.write_records(&mut files, first_index, &records, &record_lengths);
-        files.stop_on_failure(result)
+        Ok(files.stop_on_failure(result)?)
     }
 
     fn write_records(
@@ -160,7 +169,7 @@ impl RaftLogStore {
         first_index: u64,
         records: &[u8],
         record_lengths: &[usize],
-    ) -> Result<()> {
+    ) -> Result<(), StorageFailure> {
         let rotate = files
             .segments
             .last()
@@ -183,7 +192,7 @@ impl RaftLogStore {
     }
 
     /// Entries with index in `range`, in order (purged entries are not returned).
-    pub fn entries(&self, range: Range<u64>) -> Result<Vec<(u64, Vec<u8>)>> {
+    pub fn entries(&self, range: Range<u64>) -> Result<Vec<(u64, Vec<u8>)>, StorageFailure> {
         let files = self.lock();
         let start = range.start.max(files.first_readable_index());
         let mut entries = Vec::new();
@@ -197,7 +206,7 @@ impl RaftLogStore {
     }
 
     /// The last entry, if the log holds any.
-    pub fn last_entry(&self) -> Result<Option<(u64, Vec<u8>)>> {
+    pub fn last_entry(&self) -> Result<Option<(u64, Vec<u8>)>, StorageFailure> {
         let files = self.lock();
         let Some(last) = files.segments.last().and_then(Segment::last_index) else {
             return Ok(None);
@@ -210,7 +219,7 @@ impl RaftLogStore {
     }
 
     /// The first index the log holds, if any.
-    pub fn first_index(&self) -> Result<Option<u64>> {
+    pub fn first_index(&self) -> Result<Option<u64>, StorageFailure> {
         let files = self.lock();
         let Some(first_segment) = files.segments.first() else {
             return Ok(None);
@@ -221,14 +230,18 @@ impl RaftLogStore {
     }
 
     /// Deletes every entry after `index` (every entry, when `None`), durably.
-    pub fn truncate_after(&self, index: Option<u64>) -> Result<()> {
+    pub fn truncate_after(&self, index: Option<u64>) -> Result<(), StorageFailure> {
         let mut files = self.lock();
         files.refuse_if_failed()?;
         let result = self.truncate_segments(&mut files, index);
         files.stop_on_failure(result)
     }
 
-    fn truncate_segments(&self, files: &mut LogFiles, index: Option<u64>) -> Result<()> {
+    fn truncate_segments(
+        &self,
+        files: &mut LogFiles,
+        index: Option<u64>,
+    ) -> Result<(), StorageFailure> {
         let mut removed_any = false;
         while let Some(last) = files.segments.last_mut() {
             match index {
@@ -251,12 +264,12 @@ impl RaftLogStore {
 
     /// Deletes every entry up to and including `upto.index` and records `upto` as the last purged
     /// id, durably. Purging never moves backwards.
-    pub fn purge_through(&self, upto: LogId) -> Result<()> {
+    pub fn purge_through(&self, upto: LogId) -> Result<(), StorageFailure> {
         let mut files = self.lock();
         files.refuse_if_failed()?;
         let previous = files.meta.current().last_purged;
         if previous.is_some_and(|previous| previous.index > upto.index) {
-            return Err(Error::Invariant(format!(
+            return Err(StorageFailure::Invariant(format!(
                 "purge through {} after purging through {}",
                 upto.index,
                 previous.map_or(0, |previous| previous.index)
@@ -266,7 +279,7 @@ impl RaftLogStore {
         files.stop_on_failure(result)
     }
 
-    fn purge_segments(&self, files: &mut LogFiles, upto: LogId) -> Result<()> {
+    fn purge_segments(&self, files: &mut LogFiles, upto: LogId) -> Result<(), StorageFailure> {
         let meta = LogMeta {
             last_purged: Some(upto),
             ..files.meta.current().clone()
@@ -291,12 +304,12 @@ impl RaftLogStore {
     }
 
     /// The last purged log id, if any purge happened.
-    pub fn last_purged(&self) -> Result<Option<LogId>> {
+    pub fn last_purged(&self) -> Result<Option<LogId>, StorageFailure> {
         Ok(self.lock().meta.current().last_purged)
     }
 
     /// Saves the vote (opaque, encoded by the raft layer) durably.
-    pub fn save_vote(&self, vote: &[u8]) -> Result<()> {
+    pub fn save_vote(&self, vote: &[u8]) -> Result<(), StorageFailure> {
         let mut files = self.lock();
         files.refuse_if_failed()?;
         let meta = LogMeta {
@@ -308,12 +321,12 @@ impl RaftLogStore {
     }
 
     /// The saved vote, if any.
-    pub fn vote(&self) -> Result<Option<Vec<u8>>> {
+    pub fn vote(&self) -> Result<Option<Vec<u8>>, StorageFailure> {
         Ok(self.lock().meta.current().vote.clone())
     }
 
     /// Saves the committed log id without an fsync (see the module documentation).
-    pub fn save_committed(&self, committed: Option<LogId>) -> Result<()> {
+    pub fn save_committed(&self, committed: Option<LogId>) -> Result<(), StorageFailure> {
         let mut files = self.lock();
         files.refuse_if_failed()?;
         let meta = LogMeta {
@@ -327,7 +340,10 @@ impl RaftLogStore {
     /// Like [`save_committed`](Self::save_committed), but only if no other thread holds the log
     /// files right now (the writer thread in an fsync, say): `None` then, and nothing is written.
     /// So an async task can save the committed id without ever waiting for a disk.
-    pub fn try_save_committed(&self, committed: Option<LogId>) -> Option<Result<()>> {
+    pub fn try_save_committed(
+        &self,
+        committed: Option<LogId>,
+    ) -> Option<Result<(), StorageFailure>> {
         let mut files = match self.files.try_lock() {
             Ok(files) => files,
             Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
@@ -345,7 +361,7 @@ impl RaftLogStore {
     }
 
     /// The saved committed log id, if any.
-    pub fn committed(&self) -> Result<Option<LogId>> {
+    pub fn committed(&self) -> Result<Option<LogId>, StorageFailure> {
         Ok(self.lock().meta.current().committed)
     }
 
@@ -377,9 +393,9 @@ impl LogFiles {
             .map_or(0, |purged| purged.index + 1)
     }
 
-    fn refuse_if_failed(&self) -> Result<()> {
+    fn refuse_if_failed(&self) -> Result<(), StorageFailure> {
         match &self.failed {
-            Some(reason) => Err(Error::Invariant(format!(
+            Some(reason) => Err(StorageFailure::Invariant(format!(
                 "the raft log stopped accepting changes after a failed write: {reason}"
             ))),
             None => Ok(()),
@@ -388,8 +404,11 @@ impl LogFiles {
 
     /// Remembers an I/O failure: after a failed write or fsync nobody knows what the file holds,
     /// so the store refuses every later change instead of building on it.
-    fn stop_on_failure(&mut self, result: Result<()>) -> Result<()> {
-        if let Err(error @ Error::FileIo { .. }) = &result {
+    fn stop_on_failure(
+        &mut self,
+        result: Result<(), StorageFailure>,
+    ) -> Result<(), StorageFailure> {
+        if let Err(error @ StorageFailure::FileIo { .. }) = &result {
             self.failed = Some(error.to_string());
         }
         result
@@ -398,7 +417,7 @@ impl LogFiles {
 
 /// Opens every segment in the directory, in index order, and checks they continue each other.
 /// A damaged end of the newest segment (a torn write) is cut off; damage anywhere else is an error.
-fn open_segments(directory: &Path) -> Result<(Vec<Segment>, Option<String>)> {
+fn open_segments(directory: &Path) -> Result<(Vec<Segment>, Option<String>), OpenError> {
     let first_indexes = segment_first_indexes(directory)?;
     let mut segments: Vec<Segment> = Vec::with_capacity(first_indexes.len());
     let newest = first_indexes.last().copied();
@@ -425,7 +444,7 @@ fn open_segments(directory: &Path) -> Result<(Vec<Segment>, Option<String>)> {
 
 /// The first indexes of the directory's segments, in order. Any file but segments and the meta
 /// file is refused: the directory is the log's alone.
-fn segment_first_indexes(directory: &Path) -> Result<Vec<u64>> {
+fn segment_first_indexes(directory: &Path) -> Result<Vec<u64>, OpenError> {
     let mut first_indexes = Vec::new();
     for entry in fs::read_dir(directory).map_err(io_error(directory))? {
         let entry = entry.map_err(io_error(directory))?;
@@ -452,15 +471,15 @@ fn cut_torn_end(
     path: &Path,
     scan_end: ScanEnd,
     is_newest: bool,
-) -> Result<Option<String>> {
+) -> Result<Option<String>, StorageFailure> {
     const REPAIR: &str = "in a segment that later segments follow; restore the member from a \
                           snapshot or remove it from the cluster and add it again";
     match scan_end {
-        ScanEnd::Preallocated if !is_newest => Err(Error::Corrupt {
+        ScanEnd::Preallocated if !is_newest => Err(StorageFailure::Corrupt {
             file: path.to_path_buf(),
             detail: format!("zeros after the last record, {REPAIR}"),
         }),
-        ScanEnd::Damaged { detail } if !is_newest => Err(Error::Corrupt {
+        ScanEnd::Damaged { detail } if !is_newest => Err(StorageFailure::Corrupt {
             file: path.to_path_buf(),
             detail: format!("{detail}, {REPAIR}"),
         }),
@@ -478,11 +497,15 @@ fn cut_torn_end(
 }
 
 /// A segment must start exactly where the one before it ends.
-fn check_continues(previous: &Segment, first_index: u64, path: &Path) -> Result<()> {
+fn check_continues(
+    previous: &Segment,
+    first_index: u64,
+    path: &Path,
+) -> Result<(), StorageFailure> {
     if previous.next_index() == first_index {
         return Ok(());
     }
-    Err(Error::Corrupt {
+    Err(StorageFailure::Corrupt {
         file: path.to_path_buf(),
         detail: format!(
             "the segment starts at {first_index}, but the one before ends before {}",
@@ -492,7 +515,7 @@ fn check_continues(previous: &Segment, first_index: u64, path: &Path) -> Result<
 }
 
 /// A new log directory must be empty (or hold only what this store writes).
-fn refuse_foreign_contents(directory: &Path) -> Result<()> {
+fn refuse_foreign_contents(directory: &Path) -> Result<(), OpenError> {
     let mut entries = fs::read_dir(directory).map_err(io_error(directory))?;
     match entries.next() {
         None => Ok(()),
@@ -503,8 +526,8 @@ fn refuse_foreign_contents(directory: &Path) -> Result<()> {
     }
 }
 
-fn lock_exclusively(file: &File, path: &Path) -> Result<()> {
-    file.try_lock().map_err(|error| Error::FileIo {
+fn lock_exclusively(file: &File, path: &Path) -> Result<(), StorageFailure> {
+    file.try_lock().map_err(|error| StorageFailure::FileIo {
         file: path.to_path_buf(),
         source: std::io::Error::new(
             std::io::ErrorKind::WouldBlock,
@@ -514,14 +537,14 @@ fn lock_exclusively(file: &File, path: &Path) -> Result<()> {
 }
 
 /// Makes a file's creation or removal in `directory` durable.
-fn sync_directory(directory: &Path) -> Result<()> {
+fn sync_directory(directory: &Path) -> Result<(), StorageFailure> {
     File::open(directory)
         .and_then(|handle| handle.sync_all())
         .map_err(io_error(directory))
 }
 
-fn foreign(path: &Path, detail: &str) -> Error {
-    Error::ForeignFile {
+fn foreign(path: &Path, detail: &str) -> OpenError {
+    OpenError::ForeignFile {
         file: path.to_path_buf(),
         expected: "raft-log",
         detail: detail.to_string(),

@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use crate::codec::{self, LOG_RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES};
 use crate::disk_faults::{DiskFaults, DiskOperation};
-use crate::error::{io_error, Error, Result};
+use crate::error::{io_error, StorageFailure};
 
 /// How much the file grows at a time when an append needs room: one write of zeros and its fsync
 /// (about 4 ms here) for every 4 MiB of log, instead of an inode write with every append.
@@ -72,7 +72,11 @@ impl Segment {
     }
 
     /// Creates a new, empty segment durably (the caller syncs the directory).
-    pub(super) fn create(directory: &Path, first_index: u64, faults: &DiskFaults) -> Result<Self> {
+    pub(super) fn create(
+        directory: &Path,
+        first_index: u64,
+        faults: &DiskFaults,
+    ) -> Result<Self, StorageFailure> {
         let path = directory.join(Self::file_name(first_index));
         faults
             .check(DiskOperation::Write)
@@ -99,13 +103,13 @@ impl Segment {
 
     /// Opens an existing segment and checks every record. Returns the segment up to its last
     /// whole record and what followed it; the file itself is not changed.
-    pub(super) fn open(path: &Path, first_index: u64) -> Result<(Self, ScanEnd)> {
+    pub(super) fn open(path: &Path, first_index: u64) -> Result<(Self, ScanEnd), StorageFailure> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .open(path)
             .map_err(io_error(path))?;
-        let corrupt = |detail: String| Error::Corrupt {
+        let corrupt = |detail: String| StorageFailure::Corrupt {
             file: path.to_path_buf(),
             detail,
         };
@@ -134,7 +138,7 @@ impl Segment {
     }
 
     /// Reads records until the file ends or a record is not whole and intact.
-    fn scan_records(&mut self, reader: &mut impl Read) -> Result<ScanEnd> {
+    fn scan_records(&mut self, reader: &mut impl Read) -> Result<ScanEnd, StorageFailure> {
         let mut payload = Vec::new();
         loop {
             let mut header = [0u8; LOG_RECORD_HEADER_BYTES];
@@ -179,7 +183,7 @@ impl Segment {
     }
 
     /// After a header of zeros: preallocated space if only zeros follow, damage otherwise.
-    fn rest_is_zeros(&self, reader: &mut impl Read) -> Result<ScanEnd> {
+    fn rest_is_zeros(&self, reader: &mut impl Read) -> Result<ScanEnd, StorageFailure> {
         let mut buffer = vec![0u8; ZERO_WRITE_BYTES];
         loop {
             let read = read_fully(reader, &mut buffer).map_err(io_error(&self.path))?;
@@ -197,7 +201,7 @@ impl Segment {
 
     /// Cuts the file back to its last whole record, durably: after a torn write, to drop the
     /// preallocated space of the newest segment at open, and when the next segment starts.
-    pub(super) fn cut_after_last_record(&mut self) -> Result<()> {
+    pub(super) fn cut_after_last_record(&mut self) -> Result<(), StorageFailure> {
         if self.allocated == self.end {
             return Ok(());
         }
@@ -237,7 +241,7 @@ impl Segment {
         records: &[u8],
         record_lengths: &[usize],
         faults: &DiskFaults,
-    ) -> Result<()> {
+    ) -> Result<(), StorageFailure> {
         faults
             .check(DiskOperation::Write)
             .map_err(io_error(&self.path))?;
@@ -269,7 +273,7 @@ impl Segment {
 
     /// Grows the file with written zeros to the next multiple of [`PREALLOCATION_BYTES`] at or
     /// past `needed`.
-    fn preallocate_through(&mut self, needed: u64) -> Result<()> {
+    fn preallocate_through(&mut self, needed: u64) -> Result<(), StorageFailure> {
         let target = needed.div_ceil(PREALLOCATION_BYTES) * PREALLOCATION_BYTES;
         let zeros = vec![0u8; ZERO_WRITE_BYTES];
         let mut offset = self.allocated;
@@ -286,7 +290,7 @@ impl Segment {
 
     /// The payloads of the entries with index in `start..end` (clamped to this segment), each
     /// checked against its record's checksum and index.
-    pub(super) fn read(&self, start: u64, end: u64) -> Result<Vec<(u64, Vec<u8>)>> {
+    pub(super) fn read(&self, start: u64, end: u64) -> Result<Vec<(u64, Vec<u8>)>, StorageFailure> {
         let start = start.max(self.first_index);
         let end = end.min(self.next_index());
         if start >= end {
@@ -322,7 +326,11 @@ impl Segment {
 
     /// Keeps the entries through `index` and cuts the rest from the file, durably. The caller
     /// removes a segment that would be left empty instead.
-    pub(super) fn truncate_after(&mut self, index: u64, faults: &DiskFaults) -> Result<()> {
+    pub(super) fn truncate_after(
+        &mut self,
+        index: u64,
+        faults: &DiskFaults,
+    ) -> Result<(), StorageFailure> {
         assert!(index >= self.first_index, "truncating a segment to nothing");
         let keep = (index + 1 - self.first_index) as usize;
         if keep >= self.offsets.len() {
@@ -343,8 +351,8 @@ impl Segment {
         Ok(())
     }
 
-    fn corrupt(&self, detail: String) -> Error {
-        Error::Corrupt {
+    fn corrupt(&self, detail: String) -> StorageFailure {
+        StorageFailure::Corrupt {
             file: self.path.clone(),
             detail,
         }

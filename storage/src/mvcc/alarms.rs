@@ -12,7 +12,7 @@ use std::path::Path;
 use redb::ReadableTable;
 
 use crate::codec;
-use crate::error::{corrupt, db_error, Error, Result};
+use crate::error::{corrupt, db_error, Rejection, StorageFailure};
 use crate::types::{Alarm, AlarmAction, AlarmKind, Request, TxnOp, TxnRequest};
 
 /// The meta table's key of the alarm record.
@@ -26,7 +26,7 @@ pub(crate) const MAX_ALARMS: usize = 128;
 pub(crate) fn load_alarms(
     meta: &impl ReadableTable<&'static str, &'static [u8]>,
     file: &Path,
-) -> Result<Vec<Alarm>> {
+) -> Result<Vec<Alarm>, StorageFailure> {
     match meta.get(ALARMS_KEY).map_err(db_error(file))? {
         Some(bytes) => codec::decode(bytes.value()).map_err(corrupt(file)),
         None => Ok(Vec::new()),
@@ -37,7 +37,7 @@ pub(crate) fn save_alarms(
     meta: &mut redb::Table<'_, &'static str, &'static [u8]>,
     file: &Path,
     alarms: &[Alarm],
-) -> Result<()> {
+) -> Result<(), StorageFailure> {
     if alarms.is_empty() {
         meta.remove(ALARMS_KEY).map_err(db_error(file))?;
         return Ok(());
@@ -54,12 +54,12 @@ pub(crate) fn change_alarm(
     alarms: &mut Vec<Alarm>,
     action: AlarmAction,
     alarm: Alarm,
-) -> Result<(), Error> {
+) -> Result<(), Rejection> {
     match action {
         AlarmAction::Activate => {
             if let Err(position) = alarms.binary_search(&alarm) {
                 if alarms.len() >= MAX_ALARMS {
-                    return Err(Error::Invalid(format!(
+                    return Err(Rejection::Invalid(format!(
                         "{MAX_ALARMS} alarms are raised, the limit; clear some first"
                     )));
                 }
@@ -74,13 +74,13 @@ pub(crate) fn change_alarm(
 
 /// The rejection `request` gets because of the alarms raised, if any. CORRUPT is checked first:
 /// it refuses more, and its answer tells the operator about the graver problem.
-pub(crate) fn refusal_by_alarms(alarms: &[Alarm], request: &Request) -> Option<Error> {
+pub(crate) fn refusal_by_alarms(alarms: &[Alarm], request: &Request) -> Option<Rejection> {
     let raised = |kind: AlarmKind| alarms.iter().any(|alarm| alarm.kind == kind);
     if raised(AlarmKind::Corrupt) && changes_data(request) {
-        return Some(Error::CorruptCluster);
+        return Some(Rejection::CorruptCluster);
     }
     if raised(AlarmKind::NoSpace) && grows_store(request) {
-        return Some(Error::NoSpace);
+        return Some(Rejection::NoSpace);
     }
     None
 }
@@ -175,7 +175,7 @@ mod tests {
         }
         let full = alarms.clone();
         let refused = change_alarm(&mut alarms, AlarmAction::Activate, no_space(9_999));
-        assert!(matches!(refused, Err(Error::Invalid(_))), "{refused:?}");
+        assert!(matches!(refused, Err(Rejection::Invalid(_))), "{refused:?}");
         assert_eq!(alarms, full);
         // One already raised is no new alarm: raising it again is fine at the limit.
         change_alarm(&mut alarms, AlarmAction::Activate, no_space(1)).unwrap();
@@ -246,7 +246,7 @@ mod tests {
             Request::LeaseRevoke { id: 1 },
         ] {
             assert!(
-                matches!(refusal(&refused), Some(Error::CorruptCluster)),
+                matches!(refusal(&refused), Some(Rejection::CorruptCluster)),
                 "{refused:?}"
             );
         }
@@ -261,7 +261,7 @@ mod tests {
         let both = [alarms[0], no_space(1)];
         assert!(matches!(
             refusal_by_alarms(&both, &Request::Put(put())),
-            Some(Error::CorruptCluster)
+            Some(Rejection::CorruptCluster)
         ));
     }
 }

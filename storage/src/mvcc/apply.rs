@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 
 use crate::codec::{LeaseRecord, VersionRecord};
-use crate::error::{Error, Result};
+use crate::error::{ReadError, Rejection, StorageFailure};
 use crate::limits::Limits;
 use crate::mvcc::compact::PendingCompaction;
 use crate::mvcc::leases::WriteLeaseTables;
@@ -35,7 +35,7 @@ pub(crate) fn apply_request<'f, 't>(
     state: &mut StoreState,
     (request, log_index): (&Request, u64),
     limits: &Limits,
-) -> Result<ApplyOutcome> {
+) -> Result<ApplyOutcome, StorageFailure> {
     if let Err(rejection) = validate_request(request, limits) {
         return Ok(rejected(state, rejection));
     }
@@ -52,7 +52,7 @@ fn apply_lease_bookkeeping(
     state: &StoreState,
     (request, log_index): (&Request, u64),
     limits: &Limits,
-) -> Result<Option<ApplyOutcome>> {
+) -> Result<Option<ApplyOutcome>, StorageFailure> {
     let outcome = match request {
         Request::LeaseGrant { id, ttl_seconds } => {
             let grant = (*id, *ttl_seconds, log_index);
@@ -68,7 +68,7 @@ fn apply_lease_bookkeeping(
         Request::LeaseCheckpointClear { id } => {
             let answer = match leases.clear_checkpoint(*id, log_index)? {
                 true => Ok(Response::LeaseCheckpointClear),
-                false => Err(Error::LeaseNotFound { id: *id }),
+                false => Err(Rejection::LeaseNotFound { id: *id }),
             };
             unchanged(state, answer)
         }
@@ -85,7 +85,7 @@ fn apply_history_change<'f, 't>(
     state: &mut StoreState,
     request: &Request,
     limits: &Limits,
-) -> Result<ApplyOutcome> {
+) -> Result<ApplyOutcome, StorageFailure> {
     let mut change = Change {
         tables,
         leases,
@@ -139,8 +139,7 @@ fn unchanged(state: &StoreState, result: Answer<Response>) -> ApplyOutcome {
     }
 }
 
-fn rejected(state: &StoreState, rejection: Error) -> ApplyOutcome {
-    debug_assert!(rejection.is_request_rejection());
+fn rejected(state: &StoreState, rejection: Rejection) -> ApplyOutcome {
     ApplyOutcome {
         revision: state.current_revision,
         result: Err(rejection),
@@ -155,16 +154,16 @@ pub(crate) fn compact_request(
     revision: u64,
     pending: &mut Option<PendingCompaction>,
     inline_entries: usize,
-) -> Result<ApplyOutcome> {
+) -> Result<ApplyOutcome, StorageFailure> {
     if revision > state.current_revision {
-        let rejection = Error::FutureRevision {
+        let rejection = Rejection::FutureRevision {
             requested: revision,
             current: state.current_revision,
         };
         return Ok(rejected(state, rejection));
     }
     if revision <= state.compact_revision {
-        let rejection = Error::Compacted {
+        let rejection = Rejection::Compacted {
             requested: revision,
             compact_revision: state.compact_revision,
         };
@@ -189,12 +188,12 @@ fn grant_lease(
     state: &StoreState,
     (id, ttl_seconds, log_index): (i64, i64, u64),
     limits: &Limits,
-) -> Result<ApplyOutcome> {
+) -> Result<ApplyOutcome, StorageFailure> {
     if leases.record(id)?.is_some() {
-        return Ok(rejected(state, Error::LeaseExists { id }));
+        return Ok(rejected(state, Rejection::LeaseExists { id }));
     }
     if leases.count()? >= limits.max_leases {
-        let rejection = Error::Invalid(format!(
+        let rejection = Rejection::Invalid(format!(
             "{} leases are granted, the limit; revoke some or raise max_leases",
             limits.max_leases
         ));
@@ -215,7 +214,7 @@ fn grant_lease(
 
 /// A rejection of a request, or its answer. The outer `Result` of the functions that return it is
 /// a storage fault.
-type Answer<T> = std::result::Result<T, Error>;
+type Answer<T> = std::result::Result<T, Rejection>;
 
 /// The changes of one request, all at `revision`.
 struct Change<'a, 'f, 't> {
@@ -230,7 +229,7 @@ struct Change<'a, 'f, 't> {
 
 impl Change<'_, '_, '_> {
     /// A top-level put: its lease is checked first.
-    fn put_checked(&mut self, put: &PutRequest) -> Result<Answer<PutResponse>> {
+    fn put_checked(&mut self, put: &PutRequest) -> Result<Answer<PutResponse>, StorageFailure> {
         if let Err(rejection) = self.check_leases([put])? {
             return Ok(Err(rejection));
         }
@@ -245,11 +244,11 @@ impl Change<'_, '_, '_> {
     fn check_leases<'p>(
         &self,
         puts: impl IntoIterator<Item = &'p PutRequest>,
-    ) -> Result<Answer<()>> {
+    ) -> Result<Answer<()>, StorageFailure> {
         let mut newly_attached: BTreeMap<i64, u64> = BTreeMap::new();
         for put in puts.into_iter().filter(|put| put.lease != 0) {
             if self.leases.record(put.lease)?.is_none() {
-                return Ok(Err(Error::LeaseNotFound { id: put.lease }));
+                return Ok(Err(Rejection::LeaseNotFound { id: put.lease }));
             }
             if !self.leases.is_attached(put.lease, &put.key)? {
                 *newly_attached.entry(put.lease).or_default() += 1;
@@ -259,7 +258,7 @@ impl Change<'_, '_, '_> {
             let record = self.leases.record(id)?;
             let attached = record.map_or(0, |record| record.attached_keys);
             if attached + added > self.limits.max_keys_per_lease {
-                return Ok(Err(Error::Invalid(format!(
+                return Ok(Err(Rejection::Invalid(format!(
                     "lease {id} has {attached} keys attached; {added} more would pass the limit \
                      of {} keys per lease",
                     self.limits.max_keys_per_lease
@@ -269,7 +268,7 @@ impl Change<'_, '_, '_> {
         Ok(Ok(()))
     }
 
-    fn put(&mut self, put: &PutRequest) -> Result<PutResponse> {
+    fn put(&mut self, put: &PutRequest) -> Result<PutResponse, StorageFailure> {
         let previous = self.current_entry(&put.key)?;
         let previous_lease = previous.map_or(0, |entry| entry.lease);
         if previous_lease != 0 && previous_lease != put.lease {
@@ -305,7 +304,7 @@ impl Change<'_, '_, '_> {
     fn delete_range_checked(
         &mut self,
         delete: &DeleteRangeRequest,
-    ) -> Result<Answer<DeleteRangeResponse>> {
+    ) -> Result<Answer<DeleteRangeResponse>, StorageFailure> {
         if let Err(rejection) = self.check_delete_sizes([delete])? {
             return Ok(Err(rejection));
         }
@@ -318,7 +317,7 @@ impl Change<'_, '_, '_> {
     fn check_delete_sizes<'d>(
         &self,
         deletes: impl IntoIterator<Item = &'d DeleteRangeRequest>,
-    ) -> Result<Answer<()>> {
+    ) -> Result<Answer<()>, StorageFailure> {
         let most = self.limits.max_delete_keys;
         let mut doomed: u64 = 0;
         for delete in deletes {
@@ -329,7 +328,7 @@ impl Change<'_, '_, '_> {
             };
             doomed = doomed.saturating_add(self.read_current(&count_keys, u64::MAX)?.count);
             if doomed > most {
-                return Ok(Err(Error::Invalid(format!(
+                return Ok(Err(Rejection::Invalid(format!(
                     "the delete would remove {doomed} keys or more; one request removes at most \
                      {most} (max_delete_keys): delete in smaller ranges"
                 ))));
@@ -338,7 +337,10 @@ impl Change<'_, '_, '_> {
         Ok(Ok(()))
     }
 
-    fn delete_range(&mut self, delete: &DeleteRangeRequest) -> Result<DeleteRangeResponse> {
+    fn delete_range(
+        &mut self,
+        delete: &DeleteRangeRequest,
+    ) -> Result<DeleteRangeResponse, StorageFailure> {
         let doomed_keys = RangeRequest {
             range: Some(delete.range.clone()),
             keys_only: !delete.prev_kv,
@@ -364,13 +366,13 @@ impl Change<'_, '_, '_> {
 
     /// Deletes every key attached to lease `id` at this change's revision, in key order (as a
     /// delete-range of those keys would), and removes the lease.
-    fn revoke(&mut self, id: i64) -> Result<Answer<DeleteRangeResponse>> {
+    fn revoke(&mut self, id: i64) -> Result<Answer<DeleteRangeResponse>, StorageFailure> {
         let Some(record) = self.leases.record(id)? else {
-            return Ok(Err(Error::LeaseNotFound { id }));
+            return Ok(Err(Rejection::LeaseNotFound { id }));
         };
         let keys = self.leases.attached_keys(id, u64::MAX)?;
         if keys.len() as u64 != record.attached_keys {
-            return Err(Error::Invariant(format!(
+            return Err(StorageFailure::Invariant(format!(
                 "lease {id} counts {} attached keys but has {}",
                 record.attached_keys,
                 keys.len()
@@ -381,7 +383,7 @@ impl Change<'_, '_, '_> {
                 .current_entry(key)?
                 .is_some_and(|entry| entry.lease == id);
             if !attached_here {
-                return Err(Error::Invariant(format!(
+                return Err(StorageFailure::Invariant(format!(
                     "lease {id} lists a key whose current version is not attached to it"
                 )));
             }
@@ -394,7 +396,7 @@ impl Change<'_, '_, '_> {
         }))
     }
 
-    fn txn(&mut self, txn: &TxnRequest) -> Result<Answer<TxnResponse>> {
+    fn txn(&mut self, txn: &TxnRequest) -> Result<Answer<TxnResponse>, StorageFailure> {
         let mut succeeded = true;
         for compare in &txn.compare {
             let with_value = matches!(compare.target, CompareTarget::Value(_));
@@ -444,11 +446,15 @@ impl Change<'_, '_, '_> {
     }
 
     /// Reads the state as changed so far by this request.
-    fn read_current(&self, request: &RangeRequest, limit: u64) -> Result<RangeResponse> {
+    fn read_current(
+        &self,
+        request: &RangeRequest,
+        limit: u64,
+    ) -> Result<RangeResponse, StorageFailure> {
         let keys = request
             .range
             .as_ref()
-            .ok_or_else(|| Error::Invariant("validated range has no keys".into()))?;
+            .ok_or_else(|| StorageFailure::Invariant("validated range has no keys".into()))?;
         let written_anything = self.next_position > 0;
         let resolved = ResolvedRange {
             start: keys.start.clone(),
@@ -463,17 +469,22 @@ impl Change<'_, '_, '_> {
             count_only: request.count_only,
             known_count: None,
         };
-        self.tables.read_range(&resolved)
+        self.tables
+            .read_range(&resolved)
+            .map_err(ReadError::into_failure)
     }
 
     /// The newest index entry of `key` as changed so far by this request, if the key is live.
-    fn current_entry(&self, key: &[u8]) -> Result<Option<IndexEntry>> {
-        let entry = self.tables.index_entry_at(key, self.revision)?;
+    fn current_entry(&self, key: &[u8]) -> Result<Option<IndexEntry>, StorageFailure> {
+        let entry = self
+            .tables
+            .index_entry_at(key, self.revision)
+            .map_err(ReadError::into_failure)?;
         Ok(entry.filter(|entry| !entry.tombstone))
     }
 
     /// The current key-value of `key` as changed so far by this request, if the key is live.
-    fn current_kv(&self, key: &[u8], with_value: bool) -> Result<Option<KeyValue>> {
+    fn current_kv(&self, key: &[u8], with_value: bool) -> Result<Option<KeyValue>, StorageFailure> {
         match self.current_entry(key)? {
             Some(entry) => self.tables.kv_for_entry(key, &entry, with_value).map(Some),
             None => Ok(None),
@@ -481,9 +492,9 @@ impl Change<'_, '_, '_> {
     }
 
     /// Deletes one live key: its tombstone at the next position of this revision.
-    fn record_tombstone(&mut self, key: &[u8]) -> Result<()> {
+    fn record_tombstone(&mut self, key: &[u8]) -> Result<(), StorageFailure> {
         self.live_keys = self.live_keys.checked_sub(1).ok_or_else(|| {
-            Error::Invariant("a delete found more live keys than the store counts".into())
+            StorageFailure::Invariant("a delete found more live keys than the store counts".into())
         })?;
         self.record_history(VersionRecord {
             key: key.to_vec(),
@@ -496,11 +507,11 @@ impl Change<'_, '_, '_> {
     }
 
     /// Writes one history entry and its key-index entry at the next position of this revision.
-    fn record_history(&mut self, record: VersionRecord) -> Result<()> {
+    fn record_history(&mut self, record: VersionRecord) -> Result<(), StorageFailure> {
         let position = self.next_position;
-        self.next_position = position
-            .checked_add(1)
-            .ok_or_else(|| Error::Invariant("more than 2^32 changes in one revision".into()))?;
+        self.next_position = position.checked_add(1).ok_or_else(|| {
+            StorageFailure::Invariant("more than 2^32 changes in one revision".into())
+        })?;
         self.tables.insert_version(self.revision, position, &record)
     }
 }

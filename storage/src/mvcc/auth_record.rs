@@ -9,7 +9,7 @@ use redb::ReadableTable;
 
 use crate::auth::AuthState;
 use crate::codec;
-use crate::error::{corrupt, db_error, Result};
+use crate::error::{corrupt, db_error, StorageFailure};
 use crate::types::{ApplyEntry, EntryPayload, Request};
 
 /// The meta table's key of the auth record.
@@ -18,7 +18,7 @@ const AUTH_KEY: &str = "auth";
 pub(crate) fn load_auth(
     meta: &impl ReadableTable<&'static str, &'static [u8]>,
     file: &Path,
-) -> Result<AuthState> {
+) -> Result<AuthState, StorageFailure> {
     match meta.get(AUTH_KEY).map_err(db_error(file))? {
         Some(bytes) => codec::decode(bytes.value()).map_err(corrupt(file)),
         None => Ok(AuthState::default()),
@@ -29,7 +29,7 @@ pub(crate) fn save_auth(
     meta: &mut redb::Table<'_, &'static str, &'static [u8]>,
     file: &Path,
     auth: &AuthState,
-) -> Result<()> {
+) -> Result<(), StorageFailure> {
     if *auth == AuthState::default() {
         meta.remove(AUTH_KEY).map_err(db_error(file))?;
         return Ok(());

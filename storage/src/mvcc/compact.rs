@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::atomic::Ordering;
 
 use crate::codec::{self, VersionRecord};
-use crate::error::{corrupt, db_error, Result};
+use crate::error::{corrupt, db_error, ReadError, StorageFailure};
 use crate::file::META;
 use crate::mvcc::tables::{load_state, HistoryTable, TableSet, WriteTables};
 use crate::mvcc::{open_write_tables, MvccStore};
@@ -67,7 +67,7 @@ impl PendingCompaction {
 pub(crate) fn load_pending(
     meta: &impl ReadableTable<&'static str, &'static [u8]>,
     file: &Path,
-) -> Result<Option<PendingCompaction>> {
+) -> Result<Option<PendingCompaction>, StorageFailure> {
     match meta.get(PENDING_KEY).map_err(db_error(file))? {
         Some(bytes) => codec::decode(bytes.value())
             .map(Some)
@@ -80,7 +80,7 @@ pub(crate) fn save_pending(
     meta: &mut redb::Table<'_, &'static str, &'static [u8]>,
     file: &Path,
     pending: Option<&PendingCompaction>,
-) -> Result<()> {
+) -> Result<(), StorageFailure> {
     match pending {
         None => {
             meta.remove(PENDING_KEY).map_err(db_error(file))?;
@@ -102,13 +102,13 @@ impl MvccStore {
 
     /// Cleans at most `max_entries` history entries of the pending compaction in one write
     /// transaction (as durable as an apply batch would be); answers whether any remain.
-    pub fn compact_step(&self, max_entries: usize) -> Result<bool> {
+    pub fn compact_step(&self, max_entries: usize) -> Result<bool, StorageFailure> {
         let changes_before = self.key_index.read().change_count();
         let step = self.compact_step_once(max_entries);
         self.undo_index_on_failure(changes_before, step)
     }
 
-    fn compact_step_once(&self, max_entries: usize) -> Result<bool> {
+    fn compact_step_once(&self, max_entries: usize) -> Result<bool, StorageFailure> {
         let file = self.file.as_path();
         let durability = self.durability_for_next_commit();
         let mut write = self.database().begin_write().map_err(db_error(file))?;
@@ -133,13 +133,13 @@ impl MvccStore {
 
     /// Cleans the whole pending compaction, in steps of `max_entries` (defragmentation first
     /// gives back what compaction freed; tests wait for it).
-    pub fn finish_compaction(&self, max_entries: usize) -> Result<()> {
+    pub fn finish_compaction(&self, max_entries: usize) -> Result<(), StorageFailure> {
         while self.compact_step(max_entries)? {}
         Ok(())
     }
 
     /// Reads whether a compaction is pending into the flag (on open and after an import).
-    pub(crate) fn reload_compaction_pending(&self) -> Result<()> {
+    pub(crate) fn reload_compaction_pending(&self) -> Result<(), StorageFailure> {
         let file = self.file.as_path();
         let read = self.database().begin_read().map_err(db_error(file))?;
         let meta = read.open_table(META).map_err(db_error(file))?;
@@ -163,7 +163,7 @@ impl WriteTables<'_, '_> {
         &mut self,
         pending: PendingCompaction,
         budget: usize,
-    ) -> Result<Option<PendingCompaction>> {
+    ) -> Result<Option<PendingCompaction>, StorageFailure> {
         let mut cursor = pending.next;
         let mut left = budget;
         while left > 0 {
@@ -192,7 +192,7 @@ impl WriteTables<'_, '_> {
         from: (u64, u32),
         through_revision: u64,
         limit: usize,
-    ) -> Result<Vec<WindowEntry>> {
+    ) -> Result<Vec<WindowEntry>, StorageFailure> {
         if from > (through_revision, u32::MAX) {
             // The cursor stepped past the window (only after position u32::MAX of its last revision).
             return Ok(Vec::new());
@@ -216,9 +216,12 @@ impl WriteTables<'_, '_> {
         Ok(chunk)
     }
 
-    fn discard_superseded(&mut self, entry: &WindowEntry) -> Result<()> {
+    fn discard_superseded(&mut self, entry: &WindowEntry) -> Result<(), StorageFailure> {
         let before = entry.revision.saturating_sub(1);
-        if let Some(previous) = self.index_entry_at(&entry.key, before)? {
+        let previous = self
+            .index_entry_at(&entry.key, before)
+            .map_err(ReadError::into_failure)?;
+        if let Some(previous) = previous {
             self.remove_version(&entry.key, previous.revision, previous.position)?;
         }
         if entry.tombstone {
@@ -227,7 +230,12 @@ impl WriteTables<'_, '_> {
         Ok(())
     }
 
-    fn remove_version(&mut self, key: &[u8], revision: u64, position: u32) -> Result<()> {
+    fn remove_version(
+        &mut self,
+        key: &[u8],
+        revision: u64,
+        position: u32,
+    ) -> Result<(), StorageFailure> {
         self.history
             .remove((revision, position))
             .map_err(db_error(self.file))?;
@@ -253,7 +261,7 @@ impl<H: HistoryTable> TableSet<'_, H> {
         revision: u64,
         tombstone: bool,
         compact_revision: u64,
-    ) -> Result<bool> {
+    ) -> Result<bool, ReadError> {
         if revision > compact_revision {
             return Ok(false);
         }

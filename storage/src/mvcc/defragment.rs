@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use redb::{CompactionError, Database, Durability};
 
-use crate::error::{db_error, io_error, Error, Result};
+use crate::error::{db_error, io_error, DefragmentError, StorageFailure};
 use crate::mvcc::MvccStore;
 
 /// Attempts to find no transaction alive, and the pause between two.
@@ -33,7 +33,7 @@ impl MvccStore {
     /// Compacts the state file in place, so it shrinks to about the data it holds. A pending
     /// compaction is cleaned first, and every applied change is made durable. `Busy` when transactions kept running throughout the bounded
     /// wait for them.
-    pub fn defragment(&self) -> Result<Defragmented> {
+    pub fn defragment(&self) -> Result<Defragmented, DefragmentError> {
         let started = Instant::now();
         let file_bytes_before = self.file_bytes()?;
         // What compaction freed is only free once its window is cleaned; finish it first, in
@@ -58,10 +58,10 @@ impl MvccStore {
                     drop(database);
                     std::thread::sleep(PAUSE_BETWEEN_ATTEMPTS);
                 }
-                Err(other) => return Err(db_error(&self.file)(redb::Error::from(other))),
+                Err(other) => return Err(db_error(&self.file)(redb::Error::from(other)).into()),
             }
         }
-        Err(Error::Busy(format!(
+        Err(DefragmentError::Busy(format!(
             "reads kept running on {} for {:?}; try the defragmentation again",
             self.file.display(),
             PAUSE_BETWEEN_ATTEMPTS * MAX_ATTEMPTS
@@ -69,7 +69,7 @@ impl MvccStore {
     }
 
     /// Size of the state file on disk.
-    pub fn file_bytes(&self) -> Result<u64> {
+    pub fn file_bytes(&self) -> Result<u64, StorageFailure> {
         Ok(std::fs::metadata(&self.file)
             .map_err(io_error(&self.file))?
             .len())
@@ -77,7 +77,7 @@ impl MvccStore {
 
     /// An empty durable commit, so everything applied before it survives a crash (the compaction
     /// itself commits durably too).
-    fn commit_durably(&self, database: &Database) -> Result<()> {
+    fn commit_durably(&self, database: &Database) -> Result<(), StorageFailure> {
         let file = self.file.as_path();
         let mut write = database.begin_write().map_err(db_error(file))?;
         write

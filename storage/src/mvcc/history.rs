@@ -3,7 +3,7 @@
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::codec::{self, VersionRecord};
-use crate::error::{corrupt, db_error, Error, Result};
+use crate::error::{corrupt, db_error, ReadError};
 use crate::mvcc::tables::{version_to_kv, HistoryTable, TableSet};
 use crate::mvcc::{check_readable_revision, MvccStore};
 use crate::types::{Event, EventBatch, EventKind, StateHash};
@@ -38,7 +38,7 @@ impl MvccStore {
         from_revision: u64,
         max_events: usize,
         with_prev_kv: bool,
-    ) -> Result<EventBatch> {
+    ) -> Result<EventBatch, ReadError> {
         self.read_events(from_revision, max_events, with_prev_kv, false)
     }
 
@@ -51,7 +51,7 @@ impl MvccStore {
         from_revision: u64,
         max_events: usize,
         with_prev_kv: bool,
-    ) -> Result<EventBatch> {
+    ) -> Result<EventBatch, ReadError> {
         self.read_events(from_revision, max_events, with_prev_kv, true)
     }
 
@@ -61,9 +61,11 @@ impl MvccStore {
         max_events: usize,
         with_prev_kv: bool,
         may_start_at_compact_revision: bool,
-    ) -> Result<EventBatch> {
+    ) -> Result<EventBatch, ReadError> {
         if from_revision == 0 {
-            return Err(Error::Invalid("start revision must be at least 1".into()));
+            return Err(ReadError::Invalid(
+                "start revision must be at least 1".into(),
+            ));
         }
         let (tables, state) = self.read_tables()?;
         let compacted = if may_start_at_compact_revision {
@@ -72,7 +74,7 @@ impl MvccStore {
             from_revision <= state.compact_revision
         };
         if compacted {
-            return Err(Error::Compacted {
+            return Err(ReadError::Compacted {
                 requested: from_revision,
                 compact_revision: state.compact_revision,
             });
@@ -120,7 +122,7 @@ impl MvccStore {
     /// deadline: it is the lease's clock, which the leader checkpoints in the background without
     /// a revision, so including it would make members that applied the same revisions hash
     /// differently for a moment. Snapshots carry it.
-    pub fn hash(&self, revision: Option<u64>) -> Result<StateHash> {
+    pub fn hash(&self, revision: Option<u64>) -> Result<StateHash, ReadError> {
         self.hash_with_scope(revision, HashScope::KeysAndLeases)
     }
 
@@ -129,18 +131,22 @@ impl MvccStore {
     /// revision and the compact revision: a lease grant takes no revision, so two healthy members
     /// at one revision may hold different leases for a moment, and comparing those would raise a
     /// false CORRUPT alarm.
-    pub fn key_space_hash(&self, revision: u64) -> Result<StateHash> {
+    pub fn key_space_hash(&self, revision: u64) -> Result<StateHash, ReadError> {
         self.hash_with_scope(Some(revision), HashScope::KeysOnly)
     }
 
-    fn hash_with_scope(&self, revision: Option<u64>, scope: HashScope) -> Result<StateHash> {
+    fn hash_with_scope(
+        &self,
+        revision: Option<u64>,
+        scope: HashScope,
+    ) -> Result<StateHash, ReadError> {
         for _attempt in 0..HASH_ATTEMPTS {
             if let Some(hash) = self.hash_once(revision, scope)? {
                 return Ok(hash);
             }
             std::thread::sleep(HASH_PAUSE_BETWEEN_ATTEMPTS);
         }
-        Err(Error::Busy(format!(
+        Err(ReadError::Busy(format!(
             "a compaction moved the compact revision during each of {HASH_ATTEMPTS} attempts to \
              hash the store; try again"
         )))
@@ -148,7 +154,11 @@ impl MvccStore {
 
     /// One attempt at `hash`: `None` when the key index's compact revision was not the snapshot's
     /// before and after the walk (a compaction was being applied), which `is_compacted_away` needs.
-    fn hash_once(&self, revision: Option<u64>, scope: HashScope) -> Result<Option<StateHash>> {
+    fn hash_once(
+        &self,
+        revision: Option<u64>,
+        scope: HashScope,
+    ) -> Result<Option<StateHash>, ReadError> {
         let (tables, leases, state) = self.read_tables_with_leases()?;
         let revision = revision.unwrap_or(state.current_revision);
         check_readable_revision(revision, &state)?;
@@ -217,7 +227,7 @@ fn event_of(
     revision: u64,
     with_prev_kv: bool,
     compact_revision: u64,
-) -> Result<Option<Event>> {
+) -> Result<Option<Event>, ReadError> {
     let at_compact_revision = revision <= compact_revision;
     if at_compact_revision && record.tombstone {
         return Ok(None);

@@ -3,7 +3,7 @@
 //! plus one history lookup per version returned: the cost follows the versions returned, not the
 //! size of the store or of other keys' histories.
 
-use crate::error::{Error, Result};
+use crate::error::{ReadError, StorageFailure};
 use crate::mvcc::tables::IndexEntry;
 use crate::mvcc::MvccStore;
 use crate::types::{KeyHistory, KeyValue, KeyVersion};
@@ -21,18 +21,18 @@ impl MvccStore {
         key: &[u8],
         from_revision: Option<u64>,
         limit: u64,
-    ) -> Result<KeyHistory> {
+    ) -> Result<KeyHistory, ReadError> {
         self.limits().check_key(key)?;
         let most = self.limits().max_range_keys;
         if limit == 0 || limit > most {
-            return Err(Error::Invalid(format!(
+            return Err(ReadError::Invalid(format!(
                 "a history page holds 1 to {most} versions, not {limit}"
             )));
         }
         let (tables, state) = self.read_tables()?;
         let from_revision = from_revision.unwrap_or(state.compact_revision.max(1));
         if from_revision == 0 || from_revision < state.compact_revision {
-            return Err(Error::Compacted {
+            return Err(ReadError::Compacted {
                 requested: from_revision,
                 compact_revision: state.compact_revision,
             });
@@ -78,7 +78,7 @@ fn version_of<H>(
     tables: &crate::mvcc::tables::TableSet<'_, H>,
     key: &[u8],
     entry: &IndexEntry,
-) -> Result<KeyVersion>
+) -> Result<KeyVersion, StorageFailure>
 where
     H: crate::mvcc::tables::HistoryTable,
 {

@@ -31,7 +31,7 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::path::Path;
 
 use crate::codec::{self, VersionRecord};
-use crate::error::{corrupt, db_error, Error, Result};
+use crate::error::{corrupt, db_error, ReadError, StorageFailure};
 use crate::mvcc::tables::{HistoryTable, IndexEntry};
 
 /// How many keys a walk collects under one hold of the read lock.
@@ -118,7 +118,11 @@ impl KeyIndex {
 
     /// The index of every version in `history`, of a state compacted at `compact_revision`: one
     /// walk in revision order, so each key's versions arrive oldest first.
-    pub fn build(history: &impl HistoryTable, file: &Path, compact_revision: u64) -> Result<Self> {
+    pub fn build(
+        history: &impl HistoryTable,
+        file: &Path,
+        compact_revision: u64,
+    ) -> Result<Self, StorageFailure> {
         let mut index = KeyIndex::new(compact_revision);
         for stored in history.iter().map_err(db_error(file))? {
             let (stored_key, bytes) = stored.map_err(db_error(file))?;
@@ -164,7 +168,7 @@ impl KeyIndex {
     }
 
     /// Adds the version `entry` of `key`, which must be newer than every version of it indexed.
-    pub fn insert(&mut self, key: &[u8], entry: IndexEntry) -> Result<()> {
+    pub fn insert(&mut self, key: &[u8], entry: IndexEntry) -> Result<(), StorageFailure> {
         match self.keys.get_mut(key) {
             None => {
                 self.keys.insert(key.into(), Versions::One(entry));
@@ -173,7 +177,7 @@ impl KeyIndex {
             Some(versions) => {
                 let newest = versions.as_slice().last().map_or(0, |last| last.revision);
                 if entry.revision <= newest {
-                    return Err(Error::Invariant(format!(
+                    return Err(StorageFailure::Invariant(format!(
                         "a version at revision {} indexed after one at {newest}: versions of a key \
                          are written in revision order",
                         entry.revision
@@ -335,10 +339,10 @@ impl<'s> IndexHandle<'s> {
 
     /// The index, for reading at `revision`: `Compacted` for a reader when the index has been
     /// compacted past it since the reader's transaction began.
-    pub fn read_at(&self, revision: u64) -> Result<RwLockReadGuard<'s, KeyIndex>> {
+    pub fn read_at(&self, revision: u64) -> Result<RwLockReadGuard<'s, KeyIndex>, ReadError> {
         let index = self.shared.read();
         if self.guarded && index.compact_revision > revision {
-            return Err(Error::Compacted {
+            return Err(ReadError::Compacted {
                 requested: revision,
                 compact_revision: index.compact_revision,
             });
@@ -347,9 +351,9 @@ impl<'s> IndexHandle<'s> {
     }
 
     /// The index, for a change (writers only).
-    pub fn write(&self) -> Result<RwLockWriteGuard<'s, KeyIndex>> {
+    pub fn write(&self) -> Result<RwLockWriteGuard<'s, KeyIndex>, StorageFailure> {
         if self.guarded {
-            return Err(Error::Invariant(
+            return Err(StorageFailure::Invariant(
                 "a read transaction tried to change the key index".into(),
             ));
         }
@@ -394,7 +398,7 @@ mod tests {
         let mut index = KeyIndex::new(0);
         index.insert(b"a", version(4, false)).unwrap();
         let error = index.insert(b"a", version(4, false)).unwrap_err();
-        assert!(matches!(error, Error::Invariant(_)), "{error}");
+        assert!(matches!(error, StorageFailure::Invariant(_)), "{error}");
         assert_eq!(index.sizes(), (1, 1), "the refused version was not added");
     }
 
@@ -485,7 +489,7 @@ mod tests {
         let reader = IndexHandle::reader(&shared);
         assert!(matches!(
             reader.read_at(9).err(),
-            Some(Error::Compacted {
+            Some(ReadError::Compacted {
                 requested: 9,
                 compact_revision: 10
             })

@@ -1,8 +1,10 @@
-//! The key index seen from a read transaction that began before a compaction: unit tests, because
-//! they hold a read transaction open across writes, below the store's API, to make the race that
-//! `IndexHandle::read_at` guards against happen every time.
+//! The key index seen from a read transaction that began before a compaction, and after a write
+//! that failed: unit tests, because they work below the store's API, to make the race that
+//! `IndexHandle::read_at` guards against happen every time, and a write fail after it changed the
+//! index.
 
-use crate::error::Error;
+use crate::error::{ReadError, StorageFailure};
+use crate::mvcc::tables::IndexEntry;
 use crate::mvcc::test_support::apply;
 use crate::mvcc::{MvccStore, StoreOptions};
 use crate::types::{DeleteRangeRequest, KeyRange, PutRequest, Request};
@@ -47,7 +49,7 @@ fn a_read_that_began_before_a_compaction_past_its_revision_is_refused_not_answer
     for revision in [2, 3] {
         let refused = tables.kv_at(b"a", revision, true).unwrap_err();
         assert!(
-            matches!(refused, Error::Compacted { requested, compact_revision: 4 } if requested == revision),
+            matches!(refused, ReadError::Compacted { requested, compact_revision: 4 } if requested == revision),
             "{refused}"
         );
         let mut visited = Vec::new();
@@ -55,7 +57,7 @@ fn a_read_that_began_before_a_compaction_past_its_revision_is_refused_not_answer
             visited.push(key.to_vec());
             Ok(true)
         });
-        assert!(matches!(walk, Err(Error::Compacted { .. })), "{walk:?}");
+        assert!(matches!(walk, Err(ReadError::Compacted { .. })), "{walk:?}");
     }
     // At or above the compact revision, the old transaction reads what it always could.
     assert!(tables.kv_at(b"a", 4, true).unwrap().is_none());
@@ -78,4 +80,41 @@ fn a_read_that_began_before_new_writes_does_not_see_them() {
     assert_eq!(visited, vec![(b"b".to_vec(), 5)]);
     let b = tables.kv_at(b"b", state.current_revision, true).unwrap();
     assert_eq!(b.unwrap().value, b"1");
+}
+
+#[test]
+fn a_write_that_fails_after_changing_the_index_leaves_nothing_of_it_there() {
+    let (_directory, store) = store_with_history();
+    let sizes_before = store.key_index_sizes();
+    let changes_before = store.key_index.read().change_count();
+    // What a batch does before its commit: it indexes a version that the file then never receives.
+    let never_committed = IndexEntry {
+        revision: 6,
+        position: 0,
+        tombstone: false,
+        create_revision: 6,
+        version: 1,
+        lease: 0,
+        record_bytes: 10,
+    };
+    store
+        .key_index
+        .write()
+        .insert(b"lost", never_committed)
+        .unwrap();
+    let failure = Err::<(), _>(StorageFailure::Invariant("the commit failed".into()));
+    let reported = store
+        .undo_index_on_failure(changes_before, failure)
+        .unwrap_err();
+    assert!(
+        matches!(reported, StorageFailure::Invariant(_)),
+        "{reported}"
+    );
+    assert_eq!(store.key_index_sizes(), sizes_before);
+
+    // Revision 6 is taken by a write that commits, and reads see only it.
+    assert_eq!(apply(&store, 5, put("next", "1")).revision, 6);
+    let (tables, _) = store.read_tables().unwrap();
+    assert!(tables.kv_at(b"lost", 6, true).unwrap().is_none());
+    assert_eq!(tables.kv_at(b"next", 6, true).unwrap().unwrap().value, b"1");
 }

@@ -20,7 +20,7 @@ use std::path::Path;
 use redb::ReadableTable;
 
 use crate::codec::{self, LeaseRecord};
-use crate::error::{corrupt, db_error, Error, Result};
+use crate::error::{corrupt, db_error, StorageFailure};
 use crate::mvcc::tables::{LEASES, LEASE_KEYS};
 use crate::mvcc::MvccStore;
 use crate::types::{CheckpointedLease, LeaseInfo};
@@ -47,7 +47,7 @@ pub(crate) type ReadLeaseTables<'f> = LeaseTables<
 pub(crate) fn open_write_lease_tables<'f, 't>(
     write: &'t redb::WriteTransaction,
     file: &'f Path,
-) -> Result<WriteLeaseTables<'f, 't>> {
+) -> Result<WriteLeaseTables<'f, 't>, StorageFailure> {
     Ok(LeaseTables {
         file,
         leases: write.open_table(LEASES).map_err(db_error(file))?,
@@ -61,7 +61,7 @@ where
     K: ReadableTable<(i64, &'static [u8]), ()>,
 {
     /// The record of lease `id`, if it is granted.
-    pub fn record(&self, id: i64) -> Result<Option<LeaseRecord>> {
+    pub fn record(&self, id: i64) -> Result<Option<LeaseRecord>, StorageFailure> {
         let stored = self.leases.get(id).map_err(db_error(self.file))?;
         stored
             .map(|bytes| codec::decode_lease_record(bytes.value()).map_err(corrupt(self.file)))
@@ -69,12 +69,12 @@ where
     }
 
     /// How many leases are granted (O(1) in redb).
-    pub fn count(&self) -> Result<u64> {
+    pub fn count(&self) -> Result<u64, StorageFailure> {
         self.leases.len().map_err(db_error(self.file))
     }
 
     /// True when `key` is attached to lease `id`.
-    pub fn is_attached(&self, id: i64, key: &[u8]) -> Result<bool> {
+    pub fn is_attached(&self, id: i64, key: &[u8]) -> Result<bool, StorageFailure> {
         let row = self
             .lease_keys
             .get((id, key))
@@ -83,7 +83,7 @@ where
     }
 
     /// The keys attached to lease `id`, in key order, at most `limit` of them.
-    pub fn attached_keys(&self, id: i64, limit: u64) -> Result<Vec<Vec<u8>>> {
+    pub fn attached_keys(&self, id: i64, limit: u64) -> Result<Vec<Vec<u8>>, StorageFailure> {
         let empty: &[u8] = &[];
         let rows = self
             .lease_keys
@@ -102,7 +102,7 @@ where
     }
 
     /// Every granted lease in id order, at most `limit` of them.
-    pub fn all(&self, limit: u64) -> Result<Vec<LeaseInfo>> {
+    pub fn all(&self, limit: u64) -> Result<Vec<LeaseInfo>, StorageFailure> {
         let records = self.all_records(limit)?;
         Ok(records
             .iter()
@@ -111,7 +111,7 @@ where
     }
 
     /// Every granted lease's record in id order, at most `limit` of them.
-    pub fn all_records(&self, limit: u64) -> Result<Vec<(i64, LeaseRecord)>> {
+    pub fn all_records(&self, limit: u64) -> Result<Vec<(i64, LeaseRecord)>, StorageFailure> {
         let mut leases = Vec::new();
         for entry in self.leases.iter().map_err(db_error(self.file))? {
             if leases.len() as u64 >= limit {
@@ -127,7 +127,7 @@ where
 
 impl WriteLeaseTables<'_, '_> {
     /// Writes the record of lease `id`.
-    pub fn save(&mut self, id: i64, record: &LeaseRecord) -> Result<()> {
+    pub fn save(&mut self, id: i64, record: &LeaseRecord) -> Result<(), StorageFailure> {
         let bytes = codec::encode_lease_record(record).map_err(corrupt(self.file))?;
         self.leases
             .insert(id, bytes.as_slice())
@@ -136,7 +136,7 @@ impl WriteLeaseTables<'_, '_> {
     }
 
     /// Removes lease `id` and every row of its keys. The caller has deleted the keys.
-    pub fn remove(&mut self, id: i64, keys: &[Vec<u8>]) -> Result<()> {
+    pub fn remove(&mut self, id: i64, keys: &[Vec<u8>]) -> Result<(), StorageFailure> {
         for key in keys {
             self.lease_keys
                 .remove((id, key.as_slice()))
@@ -147,9 +147,9 @@ impl WriteLeaseTables<'_, '_> {
     }
 
     /// Attaches `key` to lease `id` (which must be granted); attaching it again changes nothing.
-    pub fn attach(&mut self, id: i64, key: &[u8]) -> Result<()> {
+    pub fn attach(&mut self, id: i64, key: &[u8]) -> Result<(), StorageFailure> {
         let mut record = self.record(id)?.ok_or_else(|| {
-            Error::Invariant(format!(
+            StorageFailure::Invariant(format!(
                 "attaching a key to lease {id}, which is not granted"
             ))
         })?;
@@ -172,7 +172,7 @@ impl WriteLeaseTables<'_, '_> {
         &mut self,
         computed_at_index: u64,
         checkpointed: &[CheckpointedLease],
-    ) -> Result<Vec<i64>> {
+    ) -> Result<Vec<i64>, StorageFailure> {
         let mut recorded = Vec::new();
         for lease in checkpointed {
             let Some(mut record) = self.record(lease.id)? else {
@@ -190,7 +190,7 @@ impl WriteLeaseTables<'_, '_> {
 
     /// Forgets lease `id`'s checkpoint after a renewal applied at `log_index`; false when the
     /// lease is not granted.
-    pub fn clear_checkpoint(&mut self, id: i64, log_index: u64) -> Result<bool> {
+    pub fn clear_checkpoint(&mut self, id: i64, log_index: u64) -> Result<bool, StorageFailure> {
         let Some(mut record) = self.record(id)? else {
             return Ok(false);
         };
@@ -202,7 +202,7 @@ impl WriteLeaseTables<'_, '_> {
 
     /// Detaches `key` from lease `id`. A key written with a lease before layout 3 was never
     /// attached, so a missing row is not an error.
-    pub fn detach(&mut self, id: i64, key: &[u8]) -> Result<()> {
+    pub fn detach(&mut self, id: i64, key: &[u8]) -> Result<(), StorageFailure> {
         let was_attached = self
             .lease_keys
             .remove((id, key))
@@ -212,10 +212,10 @@ impl WriteLeaseTables<'_, '_> {
             return Ok(());
         }
         let mut record = self.record(id)?.ok_or_else(|| {
-            Error::Invariant(format!("key attached to lease {id}, which is not granted"))
+            StorageFailure::Invariant(format!("key attached to lease {id}, which is not granted"))
         })?;
         record.attached_keys = record.attached_keys.checked_sub(1).ok_or_else(|| {
-            Error::Invariant(format!("lease {id} has more attached keys than it counts"))
+            StorageFailure::Invariant(format!("lease {id} has more attached keys than it counts"))
         })?;
         self.save(id, &record)
     }
@@ -232,19 +232,19 @@ pub(crate) fn lease_info(id: i64, record: &LeaseRecord) -> LeaseInfo {
 
 impl MvccStore {
     /// Lease `id` as granted now, or `None`.
-    pub fn lease(&self, id: i64) -> Result<Option<LeaseInfo>> {
+    pub fn lease(&self, id: i64) -> Result<Option<LeaseInfo>, StorageFailure> {
         let leases = self.read_lease_tables()?;
         Ok(leases.record(id)?.map(|record| lease_info(id, &record)))
     }
 
     /// The keys attached to lease `id` now, in key order (at most `max_keys_per_lease`).
-    pub fn lease_keys(&self, id: i64) -> Result<Vec<Vec<u8>>> {
+    pub fn lease_keys(&self, id: i64) -> Result<Vec<Vec<u8>>, StorageFailure> {
         let leases = self.read_lease_tables()?;
         leases.attached_keys(id, self.limits().max_keys_per_lease)
     }
 
     /// Every lease granted now, in id order (at most `max_leases`).
-    pub fn leases(&self) -> Result<Vec<LeaseInfo>> {
+    pub fn leases(&self) -> Result<Vec<LeaseInfo>, StorageFailure> {
         let leases = self.read_lease_tables()?;
         leases.all(self.limits().max_leases)
     }

@@ -23,7 +23,7 @@ use redb::{Database, Durability, TableDefinition};
 use serde::Deserialize;
 
 use crate::codec;
-use crate::error::{corrupt, db_error, Error, Result};
+use crate::error::{corrupt, db_error, ReadError, StorageFailure};
 use crate::file::META;
 use crate::mvcc::key_index::{IndexHandle, KeyIndex, SharedKeyIndex};
 use crate::mvcc::leases::open_write_lease_tables;
@@ -65,11 +65,18 @@ struct Layout1StoreState {
 }
 
 /// Writes the current layout's marker into a new file's first transaction.
-pub(crate) fn mark_current_layout(write: &redb::WriteTransaction, file: &Path) -> Result<()> {
+pub(crate) fn mark_current_layout(
+    write: &redb::WriteTransaction,
+    file: &Path,
+) -> Result<(), StorageFailure> {
     mark_layout(write, file, CURRENT_LAYOUT)
 }
 
-fn mark_layout(write: &redb::WriteTransaction, file: &Path, layout: u8) -> Result<()> {
+fn mark_layout(
+    write: &redb::WriteTransaction,
+    file: &Path,
+    layout: u8,
+) -> Result<(), StorageFailure> {
     let mut meta = write.open_table(META).map_err(db_error(file))?;
     let bytes = codec::encode(&layout).map_err(corrupt(file))?;
     meta.insert(LAYOUT_KEY, bytes.as_slice())
@@ -79,7 +86,7 @@ fn mark_layout(write: &redb::WriteTransaction, file: &Path, layout: u8) -> Resul
 
 /// Upgrades an opened state file to the current layout if it is older, one layout at a time;
 /// refuses a newer one.
-pub(crate) fn upgrade_if_needed(database: &Database, file: &Path) -> Result<()> {
+pub(crate) fn upgrade_if_needed(database: &Database, file: &Path) -> Result<(), StorageFailure> {
     // Every step raises the layout by one, so this many steps always reach the current layout.
     for _step in 0..CURRENT_LAYOUT {
         match read_layout(database, file)? {
@@ -88,7 +95,7 @@ pub(crate) fn upgrade_if_needed(database: &Database, file: &Path) -> Result<()> 
             Some(LAYOUT_2) => upgrade_from_layout_2(database, file)?,
             Some(LAYOUT_3) => upgrade_from_layout_3(database, file)?,
             Some(other) => {
-                return Err(Error::Corrupt {
+                return Err(StorageFailure::Corrupt {
                     file: file.to_path_buf(),
                     detail: format!(
                         "the state file has table layout {other}; this build reads layouts 1 to \
@@ -100,14 +107,14 @@ pub(crate) fn upgrade_if_needed(database: &Database, file: &Path) -> Result<()> 
     }
     match read_layout(database, file)? {
         Some(CURRENT_LAYOUT) => Ok(()),
-        other => Err(Error::Invariant(format!(
+        other => Err(StorageFailure::Invariant(format!(
             "upgrading the state file ended at layout {other:?}, not {CURRENT_LAYOUT}"
         ))),
     }
 }
 
 /// Layout 2 to 3: create the empty lease tables.
-fn upgrade_from_layout_2(database: &Database, file: &Path) -> Result<()> {
+fn upgrade_from_layout_2(database: &Database, file: &Path) -> Result<(), StorageFailure> {
     tracing::info!(file = %file.display(), "upgrading the state file from table layout 2 to 3");
     let mut write = database.begin_write().map_err(db_error(file))?;
     write
@@ -119,7 +126,7 @@ fn upgrade_from_layout_2(database: &Database, file: &Path) -> Result<()> {
 }
 
 /// Layout 3 to 4: delete the `key_index` table (the index is built in memory at every open).
-fn upgrade_from_layout_3(database: &Database, file: &Path) -> Result<()> {
+fn upgrade_from_layout_3(database: &Database, file: &Path) -> Result<(), StorageFailure> {
     tracing::info!(file = %file.display(), "upgrading the state file from table layout 3 to 4");
     let mut write = database.begin_write().map_err(db_error(file))?;
     write
@@ -133,7 +140,7 @@ fn upgrade_from_layout_3(database: &Database, file: &Path) -> Result<()> {
 }
 
 /// The layout marker; `None` for a layout-1 file, which had none.
-fn read_layout(database: &Database, file: &Path) -> Result<Option<u8>> {
+fn read_layout(database: &Database, file: &Path) -> Result<Option<u8>, StorageFailure> {
     use redb::ReadableDatabase;
     let read = database.begin_read().map_err(db_error(file))?;
     let meta = read.open_table(META).map_err(db_error(file))?;
@@ -143,7 +150,7 @@ fn read_layout(database: &Database, file: &Path) -> Result<Option<u8>> {
         .transpose()
 }
 
-fn upgrade_from_layout_1(database: &Database, file: &Path) -> Result<()> {
+fn upgrade_from_layout_1(database: &Database, file: &Path) -> Result<(), StorageFailure> {
     tracing::info!(file = %file.display(), "upgrading the state file from table layout 1 to 2");
     let mut write = database.begin_write().map_err(db_error(file))?;
     write
@@ -164,7 +171,9 @@ fn upgrade_from_layout_1(database: &Database, file: &Path) -> Result<()> {
             index: IndexHandle::writer(&shared),
         };
         let state = StoreState {
-            live_keys: tables.count_live_keys(old_state.current_revision)?,
+            live_keys: tables
+                .count_live_keys(old_state.current_revision)
+                .map_err(ReadError::into_failure)?,
             current_revision: old_state.current_revision,
             compact_revision: old_state.compact_revision,
             applied: old_state.applied,
@@ -176,7 +185,10 @@ fn upgrade_from_layout_1(database: &Database, file: &Path) -> Result<()> {
     write.commit().map_err(db_error(file))
 }
 
-fn read_layout_1_state(write: &redb::WriteTransaction, file: &Path) -> Result<Layout1StoreState> {
+fn read_layout_1_state(
+    write: &redb::WriteTransaction,
+    file: &Path,
+) -> Result<Layout1StoreState, StorageFailure> {
     let meta = write.open_table(META).map_err(db_error(file))?;
     load_state_record(&meta, file)
 }

@@ -51,7 +51,7 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTableMetadata};
 use crate::auth::AuthState;
 use crate::codec::{self, PageToken};
 use crate::disk_faults::DiskFaults;
-use crate::error::{corrupt, db_error, Error, Result};
+use crate::error::{corrupt, db_error, OpenError, ReadError, StorageFailure};
 use crate::file::{open_revkv_file, META};
 use crate::limits::Limits;
 use crate::types::{
@@ -151,7 +151,7 @@ pub struct MvccStore {
 
 impl MvccStore {
     /// Opens the state file at `path`, creating it when it does not exist.
-    pub fn open(path: impl AsRef<Path>, options: StoreOptions) -> Result<Self> {
+    pub fn open(path: impl AsRef<Path>, options: StoreOptions) -> Result<Self, OpenError> {
         let file = path.as_ref().to_path_buf();
         let disk_faults = DiskFaults::default();
         let database = open_revkv_file(
@@ -200,7 +200,7 @@ impl MvccStore {
 
     /// Builds the key index from the committed history and swaps it in. A write transaction is
     /// held meanwhile (and then dropped without a commit), so no writer changes either under it.
-    pub(crate) fn rebuild_key_index(&self) -> Result<()> {
+    pub(crate) fn rebuild_key_index(&self) -> Result<(), StorageFailure> {
         let file = self.file.as_path();
         let write = self.database().begin_write().map_err(db_error(file))?;
         let index = {
@@ -220,8 +220,8 @@ impl MvccStore {
     pub(crate) fn undo_index_on_failure<T>(
         &self,
         changes_before: u64,
-        result: Result<T>,
-    ) -> Result<T> {
+        result: Result<T, StorageFailure>,
+    ) -> Result<T, StorageFailure> {
         let Err(error) = result else {
             return result;
         };
@@ -233,10 +233,10 @@ impl MvccStore {
 
     /// Rebuilds the key index from the file after `error` left it ahead, and answers the error to
     /// report: `error` itself, or both when the rebuild fails too.
-    pub(crate) fn rebuild_key_index_after(&self, error: Error) -> Error {
+    pub(crate) fn rebuild_key_index_after(&self, error: StorageFailure) -> StorageFailure {
         match self.rebuild_key_index() {
             Ok(()) => error,
-            Err(rebuild_error) => Error::Invariant(format!(
+            Err(rebuild_error) => StorageFailure::Invariant(format!(
                 "{error}; and rebuilding the key index afterwards failed too: {rebuild_error}"
             )),
         }
@@ -273,7 +273,7 @@ impl MvccStore {
     pub fn apply_batch_if_small(
         &self,
         entries: &[ApplyEntry],
-    ) -> Option<Result<Vec<ApplyOutcome>>> {
+    ) -> Option<Result<Vec<ApplyOutcome>, StorageFailure>> {
         let small = entries.len() <= apply::SMALL_APPLY_MAX_ENTRIES
             && entries.iter().all(apply::is_small_entry)
             && matches!(self.durability_for_next_commit(), Durability::None);
@@ -284,7 +284,7 @@ impl MvccStore {
     ///
     /// `Err` means nothing was written (a storage fault, or an entry at or below the last applied
     /// index, which would apply an entry twice). Rejected requests are `Ok` outcomes.
-    pub fn apply_batch(&self, entries: &[ApplyEntry]) -> Result<Vec<ApplyOutcome>> {
+    pub fn apply_batch(&self, entries: &[ApplyEntry]) -> Result<Vec<ApplyOutcome>, StorageFailure> {
         self.apply_batch_with(entries, self.durability_for_next_commit())
     }
 
@@ -292,7 +292,7 @@ impl MvccStore {
         &self,
         entries: &[ApplyEntry],
         durability: Durability,
-    ) -> Result<Vec<ApplyOutcome>> {
+    ) -> Result<Vec<ApplyOutcome>, StorageFailure> {
         if entries.is_empty() {
             return Ok(Vec::new());
         }
@@ -305,7 +305,7 @@ impl MvccStore {
         &self,
         entries: &[ApplyEntry],
         durability: Durability,
-    ) -> Result<Vec<ApplyOutcome>> {
+    ) -> Result<Vec<ApplyOutcome>, StorageFailure> {
         let file = self.file.as_path();
         let mut write = self.database().begin_write().map_err(db_error(file))?;
         write.set_durability(durability).map_err(db_error(file))?;
@@ -327,8 +327,11 @@ impl MvccStore {
             let mut tables = open_write_tables(&write, file, &self.key_index)?;
             let mut leases = open_write_lease_tables(&write, file)?;
             let mut outcomes = Vec::with_capacity(entries.len());
+            // Before the first change: a violation stops the member with nothing changed, in the
+            // file or in the key index.
+            assert_applies_in_order(state.applied.last_applied, entries);
             for entry in entries {
-                check_applies_next(state.applied.last_applied, entry.log_id)?;
+                let before = (state.current_revision, state.compact_revision);
                 let batch = BatchTables {
                     tables: &mut tables,
                     leases: &mut leases,
@@ -337,6 +340,7 @@ impl MvccStore {
                     pending_compaction: &mut pending_compaction,
                 };
                 outcomes.push(self.apply_entry(batch, &mut state, entry)?);
+                assert_revisions_move_by_rule(before, &state, entry.log_id);
                 state.applied.last_applied = Some(entry.log_id);
                 record_founding_cluster_id(&mut meta, file, entry)?;
             }
@@ -375,7 +379,7 @@ impl MvccStore {
         batch: BatchTables<'_, 'f, 't>,
         state: &mut StoreState,
         entry: &ApplyEntry,
-    ) -> Result<ApplyOutcome> {
+    ) -> Result<ApplyOutcome, StorageFailure> {
         let BatchTables {
             tables,
             leases,
@@ -406,7 +410,7 @@ impl MvccStore {
             }
             EntryPayload::Request(Request::Auth(change)) => {
                 let records = auth.as_mut().ok_or_else(|| {
-                    Error::Invariant(
+                    StorageFailure::Invariant(
                         "an auth change in a batch that did not load the records".into(),
                     )
                 })?;
@@ -442,7 +446,7 @@ impl MvccStore {
     }
 
     /// The alarms raised, in order (see `Request::Alarm`).
-    pub fn alarms(&self) -> Result<Vec<Alarm>> {
+    pub fn alarms(&self) -> Result<Vec<Alarm>, StorageFailure> {
         let file = self.file.as_path();
         let read = self.database().begin_read().map_err(db_error(file))?;
         let meta = read.open_table(META).map_err(db_error(file))?;
@@ -465,7 +469,7 @@ impl MvccStore {
     }
 
     /// Reads the auth records from the state file into the cache (on open and after an import).
-    pub(crate) fn reload_auth(&self) -> Result<()> {
+    pub(crate) fn reload_auth(&self) -> Result<(), StorageFailure> {
         let file = self.file.as_path();
         let read = self.database().begin_read().map_err(db_error(file))?;
         let meta = read.open_table(META).map_err(db_error(file))?;
@@ -475,7 +479,7 @@ impl MvccStore {
     }
 
     /// Makes every applied batch durable now.
-    pub fn flush(&self) -> Result<()> {
+    pub fn flush(&self) -> Result<(), StorageFailure> {
         let file = self.file.as_path();
         let mut write = self.database().begin_write().map_err(db_error(file))?;
         write
@@ -497,7 +501,7 @@ impl MvccStore {
     }
 
     /// The last applied log id and membership, as committed (durable or not).
-    pub fn applied_state(&self) -> Result<AppliedState> {
+    pub fn applied_state(&self) -> Result<AppliedState, StorageFailure> {
         Ok(self.read_state()?.applied)
     }
 
@@ -508,7 +512,7 @@ impl MvccStore {
         self.cluster_id_cache.load(Ordering::Acquire)
     }
 
-    pub(crate) fn reload_cluster_id(&self) -> Result<()> {
+    pub(crate) fn reload_cluster_id(&self) -> Result<(), StorageFailure> {
         let cluster_id = self.cluster_id()?.unwrap_or(0);
         self.cluster_id_cache.store(cluster_id, Ordering::Release);
         Ok(())
@@ -516,7 +520,7 @@ impl MvccStore {
 
     /// The id of the cluster this store belongs to (None for a store that predates cluster ids and
     /// has not yet been given one).
-    pub fn cluster_id(&self) -> Result<Option<u64>> {
+    pub fn cluster_id(&self) -> Result<Option<u64>, StorageFailure> {
         let file = self.file.as_path();
         let read = self.database().begin_read().map_err(db_error(file))?;
         let meta = read.open_table(META).map_err(db_error(file))?;
@@ -524,21 +528,21 @@ impl MvccStore {
     }
 
     /// The current store revision.
-    pub fn current_revision(&self) -> Result<u64> {
+    pub fn current_revision(&self) -> Result<u64, StorageFailure> {
         Ok(self.read_state()?.current_revision)
     }
 
     /// The revision of the last compaction (0 when never compacted).
-    pub fn compact_revision(&self) -> Result<u64> {
+    pub fn compact_revision(&self) -> Result<u64, StorageFailure> {
         Ok(self.read_state()?.compact_revision)
     }
 
     /// Key and history counts (O(1) each in redb) and the file size.
-    pub fn stats(&self) -> Result<StoreStats> {
+    pub fn stats(&self) -> Result<StoreStats, StorageFailure> {
         let (tables, leases, state) = self.read_tables_with_leases()?;
         let file = tables.file;
         let file_bytes = std::fs::metadata(file)
-            .map_err(|error| Error::Database {
+            .map_err(|error| StorageFailure::Database {
                 file: file.to_path_buf(),
                 source: Box::new(redb::Error::Io(error)),
             })?
@@ -559,23 +563,23 @@ impl MvccStore {
     }
 
     /// Reads a range (or one key) at the current or a past revision, with paging.
-    pub fn range(&self, request: &RangeRequest) -> Result<ReadResult> {
+    pub fn range(&self, request: &RangeRequest) -> Result<ReadResult, ReadError> {
         validate_range(request, &self.options.limits)?;
         let at_current_revision = request.revision.is_none() && request.continue_token.is_none();
         match self.range_once(request) {
             // A compaction to a revision above this read's snapshot was applied while it read
             // (`key_index.rs`); a read of the current revision reads the newer one instead.
-            Err(Error::Compacted { .. }) if at_current_revision => self.range_once(request),
+            Err(ReadError::Compacted { .. }) if at_current_revision => self.range_once(request),
             answer => answer,
         }
     }
 
-    fn range_once(&self, request: &RangeRequest) -> Result<ReadResult> {
+    fn range_once(&self, request: &RangeRequest) -> Result<ReadResult, ReadError> {
         let (tables, state) = self.read_tables()?;
         let keys = request
             .range
             .as_ref()
-            .ok_or_else(|| Error::Invalid("a range read needs a key or prefix".into()))?;
+            .ok_or_else(|| ReadError::Invalid("a range read needs a key or prefix".into()))?;
         let resolved = self.resolve_range(keys, request, &state)?;
         let mut response = tables.read_range(&resolved)?;
         if response.more && !request.count_only {
@@ -595,14 +599,15 @@ impl MvccStore {
         keys: &KeyRange,
         request: &RangeRequest,
         state: &StoreState,
-    ) -> Result<ResolvedRange> {
+    ) -> Result<ResolvedRange, ReadError> {
         let mut start = keys.start.clone();
         let end = keys.exclusive_end();
         let mut revision = request.revision.unwrap_or(state.current_revision);
         let mut known_count = None;
         if let Some(text) = &request.continue_token {
-            let token = codec::decode_page_token(text)
-                .map_err(|error| Error::Invalid(format!("malformed continue token: {error}")))?;
+            let token = codec::decode_page_token(text).map_err(|error| {
+                ReadError::Invalid(format!("malformed continue token: {error}"))
+            })?;
             check_token_fits(&token, keys, request)?;
             revision = token.revision;
             start = token.resume_key;
@@ -625,7 +630,7 @@ impl MvccStore {
         &self,
         resolved: &ResolvedRange,
         response: &crate::types::RangeResponse,
-    ) -> Result<Option<String>> {
+    ) -> Result<Option<String>, StorageFailure> {
         let Some(last) = response.kvs.last() else {
             return Ok(None);
         };
@@ -640,7 +645,7 @@ impl MvccStore {
     }
 
     /// Opens the data tables and reads the state in one read transaction (a consistent snapshot).
-    pub(crate) fn read_tables(&self) -> Result<(ReadTables<'_>, StoreState)> {
+    pub(crate) fn read_tables(&self) -> Result<(ReadTables<'_>, StoreState), StorageFailure> {
         let file = self.file.as_path();
         let read = self.database().begin_read().map_err(db_error(file))?;
         read_tables_of(&read, file, &self.key_index)
@@ -649,7 +654,7 @@ impl MvccStore {
     /// The data tables, the lease tables and the state, all from one read transaction.
     pub(crate) fn read_tables_with_leases(
         &self,
-    ) -> Result<(ReadTables<'_>, ReadLeaseTables<'_>, StoreState)> {
+    ) -> Result<(ReadTables<'_>, ReadLeaseTables<'_>, StoreState), StorageFailure> {
         let file = self.file.as_path();
         let read = self.database().begin_read().map_err(db_error(file))?;
         let (tables, state) = read_tables_of(&read, file, &self.key_index)?;
@@ -661,7 +666,7 @@ impl MvccStore {
     #[allow(clippy::type_complexity)]
     pub(crate) fn read_for_export(
         &self,
-    ) -> Result<(ReadTables<'_>, ReadLeaseTables<'_>, StoreState, ExportMeta)> {
+    ) -> Result<(ReadTables<'_>, ReadLeaseTables<'_>, StoreState, ExportMeta), StorageFailure> {
         let file = self.file.as_path();
         let read = self.database().begin_read().map_err(db_error(file))?;
         let (tables, state) = read_tables_of(&read, file, &self.key_index)?;
@@ -682,13 +687,13 @@ impl MvccStore {
     }
 
     /// Opens the lease tables in a read transaction of their own.
-    pub(crate) fn read_lease_tables(&self) -> Result<ReadLeaseTables<'_>> {
+    pub(crate) fn read_lease_tables(&self) -> Result<ReadLeaseTables<'_>, StorageFailure> {
         let file = self.file.as_path();
         let read = self.database().begin_read().map_err(db_error(file))?;
         read_lease_tables_of(&read, file)
     }
 
-    fn read_state(&self) -> Result<StoreState> {
+    fn read_state(&self) -> Result<StoreState, StorageFailure> {
         let file = self.file.as_path();
         let read = self.database().begin_read().map_err(db_error(file))?;
         let meta = read.open_table(META).map_err(db_error(file))?;
@@ -729,28 +734,57 @@ fn empty_outcome(state: &StoreState) -> ApplyOutcome {
     }
 }
 
-/// Refuses an entry that is not strictly after the last applied one: applying an entry twice
-/// would corrupt revisions, so it is an invariant violation, never silently skipped.
-fn check_applies_next(last_applied: Option<LogId>, next: LogId) -> Result<()> {
-    match last_applied {
-        Some(last) if next.index <= last.index => Err(Error::Invariant(format!(
-            "entry {} applied after entry {}: an entry is never applied twice",
-            next.index, last.index
-        ))),
-        _ => Ok(()),
+/// Stops the member when a batch does not continue the applied log strictly in order: applying an
+/// entry twice would give its changes a second revision, which no other member has. Only the raft
+/// layer's bug can reach this (it hands over committed entries in log order), never a client.
+fn assert_applies_in_order(last_applied: Option<LogId>, entries: &[ApplyEntry]) {
+    let mut previous = last_applied;
+    for entry in entries {
+        assert!(
+            previous.is_none_or(|previous| entry.log_id.index > previous.index),
+            "an entry is never applied twice: entry {} after entry {}",
+            entry.log_id.index,
+            previous.map_or(0, |previous| previous.index)
+        );
+        previous = Some(entry.log_id);
     }
 }
 
+/// Stops the member when one applied entry moved the revisions against their rules: the current
+/// revision grows by one for an entry that changed something and not at all otherwise, and the
+/// compact revision never passes it nor goes back. A store that broke them would answer reads and
+/// watches wrong from then on.
+fn assert_revisions_move_by_rule(
+    (revision_before, compact_before): (u64, u64),
+    state: &StoreState,
+    log_id: LogId,
+) {
+    let revision = state.current_revision;
+    assert!(
+        revision == revision_before || revision == revision_before + 1,
+        "revisions grow by one per applied change: entry {} moved the revision from \
+         {revision_before} to {revision}",
+        log_id.index
+    );
+    assert!(
+        compact_before <= state.compact_revision && state.compact_revision <= revision,
+        "the compact revision never goes back nor passes the current revision: entry {} moved it \
+         from {compact_before} to {} at revision {revision}",
+        log_id.index,
+        state.compact_revision
+    );
+}
+
 /// Checks that `revision` can be read: not above the current revision, not below the compaction.
-pub(crate) fn check_readable_revision(revision: u64, state: &StoreState) -> Result<()> {
+pub(crate) fn check_readable_revision(revision: u64, state: &StoreState) -> Result<(), ReadError> {
     if revision > state.current_revision {
-        return Err(Error::FutureRevision {
+        return Err(ReadError::FutureRevision {
             requested: revision,
             current: state.current_revision,
         });
     }
     if revision < state.compact_revision {
-        return Err(Error::Compacted {
+        return Err(ReadError::Compacted {
             requested: revision,
             compact_revision: state.compact_revision,
         });
@@ -759,10 +793,14 @@ pub(crate) fn check_readable_revision(revision: u64, state: &StoreState) -> Resu
 }
 
 /// A continue token must resume inside the requested range and at the requested revision.
-fn check_token_fits(token: &PageToken, keys: &KeyRange, request: &RangeRequest) -> Result<()> {
+fn check_token_fits(
+    token: &PageToken,
+    keys: &KeyRange,
+    request: &RangeRequest,
+) -> Result<(), ReadError> {
     if let Some(revision) = request.revision {
         if revision != token.revision {
-            return Err(Error::Invalid(format!(
+            return Err(ReadError::Invalid(format!(
                 "continue token is for revision {}, the request asks for {revision}",
                 token.revision
             )));
@@ -773,7 +811,7 @@ fn check_token_fits(token: &PageToken, keys: &KeyRange, request: &RangeRequest) 
         .exclusive_end()
         .is_none_or(|end| token.resume_key <= end);
     if !(after_start && before_end) {
-        return Err(Error::Invalid(
+        return Err(ReadError::Invalid(
             "continue token does not belong to this range".into(),
         ));
     }
@@ -785,7 +823,7 @@ pub(crate) fn open_write_tables<'f, 't>(
     write: &'t redb::WriteTransaction,
     file: &'f Path,
     key_index: &'f SharedKeyIndex,
-) -> Result<WriteTables<'f, 't>> {
+) -> Result<WriteTables<'f, 't>, StorageFailure> {
     Ok(WriteTables {
         file,
         history: write.open_table(HISTORY).map_err(db_error(file))?,
@@ -797,7 +835,7 @@ fn read_tables_of<'f>(
     read: &redb::ReadTransaction,
     file: &'f Path,
     key_index: &'f SharedKeyIndex,
-) -> Result<(ReadTables<'f>, StoreState)> {
+) -> Result<(ReadTables<'f>, StoreState), StorageFailure> {
     let meta = read.open_table(META).map_err(db_error(file))?;
     let state = load_state(&meta, file)?;
     let tables = ReadTables {
@@ -817,7 +855,7 @@ fn record_founding_cluster_id(
     meta: &mut redb::Table<'_, &'static str, &'static [u8]>,
     file: &Path,
     entry: &ApplyEntry,
-) -> Result<()> {
+) -> Result<(), StorageFailure> {
     let EntryPayload::Membership(membership) = &entry.payload else {
         return Ok(());
     };
@@ -832,7 +870,7 @@ fn record_founding_cluster_id(
 pub(crate) fn read_lease_tables_of<'f>(
     read: &redb::ReadTransaction,
     file: &'f Path,
-) -> Result<ReadLeaseTables<'f>> {
+) -> Result<ReadLeaseTables<'f>, StorageFailure> {
     Ok(LeaseTables {
         file,
         leases: read.open_table(LEASES).map_err(db_error(file))?,
@@ -840,7 +878,7 @@ pub(crate) fn read_lease_tables_of<'f>(
     })
 }
 
-fn initialise_tables(write: &redb::WriteTransaction, file: &Path) -> Result<()> {
+fn initialise_tables(write: &redb::WriteTransaction, file: &Path) -> Result<(), StorageFailure> {
     write.open_table(HISTORY).map_err(db_error(file))?;
     open_write_lease_tables(write, file)?;
     migrate::mark_current_layout(write, file)?;

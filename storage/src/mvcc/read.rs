@@ -7,7 +7,7 @@
 //! its `limit` keys: paging through a range costs one count plus one read of it, not a recount of
 //! the rest of the range per page.
 
-use crate::error::Result;
+use crate::error::{ReadError, StorageFailure};
 use crate::mvcc::tables::{HistoryTable, TableSet};
 use crate::types::{KeyValue, RangeResponse};
 
@@ -49,7 +49,10 @@ impl Collector<'_> {
         self.range.known_count.is_some() && !self.wants_value()
     }
 
-    fn offer(&mut self, make: impl FnOnce() -> Result<KeyValue>) -> Result<()> {
+    fn offer(
+        &mut self,
+        make: impl FnOnce() -> Result<KeyValue, StorageFailure>,
+    ) -> Result<(), StorageFailure> {
         self.count += 1;
         if self.wants_value() {
             let mut kv = make()?;
@@ -79,7 +82,7 @@ impl Collector<'_> {
 
 impl<H: HistoryTable> TableSet<'_, H> {
     /// Reads a resolved range. The answer has no continue token; the caller adds one.
-    pub fn read_range(&self, range: &ResolvedRange) -> Result<RangeResponse> {
+    pub fn read_range(&self, range: &ResolvedRange) -> Result<RangeResponse, ReadError> {
         let mut collector = Collector {
             range,
             count: 0,

@@ -20,7 +20,7 @@ use crate::auth::AuthState;
 use crate::codec::{
     self, LeaseRecord, SnapshotFrame, StreamHeader, VersionRecord, SNAPSHOT_MAGIC, STREAM_VERSION,
 };
-use crate::error::{corrupt, db_error, Result};
+use crate::error::{corrupt, db_error, ReadError, SnapshotError, StorageFailure};
 use crate::file::META;
 use crate::mvcc::alarms::save_alarms;
 use crate::mvcc::auth_record::save_auth;
@@ -74,7 +74,10 @@ impl RestoreTarget {
 impl MvccStore {
     /// Writes a consistent snapshot of the whole store (one read transaction) to `writer`, as a
     /// stream no member wrote (tests and the raft layer's older callers).
-    pub fn export_snapshot<W: Write>(&self, writer: &mut W) -> Result<SnapshotSummary> {
+    pub fn export_snapshot<W: Write>(
+        &self,
+        writer: &mut W,
+    ) -> Result<SnapshotSummary, SnapshotError> {
         self.export_stream(None, writer)
     }
 
@@ -85,7 +88,7 @@ impl MvccStore {
         &self,
         member_id: Option<u64>,
         writer: &mut W,
-    ) -> Result<SnapshotSummary> {
+    ) -> Result<SnapshotSummary, SnapshotError> {
         let mut writer = HashingWriter {
             inner: writer,
             hasher: Xxh3::new(),
@@ -107,7 +110,7 @@ impl MvccStore {
     /// frame: the header, every history record, every lease, the alarms and the auth records,
     /// as a stream carries them but without its trailer. For writers of other formats (etcd's,
     /// `revkv-etcd-snapshot`); the summary's checksum is 0.
-    pub fn export_frames<E: From<crate::error::Error>>(
+    pub fn export_frames<E: From<SnapshotError> + From<StorageFailure>>(
         &self,
         member_id: Option<u64>,
         emit: &mut dyn FnMut(&SnapshotFrame) -> std::result::Result<(), E>,
@@ -147,7 +150,10 @@ impl MvccStore {
     /// Replaces the whole state with the snapshot read from `reader`, in one durable transaction:
     /// a malformed, truncated or corrupt stream changes nothing. The applied log id, membership
     /// and cluster id are the stream's (a raft snapshot from this cluster's leader).
-    pub fn import_snapshot<R: Read>(&self, reader: &mut R) -> Result<SnapshotSummary> {
+    pub fn import_snapshot<R: Read>(
+        &self,
+        reader: &mut R,
+    ) -> Result<SnapshotSummary, SnapshotError> {
         self.import_with(None, |sink| read_stream(reader, sink))
     }
 
@@ -160,7 +166,7 @@ impl MvccStore {
         reader: &mut R,
         target: &RestoreTarget,
         progress: &ImportProgress,
-    ) -> Result<SnapshotSummary> {
+    ) -> Result<SnapshotSummary, SnapshotError> {
         self.import_with(Some(target), |sink| {
             read_stream(reader, &mut Counting { sink, progress })
         })
@@ -169,7 +175,7 @@ impl MvccStore {
     /// Replaces the whole state with a history from outside revkv (an etcd snapshot) for a new
     /// cluster: `feed` hands over its frames, which pass the same checks as a stream's. One
     /// durable transaction, so a bad history changes nothing.
-    pub fn import_foreign_for_restore<E: From<crate::error::Error>>(
+    pub fn import_foreign_for_restore<E: From<SnapshotError> + From<StorageFailure>>(
         &self,
         history: ForeignHistory,
         feed: impl FnOnce(&mut FrameFeed<'_>) -> std::result::Result<(), E>,
@@ -180,7 +186,7 @@ impl MvccStore {
 
     /// Empties the tables, lets `read` fill them through the sink, then saves the state, alarms,
     /// auth and pending compaction and swaps the key index, all in one write transaction.
-    fn import_with<E: From<crate::error::Error>>(
+    fn import_with<E: From<SnapshotError> + From<StorageFailure>>(
         &self,
         target: Option<&RestoreTarget>,
         read: impl FnOnce(&mut TableSink<'_, '_, '_>) -> std::result::Result<SnapshotSummary, E>,
@@ -249,20 +255,25 @@ struct TableSink<'s, 'f, 't> {
 }
 
 impl FrameSink for TableSink<'_, '_, '_> {
-    fn record(&mut self, revision: u64, position: u32, record: VersionRecord) -> Result<()> {
-        self.tables.insert_version(revision, position, &record)
+    fn record(
+        &mut self,
+        revision: u64,
+        position: u32,
+        record: VersionRecord,
+    ) -> Result<(), SnapshotError> {
+        Ok(self.tables.insert_version(revision, position, &record)?)
     }
 
-    fn lease(&mut self, id: i64, record: LeaseRecord) -> Result<()> {
-        self.leases.save(id, &record)
+    fn lease(&mut self, id: i64, record: LeaseRecord) -> Result<(), SnapshotError> {
+        Ok(self.leases.save(id, &record)?)
     }
 
-    fn alarms(&mut self, alarms: Vec<Alarm>) -> Result<()> {
+    fn alarms(&mut self, alarms: Vec<Alarm>) -> Result<(), SnapshotError> {
         self.alarms = alarms;
         Ok(())
     }
 
-    fn auth(&mut self, auth: AuthState) -> Result<()> {
+    fn auth(&mut self, auth: AuthState) -> Result<(), SnapshotError> {
         self.auth = auth;
         Ok(())
     }
@@ -270,7 +281,7 @@ impl FrameSink for TableSink<'_, '_, '_> {
 
 /// Hands over every history entry not yet compacted, in (revision, position) order, and returns
 /// how many it handed over.
-fn emit_history_frames<E: From<crate::error::Error>>(
+fn emit_history_frames<E: From<SnapshotError> + From<StorageFailure>>(
     emit: &mut dyn FnMut(&SnapshotFrame) -> std::result::Result<(), E>,
     tables: &ReadTables<'_>,
 ) -> std::result::Result<u64, E> {
@@ -292,7 +303,7 @@ fn emit_history_frames<E: From<crate::error::Error>>(
 }
 
 /// Hands over every granted lease in id order and returns how many it handed over.
-fn emit_lease_frames<E: From<crate::error::Error>>(
+fn emit_lease_frames<E: From<SnapshotError> + From<StorageFailure>>(
     emit: &mut dyn FnMut(&SnapshotFrame) -> std::result::Result<(), E>,
     leases: &ReadLeaseTables<'_>,
 ) -> std::result::Result<u64, E> {
@@ -313,7 +324,7 @@ fn emit_lease_frames<E: From<crate::error::Error>>(
 /// Hands over the alarms and the auth state, each only when it differs from a new store's, and
 /// returns how many frames it handed over: a store that never used them exports the same stream
 /// as before they existed.
-fn emit_cluster_state_frames<E: From<crate::error::Error>>(
+fn emit_cluster_state_frames<E: From<SnapshotError> + From<StorageFailure>>(
     emit: &mut dyn FnMut(&SnapshotFrame) -> std::result::Result<(), E>,
     alarms: Vec<Alarm>,
     auth: AuthState,
@@ -332,7 +343,10 @@ fn emit_cluster_state_frames<E: From<crate::error::Error>>(
 
 /// A stream whose header announces a live-key count must hold exactly that many live keys:
 /// anything else means its writer and its history disagree.
-fn check_announced_live_keys(summary: &SnapshotSummary, live_keys: u64) -> Result<()> {
+fn check_announced_live_keys(
+    summary: &SnapshotSummary,
+    live_keys: u64,
+) -> Result<(), SnapshotError> {
     match summary.live_keys {
         Some(announced) if announced != live_keys => Err(bad(format!(
             "the header announces {announced} live keys, the history holds {live_keys}"
@@ -349,7 +363,7 @@ fn save_imported_meta(
     summary: &SnapshotSummary,
     alarms: &[Alarm],
     auth: &AuthState,
-) -> Result<()> {
+) -> Result<(), StorageFailure> {
     let state = StoreState {
         current_revision: summary.current_revision,
         compact_revision: summary.compact_revision,
@@ -374,9 +388,9 @@ fn save_imported_meta(
     Ok(())
 }
 
-fn write_frame<W: Write>(writer: &mut W, frame: &SnapshotFrame) -> Result<()> {
+fn write_frame<W: Write>(writer: &mut W, frame: &SnapshotFrame) -> Result<(), SnapshotError> {
     codec::write_frame(writer, frame).map_err(|error| match error {
-        codec::CodecError::Io(io) => crate::error::Error::SnapshotIo(io),
+        codec::CodecError::Io(io) => SnapshotError::Io(io),
         other => bad(other.to_string()),
     })
 }
@@ -388,16 +402,18 @@ fn attach_live_keys(
     tables: &WriteTables<'_, '_>,
     leases: &mut WriteLeaseTables<'_, '_>,
     revision: u64,
-) -> Result<u64> {
+) -> Result<u64, StorageFailure> {
     let mut live_keys = 0u64;
     let mut to_attach: Vec<(i64, Vec<u8>)> = Vec::new();
-    tables.visit_live_at(&[], None, revision, &mut |key, entry| {
-        live_keys += 1;
-        if entry.lease != 0 {
-            to_attach.push((entry.lease, key.to_vec()));
-        }
-        Ok(true)
-    })?;
+    tables
+        .visit_live_at(&[], None, revision, &mut |key, entry| {
+            live_keys += 1;
+            if entry.lease != 0 {
+                to_attach.push((entry.lease, key.to_vec()));
+            }
+            Ok(true)
+        })
+        .map_err(ReadError::into_failure)?;
     for (lease, key) in to_attach {
         if leases.record(lease)?.is_some() {
             leases.attach(lease, &key)?;

@@ -13,7 +13,7 @@ use xxhash_rust::xxh3::Xxh3;
 use crate::auth::AuthState;
 use crate::codec::{self, LeaseRecord, SnapshotFrame, StreamHeader, VersionRecord};
 use crate::codec::{SNAPSHOT_MAGIC, STREAM_VERSION};
-use crate::error::{Error, Result};
+use crate::error::{SnapshotError, StorageFailure};
 use crate::types::{Alarm, AppliedState};
 
 /// What a snapshot holds, as reported after export, import or inspection.
@@ -36,29 +36,34 @@ pub struct SnapshotSummary {
 
 /// Where the records and leases of a stream go as they are read and checked.
 pub(crate) trait FrameSink {
-    fn record(&mut self, revision: u64, position: u32, record: VersionRecord) -> Result<()>;
-    fn lease(&mut self, id: i64, record: LeaseRecord) -> Result<()>;
-    fn alarms(&mut self, alarms: Vec<Alarm>) -> Result<()>;
-    fn auth(&mut self, auth: AuthState) -> Result<()>;
+    fn record(
+        &mut self,
+        revision: u64,
+        position: u32,
+        record: VersionRecord,
+    ) -> Result<(), SnapshotError>;
+    fn lease(&mut self, id: i64, record: LeaseRecord) -> Result<(), SnapshotError>;
+    fn alarms(&mut self, alarms: Vec<Alarm>) -> Result<(), SnapshotError>;
+    fn auth(&mut self, auth: AuthState) -> Result<(), SnapshotError>;
 }
 
 /// A sink that keeps nothing: the stream is only checked.
 struct Discard;
 
 impl FrameSink for Discard {
-    fn record(&mut self, _: u64, _: u32, _: VersionRecord) -> Result<()> {
+    fn record(&mut self, _: u64, _: u32, _: VersionRecord) -> Result<(), SnapshotError> {
         Ok(())
     }
 
-    fn lease(&mut self, _: i64, _: LeaseRecord) -> Result<()> {
+    fn lease(&mut self, _: i64, _: LeaseRecord) -> Result<(), SnapshotError> {
         Ok(())
     }
 
-    fn alarms(&mut self, _: Vec<Alarm>) -> Result<()> {
+    fn alarms(&mut self, _: Vec<Alarm>) -> Result<(), SnapshotError> {
         Ok(())
     }
 
-    fn auth(&mut self, _: AuthState) -> Result<()> {
+    fn auth(&mut self, _: AuthState) -> Result<(), SnapshotError> {
         Ok(())
     }
 }
@@ -102,20 +107,25 @@ pub(crate) struct Counting<'s, 'p, S> {
 }
 
 impl<S: FrameSink> FrameSink for Counting<'_, '_, S> {
-    fn record(&mut self, revision: u64, position: u32, record: VersionRecord) -> Result<()> {
+    fn record(
+        &mut self,
+        revision: u64,
+        position: u32,
+        record: VersionRecord,
+    ) -> Result<(), SnapshotError> {
         self.progress.count_record(&record);
         self.sink.record(revision, position, record)
     }
 
-    fn lease(&mut self, id: i64, record: LeaseRecord) -> Result<()> {
+    fn lease(&mut self, id: i64, record: LeaseRecord) -> Result<(), SnapshotError> {
         self.sink.lease(id, record)
     }
 
-    fn alarms(&mut self, alarms: Vec<Alarm>) -> Result<()> {
+    fn alarms(&mut self, alarms: Vec<Alarm>) -> Result<(), SnapshotError> {
         self.sink.alarms(alarms)
     }
 
-    fn auth(&mut self, auth: AuthState) -> Result<()> {
+    fn auth(&mut self, auth: AuthState) -> Result<(), SnapshotError> {
         self.sink.auth(auth)
     }
 }
@@ -124,7 +134,7 @@ impl<S: FrameSink> FrameSink for Counting<'_, '_, S> {
 pub fn inspect_snapshot_counted<R: Read>(
     reader: &mut R,
     progress: &ImportProgress,
-) -> Result<SnapshotSummary> {
+) -> Result<SnapshotSummary, SnapshotError> {
     let sink = &mut Discard;
     read_stream(reader, &mut Counting { sink, progress })
 }
@@ -132,7 +142,7 @@ pub fn inspect_snapshot_counted<R: Read>(
 /// Reads and checks a whole snapshot stream without a store: the header, every frame's order and
 /// encoding, the trailer's count and checksum, and that nothing follows it. Reads the stream once,
 /// in bounded frames, so a backup of any size is checked in constant memory.
-pub fn inspect_snapshot<R: Read>(reader: &mut R) -> Result<SnapshotSummary> {
+pub fn inspect_snapshot<R: Read>(reader: &mut R) -> Result<SnapshotSummary, SnapshotError> {
     read_stream(reader, &mut Discard)
 }
 
@@ -145,11 +155,11 @@ pub fn open_backup_file(path: &std::path::Path) -> std::io::Result<impl Read> {
     Ok(std::io::BufReader::new(file.take(length)))
 }
 
-pub(crate) fn bad(detail: impl Into<String>) -> Error {
-    Error::BadSnapshot(detail.into())
+pub(crate) fn bad(detail: impl Into<String>) -> SnapshotError {
+    SnapshotError::BadSnapshot(detail.into())
 }
 
-fn read_frame<R: Read>(reader: &mut R) -> Result<Option<SnapshotFrame>> {
+fn read_frame<R: Read>(reader: &mut R) -> Result<Option<SnapshotFrame>, SnapshotError> {
     codec::read_frame(reader).map_err(|error| match error {
         codec::CodecError::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
             bad("the stream ends in the middle of a frame (truncated)")
@@ -159,7 +169,7 @@ fn read_frame<R: Read>(reader: &mut R) -> Result<Option<SnapshotFrame>> {
 }
 
 /// The header of either stream version, as one shape.
-fn read_header<R: Read>(reader: &mut R) -> Result<StreamHeader> {
+fn read_header<R: Read>(reader: &mut R) -> Result<StreamHeader, SnapshotError> {
     let header = match read_frame(reader)? {
         Some(SnapshotFrame::StreamHeader(header)) => header,
         Some(SnapshotFrame::Header(old)) => StreamHeader {
@@ -200,7 +210,7 @@ fn read_header<R: Read>(reader: &mut R) -> Result<StreamHeader> {
 /// record, lease, alarms and auth frame to `emit` as it passes the checks: for converting a
 /// backup into another format (etcd's, `revkv-etcd-snapshot`). A failure of `emit` ends the
 /// read and is returned as it was.
-pub fn read_snapshot_frames<R: Read, E: From<Error>>(
+pub fn read_snapshot_frames<R: Read, E: From<SnapshotError> + From<StorageFailure>>(
     reader: &mut R,
     emit: &mut dyn FnMut(SnapshotFrame) -> std::result::Result<(), E>,
 ) -> std::result::Result<SnapshotSummary, E> {
@@ -224,7 +234,7 @@ struct Forward<'e, E> {
 }
 
 impl<E> Forward<'_, E> {
-    fn pass(&mut self, frame: SnapshotFrame) -> Result<()> {
+    fn pass(&mut self, frame: SnapshotFrame) -> Result<(), SnapshotError> {
         (self.emit)(frame).map_err(|failure| {
             self.failure = Some(failure);
             bad("the converter stopped")
@@ -233,7 +243,12 @@ impl<E> Forward<'_, E> {
 }
 
 impl<E> FrameSink for Forward<'_, E> {
-    fn record(&mut self, revision: u64, position: u32, record: VersionRecord) -> Result<()> {
+    fn record(
+        &mut self,
+        revision: u64,
+        position: u32,
+        record: VersionRecord,
+    ) -> Result<(), SnapshotError> {
         self.pass(SnapshotFrame::Record {
             revision,
             position,
@@ -241,7 +256,7 @@ impl<E> FrameSink for Forward<'_, E> {
         })
     }
 
-    fn lease(&mut self, id: i64, record: LeaseRecord) -> Result<()> {
+    fn lease(&mut self, id: i64, record: LeaseRecord) -> Result<(), SnapshotError> {
         self.pass(SnapshotFrame::LeaseState {
             id,
             ttl_seconds: record.ttl_seconds,
@@ -250,11 +265,11 @@ impl<E> FrameSink for Forward<'_, E> {
         })
     }
 
-    fn alarms(&mut self, alarms: Vec<Alarm>) -> Result<()> {
+    fn alarms(&mut self, alarms: Vec<Alarm>) -> Result<(), SnapshotError> {
         self.pass(SnapshotFrame::Alarms(alarms))
     }
 
-    fn auth(&mut self, auth: AuthState) -> Result<()> {
+    fn auth(&mut self, auth: AuthState) -> Result<(), SnapshotError> {
         self.pass(SnapshotFrame::Auth(auth))
     }
 }
@@ -268,12 +283,12 @@ pub struct ForeignHistory {
 }
 
 /// Where a converter hands its frames, one at a time, to be checked and kept.
-pub type FrameFeed<'f> = dyn FnMut(SnapshotFrame) -> Result<()> + 'f;
+pub type FrameFeed<'f> = dyn FnMut(SnapshotFrame) -> Result<(), SnapshotError> + 'f;
 
 /// Checks a foreign history without a store, as `inspect_snapshot` checks a stream: `feed` hands
 /// over every record, lease and auth frame, and each must pass the same order and shape checks
 /// as a stream's. Answers what the history holds.
-pub fn inspect_foreign<E: From<Error>>(
+pub fn inspect_foreign<E: From<SnapshotError> + From<StorageFailure>>(
     history: ForeignHistory,
     feed: impl FnOnce(&mut FrameFeed<'_>) -> std::result::Result<(), E>,
 ) -> std::result::Result<SnapshotSummary, E> {
@@ -282,7 +297,7 @@ pub fn inspect_foreign<E: From<Error>>(
 
 /// Passes every frame `feed` hands over through the stream checks into `sink`. Headers and
 /// trailers belong to streams and are refused here.
-pub(crate) fn read_foreign<E: From<Error>>(
+pub(crate) fn read_foreign<E: From<SnapshotError> + From<StorageFailure>>(
     history: ForeignHistory,
     feed: impl FnOnce(&mut FrameFeed<'_>) -> std::result::Result<(), E>,
     sink: &mut impl FrameSink,
@@ -318,7 +333,7 @@ pub const FOREIGN_STREAM_VERSION: u32 = 0;
 pub(crate) fn read_stream<R: Read>(
     reader: &mut R,
     sink: &mut impl FrameSink,
-) -> Result<SnapshotSummary> {
+) -> Result<SnapshotSummary, SnapshotError> {
     let mut reader = HashingReader {
         inner: reader,
         hasher: Xxh3::new(),
@@ -361,7 +376,7 @@ fn pass_frame_on(
     current_revision: u64,
     order: &mut FrameOrder,
     sink: &mut impl FrameSink,
-) -> Result<Option<(u64, u64)>> {
+) -> Result<Option<(u64, u64)>, SnapshotError> {
     match frame {
         SnapshotFrame::Header(_) | SnapshotFrame::StreamHeader(_) => {
             return Err(bad("a second header"))
@@ -421,7 +436,12 @@ struct FrameOrder {
 }
 
 impl FrameOrder {
-    fn record(&mut self, revision: u64, position: u32, current_revision: u64) -> Result<()> {
+    fn record(
+        &mut self,
+        revision: u64,
+        position: u32,
+        current_revision: u64,
+    ) -> Result<(), SnapshotError> {
         let at = (revision, position);
         if self.last_lease.is_some()
             || self.alarms_seen
@@ -438,7 +458,7 @@ impl FrameOrder {
 
     /// The alarms come once, last, non-empty, within the limit, sorted and without duplicates (as
     /// the store keeps them).
-    fn alarms(&mut self, alarms: &[Alarm]) -> Result<()> {
+    fn alarms(&mut self, alarms: &[Alarm]) -> Result<(), SnapshotError> {
         let sorted = alarms.windows(2).all(|pair| pair[0] < pair[1]);
         let too_many = alarms.len() > crate::mvcc::alarms::MAX_ALARMS;
         if self.alarms_seen || self.auth_seen || alarms.is_empty() || too_many || !sorted {
@@ -451,7 +471,7 @@ impl FrameOrder {
 
     /// The auth records come once, last, non-empty and sound (a stream cannot enable auth
     /// without a root user, nor exceed the records' limits).
-    fn auth(&mut self, auth: &AuthState) -> Result<()> {
+    fn auth(&mut self, auth: &AuthState) -> Result<(), SnapshotError> {
         if self.auth_seen || *auth == AuthState::default() || !auth.holds_invariants() {
             return Err(bad("the auth frame is repeated, empty or unsound"));
         }
@@ -460,7 +480,7 @@ impl FrameOrder {
         Ok(())
     }
 
-    fn lease(&mut self, id: i64, record: &LeaseRecord) -> Result<()> {
+    fn lease(&mut self, id: i64, record: &LeaseRecord) -> Result<(), SnapshotError> {
         if id <= 0
             || record.ttl_seconds < 1
             || self.alarms_seen

@@ -20,7 +20,7 @@ use redb::{ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
 use crate::codec::{self, VersionRecord};
-use crate::error::{corrupt, db_error, Error, Result};
+use crate::error::{corrupt, db_error, ReadError, StorageFailure};
 use crate::mvcc::key_index::IndexHandle;
 use crate::types::{AppliedState, KeyValue};
 
@@ -67,6 +67,10 @@ pub(crate) struct TableSet<'f, H> {
     pub history: H,
     pub index: IndexHandle<'f>,
 }
+
+/// What `TableSet::visit_live_at` calls with each live key and its newest entry: false stops the
+/// walk.
+pub(crate) type LiveVisitor<'v> = dyn FnMut(&[u8], IndexEntry) -> Result<bool, ReadError> + 'v;
 
 /// The write transaction's tables.
 pub(crate) type WriteTables<'f, 't> = TableSet<'f, redb::Table<'t, (u64, u32), &'static [u8]>>;
@@ -124,12 +128,16 @@ impl IndexEntry {
 impl<H: HistoryTable> TableSet<'_, H> {
     /// The history record at (revision, position); a missing one means the index and the history
     /// disagree, which is corruption.
-    pub fn history_get(&self, revision: u64, position: u32) -> Result<VersionRecord> {
+    pub fn history_get(
+        &self,
+        revision: u64,
+        position: u32,
+    ) -> Result<VersionRecord, StorageFailure> {
         let bytes = self
             .history
             .get((revision, position))
             .map_err(db_error(self.file))?
-            .ok_or_else(|| Error::Corrupt {
+            .ok_or_else(|| StorageFailure::Corrupt {
                 file: self.file.to_path_buf(),
                 detail: format!("key index points at missing history entry {revision}/{position}"),
             })?;
@@ -137,7 +145,11 @@ impl<H: HistoryTable> TableSet<'_, H> {
     }
 
     /// The newest index entry of `key` with revision at most `revision` (a tombstone included).
-    pub fn index_entry_at(&self, key: &[u8], revision: u64) -> Result<Option<IndexEntry>> {
+    pub fn index_entry_at(
+        &self,
+        key: &[u8],
+        revision: u64,
+    ) -> Result<Option<IndexEntry>, ReadError> {
         Ok(self.index.read_at(revision)?.entry_at(key, revision))
     }
 
@@ -148,12 +160,12 @@ impl<H: HistoryTable> TableSet<'_, H> {
         key: &[u8],
         entry: &IndexEntry,
         with_value: bool,
-    ) -> Result<KeyValue> {
+    ) -> Result<KeyValue, StorageFailure> {
         let mut kv = entry.kv_without_value(key);
         if with_value {
             let record = self.history_get(entry.revision, entry.position)?;
             if record.key != key {
-                return Err(Error::Corrupt {
+                return Err(StorageFailure::Corrupt {
                     file: self.file.to_path_buf(),
                     detail: format!(
                         "key index entry {}/{} names another key than its history record",
@@ -167,9 +179,16 @@ impl<H: HistoryTable> TableSet<'_, H> {
     }
 
     /// The version of `key` visible at `revision`, if the key was live then.
-    pub fn kv_at(&self, key: &[u8], revision: u64, with_value: bool) -> Result<Option<KeyValue>> {
+    pub fn kv_at(
+        &self,
+        key: &[u8],
+        revision: u64,
+        with_value: bool,
+    ) -> Result<Option<KeyValue>, ReadError> {
         match self.index_entry_at(key, revision)? {
-            Some(entry) if !entry.tombstone => self.kv_for_entry(key, &entry, with_value).map(Some),
+            Some(entry) if !entry.tombstone => {
+                Ok(Some(self.kv_for_entry(key, &entry, with_value)?))
+            }
             _ => Ok(None),
         }
     }
@@ -182,8 +201,8 @@ impl<H: HistoryTable> TableSet<'_, H> {
         start: &[u8],
         end: Option<&[u8]>,
         revision: u64,
-        visit: &mut dyn FnMut(&[u8], IndexEntry) -> Result<bool>,
-    ) -> Result<()> {
+        visit: &mut LiveVisitor<'_>,
+    ) -> Result<(), ReadError> {
         let mut from = start.to_vec();
         loop {
             if end.is_some_and(|end| from.as_slice() >= end) {
@@ -206,7 +225,7 @@ impl<H: HistoryTable> TableSet<'_, H> {
     }
 
     /// How many keys are live at `revision` (a walk over the whole index, for imports and upgrades).
-    pub fn count_live_keys(&self, revision: u64) -> Result<u64> {
+    pub fn count_live_keys(&self, revision: u64) -> Result<u64, ReadError> {
         let mut live_keys = 0u64;
         self.visit_live_at(&[], None, revision, &mut |_, _| {
             live_keys += 1;
@@ -223,7 +242,7 @@ impl WriteTables<'_, '_> {
         revision: u64,
         position: u32,
         record: &VersionRecord,
-    ) -> Result<()> {
+    ) -> Result<(), StorageFailure> {
         let bytes = codec::encode(record).map_err(corrupt(self.file))?;
         self.history
             .insert((revision, position), bytes.as_slice())
@@ -259,7 +278,7 @@ pub(crate) fn version_to_kv(record: VersionRecord, revision: u64) -> KeyValue {
 pub(crate) fn load_state(
     meta: &impl ReadableTable<&'static str, &'static [u8]>,
     file: &Path,
-) -> Result<StoreState> {
+) -> Result<StoreState, StorageFailure> {
     load_state_record(meta, file)
 }
 
@@ -267,11 +286,11 @@ pub(crate) fn load_state(
 pub(crate) fn load_state_record<T: serde::de::DeserializeOwned>(
     meta: &impl ReadableTable<&'static str, &'static [u8]>,
     file: &Path,
-) -> Result<T> {
+) -> Result<T, StorageFailure> {
     let bytes = meta
         .get(STATE_KEY)
         .map_err(db_error(file))?
-        .ok_or_else(|| Error::Corrupt {
+        .ok_or_else(|| StorageFailure::Corrupt {
             file: file.to_path_buf(),
             detail: "meta table has no store_state record".into(),
         })?;
@@ -283,7 +302,7 @@ pub(crate) fn save_state(
     meta: &mut redb::Table<'_, &'static str, &'static [u8]>,
     file: &Path,
     state: &StoreState,
-) -> Result<()> {
+) -> Result<(), StorageFailure> {
     let bytes = codec::encode(state).map_err(corrupt(file))?;
     meta.insert(STATE_KEY, bytes.as_slice())
         .map_err(db_error(file))?;
@@ -298,7 +317,7 @@ pub(crate) const CLUSTER_ID_KEY: &str = "cluster_id";
 pub(crate) fn load_cluster_id(
     meta: &impl ReadableTable<&'static str, &'static [u8]>,
     file: &Path,
-) -> Result<Option<u64>> {
+) -> Result<Option<u64>, StorageFailure> {
     match meta.get(CLUSTER_ID_KEY).map_err(db_error(file))? {
         Some(bytes) => codec::decode(bytes.value())
             .map(Some)
@@ -312,7 +331,7 @@ pub(crate) fn save_cluster_id(
     meta: &mut redb::Table<'_, &'static str, &'static [u8]>,
     file: &Path,
     cluster_id: u64,
-) -> Result<()> {
+) -> Result<(), StorageFailure> {
     let bytes = codec::encode(&cluster_id).map_err(corrupt(file))?;
     meta.insert(CLUSTER_ID_KEY, bytes.as_slice())
         .map_err(db_error(file))?;

@@ -4,7 +4,7 @@
 //! Validation depends only on the request and the limits, so every member reaches the same verdict;
 //! the node layer calls it too, to refuse bad input before proposing it to raft.
 
-use crate::error::{Error, Result};
+use crate::error::Rejection;
 use crate::limits::Limits;
 use crate::types::{
     CheckpointedLease, DeleteRangeRequest, KeyRange, PutRequest, RangeEnd, RangeRequest, Request,
@@ -12,14 +12,14 @@ use crate::types::{
 };
 
 /// Checks a replicated request against the limits and the txn rules.
-pub fn validate_request(request: &Request, limits: &Limits) -> Result<()> {
+pub fn validate_request(request: &Request, limits: &Limits) -> Result<(), Rejection> {
     match request {
         Request::Put(put) => validate_put(put, limits),
         Request::DeleteRange(delete) => validate_key_range(&delete.range, limits),
         Request::Txn(txn) => validate_txn(txn, limits),
-        Request::Compact { revision } if *revision == 0 => {
-            Err(Error::Invalid("compact revision must be at least 1".into()))
-        }
+        Request::Compact { revision } if *revision == 0 => Err(Rejection::Invalid(
+            "compact revision must be at least 1".into(),
+        )),
         Request::Compact { .. } => Ok(()),
         Request::LeaseGrant { id, ttl_seconds } => {
             limits.check_lease_id(*id)?;
@@ -29,9 +29,9 @@ pub fn validate_request(request: &Request, limits: &Limits) -> Result<()> {
             limits.check_lease_id(*id)
         }
         Request::LeaseCheckpoint { leases, .. } => validate_checkpoint(leases, limits),
-        Request::Alarm { alarm, .. } if alarm.member_id == 0 => {
-            Err(Error::Invalid("an alarm names a member id, never 0".into()))
-        }
+        Request::Alarm { alarm, .. } if alarm.member_id == 0 => Err(Rejection::Invalid(
+            "an alarm names a member id, never 0".into(),
+        )),
         Request::Alarm { .. } => Ok(()),
         // The records check names and limits when applying (`auth::AuthState::apply`).
         Request::Auth(_) => Ok(()),
@@ -40,9 +40,9 @@ pub fn validate_request(request: &Request, limits: &Limits) -> Result<()> {
 
 /// A checkpoint names at most `max_leases` leases, each with a valid id and a remaining TTL no
 /// longer than the longest TTL.
-fn validate_checkpoint(leases: &[CheckpointedLease], limits: &Limits) -> Result<()> {
+fn validate_checkpoint(leases: &[CheckpointedLease], limits: &Limits) -> Result<(), Rejection> {
     if leases.len() as u64 > limits.max_leases {
-        return Err(Error::Invalid(format!(
+        return Err(Rejection::Invalid(format!(
             "a checkpoint of {} leases is over the limit of {}",
             leases.len(),
             limits.max_leases
@@ -54,7 +54,7 @@ fn validate_checkpoint(leases: &[CheckpointedLease], limits: &Limits) -> Result<
     for lease in leases {
         limits.check_lease_id(lease.id)?;
         if lease.remaining_ttl_ms > longest_ms {
-            return Err(Error::Invalid(format!(
+            return Err(Rejection::Invalid(format!(
                 "lease {} is checkpointed with {} ms left, more than the longest TTL",
                 lease.id, lease.remaining_ttl_ms
             )));
@@ -64,22 +64,22 @@ fn validate_checkpoint(leases: &[CheckpointedLease], limits: &Limits) -> Result<
 }
 
 /// Checks a top-level range read.
-pub fn validate_range(range: &RangeRequest, limits: &Limits) -> Result<()> {
+pub fn validate_range(range: &RangeRequest, limits: &Limits) -> Result<(), Rejection> {
     let keys = range
         .range
         .as_ref()
-        .ok_or_else(|| Error::Invalid("a range read needs a key or prefix".into()))?;
+        .ok_or_else(|| Rejection::Invalid("a range read needs a key or prefix".into()))?;
     validate_key_range(keys, limits)?;
     if range.revision == Some(0) {
-        return Err(Error::Invalid("revision must be at least 1".into()));
+        return Err(Rejection::Invalid("revision must be at least 1".into()));
     }
     if range.limit == Some(0) {
-        return Err(Error::Invalid("limit must be at least 1".into()));
+        return Err(Rejection::Invalid("limit must be at least 1".into()));
     }
     Ok(())
 }
 
-fn validate_put(put: &PutRequest, limits: &Limits) -> Result<()> {
+fn validate_put(put: &PutRequest, limits: &Limits) -> Result<(), Rejection> {
     limits.check_key(&put.key)?;
     limits.check_value(&put.value)?;
     if put.lease != 0 {
@@ -90,7 +90,7 @@ fn validate_put(put: &PutRequest, limits: &Limits) -> Result<()> {
 
 /// A single-key range needs a non-empty key; a bounded or open range may start at the empty key
 /// (the whole key space).
-fn validate_key_range(range: &KeyRange, limits: &Limits) -> Result<()> {
+fn validate_key_range(range: &KeyRange, limits: &Limits) -> Result<(), Rejection> {
     match &range.end {
         RangeEnd::Single => limits.check_key(&range.start),
         RangeEnd::Until(end) => {
@@ -101,9 +101,9 @@ fn validate_key_range(range: &KeyRange, limits: &Limits) -> Result<()> {
     }
 }
 
-fn check_bound(bound: &[u8], limits: &Limits) -> Result<()> {
+fn check_bound(bound: &[u8], limits: &Limits) -> Result<(), Rejection> {
     if bound.len() > limits.max_key_bytes {
-        return Err(Error::Invalid(format!(
+        return Err(Rejection::Invalid(format!(
             "range bound is {} bytes; the limit is {}",
             bound.len(),
             limits.max_key_bytes
@@ -112,14 +112,14 @@ fn check_bound(bound: &[u8], limits: &Limits) -> Result<()> {
     Ok(())
 }
 
-fn validate_txn(txn: &TxnRequest, limits: &Limits) -> Result<()> {
+fn validate_txn(txn: &TxnRequest, limits: &Limits) -> Result<(), Rejection> {
     for (name, count) in [
         ("compare", txn.compare.len()),
         ("success", txn.success.len()),
         ("failure", txn.failure.len()),
     ] {
         if count > limits.max_txn_ops {
-            return Err(Error::Invalid(format!(
+            return Err(Rejection::Invalid(format!(
                 "txn has {count} {name} entries; the limit is {}",
                 limits.max_txn_ops
             )));
@@ -134,7 +134,7 @@ fn validate_txn(txn: &TxnRequest, limits: &Limits) -> Result<()> {
 
 /// Checks each op, and that no key is written twice in the branch: puts must name distinct keys,
 /// and no put may fall inside a delete range of the same branch (etcd's rule).
-fn validate_branch(ops: &[TxnOp], limits: &Limits) -> Result<()> {
+fn validate_branch(ops: &[TxnOp], limits: &Limits) -> Result<(), Rejection> {
     let mut put_keys: Vec<&[u8]> = Vec::new();
     let mut delete_ranges: Vec<&DeleteRangeRequest> = Vec::new();
     for op in ops {
@@ -165,10 +165,10 @@ fn validate_branch(ops: &[TxnOp], limits: &Limits) -> Result<()> {
     Ok(())
 }
 
-fn validate_txn_get(get: &RangeRequest, limits: &Limits) -> Result<()> {
+fn validate_txn_get(get: &RangeRequest, limits: &Limits) -> Result<(), Rejection> {
     validate_range(get, limits)?;
     if get.revision.is_some() || get.continue_token.is_some() {
-        return Err(Error::Invalid(
+        return Err(Rejection::Invalid(
             "a get inside a txn reads the txn's own state: revision and continue are not allowed"
                 .into(),
         ));
@@ -176,8 +176,8 @@ fn validate_txn_get(get: &RangeRequest, limits: &Limits) -> Result<()> {
     Ok(())
 }
 
-fn duplicate_key(key: &[u8]) -> Error {
-    Error::Invalid(format!(
+fn duplicate_key(key: &[u8]) -> Rejection {
+    Rejection::Invalid(format!(
         "duplicate key given in txn request: {}",
         String::from_utf8_lossy(key)
     ))
@@ -211,7 +211,7 @@ mod tests {
         assert!(validate_request(&txn(vec![put("a"), put("b")]), &limits).is_ok());
         assert!(matches!(
             validate_request(&txn(vec![put("a"), put("a")]), &limits),
-            Err(Error::Invalid(_))
+            Err(Rejection::Invalid(_))
         ));
         let delete_prefix = TxnOp::DeleteRange(DeleteRangeRequest {
             range: KeyRange::prefix("a"),
@@ -219,7 +219,7 @@ mod tests {
         });
         assert!(matches!(
             validate_request(&txn(vec![delete_prefix.clone(), put("ab")]), &limits),
-            Err(Error::Invalid(_))
+            Err(Rejection::Invalid(_))
         ));
         assert!(validate_request(&txn(vec![delete_prefix, put("b")]), &limits).is_ok());
     }
@@ -254,7 +254,7 @@ mod tests {
         });
         assert!(matches!(
             validate_request(&big_value, &limits),
-            Err(Error::TooLarge(_))
+            Err(Rejection::TooLarge(_))
         ));
         let empty_key = Request::Put(PutRequest {
             key: Vec::new(),

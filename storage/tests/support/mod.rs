@@ -82,6 +82,24 @@ impl TestStore {
 }
 
 /// `request` as the committed log entry at `index` (term 1, from member 1).
+/// Applies `entries`, which must stop the member (a panic naming `invariant`) before anything is
+/// written: a batch that would apply an entry twice.
+pub fn assert_apply_stops(store: &MvccStore, entries: &[ApplyEntry], invariant: &str) {
+    let applied =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.apply_batch(entries)));
+    let Err(panic) = applied else {
+        panic!("expected the batch to stop the member, got {applied:?}");
+    };
+    let message = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .unwrap_or_default();
+    assert!(
+        message.contains(invariant),
+        "the panic names the invariant {invariant:?}: {message:?}"
+    );
+}
+
 pub fn log_entry(index: u64, request: Request) -> ApplyEntry {
     ApplyEntry {
         log_id: LogId {
