@@ -46,10 +46,6 @@ KNOWN_CIRCLES = {
             "mvcc/mod.rs",
             "mvcc/snapshot.rs",
         ),
-        (
-            "mvcc/key_index.rs",
-            "mvcc/tables.rs",
-        ),
     ],
 }
 

@@ -16,9 +16,10 @@ use crate::codec::{LeaseRecord, VersionRecord};
 use crate::error::{ReadError, Rejection, StorageFailure};
 use crate::limits::Limits;
 use crate::mvcc::compact::PendingCompaction;
+use crate::mvcc::key_index::IndexEntry;
 use crate::mvcc::leases::WriteLeaseTables;
 use crate::mvcc::read::ResolvedRange;
-use crate::mvcc::tables::{IndexEntry, StoreState, WriteTables};
+use crate::mvcc::tables::{StoreState, WriteTables};
 use crate::mvcc::validate::validate_request;
 use crate::types::{ApplyEntry, ApplyOutcome, DeleteRangeResponse, EntryPayload, KeyRange};
 use crate::types::{

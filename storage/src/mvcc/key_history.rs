@@ -4,7 +4,7 @@
 //! size of the store or of other keys' histories.
 
 use crate::error::{ReadError, StorageFailure};
-use crate::mvcc::tables::IndexEntry;
+use crate::mvcc::key_index::IndexEntry;
 use crate::mvcc::MvccStore;
 use crate::types::{KeyHistory, KeyValue, KeyVersion};
 

@@ -1,5 +1,5 @@
-//! The key index, in memory: for every key, each of its versions still in `history` (revision,
-//! position and metadata), oldest first. It is etcd's `treeIndex`: a put costs one append to the
+//! The key index, in memory: for every key, each of its versions still in `history` (an
+//! `IndexEntry`: revision, position and metadata), oldest first. It is etcd's `treeIndex`: a put costs one append to the
 //! revision-ordered `history` table plus an insert here, instead of a second random B-tree leaf in
 //! the state file (layout 3 kept this index as the `key_index` table; docs/design/key-index.md).
 //!
@@ -32,7 +32,54 @@ use std::path::Path;
 
 use crate::codec::{self, VersionRecord};
 use crate::error::{corrupt, db_error, ReadError, StorageFailure};
-use crate::mvcc::tables::{HistoryTable, IndexEntry};
+use crate::types::KeyValue;
+
+/// One entry of the key index: where a version of a key lives in the history table, and the
+/// version's metadata (zero for a tombstone).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct IndexEntry {
+    pub revision: u64,
+    pub position: u32,
+    pub tombstone: bool,
+    pub create_revision: u64,
+    pub version: u64,
+    pub lease: i64,
+    /// The size of the version's history record as stored, so the index can tell how many bytes
+    /// of records the state file holds (`StoreStats::bytes_in_use`).
+    pub record_bytes: u32,
+}
+
+impl IndexEntry {
+    /// The index entry describing `record`, stored at (revision, position) in `record_bytes`.
+    pub fn for_record(
+        record: &VersionRecord,
+        (revision, position): (u64, u32),
+        record_bytes: usize,
+    ) -> Self {
+        IndexEntry {
+            revision,
+            position,
+            tombstone: record.tombstone,
+            create_revision: record.create_revision,
+            version: record.version,
+            lease: record.lease,
+            // Records are bounded far below 4 GiB (`codec::MAX_RECORD_BYTES`).
+            record_bytes: u32::try_from(record_bytes).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// The key-value this entry describes, without its value (keys-only reads and compares).
+    pub fn kv_without_value(&self, key: &[u8]) -> KeyValue {
+        KeyValue {
+            key: key.to_vec(),
+            value: Vec::new(),
+            create_revision: self.create_revision,
+            mod_revision: self.revision,
+            version: self.version,
+            lease: self.lease,
+        }
+    }
+}
 
 /// How many keys a walk collects under one hold of the read lock.
 const CHUNK_KEYS: usize = 256;
@@ -119,7 +166,7 @@ impl KeyIndex {
     /// The index of every version in `history`, of a state compacted at `compact_revision`: one
     /// walk in revision order, so each key's versions arrive oldest first.
     pub fn build(
-        history: &impl HistoryTable,
+        history: &impl redb::ReadableTable<(u64, u32), &'static [u8]>,
         file: &Path,
         compact_revision: u64,
     ) -> Result<Self, StorageFailure> {

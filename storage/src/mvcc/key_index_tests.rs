@@ -4,7 +4,7 @@
 //! index.
 
 use crate::error::{ReadError, StorageFailure};
-use crate::mvcc::tables::IndexEntry;
+use crate::mvcc::key_index::IndexEntry;
 use crate::mvcc::test_support::apply;
 use crate::mvcc::{MvccStore, StoreOptions};
 use crate::types::{DeleteRangeRequest, KeyRange, PutRequest, Request};

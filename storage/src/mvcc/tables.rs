@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::codec::{self, VersionRecord};
 use crate::error::{corrupt, db_error, ReadError, StorageFailure};
-use crate::mvcc::key_index::IndexHandle;
+use crate::mvcc::key_index::{IndexEntry, IndexHandle};
 use crate::types::{AppliedState, KeyValue};
 
 pub(crate) const HISTORY: TableDefinition<(u64, u32), &[u8]> = TableDefinition::new("history");
@@ -77,53 +77,6 @@ pub(crate) type WriteTables<'f, 't> = TableSet<'f, redb::Table<'t, (u64, u32), &
 
 /// A read transaction's tables.
 pub(crate) type ReadTables<'f> = TableSet<'f, redb::ReadOnlyTable<(u64, u32), &'static [u8]>>;
-
-/// One entry of the key index: where a version of a key lives in the history table, and the
-/// version's metadata (zero for a tombstone).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct IndexEntry {
-    pub revision: u64,
-    pub position: u32,
-    pub tombstone: bool,
-    pub create_revision: u64,
-    pub version: u64,
-    pub lease: i64,
-    /// The size of the version's history record as stored, so the index can tell how many bytes
-    /// of records the state file holds (`StoreStats::bytes_in_use`).
-    pub record_bytes: u32,
-}
-
-impl IndexEntry {
-    /// The index entry describing `record`, stored at (revision, position) in `record_bytes`.
-    pub fn for_record(
-        record: &VersionRecord,
-        (revision, position): (u64, u32),
-        record_bytes: usize,
-    ) -> Self {
-        IndexEntry {
-            revision,
-            position,
-            tombstone: record.tombstone,
-            create_revision: record.create_revision,
-            version: record.version,
-            lease: record.lease,
-            // Records are bounded far below 4 GiB (`codec::MAX_RECORD_BYTES`).
-            record_bytes: u32::try_from(record_bytes).unwrap_or(u32::MAX),
-        }
-    }
-
-    /// The key-value this entry describes, without its value (keys-only reads and compares).
-    pub fn kv_without_value(&self, key: &[u8]) -> KeyValue {
-        KeyValue {
-            key: key.to_vec(),
-            value: Vec::new(),
-            create_revision: self.create_revision,
-            mod_revision: self.revision,
-            version: self.version,
-            lease: self.lease,
-        }
-    }
-}
 
 impl<H: HistoryTable> TableSet<'_, H> {
     /// The history record at (revision, position); a missing one means the index and the history
