@@ -3,14 +3,19 @@
 //! Each operation names the error it can produce, so a caller's compiler shows what can fail:
 //! - [`StorageFailure`]: a fault of the files or the machine (redb, I/O, a damaged record, a broken
 //!   invariant of the files). Every operation that touches the disk can fail with it, and it aborts
-//!   the operation without committing anything. Applying entries and the raft log's operations
-//!   fail with nothing else.
+//!   the operation without committing anything. Applying entries, compaction, flushing and the raft
+//!   log's reads, truncation, purge, vote and committed id fail with nothing else.
 //! - [`Rejection`]: a deterministic refusal of a request (what `validate_request` and an applied
 //!   entry's outcome answer). Every member applying the same request rejects it the same way, so it
 //!   travels back to the client as an answer.
-//! - [`OpenError`] (opening a file), [`AppendError`] (the raft log's append), [`ReadError`] (ranges, history, events, hashes),
-//!   [`SnapshotError`] (writing, reading and importing a snapshot stream) and [`DefragmentError`]:
-//!   the few refusals the operation has, and `Storage` for the faults.
+//! - [`OpenError`] (opening the state file or the raft log), [`AppendError`] (the raft log's
+//!   append), [`ReadError`] (ranges, a key's history, events, hashes), [`SnapshotError`] (writing,
+//!   checking and importing a snapshot stream) and [`DefragmentError`]: the few refusals the
+//!   operation has, and `Storage` for the faults.
+//!
+//! The invariants whose breaking would corrupt the member (an entry applied twice, a revision that
+//! jumps, an append that leaves a gap in the raft log) are no errors: they are asserted, and stop
+//! the member with a panic before anything is written, because only a bug reaches them.
 //!
 //! [`Error`] is their union, as `redb::Error` is redb's: for a caller that gathers every storage
 //! error in one place (the node maps its variants to HTTP status codes in one place). Each narrow
@@ -254,23 +259,6 @@ pub enum Error {
     /// See [`StorageFailure::Invariant`].
     #[error("invariant violated: {0}")]
     Invariant(String),
-}
-
-impl Error {
-    /// True for deterministic request rejections, which are answers rather than faults.
-    pub fn is_request_rejection(&self) -> bool {
-        matches!(
-            self,
-            Error::Invalid(_)
-                | Error::TooLarge(_)
-                | Error::FutureRevision { .. }
-                | Error::Compacted { .. }
-                | Error::LeaseNotFound { .. }
-                | Error::LeaseExists { .. }
-                | Error::NoSpace
-                | Error::CorruptCluster
-        )
-    }
 }
 
 impl From<StorageFailure> for Error {
