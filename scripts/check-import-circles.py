@@ -37,15 +37,6 @@ KNOWN_CIRCLES = {
             "codec.rs",
             "types.rs",
         ),
-        (
-            "mvcc/apply.rs",
-            "mvcc/compact.rs",
-            "mvcc/defragment.rs",
-            "mvcc/leases.rs",
-            "mvcc/migrate.rs",
-            "mvcc/mod.rs",
-            "mvcc/snapshot.rs",
-        ),
     ],
 }
 

@@ -30,8 +30,9 @@ use std::sync::atomic::Ordering;
 use crate::codec::{self, VersionRecord};
 use crate::error::{corrupt, db_error, ReadError, StorageFailure};
 use crate::file::META;
+use crate::mvcc::tables::open_write_tables;
 use crate::mvcc::tables::{load_state, HistoryTable, TableSet, WriteTables};
-use crate::mvcc::{open_write_tables, MvccStore};
+use crate::mvcc::MvccStore;
 
 /// How many history entries one chunk of the compaction walk holds in memory.
 const COMPACTION_CHUNK_ENTRIES: usize = 1024;

@@ -26,6 +26,7 @@ mod migrate;
 mod read;
 mod snapshot;
 mod snapshot_frames;
+mod store;
 mod tables;
 #[cfg(test)]
 mod test_support;
@@ -38,13 +39,14 @@ pub use snapshot_frames::{
     inspect_foreign, inspect_snapshot, inspect_snapshot_counted, open_backup_file,
     read_snapshot_frames, ForeignHistory, FrameFeed, ImportProgress, FOREIGN_STREAM_VERSION,
 };
+pub use store::{MvccStore, StoreOptions, DEFAULT_COMPACTION_INLINE_ENTRIES};
 pub use validate::{validate_range, validate_request};
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use redb::{Database, Durability, ReadableDatabase, ReadableTableMetadata};
 
@@ -62,50 +64,15 @@ use compact::PendingCompaction;
 use key_index::{IndexHandle, KeyIndex, SharedKeyIndex};
 use leases::{open_write_lease_tables, LeaseTables, ReadLeaseTables, WriteLeaseTables};
 use read::ResolvedRange;
+use snapshot::ExportMeta;
+use store::DurabilityTracker;
 use tables::{
-    load_state, save_state, ReadTables, StoreState, WriteTables, HISTORY, LEASES, LEASE_KEYS,
+    load_state, open_write_tables, save_state, ReadTables, StoreState, WriteTables, HISTORY,
+    LEASES, LEASE_KEYS,
 };
 
 /// The file kind written into the state file's marker.
 const STATE_FILE_KIND: &str = "state";
-
-/// Default `StoreOptions::compaction_inline_entries`: about a millisecond of cleaning, the same
-/// order as etcd's compaction batch (1,000 keys).
-pub const DEFAULT_COMPACTION_INLINE_ENTRIES: usize = 1_000;
-
-/// How the store is opened.
-#[derive(Clone, Debug)]
-pub struct StoreOptions {
-    pub limits: Limits,
-    /// Longest time between durable commits of applied batches. Zero makes every commit durable.
-    pub durable_commit_interval: Duration,
-    /// redb page cache size in bytes.
-    pub cache_bytes: usize,
-    /// History entries a compaction cleans inside its own apply; the rest of its window is left
-    /// to `MvccStore::compact_step`, so a huge window never stalls the apply loop.
-    pub compaction_inline_entries: usize,
-}
-
-impl Default for StoreOptions {
-    fn default() -> Self {
-        StoreOptions {
-            limits: Limits::default(),
-            durable_commit_interval: Duration::from_millis(500),
-            cache_bytes: 256 * 1024 * 1024,
-            compaction_inline_entries: DEFAULT_COMPACTION_INLINE_ENTRIES,
-        }
-    }
-}
-
-/// What the store knows about its own durability.
-#[derive(Debug)]
-struct DurabilityTracker {
-    last_durable_commit: Instant,
-    /// The applied log id as of the last durable commit: what survives a crash.
-    durable_applied: Option<LogId>,
-    /// The applied log id of the newest commit, durable or not.
-    applied: Option<LogId>,
-}
 
 /// What one entry of a batch may change besides the state record.
 struct BatchTables<'b, 'f, 't> {
@@ -116,37 +83,6 @@ struct BatchTables<'b, 'f, 't> {
     auth: &'b mut Option<AuthState>,
     /// The compaction still to clean (`compact.rs`), loaded for every batch with a compaction.
     pending_compaction: &'b mut Option<PendingCompaction>,
-}
-
-/// What an export reads from the meta table besides the state record, in the same transaction.
-pub(crate) struct ExportMeta {
-    pub cluster_id: Option<u64>,
-    pub alarms: Vec<Alarm>,
-    pub auth: AuthState,
-}
-
-/// The MVCC store. See the module documentation.
-pub struct MvccStore {
-    /// Every transaction begins under the read side (the guard is dropped at once: transactions
-    /// do not borrow the database); defragmentation takes the write side, so no transaction
-    /// begins while it runs.
-    database: RwLock<Database>,
-    file: PathBuf,
-    disk_faults: DiskFaults,
-    options: StoreOptions,
-    durability: Mutex<DurabilityTracker>,
-    /// The auth records as last committed, read on every request a front-end checks; replaced
-    /// after a batch that changed them and after a snapshot import.
-    auth: RwLock<Arc<AuthState>>,
-    /// True while a compaction window is not fully cleaned (`compact.rs`), so the background
-    /// compactor asks without a read transaction.
-    compaction_pending: AtomicBool,
-    /// The cluster id as last committed (0 until the founding membership is applied), read for
-    /// every gRPC response header; reloaded after the batch that records it and after an import.
-    cluster_id_cache: AtomicU64,
-    /// Every version in `history`, by key (`key_index.rs`): built at open, changed by the writer
-    /// with the history, rebuilt after a write that failed.
-    key_index: SharedKeyIndex,
 }
 
 impl MvccStore {
@@ -816,19 +752,6 @@ fn check_token_fits(
         ));
     }
     Ok(())
-}
-
-/// The write transaction's tables, changing `key_index` with the history.
-pub(crate) fn open_write_tables<'f, 't>(
-    write: &'t redb::WriteTransaction,
-    file: &'f Path,
-    key_index: &'f SharedKeyIndex,
-) -> Result<WriteTables<'f, 't>, StorageFailure> {
-    Ok(WriteTables {
-        file,
-        history: write.open_table(HISTORY).map_err(db_error(file))?,
-        index: IndexHandle::writer(key_index),
-    })
 }
 
 fn read_tables_of<'f>(

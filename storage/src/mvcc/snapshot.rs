@@ -31,11 +31,19 @@ use crate::mvcc::snapshot_frames::{
     bad, read_foreign, read_stream, Counting, ForeignHistory, FrameFeed, FrameSink, ImportProgress,
     SnapshotSummary,
 };
+use crate::mvcc::tables::open_write_tables;
 use crate::mvcc::tables::{
     save_cluster_id, save_state, ReadTables, StoreState, WriteTables, HISTORY, LEASES, LEASE_KEYS,
 };
-use crate::mvcc::{open_write_tables, ExportMeta, MvccStore};
+use crate::mvcc::MvccStore;
 use crate::types::{Alarm, AppliedState};
+
+/// What an export reads from the meta table besides the state record, in the same transaction.
+pub(crate) struct ExportMeta {
+    pub cluster_id: Option<u64>,
+    pub alarms: Vec<Alarm>,
+    pub auth: AuthState,
+}
 
 /// What a restore puts in place of the stream's own raft position: the new cluster's membership
 /// at a log id of its own, and the new cluster's id.

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::codec::{self, VersionRecord};
 use crate::error::{corrupt, db_error, ReadError, StorageFailure};
-use crate::mvcc::key_index::{IndexEntry, IndexHandle};
+use crate::mvcc::key_index::{IndexEntry, IndexHandle, SharedKeyIndex};
 use crate::types::{AppliedState, KeyValue};
 
 pub(crate) const HISTORY: TableDefinition<(u64, u32), &[u8]> = TableDefinition::new("history");
@@ -289,4 +289,17 @@ pub(crate) fn save_cluster_id(
     meta.insert(CLUSTER_ID_KEY, bytes.as_slice())
         .map_err(db_error(file))?;
     Ok(())
+}
+
+/// The write transaction's tables, changing `key_index` with the history.
+pub(crate) fn open_write_tables<'f, 't>(
+    write: &'t redb::WriteTransaction,
+    file: &'f Path,
+    key_index: &'f SharedKeyIndex,
+) -> Result<WriteTables<'f, 't>, StorageFailure> {
+    Ok(WriteTables {
+        file,
+        history: write.open_table(HISTORY).map_err(db_error(file))?,
+        index: IndexHandle::writer(key_index),
+    })
 }
