@@ -14,6 +14,7 @@ pub mod codec;
 mod disk_faults;
 mod error;
 mod file;
+mod key_range;
 mod limits;
 mod log_store;
 mod mvcc;

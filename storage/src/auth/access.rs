@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::types::{KeyRange, RangeEnd};
+use crate::key_range::{KeyRange, RangeEnd};
 
 /// The role that may do everything, including auth administration, as in etcd.
 pub const ROOT_ROLE: &str = "root";

@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use super::access::{AccessRules, Permission, ROOT_ROLE};
 use crate::error::Rejection;
+use crate::key_range::KeyRange;
 use crate::limits::Limits;
-use crate::types::KeyRange;
 
 /// The user that may enable auth and administer the cluster, as in etcd.
 pub const ROOT_USER: &str = "root";
@@ -34,8 +34,9 @@ pub const MAX_NAME_BYTES: usize = 128;
 /// Longest stored password hash (an argon2id PHC string is about 100 bytes).
 pub const MAX_PASSWORD_HASH_BYTES: usize = 512;
 /// Largest encoded size of all the records together (the other limits alone would allow
-/// gigabytes of permission keys); a change that would pass it is refused. It keeps the record one
-/// bounded meta-table value and one snapshot frame.
+/// gigabytes of permission keys); a change that would pass it is refused (by the store, which
+/// measures the encoding: `mvcc/auth_record.rs`). It keeps the record one bounded meta-table value
+/// and one snapshot frame.
 pub const MAX_AUTH_RECORD_BYTES: usize = 16 * 1024 * 1024;
 /// The token signing key's length range, in bytes.
 pub const TOKEN_KEY_BYTES: std::ops::RangeInclusive<usize> = 32..=64;
@@ -146,17 +147,6 @@ impl AuthState {
         changed.apply_in_place(change, limits)?;
         if !self.repeats_enable_or_disable(change) {
             changed.revision += 1;
-        }
-        // The records are plain data, which bincode always encodes into a vector: a failure here
-        // is a bug, never a client's doing.
-        let encoded_bytes = crate::codec::encode(&changed)
-            .expect("the auth records are plain data and always encode")
-            .len();
-        if encoded_bytes > MAX_AUTH_RECORD_BYTES {
-            return Err(Rejection::TooLarge(format!(
-                "the auth records would take {encoded_bytes} bytes; the limit is \
-                 {MAX_AUTH_RECORD_BYTES}"
-            )));
         }
         debug_assert!(changed.holds_invariants());
         *self = changed;

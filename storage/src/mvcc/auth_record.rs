@@ -7,9 +7,10 @@ use std::path::Path;
 
 use redb::ReadableTable;
 
-use crate::auth::AuthState;
+use crate::auth::{AuthRequest, AuthState, MAX_AUTH_RECORD_BYTES};
 use crate::codec;
-use crate::error::{corrupt, db_error, StorageFailure};
+use crate::error::{corrupt, db_error, Rejection, StorageFailure};
+use crate::limits::Limits;
 use crate::types::{ApplyEntry, EntryPayload, Request};
 
 /// The meta table's key of the auth record.
@@ -37,6 +38,31 @@ pub(crate) fn save_auth(
     let bytes = codec::encode(auth).map_err(corrupt(file))?;
     meta.insert(AUTH_KEY, bytes.as_slice())
         .map_err(db_error(file))?;
+    Ok(())
+}
+
+/// Applies an auth change to the batch's records, or refuses it and changes nothing: first the
+/// records' own rules (`AuthState::apply`), then the bound on their encoded size, measured here
+/// because the store is what encodes them (the auth model knows no codec).
+pub(crate) fn apply_change(
+    records: &mut AuthState,
+    change: &AuthRequest,
+    limits: &Limits,
+) -> Result<(), Rejection> {
+    let mut changed = records.clone();
+    changed.apply(change, limits)?;
+    // The records are plain data, which bincode always encodes into a vector: a failure here is
+    // a bug, never a client's doing.
+    let encoded_bytes = codec::encode(&changed)
+        .expect("the auth records are plain data and always encode")
+        .len();
+    if encoded_bytes > MAX_AUTH_RECORD_BYTES {
+        return Err(Rejection::TooLarge(format!(
+            "the auth records would take {encoded_bytes} bytes; the limit is \
+             {MAX_AUTH_RECORD_BYTES}"
+        )));
+    }
+    *records = changed;
     Ok(())
 }
 

@@ -350,10 +350,11 @@ impl MvccStore {
                         "an auth change in a batch that did not load the records".into(),
                     )
                 })?;
-                let result = records
-                    .apply(change, &self.options.limits)
-                    .map(|()| Response::Auth {
-                        auth_revision: records.revision,
+                let result =
+                    auth_record::apply_change(records, change, &self.options.limits).map(|()| {
+                        Response::Auth {
+                            auth_revision: records.revision,
+                        }
                     });
                 Ok(ApplyOutcome {
                     revision: state.current_revision,
