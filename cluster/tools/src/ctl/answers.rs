@@ -8,7 +8,8 @@ use revkv_client::{Client, ClientError};
 use super::output;
 use crate::cli::OutputFormat;
 
-/// Prints `answer` as JSON, or the sentence `human` makes.
+/// Prints `answer` as JSON, or the lines `human` makes. Nothing to say prints nothing, not an
+/// empty line, as etcdctl does (`alarm list` with no alarm), so a script can test for emptiness.
 pub(super) fn print_either<T: serde::Serialize>(
     format: OutputFormat,
     answer: &T,
@@ -16,7 +17,12 @@ pub(super) fn print_either<T: serde::Serialize>(
 ) {
     match format {
         OutputFormat::Json => println!("{}", output::json(answer)),
-        OutputFormat::Table => println!("{}", human()),
+        OutputFormat::Table => {
+            let lines = human();
+            if !lines.is_empty() {
+                println!("{lines}");
+            }
+        }
     }
 }
 

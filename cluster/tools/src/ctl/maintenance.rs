@@ -19,23 +19,14 @@ pub async fn alarm(
     match command {
         AlarmCommand::List => {
             let answer = client.alarms().await?;
-            print_alarms(format, &answer, &answer.alarms);
+            print_either(format, &answer, || alarm_lines(&answer.alarms));
         }
         AlarmCommand::Disarm { member_id } => {
             let answer = client.disarm_alarms(member_id).await?;
-            print_alarms(format, &answer, &answer.disarmed);
+            print_either(format, &answer, || alarm_lines(&answer.disarmed));
         }
     }
     Ok(())
-}
-
-/// Prints an alarm answer. With no alarm, a table prints nothing at all, as etcdctl does, so that
-/// a script can test the output for emptiness (an empty line would not be).
-fn print_alarms<T: serde::Serialize>(format: OutputFormat, answer: &T, alarms: &[AlarmMember]) {
-    if format == OutputFormat::Table && alarms.is_empty() {
-        return;
-    }
-    print_either(format, answer, || alarm_lines(alarms));
 }
 
 /// etcdctl's lines: `memberID:N alarm:NOSPACE`, one per alarm (nothing when none).
