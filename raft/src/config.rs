@@ -152,4 +152,15 @@ pub struct MemberConfig {
     /// Sockets (the default), or a simulated network that carries every peer call
     /// (`peer/simulated.rs`; the listener given to `RaftMember::start` must match).
     pub peer_network: crate::peer::simulated::PeerNetwork,
+    /// The fault switches of the member's files (disarmed by default), through which tests and
+    /// simulations fail, fill or crash its disk.
+    pub disks: MemberDisks,
+}
+
+/// The fault switches of a member's two stores. Clones share them, so whoever built the config
+/// holds the switches of the member it starts.
+#[derive(Clone, Debug, Default)]
+pub struct MemberDisks {
+    pub state_file: revkv_storage::DiskFaults,
+    pub raft_log: revkv_storage::DiskFaults,
 }

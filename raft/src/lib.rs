@@ -66,7 +66,7 @@ mod write_path_trace;
 pub const DEFAULT_LOG_FILTER: &str = "info,openraft=warn,openraft::replication=error,\
     openraft::engine::handler::replication_handler=error,openraft::core::heartbeat=error";
 
-pub use config::{LeaseSettings, MemberConfig, PeerLimits, RaftTiming};
+pub use config::{LeaseSettings, MemberConfig, MemberDisks, PeerLimits, RaftTiming};
 pub use error::MemberError;
 pub use key_space_hashes::MemberKeySpaceHash;
 pub use lease_events::{LeaseEvents, LeaseObserver};

@@ -312,9 +312,11 @@ impl WriterThread {
     /// The same loop as a task, for a thread whose blocking work runs inline
     /// (`runtime::run_blocking_work_inline_on_this_thread`): it awaits each command instead, and
     /// its writes and fsyncs run on the runtime's one thread, in the order the tasks run.
+    /// Each command first waits the simulated disk's latency (`runtime::simulated_disk_latency`).
     async fn run_as_task(mut self) {
         let mut next = self.commands.recv().await;
         while let Some(command) = next {
+            tokio::time::sleep(crate::runtime::simulated_disk_latency()).await;
             next = match self.carry_out(command) {
                 Some(left_over) => Some(left_over),
                 None => self.commands.recv().await,

@@ -38,13 +38,15 @@ impl OpenStores {
     pub(crate) fn open(config: &MemberConfig) -> Result<Self, MemberError> {
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|error| startup(&config.data_dir.display().to_string(), &error))?;
-        let store = Arc::new(MvccStore::open(
+        let store = Arc::new(MvccStore::open_with_faults(
             config.data_dir.join("state.redb"),
             config.store.clone(),
+            config.disks.state_file.clone(),
         )?);
-        let log = Arc::new(RaftLogStore::open(
+        let log = Arc::new(RaftLogStore::open_with_faults(
             config.data_dir.join("raft-log"),
             config.log,
+            config.disks.raft_log.clone(),
         )?);
         if let Some(repaired) = log.repaired_tail() {
             tracing::warn!(
@@ -140,6 +142,16 @@ impl StartedRaft {
     }
 }
 
+/// Whether the simulator's test planted the leader-restore bug (`planted_bugs.rs`; never in the
+/// server's build, where leaders never restore their term).
+fn leader_restore_planted() -> bool {
+    #[cfg(feature = "planted-bugs")]
+    if crate::planted_bugs::leaders_restore_their_term() {
+        return true;
+    }
+    false
+}
+
 fn openraft_config(config: &MemberConfig) -> Result<Arc<openraft::Config>, openraft::ConfigError> {
     let timing = &config.timing;
     let millis = |duration: Duration| duration.as_millis() as u64;
@@ -157,7 +169,7 @@ fn openraft_config(config: &MemberConfig) -> Result<Arc<openraft::Config>, openr
         // below entries its followers hold, and writing new entries at those log ids in the same
         // term breaks log matching (followers keep theirs and the replicas part for good).
         // node/bin/tests/leader_restart.rs catches it; docs/RELIABILITY.md tells the story.
-        enable_leader_restore: Some(false),
+        enable_leader_restore: Some(leader_restore_planted()),
         ..openraft::Config::default()
     };
     Ok(Arc::new(raft_config.validate()?))

@@ -4,12 +4,15 @@
 //! binary has none of this code. Each switch belongs to the thread that sets it, so a seed with a
 //! planted bug and a clean seed can run side by side on two threads of one process.
 //!
-//! The switches live in the lowest crate that has a bug to plant; `revkv_node::planted_bugs` is
-//! this module.
+//! Each switch lives in the lowest crate that has its bug to plant (the raft log's in
+//! `revkv_storage::planted_bugs`, re-exported here); `revkv_node::planted_bugs` is this module.
 
 use std::cell::Cell;
 
+pub use revkv_storage::planted_bugs::acknowledge_log_appends_before_fsync;
+
 thread_local! {
+    static LEADERS_RESTORE_THEIR_TERM: Cell<bool> = const { Cell::new(false) };
     static LINEARIZABLE_READS_SERVED_LOCALLY: Cell<bool> = const { Cell::new(false) };
     static KEEP_ALIVE_RENEWS_TO_HALF_TTL: Cell<bool> = const { Cell::new(false) };
     static WATCHES_SKIP_COMPACTED_REVISIONS: Cell<bool> = const { Cell::new(false) };
@@ -48,4 +51,17 @@ pub fn skip_compacted_revisions_in_watches(planted: bool) {
 /// Whether that bug is planted on this thread.
 pub fn watches_skip_compacted_revisions() -> bool {
     WATCHES_SKIP_COMPACTED_REVISIONS.with(Cell::get)
+}
+
+/// Plants (or removes) the bug found by a chaos run (docs/RELIABILITY.md): openraft's leader
+/// restore turned back on, so a leader that restarts takes up its old term at once. It may have
+/// crashed before its own log held entries it had sent its followers, and writing new entries at
+/// those log ids in the same term parts the replicas for good.
+pub fn restore_leaders_on_restart(planted: bool) {
+    LEADERS_RESTORE_THEIR_TERM.with(|switch| switch.set(planted));
+}
+
+/// Whether that bug is planted on this thread.
+pub(crate) fn leaders_restore_their_term() -> bool {
+    LEADERS_RESTORE_THEIR_TERM.with(Cell::get)
 }

@@ -109,6 +109,22 @@ impl<T> Future for Offloaded<T> {
     }
 }
 
+/// The longest a simulated disk takes to carry out one command of the raft log's writer.
+const MAX_SIMULATED_DISK_LATENCY_MICROS: u64 = 2_000;
+
+/// How long the next write of a simulated raft log takes, drawn from this thread's seeded
+/// generator (zero on an unseeded thread). A simulation's file operations take no simulated time
+/// of their own; without this, a leader's own write would always finish before its followers
+/// even received the entries, and a crash could never find the leader's log behind theirs, which
+/// a real disk's fsync makes common.
+pub(crate) fn simulated_disk_latency() -> Duration {
+    RaftRandomness::from_seed(|seeded| {
+        let Ok(drawn) = seeded.try_next_u64();
+        Duration::from_micros(drawn % (MAX_SIMULATED_DISK_LATENCY_MICROS + 1))
+    })
+    .unwrap_or_default()
+}
+
 /// openraft's runtime for revkv: [`TokioRuntime`] with the seedable randomness above.
 #[derive(Debug)]
 pub struct RevkvRuntime(TokioRuntime);

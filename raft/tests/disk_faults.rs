@@ -252,7 +252,9 @@ async fn restart_member(
     let stopped = members.remove(victim);
     let _ = stopped.shutdown().await;
     drop(stopped);
-    let config = cluster.configs[victim].clone();
+    let mut config = cluster.configs[victim].clone();
+    // The config's switches are the failed disk's; the restarted member gets healthy ones.
+    config.disks = Default::default();
     let restarted = poll_until_async("the stopped member starts again", || {
         let config = config.clone();
         async move {

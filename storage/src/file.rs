@@ -38,7 +38,7 @@ pub(crate) fn open_revkv_file(
         .open(path)
         .map_err(crate::error::io_error(path))?;
     let backend = FileBackend::new(file).map_err(|error| classify_open_error(path, kind, error))?;
-    let backend = FaultableFile::new(backend, faults.clone());
+    let backend = FaultableFile::new(backend, path, faults.clone());
     // redb's debug builds walk every page while opening and panic on a damaged one (its
     // `mark_allocated_page_for_debug`); release builds do not, and `verify_integrity` below refuses
     // the file. Either way a damaged file must be an error naming it, never a panic.

@@ -7,7 +7,8 @@
 //! - [`RaftLogStore`]: entries in checksummed segment files, and the vote, committed and purged
 //!   ids in a two-slot metadata file; group-committed appends, one write and one fsync each.
 //! - [`codec`]: every persisted or transmitted byte encoding, each record with a format-version byte.
-//! - [`DiskFaults`]: fault switches on every file, disarmed unless a test arms them.
+//! - [`DiskFaults`]: fault switches on every file, disarmed unless a test arms them, and the
+//!   record of unsynced changes a simulated power cut loses.
 
 pub mod auth;
 pub mod codec;
@@ -18,7 +19,10 @@ mod key_range;
 mod limits;
 mod log_store;
 mod mvcc;
+#[cfg(feature = "planted-bugs")]
+pub mod planted_bugs;
 mod types;
+mod unsynced_writes;
 
 pub use disk_faults::{DiskFaults, DiskOperation};
 pub use error::{
@@ -34,3 +38,4 @@ pub use mvcc::{
     DEFAULT_COMPACTION_INLINE_ENTRIES, FOREIGN_STREAM_VERSION,
 };
 pub use types::*;
+pub use unsynced_writes::CrashLoss;

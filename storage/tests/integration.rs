@@ -18,5 +18,6 @@ mod key_history;
 mod key_index;
 mod log_store;
 mod model;
+mod power_loss;
 mod rules;
 mod small_apply;

@@ -10,9 +10,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
+use rand::rngs::StdRng;
+use rand::RngExt;
 use revkv_node::{MemberBackend, Node, NodeConfig, NodeError};
 use revkv_raft::peer::simulated::PeerNetwork;
-use revkv_raft::MemberNode;
+use revkv_raft::{MemberDisks, MemberNode};
+use revkv_storage::{CrashLoss, DiskOperation};
 
 use crate::network::Network;
 use crate::trace::Trace;
@@ -153,6 +156,59 @@ impl Cluster {
         stopped
     }
 
+    /// Waits up to `deadline` for member `id` to stop itself because a write or fsync of its data
+    /// failed; answers why, or `None` if it did not (or is not running).
+    pub async fn stopped_by_fault_within(&self, id: u64, deadline: Duration) -> Option<String> {
+        let node = lock(&self.running).get(&id).cloned()?;
+        tokio::time::timeout(deadline, node.stopped_by_fault())
+            .await
+            .ok()
+    }
+
+    /// Member `id`'s disks (the fault switches of its state file and raft log).
+    pub fn disks(&self, id: u64) -> Option<MemberDisks> {
+        lock(&self.configs)
+            .get(&id)
+            .map(|config| config.member.disks.clone())
+    }
+
+    /// Cuts the power of members `ids` at one instant: from here on nothing they do reaches their
+    /// disks or the network. Then each one's disks lose what a power cut loses (every change since
+    /// a file's last fsync may be gone, the first lost write torn; drawn from `random`), and
+    /// every fault armed on them is cleared, as new hardware would be. Start them again with
+    /// [`Cluster::start`].
+    pub async fn crash(&self, ids: &[u64], random: &mut StdRng) {
+        let mut crashed = Vec::new();
+        for id in ids {
+            let (Some(node), Some(disks)) = (lock(&self.running).remove(id), self.disks(*id))
+            else {
+                continue;
+            };
+            for file in [&disks.state_file, &disks.raft_log] {
+                file.fail(DiskOperation::Write, true);
+                file.fail(DiskOperation::Sync, true);
+            }
+            self.network.set_power(*id, false);
+            lock(&self.stopped).insert(*id, Arc::downgrade(node.backend()));
+            self.trace.record(Some(*id), None, "member crashed".into());
+            crashed.push((*id, node, disks));
+        }
+        for (id, node, disks) in crashed {
+            // The dead member's tasks are stopped and its files closed; it can write nothing.
+            let _ = node.shutdown().await;
+            drop(node);
+            self.wait_for_release(id).await;
+            for file in [&disks.state_file, &disks.raft_log] {
+                let lost = file.crash(&mut |n| random.random_range(0..n));
+                self.trace.record(Some(id), None, describe_loss(lost));
+                file.fail(DiskOperation::Write, false);
+                file.fail(DiskOperation::Sync, false);
+                file.fill(false);
+            }
+            self.network.set_power(id, true);
+        }
+    }
+
     /// Waits until nothing holds member `id`'s last run any more. A process that stops lets go
     /// of its files as it exits; here a client's request to the stopped member may still hold
     /// its store until the request fails, and the store's files cannot be opened twice.
@@ -171,6 +227,29 @@ impl Cluster {
         for id in self.running_ids() {
             let _ = self.stop(id).await;
         }
+    }
+}
+
+/// One line of the trace for what a crash did to one store's files.
+fn describe_loss(lost: std::io::Result<Vec<CrashLoss>>) -> String {
+    match lost {
+        Err(error) => format!("crash: the lost writes could not be undone: {error}"),
+        Ok(files) if files.is_empty() => "crash: nothing unsynced".into(),
+        Ok(files) => files
+            .iter()
+            .map(|file| {
+                let name = file.file.file_name().unwrap_or_default().to_string_lossy();
+                let torn = file
+                    .torn_sectors
+                    .map(|(kept, of)| format!(", {kept} of {of} sectors of the next"))
+                    .unwrap_or_default();
+                format!(
+                    "crash: {name} kept {} of {} unsynced changes{torn}",
+                    file.kept, file.unsynced
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
     }
 }
 
@@ -197,7 +276,18 @@ fn member_config(id: u64, directory: &Path, network: &Arc<Network>) -> NodeConfi
     config.member.advertise = advertised(id);
     let link = network.link(id, address(id, PEER_PORT));
     config.member.peer_network = PeerNetwork::simulated(link);
+    // A crash loses what was not synced (`Cluster::crash`), so the disks keep it until then; the
+    // state file paces its durable commits by the simulation's clock, so the same seed makes the
+    // same commits durable.
+    config.member.disks.state_file.keep_unsynced_writes();
+    config.member.disks.raft_log.keep_unsynced_writes();
+    config.member.store.clock = simulated_now;
     config
+}
+
+/// The simulation's clock as a `std` instant, for the state file's durable-commit pacing.
+fn simulated_now() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
 }
 
 /// Each holder makes one insert or removal, so the map stays whole.

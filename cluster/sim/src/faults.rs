@@ -1,7 +1,8 @@
 //! The faults of a run, one after another, each chosen and timed by the seed: links cut (one
 //! member isolated, one direction of one link, or the cluster split in two), the network made
 //! lossy, slow and duplicating, a member stopped and started again, leadership handed to
-//! another member, and members added and removed (`membership.rs`). Each fault lasts a drawn
+//! another member, members added and removed (`membership.rs`), and members crashed or their
+//! disks failed (`crashes.rs`). Each fault lasts a drawn
 //! time and is undone before the next, and at most one member is down at a time.
 
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use rand::{RngExt, SeedableRng};
 use revkv_node::KvBackend;
 
 use crate::cluster::Cluster;
+use crate::crashes;
 use crate::membership::change_membership;
 use crate::network::{LinkQuality, Network};
 use crate::trace::Trace;
@@ -29,15 +31,23 @@ pub enum FaultKind {
     Transfer,
     /// Members added (up to five) and removed (down to three), the leader too.
     Membership,
+    /// A member crashed, or every member at once (a power loss): writes not yet synced are lost
+    /// or torn.
+    Crash,
+    /// A member's state file or raft log fails its fsyncs or writes or fills up; the member is
+    /// then power cycled on mended disks.
+    Disk,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 5] = [
+    pub const ALL: [FaultKind; 7] = [
         FaultKind::Partition,
         FaultKind::Network,
         FaultKind::Restart,
         FaultKind::Transfer,
         FaultKind::Membership,
+        FaultKind::Crash,
+        FaultKind::Disk,
     ];
 }
 
@@ -80,6 +90,8 @@ pub async fn run_faults(
             FaultKind::Restart => restart(&mut random, &cluster, &trace, lasting).await,
             FaultKind::Transfer => transfer(&mut random, &cluster, &trace).await,
             FaultKind::Membership => change_membership(&mut random, &cluster, &trace).await,
+            FaultKind::Crash => crashes::crash(&mut random, &cluster, &trace, lasting).await,
+            FaultKind::Disk => crashes::fail_disk(&mut random, &cluster, &trace, lasting).await,
         }
     }
     injected

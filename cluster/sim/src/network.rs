@@ -68,6 +68,8 @@ pub struct Network {
     members: Mutex<BTreeMap<SocketAddr, u64>>,
     /// (from, to): what `from` sends to `to` is lost.
     cut: Mutex<BTreeSet<(u64, u64)>>,
+    /// Members whose power is off: whatever they send, and whatever is sent to them, is lost.
+    powered_off: Mutex<BTreeSet<u64>>,
     quality: Mutex<LinkQuality>,
     random: Mutex<StdRng>,
     trace: Trace,
@@ -79,6 +81,7 @@ impl Network {
             routers: Mutex::default(),
             members: Mutex::default(),
             cut: Mutex::default(),
+            powered_off: Mutex::default(),
             quality: Mutex::default(),
             random: Mutex::new(StdRng::seed_from_u64(seed)),
             trace,
@@ -113,8 +116,22 @@ impl Network {
         lock(&self.cut).iter().copied().collect()
     }
 
+    /// Cuts `member` off (or back on) at once, as a power cut does: calls and answers in flight
+    /// to or from it are lost too.
+    pub fn set_power(&self, member: u64, on: bool) {
+        let mut powered_off = lock(&self.powered_off);
+        if on {
+            powered_off.remove(&member);
+        } else {
+            powered_off.insert(member);
+        }
+    }
+
     fn is_cut(&self, from: u64, to: u64) -> bool {
-        lock(&self.cut).contains(&(from, to))
+        let powered_off = lock(&self.powered_off);
+        powered_off.contains(&from)
+            || powered_off.contains(&to)
+            || lock(&self.cut).contains(&(from, to))
     }
 
     fn plan(&self) -> CallPlan {

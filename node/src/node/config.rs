@@ -89,6 +89,7 @@ impl NodeConfig {
             lease: Default::default(),
             lease_events: Default::default(),
             peer_network: Default::default(),
+            disks: Default::default(),
         };
         NodeConfig {
             member,

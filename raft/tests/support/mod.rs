@@ -91,6 +91,7 @@ pub fn member_config(
         lease: Default::default(),
         lease_events: Default::default(),
         peer_network: Default::default(),
+        disks: Default::default(),
     }
 }
 

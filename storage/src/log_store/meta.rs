@@ -13,7 +13,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::codec::{self, LogMeta};
-use crate::disk_faults::{DiskFaults, DiskOperation};
+use crate::disk_faults::DiskFaults;
 use crate::error::{io_error, StorageFailure};
 
 /// Bytes per slot: far more than a vote and two log ids need.
@@ -30,11 +30,13 @@ pub(super) struct MetaFile {
     sequence: u64,
     /// The slot (0 or 1) that holds the last state written with an fsync.
     durable_slot: u64,
+    /// Every write and fsync goes through these switches.
+    faults: DiskFaults,
 }
 
 impl MetaFile {
     /// Creates the file with an empty state, durably.
-    pub(super) fn create(path: &Path) -> Result<Self, StorageFailure> {
+    pub(super) fn create(path: &Path, faults: &DiskFaults) -> Result<Self, StorageFailure> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -47,13 +49,14 @@ impl MetaFile {
             current: LogMeta::default(),
             sequence: 0,
             durable_slot: 1,
+            faults: faults.clone(),
         };
-        meta.write(LogMeta::default(), true, &DiskFaults::default())?;
+        meta.write(LogMeta::default(), true)?;
         Ok(meta)
     }
 
     /// Opens the file and reads the newest intact slot.
-    pub(super) fn open(path: &Path) -> Result<Self, StorageFailure> {
+    pub(super) fn open(path: &Path, faults: &DiskFaults) -> Result<Self, StorageFailure> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -80,13 +83,14 @@ impl MetaFile {
         // The newest intact slot may hold a state written without an fsync (still only in the
         // page cache after a clean stop). Sync it before calling it durable, because the next
         // write goes to the other slot.
-        file.sync_data().map_err(io_error(path))?;
+        faults.sync(&file, path).map_err(io_error(path))?;
         Ok(MetaFile {
             file,
             path: path.to_path_buf(),
             current,
             sequence,
             durable_slot: slot,
+            faults: faults.clone(),
         })
     }
 
@@ -100,12 +104,7 @@ impl MetaFile {
     }
 
     /// Replaces the state; with `durable`, returns only after it is on stable storage.
-    pub(super) fn write(
-        &mut self,
-        meta: LogMeta,
-        durable: bool,
-        faults: &DiskFaults,
-    ) -> Result<(), StorageFailure> {
+    pub(super) fn write(&mut self, meta: LogMeta, durable: bool) -> Result<(), StorageFailure> {
         let sequence = self.sequence + 1;
         let slot_bytes = codec::encode_log_meta_slot(sequence, &meta).map_err(|error| {
             StorageFailure::Invariant(format!("log metadata does not encode: {error}"))
@@ -116,17 +115,13 @@ impl MetaFile {
             slot_bytes.len()
         );
         let slot = 1 - self.durable_slot;
-        faults
-            .check(DiskOperation::Write)
-            .map_err(io_error(&self.path))?;
-        self.file
-            .write_all_at(&slot_bytes, slot * SLOT_BYTES)
+        self.faults
+            .write_at(&self.file, &self.path, &slot_bytes, slot * SLOT_BYTES)
             .map_err(io_error(&self.path))?;
         if durable {
-            faults
-                .check(DiskOperation::Sync)
+            self.faults
+                .sync(&self.file, &self.path)
                 .map_err(io_error(&self.path))?;
-            self.file.sync_data().map_err(io_error(&self.path))?;
             self.durable_slot = slot;
         }
         self.sequence = sequence;

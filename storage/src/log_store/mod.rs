@@ -68,6 +68,16 @@ struct LogFiles {
 impl RaftLogStore {
     /// Opens the log directory at `path`, creating it when it does not exist.
     pub fn open(path: impl AsRef<Path>, options: LogOptions) -> Result<Self, OpenError> {
+        Self::open_with_faults(path, options, DiskFaults::default())
+    }
+
+    /// Opens the log directory with every file operation going through `disk_faults` (for tests
+    /// and simulations that fail, fill or crash the disk).
+    pub fn open_with_faults(
+        path: impl AsRef<Path>,
+        options: LogOptions,
+        disk_faults: DiskFaults,
+    ) -> Result<Self, OpenError> {
         let directory = path.as_ref().to_path_buf();
         if directory.exists() && !directory.is_dir() {
             return Err(foreign(
@@ -78,15 +88,15 @@ impl RaftLogStore {
         fs::create_dir_all(&directory).map_err(io_error(&directory))?;
         let meta_path = directory.join(META_FILE_NAME);
         let meta = if meta_path.exists() {
-            MetaFile::open(&meta_path)?
+            MetaFile::open(&meta_path, &disk_faults)?
         } else {
             refuse_foreign_contents(&directory)?;
-            let meta = MetaFile::create(&meta_path)?;
+            let meta = MetaFile::create(&meta_path, &disk_faults)?;
             sync_directory(&directory)?;
             meta
         };
         lock_exclusively(meta.file(), &meta_path)?;
-        let (segments, repaired_tail) = open_segments(&directory)?;
+        let (segments, repaired_tail) = open_segments(&directory, &disk_faults)?;
         Ok(RaftLogStore {
             directory,
             options,
@@ -96,7 +106,7 @@ impl RaftLogStore {
                 failed: None,
             }),
             repaired_tail,
-            disk_faults: DiskFaults::default(),
+            disk_faults,
         })
     }
 
@@ -188,7 +198,7 @@ impl RaftLogStore {
             sync_directory(&self.directory)?;
         }
         let active = files.segments.last_mut().expect("a segment to append to");
-        active.append_durably(records, record_lengths, &self.disk_faults)
+        active.append_durably(records, record_lengths)
     }
 
     /// Entries with index in `range`, in order (purged entries are not returned).
@@ -246,12 +256,14 @@ impl RaftLogStore {
         while let Some(last) = files.segments.last_mut() {
             match index {
                 Some(index) if last.first_index <= index => {
-                    last.truncate_after(index, &self.disk_faults)?;
+                    last.truncate_after(index)?;
                     break;
                 }
                 _ => {
                     let segment = files.segments.pop().expect("checked above");
-                    fs::remove_file(segment.path()).map_err(io_error(segment.path()))?;
+                    self.disk_faults
+                        .remove_file(segment.path())
+                        .map_err(io_error(segment.path()))?;
                     removed_any = true;
                 }
             }
@@ -284,7 +296,7 @@ impl RaftLogStore {
             last_purged: Some(upto),
             ..files.meta.current().clone()
         };
-        files.meta.write(meta, true, &self.disk_faults)?;
+        files.meta.write(meta, true)?;
         // A segment goes once every entry in it is purged; entries purged from the segment that
         // stays are skipped by reads (`first_readable_index`).
         let mut removed_any = false;
@@ -294,7 +306,9 @@ impl RaftLogStore {
             .is_some_and(|first| first.last_index().is_some_and(|last| last <= upto.index))
         {
             let segment = files.segments.remove(0);
-            fs::remove_file(segment.path()).map_err(io_error(segment.path()))?;
+            self.disk_faults
+                .remove_file(segment.path())
+                .map_err(io_error(segment.path()))?;
             removed_any = true;
         }
         if removed_any {
@@ -316,7 +330,7 @@ impl RaftLogStore {
             vote: Some(vote.to_vec()),
             ..files.meta.current().clone()
         };
-        let result = files.meta.write(meta, true, &self.disk_faults);
+        let result = files.meta.write(meta, true);
         files.stop_on_failure(result)
     }
 
@@ -333,7 +347,7 @@ impl RaftLogStore {
             committed,
             ..files.meta.current().clone()
         };
-        let result = files.meta.write(meta, false, &self.disk_faults);
+        let result = files.meta.write(meta, false);
         files.stop_on_failure(result)
     }
 
@@ -356,7 +370,7 @@ impl RaftLogStore {
             committed,
             ..files.meta.current().clone()
         };
-        let result = files.meta.write(meta, false, &self.disk_faults);
+        let result = files.meta.write(meta, false);
         Some(files.stop_on_failure(result))
     }
 
@@ -417,14 +431,17 @@ impl LogFiles {
 
 /// Opens every segment in the directory, in index order, and checks they continue each other.
 /// A damaged end of the newest segment (a torn write) is cut off; damage anywhere else is an error.
-fn open_segments(directory: &Path) -> Result<(Vec<Segment>, Option<String>), OpenError> {
+fn open_segments(
+    directory: &Path,
+    faults: &DiskFaults,
+) -> Result<(Vec<Segment>, Option<String>), OpenError> {
     let first_indexes = segment_first_indexes(directory)?;
     let mut segments: Vec<Segment> = Vec::with_capacity(first_indexes.len());
     let newest = first_indexes.last().copied();
     let mut repaired_tail = None;
     for first_index in first_indexes {
         let path = directory.join(Segment::file_name(first_index));
-        let (mut segment, scan_end) = Segment::open(&path, first_index)?;
+        let (mut segment, scan_end) = Segment::open(&path, first_index, faults)?;
         let is_newest = Some(first_index) == newest;
         if let Some(repaired) = cut_torn_end(&mut segment, &path, scan_end, is_newest)? {
             repaired_tail = Some(repaired);
@@ -434,7 +451,7 @@ fn open_segments(directory: &Path) -> Result<(Vec<Segment>, Option<String>), Ope
         }
         if segment.entry_count() == 0 {
             // A segment created just before a crash, before its first entry was durable.
-            fs::remove_file(&path).map_err(io_error(&path))?;
+            faults.remove_file(&path).map_err(io_error(&path))?;
             continue;
         }
         segments.push(segment);

@@ -44,6 +44,18 @@ pub(super) struct Segment {
     end: u64,
     /// The file's length: `end` plus the preallocated zeros after it.
     allocated: u64,
+    /// Every write, length change and fsync goes through these switches.
+    faults: DiskFaults,
+}
+
+/// Whether the simulator's test planted the bug of acknowledging an append before its fsync
+/// (`planted_bugs.rs`; never in the server's build).
+fn acknowledged_before_fsync() -> bool {
+    #[cfg(feature = "planted-bugs")]
+    if crate::planted_bugs::log_appends_are_acknowledged_before_fsync() {
+        return true;
+    }
+    false
 }
 
 /// What a scan of an existing segment found after its last whole record.
@@ -87,10 +99,10 @@ impl Segment {
             .create_new(true)
             .open(&path)
             .map_err(io_error(&path))?;
-        file.write_all_at(&codec::encode_segment_header(first_index), 0)
+        faults
+            .write_at(&file, &path, &codec::encode_segment_header(first_index), 0)
             .map_err(io_error(&path))?;
-        faults.check(DiskOperation::Sync).map_err(io_error(&path))?;
-        file.sync_data().map_err(io_error(&path))?;
+        faults.sync(&file, &path).map_err(io_error(&path))?;
         Ok(Segment {
             first_index,
             path,
@@ -98,12 +110,17 @@ impl Segment {
             offsets: Vec::new(),
             end: SEGMENT_HEADER_BYTES as u64,
             allocated: SEGMENT_HEADER_BYTES as u64,
+            faults: faults.clone(),
         })
     }
 
     /// Opens an existing segment and checks every record. Returns the segment up to its last
     /// whole record and what followed it; the file itself is not changed.
-    pub(super) fn open(path: &Path, first_index: u64) -> Result<(Self, ScanEnd), StorageFailure> {
+    pub(super) fn open(
+        path: &Path,
+        first_index: u64,
+        faults: &DiskFaults,
+    ) -> Result<(Self, ScanEnd), StorageFailure> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -132,6 +149,7 @@ impl Segment {
             offsets: Vec::new(),
             end: SEGMENT_HEADER_BYTES as u64,
             allocated: file.metadata().map_err(io_error(path))?.len(),
+            faults: faults.clone(),
         };
         let scan_end = segment.scan_records(&mut reader)?;
         Ok((segment, scan_end))
@@ -205,8 +223,12 @@ impl Segment {
         if self.allocated == self.end {
             return Ok(());
         }
-        self.file.set_len(self.end).map_err(io_error(&self.path))?;
-        self.file.sync_data().map_err(io_error(&self.path))?;
+        self.faults
+            .set_len(&self.file, &self.path, self.end)
+            .map_err(io_error(&self.path))?;
+        self.faults
+            .sync(&self.file, &self.path)
+            .map_err(io_error(&self.path))?;
         self.allocated = self.end;
         Ok(())
     }
@@ -240,9 +262,8 @@ impl Segment {
         &mut self,
         records: &[u8],
         record_lengths: &[usize],
-        faults: &DiskFaults,
     ) -> Result<(), StorageFailure> {
-        faults
+        self.faults
             .check(DiskOperation::Write)
             .map_err(io_error(&self.path))?;
         let new_end = self.end + records.len() as u64;
@@ -250,13 +271,23 @@ impl Segment {
             // The append's own fsync below makes the zeros and the new length durable too.
             self.preallocate_through(new_end)?;
         }
-        self.file
-            .write_all_at(records, self.end)
-            .map_err(io_error(&self.path))?;
-        faults
-            .check(DiskOperation::Sync)
-            .map_err(io_error(&self.path))?;
-        self.file.sync_data().map_err(io_error(&self.path))?;
+        if acknowledged_before_fsync() {
+            // The planted bug: the earlier batches are synced only now, and this one is answered
+            // durable without its fsync.
+            self.faults
+                .sync(&self.file, &self.path)
+                .map_err(io_error(&self.path))?;
+            self.faults
+                .write_at(&self.file, &self.path, records, self.end)
+                .map_err(io_error(&self.path))?;
+        } else {
+            self.faults
+                .write_at(&self.file, &self.path, records, self.end)
+                .map_err(io_error(&self.path))?;
+            self.faults
+                .sync(&self.file, &self.path)
+                .map_err(io_error(&self.path))?;
+        }
         let mut offset = self.end;
         for length in record_lengths {
             self.offsets.push(offset);
@@ -279,8 +310,8 @@ impl Segment {
         let mut offset = self.allocated;
         while offset < target {
             let length = (target - offset).min(ZERO_WRITE_BYTES as u64) as usize;
-            self.file
-                .write_all_at(&zeros[..length], offset)
+            self.faults
+                .write_at(&self.file, &self.path, &zeros[..length], offset)
                 .map_err(io_error(&self.path))?;
             offset += length as u64;
         }
@@ -326,25 +357,19 @@ impl Segment {
 
     /// Keeps the entries through `index` and cuts the rest from the file, durably. The caller
     /// removes a segment that would be left empty instead.
-    pub(super) fn truncate_after(
-        &mut self,
-        index: u64,
-        faults: &DiskFaults,
-    ) -> Result<(), StorageFailure> {
+    pub(super) fn truncate_after(&mut self, index: u64) -> Result<(), StorageFailure> {
         assert!(index >= self.first_index, "truncating a segment to nothing");
         let keep = (index + 1 - self.first_index) as usize;
         if keep >= self.offsets.len() {
             return Ok(());
         }
         let new_end = self.offsets[keep];
-        faults
-            .check(DiskOperation::Write)
+        self.faults
+            .set_len(&self.file, &self.path, new_end)
             .map_err(io_error(&self.path))?;
-        self.file.set_len(new_end).map_err(io_error(&self.path))?;
-        faults
-            .check(DiskOperation::Sync)
+        self.faults
+            .sync(&self.file, &self.path)
             .map_err(io_error(&self.path))?;
-        self.file.sync_data().map_err(io_error(&self.path))?;
         self.offsets.truncate(keep);
         self.end = new_end;
         self.allocated = new_end;

@@ -46,8 +46,6 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
-use std::time::Instant;
-
 use redb::{Database, Durability, ReadableDatabase, ReadableTableMetadata};
 
 use crate::auth::AuthState;
@@ -88,8 +86,17 @@ struct BatchTables<'b, 'f, 't> {
 impl MvccStore {
     /// Opens the state file at `path`, creating it when it does not exist.
     pub fn open(path: impl AsRef<Path>, options: StoreOptions) -> Result<Self, OpenError> {
+        Self::open_with_faults(path, options, DiskFaults::default())
+    }
+
+    /// Opens the state file with every file operation going through `disk_faults` (for tests and
+    /// simulations that fail, fill or crash the disk).
+    pub fn open_with_faults(
+        path: impl AsRef<Path>,
+        options: StoreOptions,
+        disk_faults: DiskFaults,
+    ) -> Result<Self, OpenError> {
         let file = path.as_ref().to_path_buf();
-        let disk_faults = DiskFaults::default();
         let database = open_revkv_file(
             &file,
             STATE_FILE_KIND,
@@ -98,13 +105,14 @@ impl MvccStore {
             |write| initialise_tables(write, path.as_ref()),
         )?;
         migrate::upgrade_if_needed(&database, &file)?;
+        let opened_at = (options.clock)();
         let store = MvccStore {
             database: RwLock::new(database),
             file,
             disk_faults,
             options,
             durability: Mutex::new(DurabilityTracker {
-                last_durable_commit: Instant::now(),
+                last_durable_commit: opened_at,
                 durable_applied: None,
                 applied: None,
             }),
@@ -647,7 +655,9 @@ impl MvccStore {
 
     fn durability_for_next_commit(&self) -> Durability {
         let interval = self.options.durable_commit_interval;
-        if interval.is_zero() || self.tracker().last_durable_commit.elapsed() >= interval {
+        let now = (self.options.clock)();
+        if interval.is_zero() || now.duration_since(self.tracker().last_durable_commit) >= interval
+        {
             Durability::Immediate
         } else {
             Durability::None
@@ -658,7 +668,7 @@ impl MvccStore {
         let mut tracker = self.tracker();
         tracker.applied = applied;
         if matches!(durability, Durability::Immediate) {
-            tracker.last_durable_commit = Instant::now();
+            tracker.last_durable_commit = (self.options.clock)();
             tracker.durable_applied = applied;
         }
     }

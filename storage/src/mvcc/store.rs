@@ -31,6 +31,10 @@ pub struct StoreOptions {
     /// History entries a compaction cleans inside its own apply; the rest of its window is left
     /// to `MvccStore::compact_step`, so a huge window never stalls the apply loop.
     pub compaction_inline_entries: usize,
+    /// Where the store reads the time that paces its durable commits: the machine's monotonic
+    /// clock, or a simulation's, whose time is its own (so the same seed makes the same commits
+    /// durable, and a simulated crash loses the same ones).
+    pub clock: fn() -> Instant,
 }
 
 impl Default for StoreOptions {
@@ -40,6 +44,7 @@ impl Default for StoreOptions {
             durable_commit_interval: Duration::from_millis(500),
             cache_bytes: 256 * 1024 * 1024,
             compaction_inline_entries: DEFAULT_COMPACTION_INLINE_ENTRIES,
+            clock: Instant::now,
         }
     }
 }

@@ -91,6 +91,7 @@ impl ServeArgs {
             lease,
             lease_events: Default::default(),
             peer_network: Default::default(),
+            disks: Default::default(),
         })
     }
 
@@ -174,6 +175,7 @@ impl ServeArgs {
                 .state_cache_bytes
                 .unwrap_or(StoreOptions::default().cache_bytes),
             compaction_inline_entries,
+            clock: StoreOptions::default().clock,
         }
     }
 
