@@ -253,6 +253,10 @@ fn describe_loss(lost: std::io::Result<Vec<CrashLoss>>) -> String {
     }
 }
 
+/// A member's snapshot and log-purge policy in a run (see `member_config`).
+const SNAPSHOT_AFTER_ENTRIES: u64 = 100;
+const LOG_ENTRIES_KEPT_AFTER_SNAPSHOT: u64 = 20;
+
 /// The highest id a member of a run may have: its address is 10.0.0.id.
 const MAX_MEMBER_ID: u64 = 250;
 
@@ -282,6 +286,11 @@ fn member_config(id: u64, directory: &Path, network: &Arc<Network>) -> NodeConfi
     config.member.disks.state_file.keep_unsynced_writes();
     config.member.disks.raft_log.keep_unsynced_writes();
     config.member.store.clock = simulated_now;
+    // A run writes hundreds of entries, not the tens of thousands after which a member's defaults
+    // snapshot and purge its log; with these, a member that joins, or comes back after a long
+    // stop, is sent a snapshot, so the snapshot's build, transfer and install meet the faults too.
+    config.member.timing.snapshot_after_entries = SNAPSHOT_AFTER_ENTRIES;
+    config.member.timing.log_entries_kept_after_snapshot = LOG_ENTRIES_KEPT_AFTER_SNAPSHOT;
     config
 }
 
