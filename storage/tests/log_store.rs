@@ -691,6 +691,46 @@ fn a_write_torn_by_a_crash_at_the_end_of_the_newest_segment_is_cut_off() {
     assert_tail_cut_and_log_continues(&mut on_disk, &segment, 3, whole_length);
 }
 
+#[test]
+fn a_newest_segment_whose_header_a_crash_lost_is_removed_and_the_log_continues() {
+    // What a power cut leaves of a segment created just before it: the file, without its header
+    // (empty, or zeros where the header was not written).
+    for remnant in [Vec::new(), vec![0u8; 40]] {
+        let mut on_disk = LogOnDisk::create();
+        on_disk.append_indexes(1..=3).unwrap();
+        // Starting a segment cuts the one before it back to its last record first.
+        on_disk.close_and_reopen();
+        drop(on_disk.log.take());
+        let remnant_path = on_disk.path().join("00000000000000000004.seg");
+        std::fs::write(&remnant_path, &remnant).unwrap();
+        on_disk.close_and_reopen();
+        assert!(!remnant_path.exists(), "the remnant is removed");
+        assert!(on_disk.log().repaired_tail().is_some(), "and reported");
+        assert_eq!(on_disk.every_entry(), expected_entries(1..=3));
+        on_disk.append_indexes(4..=5).unwrap();
+        on_disk.close_and_reopen();
+        assert_eq!(on_disk.every_entry(), expected_entries(1..=5));
+    }
+}
+
+#[test]
+fn a_newest_segment_with_a_foreign_header_is_still_refused() {
+    let mut on_disk = LogOnDisk::create();
+    on_disk.append_indexes(1..=3).unwrap();
+    on_disk.close_and_reopen();
+    drop(on_disk.log.take());
+    let damaged = on_disk.path().join("00000000000000000004.seg");
+    std::fs::write(&damaged, b"not a segment header at all").unwrap();
+    let error = RaftLogStore::open(on_disk.path(), LogOptions::default())
+        .err()
+        .expect("a damaged header is not a crash's remnant");
+    assert!(
+        error.to_string().contains("00000000000000000004.seg"),
+        "{error}"
+    );
+    assert!(damaged.exists(), "nothing is removed");
+}
+
 /// Reopens the log and checks that the damaged tail of `segment` was cut back to `length` bytes,
 /// reported, and that entries 1 to `kept` are there and the log continues after them.
 fn assert_tail_cut_and_log_continues(

@@ -62,3 +62,24 @@ fn a_fixed_set_of_seeds_under_every_fault_passes_every_check() {
     let failures = failures.into_inner().expect("the failures");
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// Seeds that once found a bug, each run again on every change. The seed's run changes with the
+/// code, so each bug also has a test of its own next to the code it fixed; these keep the
+/// original circumstances in play.
+/// - 865 (2026-11-28, ce9695d): a crash at the fsync of a new raft log segment's header left the
+///   segment file without a header, and the member refused to start on it
+///   (`storage/tests/log_store.rs`, `a_newest_segment_whose_header_a_crash_lost_...`).
+const REGRESSION_SEEDS: [u64; 1] = [865];
+
+#[test]
+fn the_seeds_that_found_bugs_pass_every_check() {
+    for seed in REGRESSION_SEEDS {
+        let report = run(seed, &SimOptions::default());
+        assert!(report.operations > 0, "seed {seed} ran no operation");
+        assert!(
+            report.violations.is_empty(),
+            "seed {seed}: {:?}",
+            report.violations
+        );
+    }
+}

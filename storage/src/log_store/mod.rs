@@ -16,11 +16,12 @@ mod meta;
 mod segment;
 
 use std::fs::{self, File};
+use std::io::Read;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use crate::codec::{self, LogMeta};
+use crate::codec::{self, LogMeta, SEGMENT_HEADER_BYTES};
 use crate::disk_faults::DiskFaults;
 use crate::error::{io_error, AppendError, OpenError, StorageFailure};
 use crate::types::LogId;
@@ -441,8 +442,18 @@ fn open_segments(
     let mut repaired_tail = None;
     for first_index in first_indexes {
         let path = directory.join(Segment::file_name(first_index));
-        let (mut segment, scan_end) = Segment::open(&path, first_index, faults)?;
         let is_newest = Some(first_index) == newest;
+        if is_newest && header_never_became_durable(&path)? {
+            // Created just before a crash: its header's fsync never finished, and no entry is
+            // appended to a segment before that fsync, so it held nothing acknowledged.
+            faults.remove_file(&path).map_err(io_error(&path))?;
+            repaired_tail = Some(format!(
+                "{}: removed a segment whose header was never written whole",
+                path.display()
+            ));
+            continue;
+        }
+        let (mut segment, scan_end) = Segment::open(&path, first_index, faults)?;
         if let Some(repaired) = cut_torn_end(&mut segment, &path, scan_end, is_newest)? {
             repaired_tail = Some(repaired);
         }
@@ -457,6 +468,20 @@ fn open_segments(
         segments.push(segment);
     }
     Ok((segments, repaired_tail))
+}
+
+/// Whether the segment file at `path` is shorter than a header or its header is all zeros: what a
+/// crash leaves of a segment created just before it (the file's creation reached the disk, its
+/// header did not). Any other damage to a header is corruption, which opening the segment names.
+fn header_never_became_durable(path: &Path) -> Result<bool, StorageFailure> {
+    let mut header = Vec::with_capacity(SEGMENT_HEADER_BYTES);
+    fs::File::open(path)
+        .and_then(|file| {
+            file.take(SEGMENT_HEADER_BYTES as u64)
+                .read_to_end(&mut header)
+        })
+        .map_err(io_error(path))?;
+    Ok(header.len() < SEGMENT_HEADER_BYTES || header.iter().all(|byte| *byte == 0))
 }
 
 /// The first indexes of the directory's segments, in order. Any file but segments and the meta
