@@ -1,8 +1,9 @@
 //! Disk faults on command, so tests can show what a member does when its disk fails.
 //!
 //! Every revkv file goes through a switchboard (`DiskFaults`) that is disarmed from birth: the state
-//! file through `FaultableFile`, a redb storage backend wrapping redb's own file backend, and the
-//! raft log's segment and metadata writes through `DiskFaults::check`. A test arms a switch (fail
+//! file through `FaultableFile`, a redb storage backend wrapping redb's own file backend, and every
+//! write, length change, fsync and removal of the raft log's segment and metadata files through
+//! `DiskFaults::write_at`, `set_len`, `sync` and `remove_file`. A test arms a switch (fail
 //! every write, every fsync, or every read from now on) through `MvccStore::disk_faults` or
 //! `RaftLogStore::disk_faults`, and the next such operation fails with an I/O error, as a failing
 //! disk's would, or fill the disk (`fill`: every write fails with "no space left"). A test may also
