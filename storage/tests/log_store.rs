@@ -714,6 +714,24 @@ fn a_newest_segment_whose_header_a_crash_lost_is_removed_and_the_log_continues()
 }
 
 #[test]
+fn a_newest_segment_with_a_zeroed_header_but_records_after_it_is_refused_not_removed() {
+    let mut on_disk = LogOnDisk::create();
+    on_disk.append_indexes(1..=3).unwrap();
+    on_disk.close_and_reopen();
+    drop(on_disk.log.take());
+    // Damage, not a crash's remnant: the records after the header may be acknowledged entries.
+    let segment = overwrite_newest_segment_at(&on_disk.path(), 0, &[0u8; 17]);
+    let error = RaftLogStore::open(on_disk.path(), LogOptions::default())
+        .err()
+        .expect("a zeroed header before records is damage");
+    assert!(
+        error.to_string().contains(&segment.display().to_string()),
+        "{error}"
+    );
+    assert!(segment.exists(), "nothing is removed");
+}
+
+#[test]
 fn a_newest_segment_with_a_foreign_header_is_still_refused() {
     let mut on_disk = LogOnDisk::create();
     on_disk.append_indexes(1..=3).unwrap();

@@ -470,18 +470,27 @@ fn open_segments(
     Ok((segments, repaired_tail))
 }
 
-/// Whether the segment file at `path` is shorter than a header or its header is all zeros: what a
+/// Whether the segment file at `path` is shorter than a header or holds nothing but zeros: what a
 /// crash leaves of a segment created just before it (the file's creation reached the disk, its
-/// header did not). Any other damage to a header is corruption, which opening the segment names.
+/// header did not, and nothing is written after the header before the header's fsync). A zeroed
+/// header with anything after it is damage, not that, and opening the segment names it.
 fn header_never_became_durable(path: &Path) -> Result<bool, StorageFailure> {
-    let mut header = Vec::with_capacity(SEGMENT_HEADER_BYTES);
-    fs::File::open(path)
-        .and_then(|file| {
-            file.take(SEGMENT_HEADER_BYTES as u64)
-                .read_to_end(&mut header)
-        })
-        .map_err(io_error(path))?;
-    Ok(header.len() < SEGMENT_HEADER_BYTES || header.iter().all(|byte| *byte == 0))
+    let file = fs::File::open(path).map_err(io_error(path))?;
+    let length = file.metadata().map_err(io_error(path))?.len();
+    if length < SEGMENT_HEADER_BYTES as u64 {
+        return Ok(true);
+    }
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+    let mut buffer = vec![0u8; 1 << 16];
+    loop {
+        let read = reader.read(&mut buffer).map_err(io_error(path))?;
+        if read == 0 {
+            return Ok(true);
+        }
+        if buffer[..read].iter().any(|byte| *byte != 0) {
+            return Ok(false);
+        }
+    }
 }
 
 /// The first indexes of the directory's segments, in order. Any file but segments and the meta
