@@ -7,9 +7,9 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
+use revkv_raft::clock::Instant;
 use revkv_storage::Request;
 use tokio::sync::watch;
-use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::backend::KvBackend;
 use crate::error::NodeError;
@@ -80,8 +80,7 @@ async fn run<B: KvBackend>(
     period: Duration,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut ticks = tokio::time::interval_at(Instant::now() + period, period);
-    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut ticks = revkv_raft::clock::interval_at(Instant::now() + period, period);
     let mut samples = RevisionSamples::default();
     loop {
         tokio::select! {

@@ -49,7 +49,7 @@ async fn run(store: Arc<MvccStore>, settings: CleanerSettings, mut stop: watch::
             settings.idle_poll
         };
         tokio::select! {
-            _ = tokio::time::sleep(pause) => {}
+            _ = revkv_raft::clock::sleep(pause) => {}
             _ = stop.wait_for(|stopped| *stopped) => return,
         }
     }

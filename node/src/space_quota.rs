@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use revkv_storage::{Alarm, AlarmAction, AlarmKind, Defragmented, MvccStore, Request};
 use tokio::sync::watch;
-use tokio::time::MissedTickBehavior;
 
 use crate::backend::KvBackend;
 use crate::error::NodeError;
@@ -40,8 +39,7 @@ impl Default for SpaceQuota {
 /// Starts the member's quota check; it ends when `stop` turns true (or its sender is dropped).
 pub fn spawn<B: KvBackend>(backend: Arc<B>, quota: SpaceQuota, mut stop: watch::Receiver<bool>) {
     tokio::spawn(async move {
-        let mut ticks = tokio::time::interval(quota.check_interval);
-        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut ticks = revkv_raft::clock::interval(quota.check_interval);
         loop {
             tokio::select! {
                 _ = ticks.tick() => {

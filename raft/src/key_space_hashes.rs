@@ -32,7 +32,7 @@ impl MemberInner {
     ) -> Result<KeySpaceHashAnswer, PeerError> {
         let mut applied = self.applied.clone();
         let reached = applied.wait_for(|position| position.revision >= revision);
-        if !matches!(tokio::time::timeout(APPLY_WAIT, reached).await, Ok(Ok(_))) {
+        if !matches!(crate::clock::timeout(APPLY_WAIT, reached).await, Ok(Ok(_))) {
             let applied_revision = self.applied.borrow().revision;
             return Ok(KeySpaceHashAnswer::Behind { applied_revision });
         }
@@ -66,7 +66,7 @@ impl MemberInner {
         let members = self.members_with_peer_urls();
         let asks = members.into_iter().map(|(member_id, peer_url)| async move {
             let answer = if member_id == self.id {
-                match tokio::time::timeout(timeout, self.key_space_hash(revision)).await {
+                match crate::clock::timeout(timeout, self.key_space_hash(revision)).await {
                     Ok(answer) => answer.map_err(|error| error.to_string()),
                     Err(_) => Err(format!("no hash within {timeout:?}")),
                 }

@@ -6,11 +6,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use crate::clock::Instant;
 use openraft::async_runtime::WatchReceiver;
 use openraft::errors::{ChangeMembershipError, ClientWriteError, LinearizableReadError, RaftError};
-use openraft::Instant as _;
 use openraft::{ChangeMembers, ReadPolicy};
-use tokio::time::Instant;
 
 use crate::member_inner::{wait_for, MemberInner, Metrics};
 use crate::peer::client::CallError;
@@ -77,7 +76,7 @@ impl MemberInner {
     /// A read index from this member, which must be the leader (one ReadIndex round, shared by
     /// concurrent callers).
     pub(crate) async fn read_index_as_leader(&self) -> Result<u64, PeerError> {
-        match self.raft.get_read_linearizer(ReadPolicy::ReadIndex).await {
+        match self.raft.get_read_linearizer(read_policy()).await {
             Ok(linearizer) => Ok(linearizer.read_log_id().index()),
             // A leader that cannot hear from a quorum cannot confirm it still leads: there is no
             // usable leader, which the client should retry later (503), not a bad request.
@@ -207,7 +206,7 @@ impl MemberInner {
             } else {
                 deadline
             };
-            let changed = tokio::time::timeout_at(wake_at, metrics.changed()).await;
+            let changed = crate::clock::timeout_at(wake_at, metrics.changed()).await;
             if matches!(changed, Ok(Err(_))) || Instant::now() >= deadline {
                 return Err(PeerError::Unavailable(format!(
                     "leadership did not move to {to} in time"
@@ -366,4 +365,15 @@ fn check_admin_target(
 
 fn is_voter(membership: &crate::types::alias::StoredMembership, id: u64) -> bool {
     membership.voter_ids().any(|voter| voter == id)
+}
+
+/// How the leader confirms it still leads before a linearizable read: always a quorum round
+/// (ReadIndex), which no clock can fool. The leader-lease policy is only ever a bug planted by the
+/// simulator's tests (`planted_bugs.rs`), never in the server's build.
+fn read_policy() -> ReadPolicy {
+    #[cfg(feature = "planted-bugs")]
+    if crate::planted_bugs::linearizable_reads_trust_the_leader_lease() {
+        return ReadPolicy::LeaseRead;
+    }
+    ReadPolicy::ReadIndex
 }

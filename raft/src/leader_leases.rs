@@ -9,10 +9,10 @@
 //! elected a moment ago has applied every grant committed before it, so it does not answer
 //! `not_found` for a lease it has not applied yet.
 
+use crate::clock::Instant;
 use openraft::async_runtime::WatchReceiver;
 use openraft::ServerState;
 use revkv_storage::Request;
-use tokio::time::Instant;
 
 use crate::lessor::{LeaseRole, Renewal};
 use crate::member_inner::MemberInner;
@@ -117,7 +117,7 @@ impl MemberInner {
         let timeout = self.config.peer_limits.call_timeout;
         let mut applied = self.applied.clone();
         let mut metrics = self.raft.metrics();
-        let waited = tokio::time::timeout(timeout, async {
+        let waited = crate::clock::timeout(timeout, async {
             loop {
                 if !self.lessor.contains(id) {
                     return PeerError::LeaseNotFound(id);
@@ -182,7 +182,7 @@ impl MemberInner {
         let read_index = self.read_index_as_leader().await?;
         let mut applied = self.applied.clone();
         let timeout = self.config.peer_limits.call_timeout;
-        let caught_up = tokio::time::timeout(
+        let caught_up = crate::clock::timeout(
             timeout,
             applied.wait_for(|position| position.log_index >= read_index),
         )

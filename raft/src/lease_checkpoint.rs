@@ -12,8 +12,8 @@
 //! whatever order the two entries reach the log in. docs/design/leases.md ("Why an older
 //! checkpoint never undoes a renewal") has the argument.
 
+use crate::clock::Instant;
 use revkv_storage::{Request, Response};
-use tokio::time::Instant;
 
 use crate::member_inner::MemberInner;
 use crate::types::ClientRequest;

@@ -10,9 +10,9 @@
 
 use std::sync::Arc;
 
+use crate::clock::Instant;
 use revkv_storage::{Request, Response};
 use tokio::sync::watch;
-use tokio::time::Instant;
 
 use crate::lessor::LeaseRole;
 use crate::member_inner::MemberInner;
@@ -21,8 +21,7 @@ use crate::types::ClientRequest;
 /// Starts the task; it ends when `stop` turns true (or its sender is dropped).
 pub(crate) fn spawn(inner: Arc<MemberInner>, mut stop: watch::Receiver<bool>) {
     tokio::spawn(async move {
-        let mut ticks = tokio::time::interval(inner.config.lease.expiry_check_interval);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut ticks = crate::clock::interval(inner.config.lease.expiry_check_interval);
         loop {
             tokio::select! {
                 _ = ticks.tick() => check_once(&inner).await,

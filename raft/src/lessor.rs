@@ -26,8 +26,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::clock::Instant;
 use revkv_storage::{CheckpointedLease, LeaseInfo};
-use tokio::time::Instant;
 
 /// A checkpoint this member applied (or loaded from its store).
 #[derive(Clone, Copy, Debug)]

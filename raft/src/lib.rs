@@ -22,6 +22,7 @@
 //! Only this crate knows openraft. It knows the peer protocol but not the client HTTP API.
 
 mod blocking;
+pub mod clock;
 pub mod config;
 pub mod error;
 pub mod etcd_snapshot_stream;

@@ -14,12 +14,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::clock::Instant;
 use openraft::async_runtime::WatchReceiver;
 use revkv_storage::{MvccStore, RaftLogStore, Request, Response};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::{oneshot, watch};
-use tokio::time::Instant;
 
 use crate::config::MemberConfig;
 use crate::error::MemberError;
@@ -498,7 +498,7 @@ impl RaftMember {
         reached: impl Fn(&AppliedPosition) -> bool,
     ) -> Result<(), ()> {
         let mut applied = self.inner.applied.clone();
-        let waited = tokio::time::timeout(timeout, applied.wait_for(|position| reached(position)))
+        let waited = crate::clock::timeout(timeout, applied.wait_for(|position| reached(position)))
             .await
             .map(|result| result.is_ok());
         if waited == Ok(true) {
@@ -648,7 +648,7 @@ impl RaftMember {
             let peers = &self.inner.peers;
             return peers.call(&leader.peer_url, path, request, remaining).await;
         }
-        match tokio::time::timeout(remaining, local(request.clone())).await {
+        match crate::clock::timeout(remaining, local(request.clone())).await {
             Ok(outcome) => outcome.map_err(CallError::Remote),
             Err(_) => Err(CallError::Timeout(remaining)),
         }
@@ -668,7 +668,7 @@ impl RaftMember {
             if let Some(leader) = self.known_leader() {
                 return Some(leader);
             }
-            let changed = tokio::time::timeout_at(deadline, metrics.changed()).await;
+            let changed = crate::clock::timeout_at(deadline, metrics.changed()).await;
             if !matches!(changed, Ok(Ok(()))) {
                 return None;
             }

@@ -5,10 +5,10 @@
 
 use std::sync::Arc;
 
+use crate::clock::Instant;
 use openraft::async_runtime::WatchReceiver;
 use revkv_storage::{MvccStore, RaftLogStore};
 use tokio::sync::watch;
-use tokio::time::Instant;
 
 use crate::config::MemberConfig;
 use crate::lessor::Lessor;
@@ -56,7 +56,7 @@ pub(crate) async fn wait_for(
             return true;
         }
         if !matches!(
-            tokio::time::timeout_at(until, metrics.changed()).await,
+            crate::clock::timeout_at(until, metrics.changed()).await,
             Ok(Ok(()))
         ) {
             return condition(&metrics.borrow_watched());

@@ -16,6 +16,20 @@ thread_local! {
     static LINEARIZABLE_READS_SERVED_LOCALLY: Cell<bool> = const { Cell::new(false) };
     static KEEP_ALIVE_RENEWS_TO_HALF_TTL: Cell<bool> = const { Cell::new(false) };
     static WATCHES_SKIP_COMPACTED_REVISIONS: Cell<bool> = const { Cell::new(false) };
+    static LINEARIZABLE_READS_TRUST_THE_LEADER_LEASE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Plants (or removes) the bug of confirming a linearizable read with the leader's lease
+/// (openraft's `ReadPolicy::LeaseRead`) instead of a quorum round: safe while clocks keep time,
+/// but a leader whose clock runs slow still believes its lease while the others have elected a
+/// new leader and written past it, and answers from its stale state. Only clock faults find it.
+pub fn confirm_linearizable_reads_with_the_leader_lease(planted: bool) {
+    LINEARIZABLE_READS_TRUST_THE_LEADER_LEASE.with(|switch| switch.set(planted));
+}
+
+/// Whether that bug is planted on this thread.
+pub(crate) fn linearizable_reads_trust_the_leader_lease() -> bool {
+    LINEARIZABLE_READS_TRUST_THE_LEADER_LEASE.with(Cell::get)
 }
 
 /// Plants (or removes) the bug of serving a linearizable read from the member's local state,

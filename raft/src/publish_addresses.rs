@@ -13,9 +13,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::clock::Instant;
 use openraft::async_runtime::WatchReceiver;
 use tokio::sync::watch;
-use tokio::time::Instant;
 
 use crate::member_inner::MemberInner;
 use crate::peer::AdminRequest;
@@ -65,7 +65,7 @@ pub(crate) fn spawn(inner: Arc<MemberInner>, mut stop: watch::Receiver<bool>) {
                 tracing::debug!(failures, %problem, "publishing this member's client URLs, will retry");
             }
             tokio::select! {
-                _ = tokio::time::sleep(pause) => {}
+                _ = crate::clock::sleep(pause) => {}
                 _ = stop.wait_for(|stopped| *stopped) => return,
             }
             pause = (pause * 2).min(MAX_PAUSE);
@@ -85,7 +85,7 @@ async fn attempt(inner: &Arc<MemberInner>) -> Attempt {
     // Right after bootstrap the membership is not in the metrics yet; once a leader is known, it
     // is (unless this member learned of the leader before the log that holds it).
     let mut metrics = inner.raft.metrics();
-    let wait = tokio::time::timeout(
+    let wait = crate::clock::timeout(
         inner.config.peer_limits.call_timeout,
         metrics.wait_until(|metrics| metrics.current_leader.is_some()),
     );

@@ -7,8 +7,10 @@
 //! (issue 37) must draw them from its seed instead, so that the same seed elects the same
 //! leaders at the same moments: [`seed_this_thread`] gives the calling thread a seeded
 //! generator, which every later draw on that thread uses until [`unseed_this_thread`].
-//! Everything else (tasks, timers, channels) is tokio's, delegated without a change, so the
-//! production path pays one thread-local check per election timeout and nothing else.
+//! Time is the member's (`clock.rs`): openraft's instants, sleeps and timeouts are the member
+//! clock's, which are tokio's outside a simulation and may run slow or jump in one. Everything
+//! else (tasks, channels) is tokio's, delegated without a change, so the production path pays one
+//! thread-local check per election timeout and one relaxed load per clock reading.
 //!
 //! The second seam is where blocking work runs. Storage calls (redb reads, the raft log's writes
 //! and fsyncs) run on tokio's blocking pool through [`offload`], and the raft log's writer has a
@@ -25,6 +27,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use openraft::{AsyncRuntime, OptionalSend, TokioRuntime};
+
+use crate::clock;
 use rand::rngs::{StdRng, ThreadRng};
 use rand::{SeedableRng, TryRng};
 
@@ -171,11 +175,10 @@ impl TryRng for RaftRandomness {
 impl AsyncRuntime for RevkvRuntime {
     type JoinError = <TokioRuntime as AsyncRuntime>::JoinError;
     type JoinHandle<T: OptionalSend + 'static> = <TokioRuntime as AsyncRuntime>::JoinHandle<T>;
-    type Sleep = <TokioRuntime as AsyncRuntime>::Sleep;
-    type Instant = <TokioRuntime as AsyncRuntime>::Instant;
-    type TimeoutError = <TokioRuntime as AsyncRuntime>::TimeoutError;
-    type Timeout<R, T: Future<Output = R> + OptionalSend> =
-        <TokioRuntime as AsyncRuntime>::Timeout<R, T>;
+    type Sleep = clock::Sleep;
+    type Instant = clock::Instant;
+    type TimeoutError = clock::Elapsed;
+    type Timeout<R, T: Future<Output = R> + OptionalSend> = clock::Timeout<T>;
     type ThreadLocalRng = RaftRandomness;
     type Mpsc = <TokioRuntime as AsyncRuntime>::Mpsc;
     type Watch = <TokioRuntime as AsyncRuntime>::Watch;
@@ -193,12 +196,12 @@ impl AsyncRuntime for RevkvRuntime {
 
     #[inline]
     fn sleep(duration: Duration) -> Self::Sleep {
-        TokioRuntime::sleep(duration)
+        clock::sleep(duration)
     }
 
     #[inline]
     fn sleep_until(deadline: Self::Instant) -> Self::Sleep {
-        TokioRuntime::sleep_until(deadline)
+        clock::sleep_until(deadline)
     }
 
     #[inline]
@@ -206,7 +209,7 @@ impl AsyncRuntime for RevkvRuntime {
         duration: Duration,
         future: F,
     ) -> Self::Timeout<R, F> {
-        TokioRuntime::timeout(duration, future)
+        clock::timeout(duration, future)
     }
 
     #[inline]
@@ -214,7 +217,7 @@ impl AsyncRuntime for RevkvRuntime {
         deadline: Self::Instant,
         future: F,
     ) -> Self::Timeout<R, F> {
-        TokioRuntime::timeout_at(deadline, future)
+        clock::timeout_at(deadline, future)
     }
 
     #[inline]

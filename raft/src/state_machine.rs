@@ -71,7 +71,7 @@ impl StateMachine {
             revision: store.current_revision()?,
         };
         let lessor = Arc::new(Lessor::default());
-        lessor.load(&store.leases()?, tokio::time::Instant::now());
+        lessor.load(&store.leases()?, crate::clock::Instant::now());
         Ok(StateMachine {
             store,
             snapshot_files,
@@ -161,7 +161,7 @@ impl StateMachine {
 impl StateMachine {
     /// Tells the lessor of an applied grant, revoke, checkpoint or checkpoint clear.
     fn tell_lessor(&self, change: &Request, response: &Response) {
-        let now = tokio::time::Instant::now();
+        let now = crate::clock::Instant::now();
         match (change, response) {
             (Request::LeaseGrant { id, ttl_seconds }, Response::LeaseGrant(_)) => {
                 self.lessor.granted(*id, *ttl_seconds, now);
@@ -346,7 +346,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let summary = self.faults.kept("installing a snapshot", imported)?;
         let store = self.store.clone();
         let leases = run_blocking(move || store.leases()).await?;
-        self.lessor.load(&leases, tokio::time::Instant::now());
+        self.lessor.load(&leases, crate::clock::Instant::now());
         let installed: Option<LogId> = summary.applied.last_applied.map(from_storage_log_id);
         if installed != meta.last_log_id {
             return Err(invalid_data(format!(

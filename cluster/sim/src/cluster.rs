@@ -5,6 +5,7 @@
 //! the cluster is retired: stopped, and never counted again.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -12,11 +13,13 @@ use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::RngExt;
-use revkv_node::{MemberBackend, Node, NodeConfig, NodeError};
+use revkv_node::{KvBackend, MemberBackend, Node, NodeConfig, NodeError};
+use revkv_raft::clock::{on_member_clock, MemberClock, OnMemberClock};
 use revkv_raft::peer::simulated::PeerNetwork;
 use revkv_raft::{MemberDisks, MemberNode};
 use revkv_storage::{CrashLoss, DiskOperation};
 
+use crate::clocks::ClockJump;
 use crate::network::Network;
 use crate::trace::Trace;
 
@@ -32,6 +35,8 @@ pub struct Cluster {
     /// The operations of each stopped member's last run, until whoever still held them (a
     /// client's request, a watcher) lets go.
     stopped: Mutex<BTreeMap<u64, Weak<MemberBackend>>>,
+    /// Every jump ahead a member's clock took, for the lease check.
+    clock_jumps: Mutex<Vec<ClockJump>>,
     trace: Trace,
 }
 
@@ -70,6 +75,7 @@ impl Cluster {
             network: network.clone(),
             running: Mutex::default(),
             stopped: Mutex::default(),
+            clock_jumps: Mutex::default(),
             trace,
         }
     }
@@ -129,6 +135,44 @@ impl Cluster {
             .map(|node| node.backend().clone())
     }
 
+    /// `future`, run as member `id`'s code: on its clock, and so is every task it spawns. The
+    /// simulator's clients call a member's operations in their own tasks; this is how those
+    /// operations read the member's clock, as they would inside the member's process.
+    pub fn on_member<F: Future>(&self, id: u64, future: F) -> OnMemberClock<F> {
+        on_member_clock(self.network.clock_of(id), future)
+    }
+
+    /// The leader some running member knows of.
+    pub async fn leader(&self) -> Option<u64> {
+        for id in self.running_ids() {
+            let Some(backend) = self.backend(id) else {
+                continue;
+            };
+            if let Ok(status) = self.on_member(id, backend.status()).await {
+                if let Some(leader) = status.leader_id {
+                    return Some(leader);
+                }
+            }
+        }
+        None
+    }
+
+    /// Member `id`'s clock.
+    pub fn clock(&self, id: u64) -> MemberClock {
+        self.network.clock_of(id)
+    }
+
+    /// Moves member `id`'s clock `by` ahead now, `at` in the run's time, and keeps the record.
+    pub fn jump_clock(&self, id: u64, by: Duration, at: Duration) {
+        self.clock(id).jump(by);
+        lock(&self.clock_jumps).push(ClockJump { member: id, at, by });
+    }
+
+    /// Every jump ahead of a member's clock so far.
+    pub fn clock_jumps(&self) -> Vec<ClockJump> {
+        lock(&self.clock_jumps).clone()
+    }
+
     /// Starts member `id` on its files (a new member's are created).
     pub async fn start(&self, id: u64) -> Result<(), NodeError> {
         let config = lock(&self.configs).get(&id).cloned().ok_or_else(|| {
@@ -136,7 +180,8 @@ impl Cluster {
         })?;
         self.wait_for_release(id).await;
         self.trace.record(Some(id), None, "member starting".into());
-        let node = Node::start_simulated(config, address(id, PEER_PORT)).await?;
+        let starting = Node::start_simulated(config, address(id, PEER_PORT));
+        let node = self.on_member(id, starting).await?;
         self.trace.record(Some(id), None, "member started".into());
         lock(&self.running).insert(id, Arc::new(node));
         Ok(())
@@ -150,7 +195,7 @@ impl Cluster {
         };
         lock(&self.stopped).insert(id, Arc::downgrade(node.backend()));
         self.trace.record(Some(id), None, "member stopping".into());
-        let stopped = node.shutdown().await;
+        let stopped = self.on_member(id, node.shutdown()).await;
         self.trace
             .record(Some(id), None, format!("member stopped: {stopped:?}"));
         stopped
@@ -195,7 +240,7 @@ impl Cluster {
         }
         for (id, node, disks) in crashed {
             // The dead member's tasks are stopped and its files closed; it can write nothing.
-            let _ = node.shutdown().await;
+            let _ = self.on_member(id, node.shutdown()).await;
             drop(node);
             self.wait_for_release(id).await;
             for file in [&disks.state_file, &disks.raft_log] {

@@ -133,7 +133,8 @@ impl Compactor {
                 continue;
             };
             let lag = random.random_range(0..=MAX_COMPACTION_LAG);
-            let Some(target) = self.archive_for_compaction(&backend, lag).await else {
+            let archiving = self.archive_for_compaction(&backend, lag);
+            let Some(target) = self.cluster.on_member(member, archiving).await else {
                 let text = "compactor: the history could not be archived".to_owned();
                 self.trace.record(Some(member), None, text);
                 continue;
@@ -145,7 +146,9 @@ impl Compactor {
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
                 .insert(target);
-            let compact = backend.write(Request::Compact { revision: target });
+            let compact = self
+                .cluster
+                .on_member(member, backend.write(Request::Compact { revision: target }));
             let answer = tokio::time::timeout(REQUEST_DEADLINE, compact).await;
             drop(backend);
             let outcome = match answer {

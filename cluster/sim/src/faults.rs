@@ -1,8 +1,10 @@
 //! The faults of a run, one after another, each chosen and timed by the seed: links cut (one
 //! member isolated, one direction of one link, or the cluster split in two), the network made
 //! lossy, slow and duplicating, a member stopped and started again, leadership handed to
-//! another member, members added and removed (`membership.rs`), and members crashed or their
-//! disks failed (`crashes.rs`). Each fault lasts a drawn
+//! another member, members added and removed (`membership.rs`), members crashed or their
+//! disks failed (`crashes.rs`). A member's clock slowed or moved ahead (`clocks.rs`) runs on a
+//! schedule of its own, so a clock fault can overlap any other (a leader slowed while it is cut
+//! off is what a lease-trusting read needs to go wrong). Each fault lasts a drawn
 //! time and is undone before the next, and at most one member is down at a time.
 
 use std::sync::Arc;
@@ -13,10 +15,10 @@ use rand::{RngExt, SeedableRng};
 use revkv_node::KvBackend;
 
 use crate::cluster::Cluster;
-use crate::crashes;
 use crate::membership::change_membership;
 use crate::network::{LinkQuality, Network};
 use crate::trace::Trace;
+use crate::{clocks, crashes};
 
 /// The kinds of fault a run may inject (`revkv-sim --faults`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
@@ -37,10 +39,13 @@ pub enum FaultKind {
     /// A member's state file or raft log fails its fsyncs or writes or fills up; the member is
     /// then power cycled on mended disks.
     Disk,
+    /// A member's clock runs slow for a while, or jumps ahead; on a schedule of its own, so it
+    /// overlaps the other faults.
+    Clock,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 7] = [
+    pub const ALL: [FaultKind; 8] = [
         FaultKind::Partition,
         FaultKind::Network,
         FaultKind::Restart,
@@ -48,6 +53,7 @@ impl FaultKind {
         FaultKind::Membership,
         FaultKind::Crash,
         FaultKind::Disk,
+        FaultKind::Clock,
     ];
 }
 
@@ -72,6 +78,31 @@ pub async fn run_faults(
     trace: Trace,
     until: Duration,
 ) -> u64 {
+    let skew_clocks = kinds.contains(&FaultKind::Clock);
+    let one_at_a_time: Vec<FaultKind> = kinds
+        .into_iter()
+        .filter(|kind| *kind != FaultKind::Clock)
+        .collect();
+    let clock_faults = async {
+        match skew_clocks {
+            true => clocks::skew_clocks(seed, &cluster, &trace, until).await,
+            false => 0,
+        }
+    };
+    let others = one_fault_at_a_time(seed, one_at_a_time, &cluster, &network, &trace, until);
+    let (clock_faults, others) = tokio::join!(clock_faults, others);
+    clock_faults + others
+}
+
+/// The faults other than clocks, one after another.
+async fn one_fault_at_a_time(
+    seed: u64,
+    kinds: Vec<FaultKind>,
+    cluster: &Cluster,
+    network: &Network,
+    trace: &Trace,
+    until: Duration,
+) -> u64 {
     let mut random = StdRng::seed_from_u64(seed ^ 0xFA17);
     let mut injected = 0;
     if kinds.is_empty() {
@@ -83,15 +114,14 @@ pub async fn run_faults(
         let lasting = drawn(&mut random, MAX_FAULT);
         injected += 1;
         match kind {
-            FaultKind::Partition => {
-                partition(&mut random, &cluster, &network, &trace, lasting).await
-            }
-            FaultKind::Network => degrade(&mut random, &network, &trace, lasting).await,
-            FaultKind::Restart => restart(&mut random, &cluster, &trace, lasting).await,
-            FaultKind::Transfer => transfer(&mut random, &cluster, &trace).await,
-            FaultKind::Membership => change_membership(&mut random, &cluster, &trace).await,
-            FaultKind::Crash => crashes::crash(&mut random, &cluster, &trace, lasting).await,
-            FaultKind::Disk => crashes::fail_disk(&mut random, &cluster, &trace, lasting).await,
+            FaultKind::Partition => partition(&mut random, cluster, network, trace, lasting).await,
+            FaultKind::Network => degrade(&mut random, network, trace, lasting).await,
+            FaultKind::Restart => restart(&mut random, cluster, trace, lasting).await,
+            FaultKind::Transfer => transfer(&mut random, cluster, trace).await,
+            FaultKind::Membership => change_membership(&mut random, cluster, trace).await,
+            FaultKind::Crash => crashes::crash(&mut random, cluster, trace, lasting).await,
+            FaultKind::Disk => crashes::fail_disk(&mut random, cluster, trace, lasting).await,
+            FaultKind::Clock => unreachable!("clock faults run on their own schedule"),
         }
     }
     injected
@@ -188,10 +218,13 @@ const TRANSFER_DEADLINE: Duration = Duration::from_secs(5);
 
 async fn transfer(random: &mut StdRng, cluster: &Cluster, trace: &Trace) {
     let running = cluster.running_ids();
-    let Some(asked) = running.first().and_then(|id| cluster.backend(*id)) else {
+    let Some((asked_id, asked)) = running
+        .first()
+        .and_then(|id| Some((*id, cluster.backend(*id)?)))
+    else {
         return;
     };
-    let Ok(status) = asked.status().await else {
+    let Ok(status) = cluster.on_member(asked_id, asked.status()).await else {
         return;
     };
     let Some(leader) = status
@@ -210,7 +243,11 @@ async fn transfer(random: &mut StdRng, cluster: &Cluster, trace: &Trace) {
         None,
         format!("fault: transfer leadership to m{to}"),
     );
-    let handed = tokio::time::timeout(TRANSFER_DEADLINE, leader.1.transfer_leader(to)).await;
+    let handed = tokio::time::timeout(
+        TRANSFER_DEADLINE,
+        cluster.on_member(leader.0, leader.1.transfer_leader(to)),
+    )
+    .await;
     let outcome = match handed {
         Ok(Ok(())) => "done".to_owned(),
         Ok(Err(error)) => format!("refused: {error}"),

@@ -149,7 +149,12 @@ impl LeaseClient {
         let (member, backend) = self.member()?;
         let asked = self.random.random_range(TTL_SECONDS);
         let sent_at = self.trace.elapsed();
-        let answer = tokio::time::timeout(REQUEST_DEADLINE, backend.lease_grant(None, asked)).await;
+        let answer = tokio::time::timeout(
+            REQUEST_DEADLINE,
+            self.cluster
+                .on_member(member, backend.lease_grant(None, asked)),
+        )
+        .await;
         let granted = match answer {
             Ok(Ok(granted)) => granted,
             other => {
@@ -180,7 +185,12 @@ impl LeaseClient {
             lease,
             prev_kv: false,
         };
-        let answer = tokio::time::timeout(REQUEST_DEADLINE, backend.write(Request::Put(put))).await;
+        let answer = tokio::time::timeout(
+            REQUEST_DEADLINE,
+            self.cluster
+                .on_member(member, backend.write(Request::Put(put))),
+        )
+        .await;
         match answer {
             Ok(Ok(written)) => {
                 let revision = written.header.revision;
@@ -235,7 +245,9 @@ impl LeaseClient {
         };
         let invoked_at = self.trace.elapsed();
         let request = RangeRequest::of(KeyRange::single(key.as_bytes()));
-        let read = backend.read(request, ReadConsistency::Linearizable);
+        let read = self
+            .cluster
+            .on_member(member, backend.read(request, ReadConsistency::Linearizable));
         let Ok(Ok(answer)) = tokio::time::timeout(REQUEST_DEADLINE, read).await else {
             return Ok(());
         };
@@ -263,7 +275,12 @@ impl LeaseClient {
     async fn keep_alive(&mut self, lease: i64) -> Result<(), LeaseEnded> {
         let (member, backend) = self.member()?;
         let sent_at = self.trace.elapsed();
-        let answer = tokio::time::timeout(REQUEST_DEADLINE, backend.lease_keep_alive(lease)).await;
+        let answer = tokio::time::timeout(
+            REQUEST_DEADLINE,
+            self.cluster
+                .on_member(member, backend.lease_keep_alive(lease)),
+        )
+        .await;
         match answer {
             Ok(Ok((_, ttl_seconds))) => {
                 let ttl = Duration::from_secs(u64::try_from(ttl_seconds).unwrap_or(0));
@@ -306,7 +323,9 @@ impl LeaseClient {
             lease,
             sent_at: self.trace.elapsed(),
         });
-        let revoke = backend.write(Request::LeaseRevoke { id: lease });
+        let revoke = self
+            .cluster
+            .on_member(member, backend.write(Request::LeaseRevoke { id: lease }));
         let answer = tokio::time::timeout(REQUEST_DEADLINE, revoke).await;
         match answer {
             Ok(Ok(written)) => {

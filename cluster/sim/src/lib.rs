@@ -12,6 +12,7 @@
 //! many seeds in parallel and replays one with its trace.
 
 pub mod check;
+pub mod clocks;
 pub mod cluster;
 pub mod compactor;
 pub mod crashes;

@@ -66,7 +66,7 @@ async fn add(cluster: &Cluster, trace: &Trace) {
     trace.record(Some(through), None, format!("fault: add m{id}"));
     let added = tokio::time::timeout(
         CHANGE_DEADLINE,
-        backend.add_member_at(Cluster::peer_url(id), false),
+        cluster.on_member(through, backend.add_member_at(Cluster::peer_url(id), false)),
     )
     .await;
     drop(backend);
@@ -81,7 +81,7 @@ async fn add(cluster: &Cluster, trace: &Trace) {
 
 async fn remove(random: &mut StdRng, cluster: &Cluster, trace: &Trace) {
     let ids = cluster.ids();
-    let leader = leader(cluster).await;
+    let leader = cluster.leader().await;
     let target = match leader {
         Some(leader) if random.random_bool(0.5) => leader,
         _ => ids[random.random_range(0..ids.len())],
@@ -99,7 +99,11 @@ async fn remove(random: &mut StdRng, cluster: &Cluster, trace: &Trace) {
         None,
         format!("fault: remove {role}m{target}"),
     );
-    let removed = tokio::time::timeout(CHANGE_DEADLINE, backend.remove_member(target)).await;
+    let removed = tokio::time::timeout(
+        CHANGE_DEADLINE,
+        cluster.on_member(through, backend.remove_member(target)),
+    )
+    .await;
     drop(backend);
     let outcome = match removed {
         Ok(Ok(members)) => format!("done: {:?}", self::ids(&members)),
@@ -114,28 +118,14 @@ fn ids(members: &[MemberInfo]) -> Vec<u64> {
     members.iter().map(|member| member.id).collect()
 }
 
-/// The leader some running member knows of.
-async fn leader(cluster: &Cluster) -> Option<u64> {
-    for id in cluster.running_ids() {
-        let Some(backend) = cluster.backend(id) else {
-            continue;
-        };
-        if let Ok(status) = backend.status().await {
-            if let Some(leader) = status.leader_id {
-                return Some(leader);
-            }
-        }
-    }
-    None
-}
-
 /// The members the leader's configuration names, once a leader that the run counts answers.
 async fn leader_membership(cluster: &Cluster) -> Option<Vec<MemberInfo>> {
     let deadline = tokio::time::Instant::now() + MEMBERSHIP_READ_DEADLINE;
     while tokio::time::Instant::now() < deadline {
-        let backend = leader(cluster).await.and_then(|id| cluster.backend(id));
-        if let Some(backend) = backend {
-            if let Ok(members) = backend.members().await {
+        let leader = cluster.leader().await;
+        let backend = leader.and_then(|id| Some((id, cluster.backend(id)?)));
+        if let Some((id, backend)) = backend {
+            if let Ok(members) = cluster.on_member(id, backend.members()).await {
                 return Some(members);
             }
         }

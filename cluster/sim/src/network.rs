@@ -15,6 +15,7 @@ use axum::Router;
 use futures::future::BoxFuture;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
+use revkv_raft::clock::{on_member_clock, MemberClock};
 use revkv_raft::peer::client::CallError;
 use revkv_raft::peer::paths;
 use revkv_raft::peer::simulated::{
@@ -72,6 +73,8 @@ pub struct Network {
     powered_off: Mutex<BTreeSet<u64>>,
     quality: Mutex<LinkQuality>,
     random: Mutex<StdRng>,
+    /// Each member's clock (the clock faults change them); a member's peer handlers run on it.
+    clocks: Mutex<BTreeMap<u64, MemberClock>>,
     trace: Trace,
 }
 
@@ -84,6 +87,7 @@ impl Network {
             powered_off: Mutex::default(),
             quality: Mutex::default(),
             random: Mutex::new(StdRng::seed_from_u64(seed)),
+            clocks: Mutex::default(),
             trace,
         })
     }
@@ -95,6 +99,12 @@ impl Network {
             network: self.clone(),
             member,
         })
+    }
+
+    /// Member `member`'s clock, made in step with the runtime's the first time it is asked for.
+    /// A member keeps its clock across restarts, as a machine does.
+    pub fn clock_of(&self, member: u64) -> MemberClock {
+        lock(&self.clocks).entry(member).or_default().clone()
     }
 
     /// From now on, what `from` sends to `to` is lost.
@@ -182,12 +192,16 @@ impl Network {
             self.trace
                 .record(Some(from), None, format!("{call} duplicated"));
             let copy = (router.clone(), path.clone(), body.clone());
+            let receiver_clock = self.clock_of(to);
             tokio::spawn(async move {
                 tokio::time::sleep(extra_delay).await;
-                let _ignored = call_router(copy.0, &copy.1, copy.2, MAX_ANSWER_BYTES).await;
+                let handled = call_router(copy.0, &copy.1, copy.2, MAX_ANSWER_BYTES);
+                let _ignored = on_member_clock(receiver_clock, handled).await;
             });
         }
-        let answer = call_router(router, &path, body, MAX_ANSWER_BYTES).await?;
+        // The handler runs in the caller's task, but it is the receiver's code: its clock.
+        let handled = call_router(router, &path, body, MAX_ANSWER_BYTES);
+        let answer = on_member_clock(self.clock_of(to), handled).await?;
         if plan.answer_lost || self.is_cut(to, from) {
             self.trace
                 .record(Some(from), None, format!("{call} answer lost"));

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant as WallClock};
 
 use crate::check::{self, Violation};
+use crate::clocks::ClockJump;
 use crate::cluster::Cluster;
 use crate::compactor::{Compactor, HistoryArchive};
 use crate::faults::{run_faults, FaultKind, CALM};
@@ -186,7 +187,7 @@ async fn simulate(seed: u64, options: &SimOptions, directory: &std::path::Path) 
         let _ = watcher.await;
     }
     cluster.stop_all().await;
-    let tally = shared.check(final_revision, &mut violations);
+    let tally = shared.check(final_revision, &cluster.clock_jumps(), &mut violations);
     RunReport {
         seed,
         trace: trace.clone(),
@@ -289,16 +290,23 @@ impl Shared {
     /// Reads every key's history since the last compaction into the archive, through the first
     /// member.
     async fn archive_everything(&self, cluster: &Cluster) -> Result<(), String> {
-        let backend = cluster.ids().first().and_then(|id| cluster.backend(*id));
-        let backend = backend.ok_or_else(|| "no member runs".to_owned())?;
-        self.archive
-            .read(&backend, &self.all_keys())
+        let first = cluster.ids().first().copied();
+        let backend = first.and_then(|id| Some((id, cluster.backend(id)?)));
+        let (id, backend) = backend.ok_or_else(|| "no member runs".to_owned())?;
+        let keys = self.all_keys();
+        cluster
+            .on_member(id, self.archive.read(&backend, &keys))
             .await
             .map(|_| ())
     }
 
     /// Runs every check on what was recorded, adding what they find to `violations`.
-    fn check(&self, final_revision: u64, violations: &mut Vec<Violation>) -> Tally {
+    fn check(
+        &self,
+        final_revision: u64,
+        clock_jumps: &[ClockJump],
+        violations: &mut Vec<Violation>,
+    ) -> Tally {
         let records = take(&self.records);
         let watch_records = take(&self.watch_records);
         let lease_events = take(&self.lease_events);
@@ -326,6 +334,7 @@ impl Shared {
             drop(compactions);
             violations.extend(check::leases::check(
                 &lease_events,
+                clock_jumps,
                 &lease_histories,
                 final_revision,
             ));

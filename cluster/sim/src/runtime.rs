@@ -1,5 +1,6 @@
 //! The thread a simulation runs on: one tokio runtime with a paused clock and a seeded scheduler,
-//! openraft's randomness and `fastrand`'s drawn from the same seed, and blocking work run inline.
+//! openraft's randomness and `fastrand`'s drawn from the same seed, blocking work run inline, and
+//! tasks that inherit their spawner's member clock (`revkv_raft::clock`).
 //!
 //! With all of that, what happens next is decided by the seed alone: tasks run one at a time in
 //! an order the seeded scheduler picks, time moves only when every task waits (straight to the
@@ -56,6 +57,10 @@ fn seed_the_scheduler(
     seed: u64,
 ) -> Result<(), SimulationRuntimeError> {
     builder.rng_seed(tokio::runtime::RngSeed::from_bytes(&seed.to_le_bytes()));
+    // A task belongs to the member whose code spawned it and reads that member's clock.
+    builder
+        .on_task_spawn(|task| revkv_raft::clock::task_spawned(task.id()))
+        .on_task_terminate(|task| revkv_raft::clock::task_finished(task.id()));
     Ok(())
 }
 

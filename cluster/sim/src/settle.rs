@@ -23,9 +23,10 @@ pub async fn wait_for_leases_to_end(cluster: &Cluster) -> Result<(), String> {
     let deadline = tokio::time::Instant::now() + LEASE_END_DEADLINE;
     let mut left = String::from("no answer");
     while tokio::time::Instant::now() < deadline {
-        let backend = cluster.ids().first().and_then(|id| cluster.backend(*id));
-        if let Some(backend) = backend {
-            match backend.lease_ids().await {
+        let first = cluster.ids().first().copied();
+        let backend = first.and_then(|id| Some((id, cluster.backend(id)?)));
+        if let Some((id, backend)) = backend {
+            match cluster.on_member(id, backend.lease_ids()).await {
                 Ok((_, ids)) if ids.is_empty() => return Ok(()),
                 Ok((_, ids)) => left = format!("leases {ids:?}"),
                 Err(error) => left = error.to_string(),
@@ -48,10 +49,11 @@ pub async fn settle(cluster: &Cluster, trace: &Trace) -> Result<u64, String> {
     converge(cluster, 0).await?;
     let deadline = tokio::time::Instant::now() + CONVERGENCE_DEADLINE;
     let barrier = loop {
-        let backend = cluster.ids().first().and_then(|id| cluster.backend(*id));
+        let first = cluster.ids().first().copied();
+        let backend = first.and_then(|id| Some((id, cluster.backend(id)?)));
         let written = match backend {
-            Some(backend) => backend
-                .put(BARRIER_KEY, "")
+            Some((id, backend)) => cluster
+                .on_member(id, backend.put(BARRIER_KEY, ""))
                 .await
                 .map_err(|error| error.to_string()),
             None => Err("member 1 is not running".to_owned()),
@@ -79,7 +81,7 @@ async fn converge(cluster: &Cluster, at_least: u64) -> Result<u64, String> {
             let Some(backend) = cluster.backend(id) else {
                 continue;
             };
-            if let Ok(status) = backend.status().await {
+            if let Ok(status) = cluster.on_member(id, backend.status()).await {
                 last.insert(
                     id,
                     (status.leader_id, status.revision, status.applied_index),

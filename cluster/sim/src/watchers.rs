@@ -63,7 +63,9 @@ pub async fn run_watcher(
             prev_kv: false,
             progress_interval: Some(interval),
         };
-        let opened = backend.watch_hub().open(request);
+        let opened = cluster
+            .on_member(member, async { backend.watch_hub().open(request) })
+            .await;
         // The watch ends when its member stops; holding the member's operations past that
         // would keep its files open after it stopped.
         drop(backend);
@@ -98,7 +100,9 @@ pub async fn run_watcher(
             messages: Vec::new(),
         };
         let lifetime = Duration::from_millis(random.random_range(WATCH_LIFETIME_MILLIS));
-        let ended = follow(id, watch, &mut record, &trace, &mut stop, lifetime).await;
+        // The watch's bookmark timer is the member's: it ticks on the member's clock.
+        let following = follow(id, watch, &mut record, &trace, &mut stop, lifetime);
+        let ended = cluster.on_member(member, following).await;
         start_revision = resume_revision(&record).max(start_revision);
         match ended {
             WatchEnded::Compacted => {
@@ -192,7 +196,7 @@ async fn list_again(id: u64, cluster: &Cluster, random: &mut StdRng, trace: &Tra
     let member = members[random.random_range(0..members.len())];
     let backend = cluster.backend(member)?;
     let list = RangeRequest::of(KeyRange::prefix(KEY_PREFIX));
-    let read = backend.read(list, ReadConsistency::Linearizable);
+    let read = cluster.on_member(member, backend.read(list, ReadConsistency::Linearizable));
     let answer = tokio::time::timeout(LIST_DEADLINE, read).await.ok()?.ok()?;
     let revision = answer.header.revision;
     trace.record(

@@ -80,7 +80,8 @@ impl Client {
                 continue;
             };
             let operation = self.next_operation();
-            let mut record = self.send(&backend, member, operation, &trace).await;
+            let sent = self.send(&backend, member, operation, &trace);
+            let mut record = cluster.on_member(member, sent).await;
             drop(backend);
             if self.retries(&record) {
                 record = self.retry(record, &cluster, &trace).await;
@@ -124,7 +125,8 @@ impl Client {
             Some(again.key()),
             format!("client {} retries", self.id),
         );
-        let retried = self.send(&backend, member, again, trace).await;
+        let sent = self.send(&backend, member, again, trace);
+        let retried = cluster.on_member(member, sent).await;
         let outcome = match retried.outcome {
             Outcome::Changed { revision } => Outcome::Changed { revision },
             Outcome::Observed { .. } | Outcome::Unknown => Outcome::Unknown,

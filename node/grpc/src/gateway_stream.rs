@@ -19,10 +19,10 @@ use axum::Router;
 use futures_util::StreamExt;
 use http_body_util::BodyStream;
 use prost::Message;
+use revkv_raft::clock::Instant;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio::time::Instant;
 use tower::ServiceExt;
 
 use crate::gateway_wire::{
@@ -256,7 +256,7 @@ impl RequestReading {
             }
         };
         match state.deadline {
-            Some(deadline) => tokio::time::timeout_at(deadline, next).await.ok(),
+            Some(deadline) => revkv_raft::clock::timeout_at(deadline, next).await.ok(),
             None => Some(next.await),
         }
     }

@@ -92,7 +92,7 @@ pub async fn run_password_work<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, crate::error::NodeError> + Send + 'static,
 ) -> Result<T, crate::error::NodeError> {
     use crate::error::NodeError;
-    let permit = tokio::time::timeout(wait, permits.clone().acquire_owned())
+    let permit = revkv_raft::clock::timeout(wait, permits.clone().acquire_owned())
         .await
         .map_err(|_| NodeError::Unavailable {
             reason: "too many password checks at once".into(),

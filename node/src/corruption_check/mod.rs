@@ -21,10 +21,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use revkv_metrics::CorruptionCheckResult;
+use revkv_raft::clock::Instant;
 use revkv_raft::{KeySpaceHashAnswer, MemberKeySpaceHash};
 use revkv_storage::{Alarm, AlarmAction, AlarmKind, Request};
 use tokio::sync::watch;
-use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::backend::KvBackend;
 use crate::error::NodeError;
@@ -118,15 +118,14 @@ async fn initial_check(backend: &MemberBackend) {
             record(backend, &CheckOutcome::Skipped { reason });
             return;
         }
-        tokio::time::sleep(READY_POLL_INTERVAL).await;
+        revkv_raft::clock::sleep(READY_POLL_INTERVAL).await;
     }
     run_and_record(backend, "initial").await;
 }
 
 /// Checks every `interval` while this member leads.
 async fn periodic_checks(backend: &MemberBackend, interval: Duration) {
-    let mut ticks = tokio::time::interval_at(Instant::now() + interval, interval);
-    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut ticks = revkv_raft::clock::interval_at(Instant::now() + interval, interval);
     loop {
         ticks.tick().await;
         if backend.member().is_leader() {
@@ -175,7 +174,7 @@ pub async fn check_once(backend: &MemberBackend) -> Result<CheckOutcome, NodeErr
     let mut last_reason = String::new();
     for round in 0..MAX_ROUNDS_PER_CHECK {
         if round > 0 {
-            tokio::time::sleep(PAUSE_BEFORE_RETRY).await;
+            revkv_raft::clock::sleep(PAUSE_BEFORE_RETRY).await;
         }
         let revision = backend.member().store().current_revision()?;
         let members = backend
@@ -234,7 +233,7 @@ async fn raise_corrupt_alarms(backend: &MemberBackend, suspects: &[u64]) {
             Ok(()) => return,
             Err(error) if attempt < RAISE_ATTEMPTS => {
                 tracing::warn!(%error, "raising the CORRUPT alarm failed; trying again");
-                tokio::time::sleep(PAUSE_BEFORE_RETRY).await;
+                revkv_raft::clock::sleep(PAUSE_BEFORE_RETRY).await;
             }
             Err(error) => tracing::error!(
                 %error,

@@ -94,7 +94,7 @@ pub struct TokioPause;
 
 impl Pause for TokioPause {
     async fn pause(&self, delay: Duration) {
-        tokio::time::sleep(delay).await;
+        revkv_raft::clock::sleep(delay).await;
     }
 }
 

@@ -26,10 +26,10 @@ use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
+use revkv_raft::clock::Instant;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::OwnedSemaphorePermit;
-use tokio::time::Instant;
 
 use super::error::{error_code, ApiError};
 use super::query::QueryParams;
@@ -185,7 +185,7 @@ impl RequestLines {
                     self.limits.max_line_bytes
                 ))));
             }
-            match tokio::time::timeout_at(self.idle_deadline, self.body.next()).await {
+            match revkv_raft::clock::timeout_at(self.idle_deadline, self.body.next()).await {
                 Err(_) => {
                     return Some(RequestItem::Stop(NodeError::Timeout(format!(
                         "no keep-alive request for {:?}; the stream ends",

@@ -40,7 +40,7 @@ impl BroadcastLoop {
             while self.registry.fast_forward(applied) < applied && !*self.stop.borrow() {
                 if !self.broadcast_round().await {
                     // The store could not be read; try again a little later rather than spin.
-                    tokio::time::sleep(READ_RETRY_DELAY).await;
+                    revkv_raft::clock::sleep(READ_RETRY_DELAY).await;
                 }
             }
             tokio::select! {

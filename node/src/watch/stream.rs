@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::Stream;
+use revkv_raft::clock::{Instant, Interval};
 use tokio::sync::mpsc;
-use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use revkv_metrics::WatchMetrics;
 
@@ -41,11 +41,8 @@ impl Watch {
         start_revision: u64,
         progress_interval: Option<Duration>,
     ) -> Watch {
-        let progress = progress_interval.map(|period| {
-            let mut interval = tokio::time::interval_at(Instant::now() + period, period);
-            interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
-            interval
-        });
+        let progress = progress_interval
+            .map(|period| revkv_raft::clock::interval_at(Instant::now() + period, period));
         Watch {
             handle,
             metrics,

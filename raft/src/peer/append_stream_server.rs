@@ -84,7 +84,7 @@ async fn serve(
 ) {
     loop {
         let frame =
-            match tokio::time::timeout(IDLE_TIMEOUT, read_frame(&mut io, max_frame_bytes)).await {
+            match crate::clock::timeout(IDLE_TIMEOUT, read_frame(&mut io, max_frame_bytes)).await {
                 Ok(Ok(frame)) => frame,
                 Ok(Err(_)) | Err(_) => return,
             };

@@ -8,6 +8,7 @@ use std::net::IpAddr;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use crate::clock::Instant;
 use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
 use openraft::raft::{
@@ -18,7 +19,6 @@ use openraft::OptionalSend;
 use revkv_storage::codec;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tokio::time::Instant;
 
 // `CallError` lives in `call_error.rs`; this path to it stays, since the simulator names it.
 pub use crate::peer::call_error::CallError;
@@ -118,7 +118,7 @@ pub(super) async fn post_simulated<Reply: DeserializeOwned>(
     timeout: Duration,
 ) -> Result<Reply, CallError> {
     let posted = network.post(url.clone(), body.into(), timeout);
-    let answer = tokio::time::timeout(timeout, posted)
+    let answer = crate::clock::timeout(timeout, posted)
         .await
         .map_err(|_| CallError::Timeout(timeout))??;
     if !(200..300).contains(&answer.status) {
@@ -339,7 +339,7 @@ impl PeerConnection {
             let reply = stream.call(request, max_reply_bytes).await;
             Ok::<_, StreamCallError>((stream, reply.map_err(StreamCallError::Call)?))
         };
-        match tokio::time::timeout(timeout, exchange).await {
+        match crate::clock::timeout(timeout, exchange).await {
             Ok(Ok((stream, reply))) => {
                 self.append_stream = Some(stream);
                 Ok(reply)

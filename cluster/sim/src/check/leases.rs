@@ -4,8 +4,12 @@
 //!   lives at least until `s + T`. The leader renews from a moment after the request was sent, so
 //!   the deadline it sets is no earlier, and no later leader may shorten it. A lease client that
 //!   sees its lease gone (a keep-alive answered not found, or a linearizable read of an attached
-//!   key found nothing) before that moment caught an early expiry. The simulated clock is the
-//!   one every member and client reads, so the comparison is exact.
+//!   key found nothing) before that moment caught an early expiry. The run's clock is the one
+//!   clients read and every member keeps, unless a clock fault moved one ahead: the TTL is
+//!   measured on the leader's clock (as etcd measures it), so a jump ahead of `J` while the
+//!   lease lived may end it `J` early. The check allows the sum of every member's jumps between
+//!   the renewal's send and the answer that saw the lease gone, and nothing else: a slow clock
+//!   only ends leases late.
 //! - **gone for good**: once the lease was seen gone, no read sent afterwards finds one of its
 //!   keys. A keep-alive answers "not found" only once the revoke is applied, as etcd's does.
 //! - **all at once**: a lease's end deletes every key attached to it in one revision. In the
@@ -21,6 +25,7 @@ use std::time::Duration;
 
 use crate::check::linearizability::Histories;
 use crate::check::{Violation, Violations};
+use crate::clocks::ClockJump;
 use crate::history::LeaseEvent;
 
 /// What the events say about one lease.
@@ -99,29 +104,52 @@ fn stories(events: &[LeaseEvent]) -> BTreeMap<i64, LeaseStory> {
     stories
 }
 
-/// Checks the lease events against the store's history of the attached keys.
-pub fn check(events: &[LeaseEvent], histories: &Histories, final_revision: u64) -> Vec<Violation> {
+/// Checks the lease events against the store's history of the attached keys, allowing for the
+/// members' clock jumps.
+pub fn check(
+    events: &[LeaseEvent],
+    clock_jumps: &[ClockJump],
+    histories: &Histories,
+    final_revision: u64,
+) -> Vec<Violation> {
     let mut violations = Violations::default();
     for (lease, story) in stories(events) {
-        check_never_early(lease, &story, &mut violations);
+        check_never_early(lease, &story, clock_jumps, &mut violations);
         check_gone_for_good(lease, &story, &mut violations);
         check_all_at_once(lease, &story, histories, final_revision, &mut violations);
     }
     violations.into_vec()
 }
 
-fn check_never_early(lease: i64, story: &LeaseStory, violations: &mut Violations) {
+/// How far ahead the members' clocks jumped, all together, from `from` to `to`.
+fn jumped_between(clock_jumps: &[ClockJump], from: Duration, to: Duration) -> Duration {
+    clock_jumps
+        .iter()
+        .filter(|jump| (from..=to).contains(&jump.at))
+        .map(|jump| jump.by)
+        .sum()
+}
+
+fn check_never_early(
+    lease: i64,
+    story: &LeaseStory,
+    clock_jumps: &[ClockJump],
+    violations: &mut Violations,
+) {
     let Some((promised_until, renewal_sent_at)) = story.promised_until else {
         return;
     };
     for (answered_at, how) in &story.seen_gone {
         let before_revoke = story.revoke_sent_at.is_none_or(|sent| *answered_at < sent);
-        if *answered_at < promised_until && before_revoke {
+        let jumped = jumped_between(clock_jumps, renewal_sent_at, *answered_at);
+        let allowed_from = promised_until.saturating_sub(jumped);
+        if *answered_at < allowed_from && before_revoke {
             violations.add(
                 "lease expired early",
                 format!(
                     "lease {lease}: {how}, answered at {answered_at:?}, but a renewal sent at \
-                     {renewal_sent_at:?} promised it until {promised_until:?}"
+                     {renewal_sent_at:?} promised it until {promised_until:?} (clocks jumped \
+                     {jumped:?} ahead meanwhile)"
                 ),
             );
         }

@@ -1,12 +1,14 @@
 //! The lease check on small histories: a clean one passes, and each planted fault is caught: an
 //! expiry before the renewal's promise, keys of one lease deleted at two revisions, a key that
 //! outlived its revoked lease or was read after a keep-alive said the lease was gone, and an
-//! acknowledged attachment missing from the history.
+//! acknowledged attachment missing from the history. A clock jump excuses an early end by no
+//! more than the jump, and only while the lease lived.
 
 use std::time::Duration;
 
 use super::check;
 use crate::check::linearizability::Histories;
+use crate::clocks::ClockJump;
 use crate::history::{LeaseEvent, Version};
 
 const LEASE: i64 = 7;
@@ -68,7 +70,15 @@ fn histories(keys: &[(&str, Vec<Version>)]) -> Histories {
 }
 
 fn kinds(events: &[LeaseEvent], histories: &Histories) -> Vec<&'static str> {
-    check(events, histories, 100)
+    kinds_with_jumps(events, &[], histories)
+}
+
+fn kinds_with_jumps(
+    events: &[LeaseEvent],
+    jumps: &[ClockJump],
+    histories: &Histories,
+) -> Vec<&'static str> {
+    check(events, jumps, histories, 100)
         .into_iter()
         .map(|violation| violation.kind)
         .collect()
@@ -96,6 +106,50 @@ fn a_lease_that_expires_after_its_promise_with_all_its_keys_at_once_passes() {
 fn a_lease_seen_gone_before_its_last_renewal_promised_is_caught() {
     let events = [renewed(1.0, 2.0), renewed(2.5, 2.0), seen_gone(4.4)];
     assert_eq!(kinds(&events, &Histories::new()), ["lease expired early"]);
+}
+
+fn jump(member: u64, at: f64, by: f64) -> ClockJump {
+    ClockJump {
+        member,
+        at: seconds(at),
+        by: seconds(by),
+    }
+}
+
+#[test]
+fn a_clock_jump_while_the_lease_lived_excuses_an_early_end_up_to_the_jump() {
+    // Promised until 4.5; seen gone at 4.0, half a second early.
+    let events = [renewed(1.0, 2.0), renewed(2.5, 2.0), seen_gone(4.0)];
+    let one_jump = [jump(2, 3.0, 0.5)];
+    assert_eq!(
+        kinds_with_jumps(&events, &one_jump, &Histories::new()),
+        Vec::<&str>::new()
+    );
+    let two_members = [jump(1, 2.6, 0.3), jump(3, 3.9, 0.2)];
+    assert_eq!(
+        kinds_with_jumps(&events, &two_members, &Histories::new()),
+        Vec::<&str>::new()
+    );
+}
+
+#[test]
+fn a_clock_jump_smaller_than_the_earliness_or_outside_the_lease_excuses_nothing() {
+    let events = [renewed(1.0, 2.0), renewed(2.5, 2.0), seen_gone(4.0)];
+    let too_small = [jump(2, 3.0, 0.4)];
+    assert_eq!(
+        kinds_with_jumps(&events, &too_small, &Histories::new()),
+        ["lease expired early"]
+    );
+    let before_the_renewal = [jump(2, 2.4, 5.0)];
+    assert_eq!(
+        kinds_with_jumps(&events, &before_the_renewal, &Histories::new()),
+        ["lease expired early"]
+    );
+    let after_it_was_seen_gone = [jump(2, 4.1, 5.0)];
+    assert_eq!(
+        kinds_with_jumps(&events, &after_it_was_seen_gone, &Histories::new()),
+        ["lease expired early"]
+    );
 }
 
 #[test]
