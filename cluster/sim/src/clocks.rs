@@ -8,7 +8,7 @@
 //! a leader lease), so they must hold unchanged. A lease's TTL is measured on the leader's clock,
 //! as etcd measures it, so a clock that jumps ahead ends leases early by up to the jump; the
 //! lease check allows exactly the jumps any member took during a lease's life
-//! ([`ClockJump`], `check::leases`) and nothing for a slow clock, which can only end them late.
+//! (`history::ClockJump`, `check::leases`) and nothing for a slow clock, which can only end them late.
 
 use std::time::Duration;
 
@@ -17,14 +17,6 @@ use rand::{RngExt, SeedableRng};
 
 use crate::cluster::Cluster;
 use crate::trace::Trace;
-
-/// A member's clock moved `by` ahead at `at` (the run's simulated time).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ClockJump {
-    pub member: u64,
-    pub at: Duration,
-    pub by: Duration,
-}
 
 /// The slowest and fastest rate a slowed clock runs at, in millionths of the others'.
 const SLOW_RATES_PER_MILLION: std::ops::RangeInclusive<u64> = 100_000..=900_000;

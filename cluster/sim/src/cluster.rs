@@ -19,7 +19,7 @@ use revkv_raft::peer::simulated::PeerNetwork;
 use revkv_raft::{MemberDisks, MemberNode};
 use revkv_storage::{CrashLoss, DiskOperation};
 
-use crate::clocks::ClockJump;
+use crate::history::ClockJump;
 use crate::network::Network;
 use crate::trace::Trace;
 

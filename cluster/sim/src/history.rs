@@ -154,3 +154,11 @@ pub enum LeaseEvent {
     /// That revoke was acknowledged: every attached key must be gone.
     Revoked { lease: i64 },
 }
+
+/// A clock fault: member `member`'s clock moved `by` ahead at `at` (the run's simulated time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClockJump {
+    pub member: u64,
+    pub at: Duration,
+    pub by: Duration,
+}

@@ -7,11 +7,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant as WallClock};
 
 use crate::check::{self, Violation};
-use crate::clocks::ClockJump;
 use crate::cluster::Cluster;
 use crate::compactor::{Compactor, HistoryArchive};
 use crate::faults::{run_faults, FaultKind, CALM};
-use crate::history::{LeaseEvent, Record, WatchRecord};
+use crate::history::{ClockJump, LeaseEvent, Record, WatchRecord};
 use crate::leases::{LeaseClient, LEASE_KEY_PREFIX};
 use crate::network::Network;
 use crate::runtime::{SimulationRuntimeError, SimulationThread};

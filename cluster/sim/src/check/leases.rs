@@ -25,8 +25,7 @@ use std::time::Duration;
 
 use crate::check::linearizability::Histories;
 use crate::check::{Violation, Violations};
-use crate::clocks::ClockJump;
-use crate::history::LeaseEvent;
+use crate::history::{ClockJump, LeaseEvent};
 
 /// What the events say about one lease.
 #[derive(Default)]

@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use super::check;
 use crate::check::linearizability::Histories;
-use crate::clocks::ClockJump;
-use crate::history::{LeaseEvent, Version};
+use crate::history::{ClockJump, LeaseEvent, Version};
 
 const LEASE: i64 = 7;
 
