@@ -16,11 +16,10 @@
 //! runs in the caller's task; a client's request, which the simulator sends from its own task)
 //! runs under [`on_member_clock`], which wins over the task's member.
 //!
-//! Timers on a member clock: a sleep converts its deadline to the runtime's clock when armed and,
-//! when that fires, checks the member's clock again and re-arms if the member's clock was slowed
-//! meanwhile, so a sleep never ends before its deadline on the member's clock. A timer armed
-//! before a jump fires at the runtime instant it was armed for: late on the member's clock, as if
-//! the member's scheduler had stalled. Code that reads the clock after the jump sees it at once.
+//! Timers on a member clock: a sleep converts its deadline to the runtime's clock when armed, and
+//! every change of the member's clock (a new rate, a jump) wakes it to convert again, so it ends
+//! when the member's clock reaches its deadline, as a kernel timer on a clock that steps or slews
+//! does: never before, and at once when a jump passes it.
 //!
 //! Not on a member clock: the wall clock (`SystemTime`, read only by auth tokens' expiry), and
 //! latencies measured for metrics and logs with `std::time::Instant`.
@@ -36,6 +35,8 @@ use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use pin_project_lite::pin_project;
+use tokio::sync::futures::OwnedNotified;
+use tokio::sync::Notify;
 
 /// Whether any member clock was ever made in this process. Until one is, [`Instant::now`] and
 /// the timers are tokio's without a thread-local lookup.
@@ -52,8 +53,8 @@ pub const SLOWEST_RATE_PER_MILLION: u64 = 1_000;
 pub const FASTEST_RATE_PER_MILLION: u64 = 1_000_000_000;
 
 /// How many times one poll of a sleep re-arms its timer before yielding (each re-arm follows a
-/// rate change between arming and firing; more than two in one poll cannot happen, since the
-/// second arming uses the rate in force now).
+/// change of its clock; more than two in one poll cannot happen, since the second arming uses
+/// the clock as it is now).
 const MAX_REARMS_PER_POLL: usize = 4;
 
 /// An instant on the clock of the member whose code reads it (see the module's comment).
@@ -154,7 +155,11 @@ impl openraft::Instant for Instant {
 /// One member's clock in a simulation: in step with the runtime's clock until the simulator
 /// slows it or moves it forward. Clones share the clock.
 #[derive(Clone, Debug)]
-pub struct MemberClock(Arc<Mutex<ClockState>>);
+pub struct MemberClock {
+    state: Arc<Mutex<ClockState>>,
+    /// Wakes the clock's sleeps on every change, so that each converts its deadline again.
+    changed: Arc<Notify>,
+}
 
 /// The member's time is `member_anchor + (runtime now - runtime_anchor) * rate`; every change
 /// re-anchors at the current instant, so the member's time never goes back.
@@ -176,11 +181,14 @@ impl MemberClock {
     pub fn new() -> MemberClock {
         MEMBER_CLOCKS_IN_USE.store(true, Ordering::Relaxed);
         let now = tokio::time::Instant::now();
-        MemberClock(Arc::new(Mutex::new(ClockState {
-            runtime_anchor: now,
-            member_anchor: now,
-            rate_per_million: 1_000_000,
-        })))
+        MemberClock {
+            state: Arc::new(Mutex::new(ClockState {
+                runtime_anchor: now,
+                member_anchor: now,
+                rate_per_million: 1_000_000,
+            })),
+            changed: Arc::new(Notify::new()),
+        }
     }
 
     /// Now on this clock.
@@ -198,6 +206,8 @@ impl MemberClock {
         let mut state = self.state();
         state.reanchor(tokio::time::Instant::now());
         state.rate_per_million = rate_per_million;
+        drop(state);
+        self.changed.notify_waiters();
     }
 
     /// Moves this clock `by` forward at once, as a clock source that steps does.
@@ -205,6 +215,8 @@ impl MemberClock {
         let mut state = self.state();
         state.reanchor(tokio::time::Instant::now());
         state.member_anchor += by;
+        drop(state);
+        self.changed.notify_waiters();
     }
 
     /// How far this clock is ahead of the runtime's now (zero if behind).
@@ -221,7 +233,7 @@ impl MemberClock {
 
     fn state(&self) -> MutexGuard<'_, ClockState> {
         // Each holder makes one consistent change, so a poisoned clock is still whole.
-        self.0
+        self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -346,6 +358,9 @@ pin_project! {
         timer: tokio::time::Sleep,
         deadline: Instant,
         clock: Option<MemberClock>,
+        // Registered for the member clock's next change once polled.
+        #[pin]
+        clock_changed: Option<OwnedNotified>,
     }
 }
 
@@ -360,6 +375,7 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
         timer: tokio::time::sleep_until(runtime_deadline),
         deadline,
         clock,
+        clock_changed: None,
     }
 }
 
@@ -380,17 +396,33 @@ impl Future for Sleep {
 
     fn poll(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<()> {
         let mut this = self.project();
+        let Some(clock) = this.clock.as_ref() else {
+            return this.timer.poll(context);
+        };
         for _ in 0..MAX_REARMS_PER_POLL {
-            ready!(this.timer.as_mut().poll(context));
-            let Some(clock) = this.clock.as_ref() else {
-                return Poll::Ready(());
-            };
+            // Registered before the deadline is converted, so no change falls between the two.
+            if this.clock_changed.is_none() {
+                this.clock_changed
+                    .set(Some(clock.changed.clone().notified_owned()));
+                if let Some(changed) = this.clock_changed.as_mut().as_pin_mut() {
+                    changed.enable();
+                }
+                let runtime_deadline = clock.runtime_instant_for(*this.deadline);
+                this.timer.as_mut().reset(runtime_deadline);
+            }
             if clock.now() >= *this.deadline {
                 return Poll::Ready(());
             }
-            // The clock was slowed after the timer was armed: wait for the rest.
-            let rest = clock.runtime_instant_for(*this.deadline);
-            this.timer.as_mut().reset(rest);
+            let changed = this.clock_changed.as_mut().as_pin_mut();
+            if changed.is_some_and(|changed| changed.poll(context).is_ready()) {
+                // A new rate or a jump: convert the deadline again.
+                this.clock_changed.set(None);
+                continue;
+            }
+            ready!(this.timer.as_mut().poll(context));
+            // Fired, but the clock is short of the deadline: the rate fell after the conversion
+            // and the change is on its way; convert again.
+            this.clock_changed.set(None);
         }
         context.waker().wake_by_ref();
         Poll::Pending

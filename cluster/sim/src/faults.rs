@@ -139,6 +139,9 @@ async fn partition(
     lasting: Duration,
 ) {
     let ids = cluster.ids();
+    if ids.len() < 2 {
+        return;
+    }
     let one = ids[random.random_range(0..ids.len())];
     match random.random_range(0..3) {
         0 => {

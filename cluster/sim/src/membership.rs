@@ -53,6 +53,10 @@ fn asked(cluster: &Cluster, not: u64) -> Option<(u64, std::sync::Arc<revkv_node:
 }
 
 async fn add(cluster: &Cluster, trace: &Trace) {
+    // A replacement's second step checks again: its first may have failed.
+    if cluster.ids().len() >= MOST_MEMBERS {
+        return;
+    }
     let id = match cluster.join().await {
         Ok(id) => id,
         Err(error) => {
@@ -81,6 +85,10 @@ async fn add(cluster: &Cluster, trace: &Trace) {
 
 async fn remove(random: &mut StdRng, cluster: &Cluster, trace: &Trace) {
     let ids = cluster.ids();
+    // A replacement's second step checks again: an add that failed leaves no room to remove.
+    if ids.len() <= FEWEST_MEMBERS {
+        return;
+    }
     let leader = cluster.leader().await;
     let target = match leader {
         Some(leader) if random.random_bool(0.5) => leader,
@@ -134,8 +142,11 @@ async fn leader_membership(cluster: &Cluster) -> Option<Vec<MemberInfo>> {
     None
 }
 
-/// Retires every member the cluster does not have (removed, or never added).
-async fn follow_the_cluster(cluster: &Cluster, trace: &Trace) {
+/// Retires every member the cluster does not have (removed, or never added), as an operator
+/// stops what `member list` no longer shows. After each membership fault, and again once the
+/// run is healed: a change the leader had not committed when it was read may have been dropped
+/// since by a new leader (an add that timed out), leaving its member out of the cluster.
+pub async fn follow_the_cluster(cluster: &Cluster, trace: &Trace) {
     let Some(members) = leader_membership(cluster).await else {
         trace.record(
             None,

@@ -12,6 +12,7 @@ use crate::compactor::{Compactor, HistoryArchive};
 use crate::faults::{run_faults, FaultKind, CALM};
 use crate::history::{ClockJump, LeaseEvent, Record, WatchRecord};
 use crate::leases::{LeaseClient, LEASE_KEY_PREFIX};
+use crate::membership::follow_the_cluster;
 use crate::network::Network;
 use crate::runtime::{SimulationRuntimeError, SimulationThread};
 use crate::settle::{settle, wait_for_leases_to_end};
@@ -165,6 +166,7 @@ async fn simulate(seed: u64, options: &SimOptions, directory: &std::path::Path) 
     network.heal();
     network.set_quality(CALM);
     violations.extend(restart_stopped(&cluster).await);
+    follow_the_cluster(&cluster, &trace).await;
     if let Err(why) = wait_for_leases_to_end(&cluster).await {
         violations.push(failure("lease never ended", why));
     }

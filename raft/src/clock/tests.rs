@@ -102,6 +102,48 @@ fn a_sleep_armed_before_a_slowdown_still_waits_its_full_time_on_the_member_clock
     });
 }
 
+/// Sleeps `duration` on `clock` in a task of its own; answers when it ended, on the runtime.
+fn sleeper(
+    clock: &MemberClock,
+    duration: Duration,
+) -> tokio::task::JoinHandle<tokio::time::Instant> {
+    tokio::spawn(on_member_clock(clock.clone(), async move {
+        sleep(duration).await;
+        runtime_now()
+    }))
+}
+
+#[test]
+fn a_sleep_armed_while_the_clock_ran_slow_ends_on_time_once_it_keeps_time_again() {
+    paused_runtime().block_on(async {
+        let clock = MemberClock::new();
+        clock.set_rate(100_000);
+        let start = runtime_now();
+        let ended = sleeper(&clock, 2 * SECOND);
+        // One member-second at a tenth of the rate is ten runtime seconds; then it keeps time.
+        tokio::time::sleep(10 * SECOND).await;
+        clock.set_rate(1_000_000);
+        let ended_at = ended.await.unwrap() - start;
+        assert!(
+            (11000..11003).contains(&ended_at.as_millis()),
+            "ended {ended_at:?} in, not 11 s"
+        );
+    });
+}
+
+#[test]
+fn a_jump_past_a_sleeps_deadline_ends_it_at_once() {
+    paused_runtime().block_on(async {
+        let clock = MemberClock::new();
+        let start = runtime_now();
+        let ended = sleeper(&clock, 30 * SECOND);
+        tokio::time::sleep(SECOND).await;
+        clock.jump(40 * SECOND);
+        let ended_at = ended.await.unwrap() - start;
+        assert!(ended_at < SECOND + Duration::from_millis(2), "{ended_at:?}");
+    });
+}
+
 #[cfg(tokio_unstable)]
 #[test]
 fn tasks_spawned_by_a_members_code_read_its_clock_until_they_end() {
