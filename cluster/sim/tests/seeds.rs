@@ -69,10 +69,25 @@ fn a_fixed_set_of_seeds_under_every_fault_passes_every_check() {
 /// - 865 (2026-11-28, ce9695d): a crash at the fsync of a new raft log segment's header left the
 ///   segment file without a header, and the member refused to start on it
 ///   (`storage/tests/log_store.rs`, `a_newest_segment_whose_header_a_crash_lost_...`).
+/// - 1050, 7177, 9556 (2026-11-28, 0d004c1, bugs of the simulator): a member whose add timed out
+///   was in the leader's uncommitted membership when the run read it, the next leader dropped it,
+///   and the run waited for it to converge (the run follows the membership after healing now).
+/// - 5303 (the same soak): a replacement whose add failed still removed a member, shrinking the
+///   cluster below three (`membership.rs` checks the bounds at each step now).
+/// - 9069 (the same soak): a sleep armed while a member's clock ran slow kept its slow deadline
+///   after the clock kept time again, stalling replication for a minute (`revkv_raft::clock`'s
+///   `a_sleep_armed_while_the_clock_ran_slow_ends_on_time_once_it_keeps_time_again`).
 ///
-/// Each seed runs with the fault kinds it was found under: a new kind changes every draw after
-/// the first fault, which would make the seed a different run.
-const REGRESSION_SEEDS: [(u64, &[FaultKind]); 1] = [(865, &BEFORE_CLOCK_FAULTS)];
+/// Each seed runs with the fault kinds it was found under: another set of kinds makes it another
+/// run.
+const REGRESSION_SEEDS: [(u64, &[FaultKind]); 6] = [
+    (865, &BEFORE_CLOCK_FAULTS),
+    (1050, &FaultKind::ALL),
+    (5303, &FaultKind::ALL),
+    (7177, &FaultKind::ALL),
+    (9069, &FaultKind::ALL),
+    (9556, &FaultKind::ALL),
+];
 
 /// Every fault kind there was before clock faults (2026-11-28).
 const BEFORE_CLOCK_FAULTS: [FaultKind; 7] = [
