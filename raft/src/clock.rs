@@ -86,19 +86,9 @@ impl Instant {
         self.0.saturating_duration_since(earlier.0)
     }
 
-    /// The time from `earlier` to this instant, or `None` if `earlier` is later.
-    pub fn checked_duration_since(&self, earlier: Instant) -> Option<Duration> {
-        self.0.checked_duration_since(earlier.0)
-    }
-
     /// This instant moved `duration` later, or `None` past what an instant can hold.
     pub fn checked_add(&self, duration: Duration) -> Option<Instant> {
         self.0.checked_add(duration).map(Instant)
-    }
-
-    /// This instant moved `duration` earlier, or `None` before what an instant can hold.
-    pub fn checked_sub(&self, duration: Duration) -> Option<Instant> {
-        self.0.checked_sub(duration).map(Instant)
     }
 
     /// This instant moved `duration` later, or far in the future if it cannot hold that.
@@ -203,27 +193,21 @@ impl MemberClock {
             (SLOWEST_RATE_PER_MILLION..=FASTEST_RATE_PER_MILLION).contains(&rate_per_million),
             "a member clock's rate must be between 1/1000 and 1000 times the runtime's"
         );
-        let mut state = self.state();
-        state.reanchor(tokio::time::Instant::now());
-        state.rate_per_million = rate_per_million;
-        drop(state);
-        self.changed.notify_waiters();
+        self.change(|state| state.rate_per_million = rate_per_million);
     }
 
     /// Moves this clock `by` forward at once, as a clock source that steps does.
     pub fn jump(&self, by: Duration) {
-        let mut state = self.state();
-        state.reanchor(tokio::time::Instant::now());
-        state.member_anchor += by;
-        drop(state);
-        self.changed.notify_waiters();
+        self.change(|state| state.member_anchor += by);
     }
 
-    /// How far this clock is ahead of the runtime's now (zero if behind).
-    pub fn ahead_of_runtime(&self) -> Duration {
-        self.now()
-            .0
-            .saturating_duration_since(tokio::time::Instant::now())
+    /// Re-anchors the clock at this instant, applies `change`, and wakes the clock's sleeps.
+    fn change(&self, change: impl FnOnce(&mut ClockState)) {
+        let mut state = self.state();
+        state.reanchor(tokio::time::Instant::now());
+        change(&mut state);
+        drop(state);
+        self.changed.notify_waiters();
     }
 
     /// The runtime instant at which this clock reaches `deadline` at its current rate.
@@ -364,17 +348,13 @@ pin_project! {
     }
 }
 
-/// Sleeps until `deadline` on the clock of the code that calls it.
+/// Sleeps until `deadline` on the clock of the code that calls it. On a member clock the timer's
+/// deadline is converted to the runtime's at the first poll (see `Sleep::poll`).
 pub fn sleep_until(deadline: Instant) -> Sleep {
-    let clock = current_member_clock();
-    let runtime_deadline = match &clock {
-        Some(clock) => clock.runtime_instant_for(deadline),
-        None => deadline.0,
-    };
     Sleep {
-        timer: tokio::time::sleep_until(runtime_deadline),
+        timer: tokio::time::sleep_until(deadline.0),
         deadline,
-        clock,
+        clock: current_member_clock(),
         clock_changed: None,
     }
 }
@@ -382,13 +362,6 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// Sleeps for `duration` on the clock of the code that calls it.
 pub fn sleep(duration: Duration) -> Sleep {
     sleep_until(Instant::now().saturating_add(duration))
-}
-
-impl Sleep {
-    /// The instant this sleep ends at, on its member's clock.
-    pub fn deadline(&self) -> Instant {
-        self.deadline
-    }
 }
 
 impl Future for Sleep {
@@ -502,11 +475,6 @@ impl Interval {
         let due = self.next_tick;
         self.next_tick = Instant::now().saturating_add(self.period);
         due
-    }
-
-    /// The next tick comes `period` from now.
-    pub fn reset(&mut self) {
-        self.next_tick = Instant::now().saturating_add(self.period);
     }
 }
 

@@ -1,5 +1,6 @@
-//! Clock faults on one member (the leader half the time): its clock runs slow for a while (a tenth to nine tenths of the
-//! others' rate), or it jumps ahead at once (50 ms to 10 s), as a clock source that steps does.
+//! Clock faults on one member (the leader half the time): its clock runs slow for a while (a
+//! tenth to nine tenths of the others' rate), or it jumps ahead at once (50 ms to 10 s), as a
+//! clock source that steps does.
 //! Nothing else changes: the member's timers, lease deadlines and request deadlines all read its
 //! own clock (`revkv_raft::clock`), the others keep time.
 //!
@@ -8,7 +9,8 @@
 //! a leader lease), so they must hold unchanged. A lease's TTL is measured on the leader's clock,
 //! as etcd measures it, so a clock that jumps ahead ends leases early by up to the jump; the
 //! lease check allows exactly the jumps any member took during a lease's life
-//! (`history::ClockJump`, `check::leases`) and nothing for a slow clock, which can only end them late.
+//! (`history::ClockJump`, `check::leases`) and nothing for a slow clock, which can only end them
+//! late.
 
 use std::time::Duration;
 

@@ -475,15 +475,15 @@ fn open_segments(
 /// header did not, and nothing is written after the header before the header's fsync). A zeroed
 /// header with anything after it is damage, not that, and opening the segment names it.
 fn header_never_became_durable(path: &Path) -> Result<bool, StorageFailure> {
-    let file = fs::File::open(path).map_err(io_error(path))?;
+    let mut file = fs::File::open(path).map_err(io_error(path))?;
     let length = file.metadata().map_err(io_error(path))?.len();
     if length < SEGMENT_HEADER_BYTES as u64 {
         return Ok(true);
     }
-    let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+    // A real segment ends the scan at its header's first byte; only a remnant is read whole.
     let mut buffer = vec![0u8; 1 << 16];
     loop {
-        let read = reader.read(&mut buffer).map_err(io_error(path))?;
+        let read = file.read(&mut buffer).map_err(io_error(path))?;
         if read == 0 {
             return Ok(true);
         }
