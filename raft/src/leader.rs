@@ -14,6 +14,7 @@ use openraft::{ChangeMembers, ReadPolicy};
 use crate::member_inner::{wait_for, MemberInner, Metrics};
 use crate::peer::client::CallError;
 use crate::peer::{paths, AdminRequest, ForwardedWrite, PeerError};
+use crate::read_index_rounds::ReadIndexRounds;
 use crate::types::{ClientRequest, TypeConfig};
 use crate::write_path_trace::{self, Stage};
 
@@ -69,22 +70,15 @@ impl MemberInner {
             Err(RaftError::APIError(ClientWriteError::LogEntryDiscarded(forward))) => Err(
                 PeerError::OutcomeUnknown(format!("the write was discarded: {forward}")),
             ),
-            Err(error) => Err(self.peer_error(error)),
+            Err(error) => Err(peer_error(error)),
         }
     }
 
-    /// A read index from this member, which must be the leader (one ReadIndex round, shared by
-    /// concurrent callers).
+    /// A read index from this member, which must be the leader: from a ReadIndex round that
+    /// started after the call, shared with the other reads waiting for it
+    /// (`read_index_rounds.rs`).
     pub(crate) async fn read_index_as_leader(&self) -> Result<u64, PeerError> {
-        match self.raft.get_read_linearizer(read_policy()).await {
-            Ok(linearizer) => Ok(linearizer.read_log_id().index()),
-            // A leader that cannot hear from a quorum cannot confirm it still leads: there is no
-            // usable leader, which the client should retry later (503), not a bad request.
-            Err(RaftError::APIError(LinearizableReadError::QuorumNotEnough(not_enough))) => Err(
-                PeerError::Unavailable(format!("the leader cannot reach a quorum: {not_enough}")),
-            ),
-            Err(error) => Err(self.peer_error(error)),
-        }
+        self.read_index_rounds.read_index().await
     }
 
     /// Runs a membership or leadership change on this member, which must be the leader. Answers
@@ -147,7 +141,7 @@ impl MemberInner {
                     "the membership change was discarded: {forward}"
                 )))
             }
-            Err(error) => Err(self.peer_error(error)),
+            Err(error) => Err(peer_error(error)),
         }
     }
 
@@ -265,24 +259,24 @@ impl MemberInner {
             ),
         }))
     }
+}
 
-    /// Maps a raft error to the peer protocol's refusal.
-    fn peer_error<E>(&self, error: openraft::errors::RaftError<TypeConfig, E>) -> PeerError
-    where
-        E: std::error::Error + openraft::TryAsRef<openraft::errors::ForwardToLeader<TypeConfig>>,
-    {
-        if let Some(forward) = error.forward_to_leader() {
-            let leader = forward.leader_id.zip(forward.leader_node.clone());
-            return PeerError::NotLeader { leader };
+/// Maps a raft error to the peer protocol's refusal.
+fn peer_error<E>(error: openraft::errors::RaftError<TypeConfig, E>) -> PeerError
+where
+    E: std::error::Error + openraft::TryAsRef<openraft::errors::ForwardToLeader<TypeConfig>>,
+{
+    if let Some(forward) = error.forward_to_leader() {
+        let leader = forward.leader_id.zip(forward.leader_node.clone());
+        return PeerError::NotLeader { leader };
+    }
+    match error {
+        // Callers match the errors whose meaning is not "refused" (a discarded entry, a
+        // membership change in progress) by type before calling this.
+        openraft::errors::RaftError::APIError(api_error) => {
+            PeerError::Refused(api_error.to_string())
         }
-        match error {
-            // Callers match the errors whose meaning is not "refused" (a discarded entry, a
-            // membership change in progress) by type before calling this.
-            openraft::errors::RaftError::APIError(api_error) => {
-                PeerError::Refused(api_error.to_string())
-            }
-            openraft::errors::RaftError::Fatal(fatal) => PeerError::Fatal(fatal.to_string()),
-        }
+        openraft::errors::RaftError::Fatal(fatal) => PeerError::Fatal(fatal.to_string()),
     }
 }
 
@@ -376,4 +370,26 @@ fn read_policy() -> ReadPolicy {
         return ReadPolicy::LeaseRead;
     }
     ReadPolicy::ReadIndex
+}
+
+/// The rounds a member's linearizable reads share: each is one ReadIndex round of `raft`.
+pub(crate) fn read_index_rounds(raft: crate::member_inner::Raft) -> Arc<ReadIndexRounds> {
+    ReadIndexRounds::new(Arc::new(move || {
+        let raft = raft.clone();
+        Box::pin(async move { one_read_index_round(&raft).await })
+    }))
+}
+
+/// One ReadIndex round: the leader confirms with a quorum that it still leads and answers the
+/// index its reads must see applied.
+async fn one_read_index_round(raft: &crate::member_inner::Raft) -> Result<u64, PeerError> {
+    match raft.get_read_linearizer(read_policy()).await {
+        Ok(linearizer) => Ok(linearizer.read_log_id().index()),
+        // A leader that cannot hear from a quorum cannot confirm it still leads: there is no
+        // usable leader, which the client should retry later (503), not a bad request.
+        Err(RaftError::APIError(LinearizableReadError::QuorumNotEnough(not_enough))) => Err(
+            PeerError::Unavailable(format!("the leader cannot reach a quorum: {not_enough}")),
+        ),
+        Err(error) => Err(peer_error(error)),
+    }
 }

@@ -44,6 +44,7 @@ pub mod peer;
 #[cfg(feature = "planted-bugs")]
 pub mod planted_bugs;
 mod publish_addresses;
+mod read_index_rounds;
 pub mod restore;
 mod restore_error;
 pub mod restore_progress;

@@ -87,6 +87,7 @@ impl RaftMember {
             .map_err(|error| startup("peer listener", &error))?;
         let stores = OpenStores::open(&config)?;
         let raft = StartedRaft::start(&config, &stores).await?;
+        let read_index_rounds = crate::leader::read_index_rounds(raft.raft.clone());
         let inner = Arc::new(MemberInner {
             id: config.id,
             raft: raft.raft,
@@ -101,6 +102,7 @@ impl RaftMember {
             append_streams: Default::default(),
             first_storage_fault: raft.first_storage_fault,
             log_tail_size: raft.log_tail_size,
+            read_index_rounds,
         });
         let stop_peer_server = crate::peer::server::spawn(inner.clone(), peer_serving);
         let stop_background_tasks = watch::Sender::new(false);

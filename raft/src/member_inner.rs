@@ -40,6 +40,8 @@ pub(crate) struct MemberInner {
     pub first_storage_fault: crate::storage_fault::FirstStorageFault,
     /// How much of the raft log the in-memory tail holds now.
     pub log_tail_size: crate::log_tail::LogTailSize,
+    /// The ReadIndex rounds the linearizable reads this member serves as leader share.
+    pub read_index_rounds: Arc<crate::read_index_rounds::ReadIndexRounds>,
 }
 
 /// openraft's metrics as this member's raft publishes them.
