@@ -372,11 +372,24 @@ fn read_policy() -> ReadPolicy {
     ReadPolicy::ReadIndex
 }
 
-/// The rounds a member's linearizable reads share: each is one ReadIndex round of `raft`.
-pub(crate) fn read_index_rounds(raft: crate::member_inner::Raft) -> Arc<ReadIndexRounds> {
+/// The rounds a member's linearizable reads share: each is one ReadIndex round of `raft`, given
+/// up after `round_timeout` (openraft bounds a round by the leader lease already; this bound does
+/// not depend on it).
+pub(crate) fn read_index_rounds(
+    raft: crate::member_inner::Raft,
+    round_timeout: std::time::Duration,
+) -> Arc<ReadIndexRounds> {
     ReadIndexRounds::new(Arc::new(move || {
         let raft = raft.clone();
-        Box::pin(async move { one_read_index_round(&raft).await })
+        Box::pin(async move {
+            crate::clock::timeout(round_timeout, one_read_index_round(&raft))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(PeerError::Unavailable(format!(
+                        "the leader's ReadIndex round did not end in {round_timeout:?}"
+                    )))
+                })
+        })
     }))
 }
 

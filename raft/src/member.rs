@@ -87,7 +87,8 @@ impl RaftMember {
             .map_err(|error| startup("peer listener", &error))?;
         let stores = OpenStores::open(&config)?;
         let raft = StartedRaft::start(&config, &stores).await?;
-        let read_index_rounds = crate::leader::read_index_rounds(raft.raft.clone());
+        let read_index_rounds =
+            crate::leader::read_index_rounds(raft.raft.clone(), config.peer_limits.call_timeout);
         let inner = Arc::new(MemberInner {
             id: config.id,
             raft: raft.raft,

@@ -4,9 +4,12 @@
 //!
 //! openraft already shares one heartbeat between the reads waiting for it, but each read still
 //! costs a message to the raft core, a pending-read entry, a heartbeat broadcast request and an
-//! answer channel. With 64 clients reading, those made up about a fifth of the leader's CPU
-//! (docs/BENCHMARKS.md, "Reads that share one ReadIndex round"); here they are paid once per
-//! round.
+//! answer channel. With 64 clients reading, those and the call into openraft made up about 13 %
+//! of the leader's CPU (docs/BENCHMARKS.md, "Reads that share one ReadIndex round, on a slower
+//! host"); here they are paid once per round.
+//!
+//! Every round is bounded in time by whoever builds the rounds (`leader::read_index_rounds`), so
+//! one round that never ends cannot hold every later read.
 //!
 //! The invariant that keeps reads linearizable: a read is answered only by a round that started
 //! after the read arrived. A round takes the reads waiting when it starts and no others; a read

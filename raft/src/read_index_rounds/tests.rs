@@ -79,9 +79,7 @@ async fn reads_that_arrive_during_a_round_share_the_next_one_and_not_that_one() 
     until(|| held.started() == 1).await;
 
     let during: Vec<_> = (0..5).map(|_| spawn_read(&rounds)).collect();
-    for _ in 0..100 {
-        tokio::task::yield_now().await;
-    }
+    until(|| waiting_reads(&rounds) == 5).await;
     assert_eq!(
         waiting_reads(&rounds),
         5,
