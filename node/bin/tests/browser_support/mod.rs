@@ -44,7 +44,10 @@ pub fn browser_installed() -> bool {
 pub struct Browser {
     pub client: Client,
     driver: Child,
-    _profile: tempfile::TempDir,
+    /// The browser's profile and its temporary files. Chromium is killed, so it never removes
+    /// the `org.chromium.Chromium.*` directories it makes under TMPDIR; they are made here
+    /// instead, and go when this directory is dropped, after the browser is dead.
+    _session_directory: tempfile::TempDir,
 }
 
 impl Drop for Browser {
@@ -105,19 +108,24 @@ impl Browser {
 
     pub async fn start_with(options: BrowserOptions) -> Browser {
         let port = free_port();
+        let session_directory = tempfile::tempdir().expect("session directory");
+        let profile = session_directory.path().join("profile");
+        let temporary_files = session_directory.path().join("tmp");
+        std::fs::create_dir(&temporary_files).expect("temporary-files directory");
         let driver = Command::new(CHROMEDRIVER)
             .arg(format!("--port={port}"))
+            // Chromium inherits it from ChromeDriver.
+            .env("TMPDIR", &temporary_files)
             // A process group of its own, which Drop kills whole.
             .process_group(0)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("start chromedriver");
-        let profile = tempfile::tempdir().expect("profile directory");
         let mut capabilities = serde_json::Map::new();
         capabilities.insert(
             "goog:chromeOptions".into(),
-            chrome_options(profile.path(), options.dark),
+            chrome_options(&profile, options.dark),
         );
         capabilities.insert(
             "acceptInsecureCerts".into(),
@@ -141,7 +149,7 @@ impl Browser {
         Browser {
             client,
             driver,
-            _profile: profile,
+            _session_directory: session_directory,
         }
     }
 
