@@ -48,30 +48,42 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    // Without tokio's LIFO slot, gRPC answers share writes (`revkv_node::runtime` says why).
-    let runtime = match revkv_node::runtime::runtime_builder().build() {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("revkv: cannot start the async runtime: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match cli.command {
-        Command::Serve(args) => runtime.block_on(serve(args)),
-        Command::Ctl(args) => runtime.block_on(revkv_tools::ctl::run(args)),
-        Command::Bench(args) => runtime.block_on(revkv_tools::bench::run(args)),
-        Command::Chaos(args) => runtime.block_on(revkv_tools::chaos::run(args)),
+    match Cli::parse().command {
+        Command::Serve(args) => serve_on_its_runtime(args),
+        Command::Ctl(args) => on_the_default_runtime(revkv_tools::ctl::run(args)),
+        Command::Bench(args) => on_the_default_runtime(revkv_tools::bench::run(args)),
+        Command::Chaos(args) => on_the_default_runtime(revkv_tools::chaos::run(args)),
         Command::Snapshot(args) => snapshot_command::run(args),
-        Command::FollowEtcd(args) => runtime.block_on(revkv_tools::follow_etcd::run(args)),
+        Command::FollowEtcd(args) => on_the_default_runtime(revkv_tools::follow_etcd::run(args)),
     }
 }
 
-async fn serve(args: ServeArgs) -> ExitCode {
+/// Runs a subcommand on the runtime every subcommand but `serve` gets: without tokio's LIFO slot,
+/// so that gRPC requests and answers share writes (`revkv_node::runtime` says why).
+fn on_the_default_runtime(command: impl std::future::Future<Output = ExitCode>) -> ExitCode {
+    match revkv_node::runtime::runtime_builder().build() {
+        Ok(runtime) => runtime.block_on(command),
+        Err(error) => fail(&format!("cannot start the async runtime: {error}")),
+    }
+}
+
+/// `revkv serve`: the settings first, because the runtime's worker threads are one of them.
+fn serve_on_its_runtime(args: ServeArgs) -> ExitCode {
     let args = match args.with_config_file() {
         Ok(args) => args,
         Err(error) => return fail(&error),
     };
+    let mut builder = match revkv_node::runtime::runtime_builder_with_workers(args.worker_threads) {
+        Ok(builder) => builder,
+        Err(error) => return fail(&format!("--worker-threads: {error}")),
+    };
+    match builder.build() {
+        Ok(runtime) => runtime.block_on(serve(args)),
+        Err(error) => fail(&format!("cannot start the async runtime: {error}")),
+    }
+}
+
+async fn serve(args: ServeArgs) -> ExitCode {
     init_logging(args.log_format.unwrap_or_default());
     let listen_grpc = args.listen_grpc;
     let grpc_limits = match args.grpc_limits() {

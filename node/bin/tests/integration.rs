@@ -49,3 +49,4 @@ mod space_quota;
 mod tls;
 mod tls_auth;
 mod watch_cluster;
+mod worker_threads;

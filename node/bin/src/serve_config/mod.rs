@@ -239,6 +239,11 @@ pub struct ServeArgs {
     /// proposed per expiry check.
     #[arg(long, env = "REVKV_MAX_LEASES_PER_CHECKPOINT")]
     pub max_leases_per_checkpoint: Option<usize>,
+    /// Async worker threads of this member's process (default: one per core, tokio's default,
+    /// which `TOKIO_WORKER_THREADS` also sets). Three members sharing two cores may run one each:
+    /// less CPU per write, a ceiling of one core per member (docs/guide/operations.md).
+    #[arg(long, env = "REVKV_WORKER_THREADS")]
+    pub worker_threads: Option<usize>,
     /// Log line format.
     #[arg(long, env = "REVKV_LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
@@ -351,7 +356,7 @@ impl ServeArgs {
             lease_keepalive_idle_timeout_ms, max_client_connections, max_connections_per_client,
             header_read_timeout_ms, max_header_bytes, max_snapshot_streams, hot_keys_capacity, hot_keys_window_seconds, max_snapshot_bytes, compaction_batch_limit,
             compaction_sleep_interval_ms, auth_token_ttl_seconds,
-            max_concurrent_password_checks, password_hash, log_format, auto_compaction_mode, auto_compaction_retention,
+            max_concurrent_password_checks, password_hash, worker_threads, log_format, auto_compaction_mode, auto_compaction_retention,
             quota_backend_bytes, initial_corrupt_check, corrupt_check_time,
             auto_compaction_interval_ms, watch_progress_notify_interval_ms, max_watches,
             watch_buffer_messages, metrics_prefix_depth, metrics_max_prefixes, cert_file, key_file,

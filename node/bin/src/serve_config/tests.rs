@@ -275,7 +275,7 @@ fn flags_override_the_toml_file() {
     let path = dir.path().join("revkv.toml");
     std::fs::write(
         &path,
-        "id = 7\ndata-dir = \"/from/file\"\nheartbeat-ms = 20\n",
+        "id = 7\ndata-dir = \"/from/file\"\nheartbeat-ms = 20\nworker-threads = 1\n",
     )
     .unwrap();
     let args = ServeArgs {
@@ -287,6 +287,7 @@ fn flags_override_the_toml_file() {
     assert_eq!(merged.id, Some(3));
     assert_eq!(merged.data_dir, Some(PathBuf::from("/from/file")));
     assert_eq!(merged.heartbeat_ms, Some(20));
+    assert_eq!(merged.worker_threads, Some(1));
     std::fs::write(&path, "no-such-setting = 1\n").unwrap();
     let unknown = ServeArgs {
         config: Some(path),
