@@ -61,7 +61,15 @@ fn main() -> ExitCode {
 /// Runs a subcommand on the runtime every subcommand but `serve` gets: without tokio's LIFO slot,
 /// so that gRPC requests and answers share writes (`revkv_node::runtime` says why).
 fn on_the_default_runtime(command: impl std::future::Future<Output = ExitCode>) -> ExitCode {
-    match revkv_node::runtime::runtime_builder().build() {
+    run_on(revkv_node::runtime::runtime_builder(), command)
+}
+
+/// Builds the runtime `builder` describes and runs `command` on it to its end.
+fn run_on(
+    mut builder: tokio::runtime::Builder,
+    command: impl std::future::Future<Output = ExitCode>,
+) -> ExitCode {
+    match builder.build() {
         Ok(runtime) => runtime.block_on(command),
         Err(error) => fail(&format!("cannot start the async runtime: {error}")),
     }
@@ -73,13 +81,9 @@ fn serve_on_its_runtime(args: ServeArgs) -> ExitCode {
         Ok(args) => args,
         Err(error) => return fail(&error),
     };
-    let mut builder = match revkv_node::runtime::runtime_builder_with_workers(args.worker_threads) {
-        Ok(builder) => builder,
-        Err(error) => return fail(&format!("--worker-threads: {error}")),
-    };
-    match builder.build() {
-        Ok(runtime) => runtime.block_on(serve(args)),
-        Err(error) => fail(&format!("cannot start the async runtime: {error}")),
+    match revkv_node::runtime::runtime_builder_with_workers(args.worker_threads) {
+        Ok(builder) => run_on(builder, serve(args)),
+        Err(error) => fail(&format!("--worker-threads: {error}")),
     }
 }
 
