@@ -1,5 +1,6 @@
 //! Reading the change history: events in revision order for watches, and the replica hash.
 
+use redb::ReadableTable;
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::codec::{self, VersionRecord};

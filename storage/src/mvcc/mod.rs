@@ -24,6 +24,9 @@ mod lease_format_tests;
 mod leases;
 mod migrate;
 mod read;
+mod read_snapshot;
+#[cfg(test)]
+mod read_snapshot_tests;
 mod snapshot;
 mod snapshot_frames;
 mod store;
@@ -62,6 +65,7 @@ use compact::PendingCompaction;
 use key_index::{IndexHandle, KeyIndex, SharedKeyIndex};
 use leases::{open_write_lease_tables, LeaseTables, ReadLeaseTables, WriteLeaseTables};
 use read::ResolvedRange;
+use read_snapshot::{ReadSnapshot, ReadSnapshotCache, SharedHistory};
 use snapshot::ExportMeta;
 use store::DurabilityTracker;
 use tables::{
@@ -120,6 +124,7 @@ impl MvccStore {
             compaction_pending: AtomicBool::new(false),
             cluster_id_cache: AtomicU64::new(0),
             key_index: SharedKeyIndex::default(),
+            read_snapshot: ReadSnapshotCache::default(),
         };
         store.rebuild_key_index()?;
         store.reload_auth()?;
@@ -511,16 +516,21 @@ impl MvccStore {
     pub fn range(&self, request: &RangeRequest) -> Result<ReadResult, ReadError> {
         validate_range(request, &self.options.limits)?;
         let at_current_revision = request.revision.is_none() && request.continue_token.is_none();
-        match self.range_once(request) {
+        match self.range_once(request, self.read_tables()?) {
             // A compaction to a revision above this read's snapshot was applied while it read
             // (`key_index.rs`); a read of the current revision reads the newer one instead.
-            Err(ReadError::Compacted { .. }) if at_current_revision => self.range_once(request),
+            Err(ReadError::Compacted { .. }) if at_current_revision => {
+                self.range_once(request, self.read_tables_fresh()?)
+            }
             answer => answer,
         }
     }
 
-    fn range_once(&self, request: &RangeRequest) -> Result<ReadResult, ReadError> {
-        let (tables, state) = self.read_tables()?;
+    fn range_once(
+        &self,
+        request: &RangeRequest,
+        (tables, state): (ReadTables<'_>, StoreState),
+    ) -> Result<ReadResult, ReadError> {
         let keys = request
             .range
             .as_ref()
@@ -590,10 +600,39 @@ impl MvccStore {
     }
 
     /// Opens the data tables and reads the state in one read transaction (a consistent snapshot).
+    /// The snapshot is the one the reads since the last commit share (`read_snapshot.rs`), or a
+    /// new one that later reads then share.
     pub(crate) fn read_tables(&self) -> Result<(ReadTables<'_>, StoreState), StorageFailure> {
+        let database = self.database();
+        let snapshot = self.read_snapshot.shared_or_fresh(|| {
+            let file = self.file.as_path();
+            let read = database.begin_read().map_err(db_error(file))?;
+            let (tables, state) = read_tables_of(&read, file, &self.key_index)?;
+            Ok(ReadSnapshot {
+                history: tables.history,
+                state,
+            })
+        })?;
+        drop(database);
+        Ok(self.tables_of_snapshot(snapshot))
+    }
+
+    /// As `read_tables`, but always from a read transaction of its own: for a read that must
+    /// see the newest commit even if it has not yet been announced to the shared snapshot (a
+    /// read repeated because a compaction overtook its snapshot).
+    pub(crate) fn read_tables_fresh(&self) -> Result<(ReadTables<'_>, StoreState), StorageFailure> {
         let file = self.file.as_path();
         let read = self.database().begin_read().map_err(db_error(file))?;
         read_tables_of(&read, file, &self.key_index)
+    }
+
+    fn tables_of_snapshot(&self, snapshot: ReadSnapshot) -> (ReadTables<'_>, StoreState) {
+        let tables = ReadTables {
+            file: self.file.as_path(),
+            history: snapshot.history,
+            index: IndexHandle::reader(&self.key_index),
+        };
+        (tables, snapshot.state)
     }
 
     /// The data tables, the lease tables and the state, all from one read transaction.
@@ -664,7 +703,10 @@ impl MvccStore {
         }
     }
 
+    /// Every commit of the store ends here, before anything it answers reads again: the reads
+    /// after it must not share the snapshot from before it.
     fn record_commit(&self, durability: Durability, applied: Option<LogId>) {
+        self.read_snapshot.invalidate();
         let mut tracker = self.tracker();
         tracker.applied = applied;
         if matches!(durability, Durability::Immediate) {
@@ -774,7 +816,7 @@ fn read_tables_of<'f>(
     let state = load_state(&meta, file)?;
     let tables = ReadTables {
         file,
-        history: read.open_table(HISTORY).map_err(db_error(file))?,
+        history: SharedHistory::new(read.open_table(HISTORY).map_err(db_error(file))?),
         index: IndexHandle::reader(key_index),
     };
     Ok((tables, state))

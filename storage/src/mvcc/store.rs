@@ -14,6 +14,7 @@ use crate::auth::AuthState;
 use crate::disk_faults::DiskFaults;
 use crate::limits::Limits;
 use crate::mvcc::key_index::SharedKeyIndex;
+use crate::mvcc::read_snapshot::ReadSnapshotCache;
 use crate::types::LogId;
 
 /// Default `StoreOptions::compaction_inline_entries`: about a millisecond of cleaning, the same
@@ -82,4 +83,7 @@ pub struct MvccStore {
     /// Every version in `history`, by key (`key_index.rs`): built at open, changed by the writer
     /// with the history, rebuilt after a write that failed.
     pub(super) key_index: SharedKeyIndex,
+    /// The snapshot the reads since the last commit share (`read_snapshot.rs`); every commit
+    /// forgets it (`record_commit`).
+    pub(super) read_snapshot: ReadSnapshotCache,
 }

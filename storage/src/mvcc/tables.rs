@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::codec::{self, VersionRecord};
 use crate::error::{corrupt, db_error, ReadError, StorageFailure};
 use crate::mvcc::key_index::{IndexEntry, IndexHandle, SharedKeyIndex};
+use crate::mvcc::read_snapshot::SharedHistory;
 use crate::types::{AppliedState, KeyValue};
 
 pub(crate) const HISTORY: TableDefinition<(u64, u32), &[u8]> = TableDefinition::new("history");
@@ -75,8 +76,9 @@ pub(crate) type LiveVisitor<'v> = dyn FnMut(&[u8], IndexEntry) -> Result<bool, R
 /// The write transaction's tables.
 pub(crate) type WriteTables<'f, 't> = TableSet<'f, redb::Table<'t, (u64, u32), &'static [u8]>>;
 
-/// A read transaction's tables.
-pub(crate) type ReadTables<'f> = TableSet<'f, redb::ReadOnlyTable<(u64, u32), &'static [u8]>>;
+/// A read transaction's tables (its history table shareable between reads,
+/// `read_snapshot.rs`).
+pub(crate) type ReadTables<'f> = TableSet<'f, SharedHistory>;
 
 impl<H: HistoryTable> TableSet<'_, H> {
     /// The history record at (revision, position); a missing one means the index and the history
