@@ -21,7 +21,6 @@
 //! are `connect`, and any other status is a `Status` carrying the gRPC code and its message.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
 
 use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, KvClient, Txn, TxnOp};
@@ -88,7 +87,7 @@ impl EtcdGrpcConnection {
     }
 
     async fn put(&mut self, key: &str, value: &[u8]) -> Result<(), ClientError> {
-        let call = Box::pin(self.kv.put(key, value.to_vec(), None));
+        let call = self.kv.put(key, value.to_vec(), None);
         within(self.request_timeout, call).await.map(|_| ())
     }
 
@@ -97,7 +96,7 @@ impl EtcdGrpcConnection {
             ReadConsistency::Linearizable => None,
             ReadConsistency::Serializable => Some(GetOptions::new().with_serializable()),
         };
-        let call = Box::pin(self.kv.get(key, options));
+        let call = self.kv.get(key, options);
         let answer = within(self.request_timeout, call)
             .await
             .map_err(|error| cas::failure_of(&error))?;
@@ -112,7 +111,7 @@ impl EtcdGrpcConnection {
         let state = self.read_counter(key).await?;
         let next = (state.value + 1).to_string();
         let txn = increment_txn(key, &next, state.mod_revision)?;
-        let answer = within(self.request_timeout, Box::pin(self.kv.txn(txn))).await?;
+        let answer = within(self.request_timeout, self.kv.txn(txn)).await?;
         if answer.succeeded() {
             Ok(())
         } else {
@@ -123,7 +122,7 @@ impl EtcdGrpcConnection {
     /// The counter at `key` (linearizable, as a read-modify-write needs); a missing key is 0 at
     /// mod revision 0, which is what a txn compares a missing key's mod revision with.
     async fn read_counter(&mut self, key: &str) -> Result<CounterState, ClientError> {
-        let answer = within(self.request_timeout, Box::pin(self.kv.get(key, None))).await?;
+        let answer = within(self.request_timeout, self.kv.get(key, None)).await?;
         let Some(kv) = answer.kvs().first() else {
             return Ok(CounterState {
                 value: 0,
@@ -163,13 +162,9 @@ fn increment_txn(key: &str, value: &str, mod_revision: u64) -> Result<Txn, Clien
 }
 
 /// Runs one gRPC `call`, giving up after `limit`, and turns its error into a [`ClientError`].
-///
-/// The call comes boxed: etcd-client's request futures are large, and moving one into the timeout
-/// and the caller's own future copied it each time, 5 % of the load generator's CPU under
-/// serializable reads (docs/BENCHMARKS.md), which a shared 2-core machine takes from the servers.
 async fn within<T>(
     limit: Duration,
-    call: Pin<Box<impl Future<Output = Result<T, etcd_client::Error>>>>,
+    call: impl Future<Output = Result<T, etcd_client::Error>>,
 ) -> Result<T, ClientError> {
     match tokio::time::timeout(limit, call).await {
         Ok(answer) => answer.map_err(client_error_of),
