@@ -27,6 +27,7 @@ mod read;
 mod read_snapshot;
 #[cfg(test)]
 mod read_snapshot_tests;
+mod shared_history;
 mod snapshot;
 mod snapshot_frames;
 mod store;
@@ -65,7 +66,8 @@ use compact::PendingCompaction;
 use key_index::{IndexHandle, KeyIndex, SharedKeyIndex};
 use leases::{open_write_lease_tables, LeaseTables, ReadLeaseTables, WriteLeaseTables};
 use read::ResolvedRange;
-use read_snapshot::{ReadSnapshot, ReadSnapshotCache, SharedHistory};
+use read_snapshot::{ReadSnapshot, ReadSnapshotCache};
+use shared_history::SharedHistory;
 use snapshot::ExportMeta;
 use store::DurabilityTracker;
 use tables::{

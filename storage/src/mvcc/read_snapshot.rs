@@ -15,76 +15,10 @@
 //! only until the next commit, so it never keeps redb from reusing pages for longer than a read
 //! of its own would.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
-use redb::{
-    AccessGuard, ReadOnlyTable, ReadableTable, ReadableTableMetadata, Result as RedbResult,
-    TableStats,
-};
-
+use crate::mvcc::shared_history::SharedHistory;
 use crate::mvcc::tables::StoreState;
-
-/// The history table's key and value types (`tables::HISTORY`).
-type HistoryKey = (u64, u32);
-type HistoryValue = &'static [u8];
-
-/// The history table of one read transaction, shareable between reads: a pointer to the opened
-/// table, whose transaction stays alive while any read holds it.
-#[derive(Clone)]
-pub(crate) struct SharedHistory(Arc<ReadOnlyTable<HistoryKey, HistoryValue>>);
-
-impl SharedHistory {
-    pub fn new(table: ReadOnlyTable<HistoryKey, HistoryValue>) -> Self {
-        SharedHistory(Arc::new(table))
-    }
-
-    /// Whether both are the same opened table, so the same snapshot (for tests).
-    #[cfg(test)]
-    pub fn is_same_table(&self, other: &SharedHistory) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl ReadableTableMetadata for SharedHistory {
-    fn stats(&self) -> RedbResult<TableStats> {
-        self.0.stats()
-    }
-
-    fn len(&self) -> RedbResult<u64> {
-        self.0.len()
-    }
-}
-
-impl ReadableTable<HistoryKey, HistoryValue> for SharedHistory {
-    fn get<'a>(
-        &self,
-        key: impl std::borrow::Borrow<<HistoryKey as redb::Value>::SelfType<'a>>,
-    ) -> RedbResult<Option<AccessGuard<'_, HistoryValue>>> {
-        self.0.get(key)
-    }
-
-    fn range<'a, KR>(
-        &self,
-        range: impl std::ops::RangeBounds<KR> + 'a,
-    ) -> RedbResult<redb::Range<'_, HistoryKey, HistoryValue>>
-    where
-        KR: std::borrow::Borrow<<HistoryKey as redb::Value>::SelfType<'a>> + 'a,
-    {
-        self.0.range(range)
-    }
-
-    fn first(
-        &self,
-    ) -> RedbResult<Option<(AccessGuard<'_, HistoryKey>, AccessGuard<'_, HistoryValue>)>> {
-        self.0.first()
-    }
-
-    fn last(
-        &self,
-    ) -> RedbResult<Option<(AccessGuard<'_, HistoryKey>, AccessGuard<'_, HistoryValue>)>> {
-        self.0.last()
-    }
-}
 
 /// One committed snapshot as a read needs it: the history table and the state record, both
 /// from the same read transaction.

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::codec::{self, VersionRecord};
 use crate::error::{corrupt, db_error, ReadError, StorageFailure};
 use crate::mvcc::key_index::{IndexEntry, IndexHandle, SharedKeyIndex};
-use crate::mvcc::read_snapshot::SharedHistory;
+use crate::mvcc::shared_history::SharedHistory;
 use crate::types::{AppliedState, KeyValue};
 
 pub(crate) const HISTORY: TableDefinition<(u64, u32), &[u8]> = TableDefinition::new("history");
