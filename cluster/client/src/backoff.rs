@@ -28,7 +28,8 @@ pub struct Backoff {
     /// attempts (client-go's `RetryOnConflict` makes at most `steps` attempts).
     pub steps: u32,
     /// A limit on `duration`: once the factor would exceed it, `duration` becomes `cap` and `steps`
-    /// becomes 0. `Duration::ZERO` means no cap.
+    /// becomes 0, so a retry loop makes no attempt after that one (as client-go's `RetryOnConflict`
+    /// does): a growing delay with a cap bounds the attempts too. `Duration::ZERO` means no cap.
     pub cap: Duration,
 }
 

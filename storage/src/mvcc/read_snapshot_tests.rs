@@ -146,3 +146,44 @@ fn a_shared_snapshot_does_not_keep_a_defragmentation_waiting() {
         Some("v".repeat(1_000).into_bytes())
     );
 }
+
+/// Three threads read while one applies: every read answers at least the revision of the last
+/// commit that finished before the read began.
+#[test]
+fn concurrent_reads_are_never_older_than_a_commit_that_finished_before_them() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    let (_directory, store) = open_store();
+    let store = Arc::new(store);
+    let published = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..3)
+        .map(|_| {
+            let (store, published, done) = (store.clone(), published.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut reads = 0u64;
+                while !done.load(Ordering::Acquire) {
+                    let committed = published.load(Ordering::Acquire);
+                    let answer = store
+                        .range(&RangeRequest::of(KeyRange::single("k")))
+                        .unwrap();
+                    assert!(
+                        answer.revision >= committed,
+                        "a read answered revision {} after revision {committed} was committed",
+                        answer.revision
+                    );
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    for index in 1..=5_000u64 {
+        let outcome = apply(&store, index, put("k", &index.to_string()));
+        published.store(outcome.revision, Ordering::Release);
+    }
+    done.store(true, Ordering::Release);
+    for reader in readers {
+        assert!(reader.join().unwrap() > 0, "every reader read");
+    }
+}
