@@ -5,24 +5,13 @@
 
 use crate::error::{ReadError, StorageFailure};
 use crate::mvcc::key_index::IndexEntry;
-use crate::mvcc::test_support::apply;
-use crate::mvcc::{MvccStore, StoreOptions};
-use crate::types::{DeleteRangeRequest, KeyRange, PutRequest, Request};
-
-fn put(key: &str, value: &str) -> Request {
-    Request::Put(PutRequest {
-        key: key.as_bytes().to_vec(),
-        value: value.as_bytes().to_vec(),
-        lease: 0,
-        prev_kv: false,
-    })
-}
+use crate::mvcc::test_support::{apply, open_store, put};
+use crate::mvcc::MvccStore;
+use crate::types::{DeleteRangeRequest, KeyRange, Request};
 
 /// Revision 2 puts a=1, 3 puts a=2, 4 deletes a, 5 puts b.
 fn store_with_history() -> (tempfile::TempDir, MvccStore) {
-    let directory = tempfile::tempdir().unwrap();
-    let store = MvccStore::open(directory.path().join("state.redb"), StoreOptions::default());
-    let store = store.unwrap();
+    let (directory, store) = open_store();
     apply(&store, 1, put("a", "1"));
     apply(&store, 2, put("a", "2"));
     let delete = DeleteRangeRequest {

@@ -5,24 +5,9 @@
 //! insides to happen every time.
 
 use crate::mvcc::read_snapshot::ReadSnapshot;
-use crate::mvcc::test_support::apply;
+use crate::mvcc::test_support::{apply, open_store, put};
 use crate::mvcc::{MvccStore, StoreOptions};
-use crate::types::{KeyRange, PutRequest, RangeRequest, Request};
-
-fn put(key: &str, value: &str) -> Request {
-    Request::Put(PutRequest {
-        key: key.as_bytes().to_vec(),
-        value: value.as_bytes().to_vec(),
-        lease: 0,
-        prev_kv: false,
-    })
-}
-
-fn open_store() -> (tempfile::TempDir, MvccStore) {
-    let directory = tempfile::tempdir().unwrap();
-    let store = MvccStore::open(directory.path().join("state.redb"), StoreOptions::default());
-    (directory, store.unwrap())
-}
+use crate::types::{KeyRange, RangeRequest, Request};
 
 /// The value of `key` at the current revision, through the store's own read path.
 fn value_of(store: &MvccStore, key: &str) -> Option<Vec<u8>> {
