@@ -531,7 +531,7 @@ impl MvccStore {
     fn range_once(
         &self,
         request: &RangeRequest,
-        (tables, state): (ReadTables<'_>, StoreState),
+        (tables, state): (ReadTables<'_>, Arc<StoreState>),
     ) -> Result<ReadResult, ReadError> {
         let keys = request
             .range
@@ -604,7 +604,7 @@ impl MvccStore {
     /// Opens the data tables and reads the state in one read transaction (a consistent snapshot).
     /// The snapshot is the one the reads since the last commit share (`read_snapshot.rs`), or a
     /// new one that later reads then share.
-    pub(crate) fn read_tables(&self) -> Result<(ReadTables<'_>, StoreState), StorageFailure> {
+    pub(crate) fn read_tables(&self) -> Result<(ReadTables<'_>, Arc<StoreState>), StorageFailure> {
         let database = self.database();
         let snapshot = self.read_snapshot.shared_or_fresh(|| {
             let file = self.file.as_path();
@@ -612,7 +612,7 @@ impl MvccStore {
             let (tables, state) = read_tables_of(&read, file, &self.key_index)?;
             Ok(ReadSnapshot {
                 history: tables.history,
-                state,
+                state: Arc::new(state),
             })
         })?;
         drop(database);
@@ -622,13 +622,16 @@ impl MvccStore {
     /// As `read_tables`, but always from a read transaction of its own: for a read that must
     /// see the newest commit even if it has not yet been announced to the shared snapshot (a
     /// read repeated because a compaction overtook its snapshot).
-    pub(crate) fn read_tables_fresh(&self) -> Result<(ReadTables<'_>, StoreState), StorageFailure> {
+    pub(crate) fn read_tables_fresh(
+        &self,
+    ) -> Result<(ReadTables<'_>, Arc<StoreState>), StorageFailure> {
         let file = self.file.as_path();
         let read = self.database().begin_read().map_err(db_error(file))?;
-        read_tables_of(&read, file, &self.key_index)
+        let (tables, state) = read_tables_of(&read, file, &self.key_index)?;
+        Ok((tables, Arc::new(state)))
     }
 
-    fn tables_of_snapshot(&self, snapshot: ReadSnapshot) -> (ReadTables<'_>, StoreState) {
+    fn tables_of_snapshot(&self, snapshot: ReadSnapshot) -> (ReadTables<'_>, Arc<StoreState>) {
         let tables = ReadTables {
             file: self.file.as_path(),
             history: snapshot.history,

@@ -15,17 +15,18 @@
 //! only until the next commit, so it never keeps redb from reusing pages for longer than a read
 //! of its own would.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::mvcc::shared_history::SharedHistory;
 use crate::mvcc::tables::StoreState;
 
 /// One committed snapshot as a read needs it: the history table and the state record, both
-/// from the same read transaction.
+/// from the same read transaction, each behind a reference count so that sharing them copies
+/// nothing (the state record holds the membership's bytes).
 #[derive(Clone)]
 pub(crate) struct ReadSnapshot {
     pub history: SharedHistory,
-    pub state: StoreState,
+    pub state: Arc<StoreState>,
 }
 
 /// The cache's one slot, and how many commits it has seen (so a snapshot begun before a commit
