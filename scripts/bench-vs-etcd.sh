@@ -292,6 +292,14 @@ if (( rounds == 1 )); then
   python3 "$repo/scripts/bench_summary.py" "$results_dir" $systems | tee "$results_dir/summary.md"
   exit 0
 fi
+# shellcheck disable=SC2206 # REVKV_BENCH_SYSTEMS is a list of words on purpose
+system_list=($systems)
+if [[ "$order" == rotate ]] && (( rounds % ${#system_list[@]} != 0 )); then
+  # A position costs something (what the previous system left behind, the host's hour): with a
+  # number of rounds that is not a multiple of the systems, some system never runs first.
+  echo "== note: $rounds rounds of ${#system_list[@]} systems do not put every system in every position" \
+    "equally; a multiple of ${#system_list[@]} rounds does"
+fi
 round_dirs=()
 for round in $(seq "$rounds"); do
   round_dir="$results_dir/round-$round"
