@@ -52,11 +52,15 @@
 #                            get-ser-64 cas-16-2)
 #   REVKV_BENCH_RESULTS_DIR  where each run's JSON report and the summary go
 #                            (default target/bench-vs-etcd)
-#   REVKV_BENCH_ROUNDS       how many times to run every system (default 1). With more than
-#                            one, each round's reports go to round-K/ and its own summary is
-#                            printed, and then the median over the rounds of each per-round
-#                            ratio: on a noisy machine a ratio from one round can be a fifth off,
-#                            and the systems of one round ran minutes apart.
+#   REVKV_BENCH_ROUNDS       how many times to run every system (default: as many rounds as
+#                            systems, so that with the rotated order below every system runs
+#                            once in every position; about 13 minutes a round with the four
+#                            default systems, 10 with three). With more than one, each round's
+#                            reports go to round-K/ and its own summary is printed, and then the
+#                            median over the rounds of each per-round ratio: on a noisy machine a
+#                            ratio from one round can be a fifth off, and the systems of one round
+#                            ran minutes apart. REVKV_BENCH_ROUNDS=1 is a quick look, not a fair
+#                            comparison.
 #   REVKV_BENCH_ORDER        "rotate" (default) or "fixed". With "rotate", round K starts at the
 #                            K-th system of REVKV_BENCH_SYSTEMS and wraps around, so over as many
 #                            rounds as systems each one runs once in every position: whatever a
@@ -84,7 +88,11 @@ conns_sweep=${REVKV_BENCH_CONNS:-1 8 64}
   { echo "bench-vs-etcd: REVKV_BENCH_CONNS must be connection counts separated by spaces" >&2; exit 2; }
 selected_workloads=${REVKV_BENCH_WORKLOADS:-put-1 put-64 put-256 get-lin-64 get-ser-64 cas-16-2}
 results_dir=${REVKV_BENCH_RESULTS_DIR:-$repo/target/bench-vs-etcd}
-rounds=${REVKV_BENCH_ROUNDS:-1}
+# shellcheck disable=SC2206 # REVKV_BENCH_SYSTEMS is a list of words on purpose
+system_list=($systems)
+(( ${#system_list[@]} > 0 )) || { echo "bench-vs-etcd: REVKV_BENCH_SYSTEMS names no system" >&2; exit 2; }
+# One round per system by default: the fair comparison is the one a plain run makes.
+rounds=${REVKV_BENCH_ROUNDS:-${#system_list[@]}}
 [[ "$rounds" =~ ^[1-9][0-9]?$ ]] || { echo "bench-vs-etcd: REVKV_BENCH_ROUNDS must be 1 to 99" >&2; exit 2; }
 # Where run_workloads writes: the results directory, or with several rounds, this round's.
 round_dir=$results_dir
@@ -292,8 +300,6 @@ if (( rounds == 1 )); then
   python3 "$repo/scripts/bench_summary.py" "$results_dir" $systems | tee "$results_dir/summary.md"
   exit 0
 fi
-# shellcheck disable=SC2206 # REVKV_BENCH_SYSTEMS is a list of words on purpose
-system_list=($systems)
 if [[ "$order" == rotate ]] && (( rounds % ${#system_list[@]} != 0 )); then
   # A position costs something (what the previous system left behind, the host's hour): with a
   # number of rounds that is not a multiple of the systems, some system never runs first.
