@@ -54,7 +54,7 @@
 #                            (default target/bench-vs-etcd)
 #   REVKV_BENCH_ROUNDS       how many times to run every system (default: as many rounds as
 #                            systems, so that with the rotated order below every system runs
-#                            once in every position; about 13 minutes a round with the four
+#                            once in every position; about 11 minutes a round with the four
 #                            default systems, 10 with three). With more than one, each round's
 #                            reports go to round-K/ and its own summary is printed, and then the
 #                            median over the rounds of each per-round ratio: on a noisy machine a
