@@ -16,9 +16,9 @@ pub enum NodeError {
     /// A body or value over the configured limit.
     #[error("too large: {0}")]
     TooLarge(String),
-    /// A key (single-key GET), lease or member that does not exist.
+    /// A key, lease, member or anything else asked for by name that does not exist.
     #[error("not found: {0}")]
-    NotFound(String),
+    NotFound(Missing),
     /// A revision precondition failed; `current` is the key-value now (or none). A three-way
     /// merge that found overlapping changes names them in `merge` (boxed, so the error stays
     /// small); other conflicts leave it `None`.
@@ -47,6 +47,32 @@ pub enum NodeError {
     /// A bug or an unexpected fault inside the member.
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+/// What a [`NodeError::NotFound`] says is missing. etcd's gRPC API answers a missing lease, member
+/// or key each with its own status and text, which clients match on, so the kind travels as a
+/// value rather than inside a sentence that the gRPC layer would have to parse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Missing {
+    Lease(i64),
+    Member(u64),
+    /// A key a write needed to exist (a put keeping the current value or lease), described for a
+    /// reader (`describe_key`).
+    Key(String),
+    /// Anything else (a watch, an endpoint, a user or role, a key read or patched over HTTP), in
+    /// words.
+    Other(String),
+}
+
+impl std::fmt::Display for Missing {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Missing::Lease(id) => write!(formatter, "lease {id} not found"),
+            Missing::Member(id) => write!(formatter, "member {id} does not exist"),
+            Missing::Key(described) => write!(formatter, "key {described} not found"),
+            Missing::Other(what) => formatter.write_str(what),
+        }
+    }
 }
 
 /// Lets `?` turn each storage operation's own error into `NodeError::Storage`, the storage layer's

@@ -26,6 +26,6 @@ pub use backend::{
     BackupSource, GrantedLease, KvBackend, LeaseTimeToLive, MemberInfo, MemberStatus, ReadAnswer,
     ReadConsistency, ResponseHeader, Written,
 };
-pub use error::NodeError;
+pub use error::{Missing, NodeError};
 pub use node::{MemberBackend, Node, NodeConfig};
 pub use revkv_metrics::{Metrics, PrefixLabelConfig};

@@ -14,7 +14,7 @@ use revkv_storage::{
 };
 
 use crate::backend::{KvBackend, ReadConsistency, ResponseHeader};
-use crate::error::NodeError;
+use crate::error::{Missing, NodeError};
 
 /// What must hold of a key for a conditional write to go ahead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -223,10 +223,7 @@ pub async fn put_keeping_current<B: KvBackend>(
     let mut current = answer.response.kvs.into_iter().next();
     for _ in 0..MAX_KEEP_CURRENT_ATTEMPTS {
         let Some(now) = current.take() else {
-            return Err(NodeError::NotFound(format!(
-                "key {} not found",
-                describe_key(&put.key)
-            )));
+            return Err(NodeError::NotFound(Missing::Key(describe_key(&put.key))));
         };
         let mut attempt = put.clone();
         if keep.value {

@@ -7,7 +7,7 @@
 //! message (too many ops, duplicate key, empty key) are recognized here by that text, next to the
 //! storage messages they come from (`storage/src/mvcc/validate.rs`, `limits.rs`).
 
-use revkv_node::NodeError;
+use revkv_node::{Missing, NodeError};
 use revkv_storage::Error as StorageError;
 use tonic::Status;
 
@@ -39,7 +39,7 @@ pub fn status(error: NodeError) -> Status {
         NodeError::Storage(storage) => storage_status(storage),
         NodeError::Invalid(message) => invalid_status(&message),
         NodeError::TooLarge(_) => Status::invalid_argument(REQUEST_TOO_LARGE),
-        NodeError::NotFound(what) => not_found_status(&what),
+        NodeError::NotFound(missing) => not_found_status(missing),
         // A failed revision precondition inside a node-side loop (put with ignore_value under
         // contention): etcd has no such answer; a client may retry.
         NodeError::Conflict { message, .. } => Status::aborted(message),
@@ -87,16 +87,13 @@ fn invalid_status(message: &str) -> Status {
     }
 }
 
-/// `NodeError::NotFound` names what was missing first ("lease ...", "member ...", "key ...").
-fn not_found_status(what: &str) -> Status {
-    if what.starts_with("lease") {
-        Status::not_found(LEASE_NOT_FOUND)
-    } else if what.starts_with("member") {
-        Status::not_found(MEMBER_NOT_FOUND)
-    } else if what.starts_with("key") {
-        Status::invalid_argument(KEY_NOT_FOUND)
-    } else {
-        Status::not_found(format!("etcdserver: {what}"))
+/// etcd's answer for each kind of missing thing; a key a write needed is `InvalidArgument` there.
+fn not_found_status(missing: Missing) -> Status {
+    match missing {
+        Missing::Lease(_) => Status::not_found(LEASE_NOT_FOUND),
+        Missing::Member(_) => Status::not_found(MEMBER_NOT_FOUND),
+        Missing::Key(_) => Status::invalid_argument(KEY_NOT_FOUND),
+        Missing::Other(what) => Status::not_found(format!("etcdserver: {what}")),
     }
 }
 
@@ -181,12 +178,27 @@ mod tests {
     #[test]
     fn missing_things_and_unavailability_map_like_etcd() {
         assert_eq!(
-            code_and_message(NodeError::NotFound("lease 5 not found".into())),
+            code_and_message(NodeError::NotFound(Missing::Lease(5))),
             (Code::NotFound, LEASE_NOT_FOUND.to_string())
         );
         assert_eq!(
-            code_and_message(NodeError::NotFound("key \"a\" not found".into())),
+            code_and_message(NodeError::NotFound(Missing::Member(3))),
+            (Code::NotFound, MEMBER_NOT_FOUND.to_string())
+        );
+        assert_eq!(
+            code_and_message(NodeError::NotFound(Missing::Key("\"a\"".into()))),
             (Code::InvalidArgument, KEY_NOT_FOUND.to_string())
+        );
+        // The kind decides, not the words: a watch whose description starts with "key" or
+        // "lease" is neither a missing key nor a missing lease.
+        assert_eq!(
+            code_and_message(NodeError::NotFound(Missing::Other(
+                "lease-shaped watch 4".into()
+            ))),
+            (
+                Code::NotFound,
+                "etcdserver: lease-shaped watch 4".to_string()
+            )
         );
         let no_leader = NodeError::Unavailable {
             reason: "no leader elected yet".into(),

@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures_util::{Stream, StreamExt};
-use revkv_node::{KvBackend, NodeError};
+use revkv_node::{KvBackend, Missing, NodeError};
 use revkv_storage::Request;
 use tokio::sync::Semaphore;
 use tonic::{Request as GrpcRequest, Response as GrpcResponse, Status, Streaming};
@@ -105,13 +105,15 @@ impl<B: KvBackend> pb::lease_server::Lease for LeaseService<B> {
             })),
             // etcd answers a lease that is gone with TTL -1 rather than an error (etcdctl prints
             // "already expired" from it).
-            Err(NodeError::NotFound(_)) => Ok(GrpcResponse::new(pb::LeaseTimeToLiveResponse {
-                header: Some(pb::ResponseHeader::default()),
-                id: request.id,
-                ttl: -1,
-                granted_ttl: 0,
-                keys: Vec::new(),
-            })),
+            Err(NodeError::NotFound(Missing::Lease(_))) => {
+                Ok(GrpcResponse::new(pb::LeaseTimeToLiveResponse {
+                    header: Some(pb::ResponseHeader::default()),
+                    id: request.id,
+                    ttl: -1,
+                    granted_ttl: 0,
+                    keys: Vec::new(),
+                }))
+            }
             Err(error) => Err(status(error)),
         }
     }
@@ -141,7 +143,7 @@ async fn keep_alive_answer<B: KvBackend>(
             id,
             ttl,
         }),
-        Err(NodeError::NotFound(_)) => Ok(pb::LeaseKeepAliveResponse {
+        Err(NodeError::NotFound(Missing::Lease(_))) => Ok(pb::LeaseKeepAliveResponse {
             header: convert::header(backend.header().map_err(status)?, cluster_id),
             id,
             ttl: 0,

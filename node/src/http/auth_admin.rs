@@ -23,7 +23,7 @@ use super::query::QueryParams;
 use super::state::ApiState;
 use crate::auth::password::hash_password;
 use crate::backend::{KvBackend, ResponseHeader};
-use crate::error::NodeError;
+use crate::error::{Missing, NodeError};
 
 pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
     Router::new()
@@ -149,8 +149,9 @@ fn record_answer<B: KvBackend, T, A: Serialize>(
     find: impl FnOnce(&AuthState, &str) -> Option<T>,
     answer: impl FnOnce(ResponseHeader, String, T) -> A,
 ) -> Result<Response, ApiError> {
-    let found = find(&state.backend.auth_records(), &name)
-        .ok_or_else(|| NodeError::NotFound(format!("{kind} {name} does not exist")))?;
+    let found = find(&state.backend.auth_records(), &name).ok_or_else(|| {
+        NodeError::NotFound(Missing::Other(format!("{kind} {name} does not exist")))
+    })?;
     let header = state.backend.header()?;
     Ok(Json(answer(header, name, found)).into_response())
 }

@@ -37,7 +37,7 @@ use super::precondition::Precondition;
 use super::state::ApiState;
 use super::wire::{etag_header, kv_json_after_write, KvJson};
 use crate::backend::{KvBackend, ReadConsistency, ResponseHeader};
-use crate::error::NodeError;
+use crate::error::{Missing, NodeError};
 use crate::writes::{compare_and_swap, SwapOutcome};
 
 pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
@@ -338,10 +338,10 @@ impl<B: KvBackend> MergePatchUpdate<'_, B> {
             })?,
             None if self.request.create => Value::Null,
             None => {
-                return Err(NodeError::NotFound(format!(
+                return Err(NodeError::NotFound(Missing::Other(format!(
                     "key {} (give create=true to create it from the patch)",
                     describe_key(&self.request.key)
-                )))
+                ))))
             }
         };
         let mut patched = original.clone();

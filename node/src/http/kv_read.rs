@@ -20,7 +20,7 @@ use super::query::QueryParams;
 use super::state::ApiState;
 use super::wire::{etag_header, kv_json, kvs_json, KvJson};
 use crate::backend::{KvBackend, ResponseHeader};
-use crate::error::NodeError;
+use crate::error::{Missing, NodeError};
 
 /// The read routes. `/v1/kv/` (no key) is routed too, so it is answered `invalid` rather than 404.
 pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
@@ -99,10 +99,12 @@ async fn get_key<B: KvBackend>(
         ..RangeRequest::of(KeyRange::single(key.clone()))
     };
     let answer = state.backend.read(request, consistency).await?;
-    let kv =
-        answer.response.kvs.first().ok_or_else(|| {
-            NodeError::NotFound(format!("key {} does not exist", describe_key(&key)))
-        })?;
+    let kv = answer.response.kvs.first().ok_or_else(|| {
+        NodeError::NotFound(Missing::Other(format!(
+            "key {} does not exist",
+            describe_key(&key)
+        )))
+    })?;
     let body = KeyAnswer {
         header: answer.header,
         kv: kv_json(kv, encoding)?,

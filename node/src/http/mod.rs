@@ -73,7 +73,7 @@ use tokio::sync::Semaphore;
 
 use crate::backend::KvBackend;
 use crate::conflict_rates::ConflictRates;
-use crate::error::NodeError;
+use crate::error::{Missing, NodeError};
 use crate::hot_keys::HotKeys;
 pub use error::ApiError;
 pub use openapi::openapi_document_json;
@@ -175,7 +175,11 @@ fn build_router<B: KvBackend>(
 /// Unknown paths answer a JSON `not_found` rather than axum's empty 404, so clients can always parse
 /// the body of an error.
 async fn unknown_route(method: Method, uri: Uri) -> ApiError {
-    NodeError::NotFound(format!("no endpoint {method} {}", uri.path())).into()
+    NodeError::NotFound(Missing::Other(format!(
+        "no endpoint {method} {}",
+        uri.path()
+    )))
+    .into()
 }
 
 /// A known path with a method it does not serve. The contract has no code for this, so it is a

@@ -24,7 +24,7 @@ use super::query::QueryParams;
 use super::state::ApiState;
 use super::wire::{kv_json_after_write, KvJson};
 use crate::backend::{KvBackend, ResponseHeader};
-use crate::error::NodeError;
+use crate::error::{Missing, NodeError};
 use crate::watch::{EventFilter, WatchMessage, WatchRequest};
 
 /// The most messages one write of an NDJSON watch stream carries: the messages already waiting
@@ -296,9 +296,11 @@ async fn request_progress<B: KvBackend>(
     State(state): State<ApiState<B>>,
     Path(watch_id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let id: u64 = watch_id
-        .parse()
-        .map_err(|_| NodeError::NotFound(format!("no watch {watch_id:?} on this member")))?;
+    let id: u64 = watch_id.parse().map_err(|_| {
+        NodeError::NotFound(Missing::Other(format!(
+            "no watch {watch_id:?} on this member"
+        )))
+    })?;
     let revision = state.backend.watch_hub().request_progress(id)?;
     let header = state.backend.header()?;
     let answer = ProgressAnswer {

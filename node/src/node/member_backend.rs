@@ -16,7 +16,7 @@ use crate::backend::{
     BackupSource, ClusterMemberStatus, GrantedLease, KvBackend, LeaseTimeToLive, MemberInfo,
     MemberStatus, ReadAnswer, ReadConsistency, ResponseHeader, Written, CLUSTER_STATUS_TIMEOUT,
 };
-use crate::error::NodeError;
+use crate::error::{Missing, NodeError};
 use crate::watch::WatchHub;
 
 /// The API's operations, answered through the raft member.
@@ -62,8 +62,8 @@ pub(super) fn node_error(error: MemberError) -> NodeError {
         },
         MemberError::Timeout(message) => NodeError::Timeout(message),
         MemberError::Refused(message) => NodeError::Invalid(message),
-        MemberError::UnknownMember(id) => NodeError::NotFound(format!("member {id}")),
-        MemberError::LeaseNotFound(id) => NodeError::NotFound(format!("lease {id} not found")),
+        MemberError::UnknownMember(id) => NodeError::NotFound(Missing::Member(id)),
+        MemberError::LeaseNotFound(id) => NodeError::NotFound(Missing::Lease(id)),
         MemberError::Storage(error) => NodeError::Storage(error),
         MemberError::Startup(message) => NodeError::Internal(message),
     }
@@ -399,7 +399,7 @@ impl KvBackend for MemberBackend {
             .into_iter()
             .find(|member| member.id == id);
         let Some(current) = current else {
-            return Err(NodeError::NotFound(format!("member {id} does not exist")));
+            return Err(NodeError::NotFound(Missing::Member(id)));
         };
         // The client URLs stay as the member published them; only the peer URL moves.
         let node = MemberNode {

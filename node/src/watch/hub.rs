@@ -21,7 +21,7 @@ use super::message::{Delivery, Ending, WatchMessage};
 use super::registry::{CatchUpHandle, NewWatcher, Registry, StreamHandle};
 use super::request::WatchRequest;
 use super::stream::Watch;
-use crate::error::NodeError;
+use crate::error::{Missing, NodeError};
 
 /// The member's watch hub.
 pub struct WatchHub {
@@ -174,7 +174,9 @@ impl WatchHub {
         if self.registry.owe_bookmark(id, current) {
             Ok(current)
         } else {
-            Err(NodeError::NotFound(format!("no watch {id} on this member")))
+            Err(NodeError::NotFound(Missing::Other(format!(
+                "no watch {id} on this member"
+            ))))
         }
     }
 

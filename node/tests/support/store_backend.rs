@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use revkv_node::watch::{WatchHub, WatchLimits};
 use revkv_node::{
-    BackupSource, GrantedLease, KvBackend, LeaseTimeToLive, MemberInfo, MemberStatus, NodeError,
-    ReadAnswer, ReadConsistency, ResponseHeader, Written,
+    BackupSource, GrantedLease, KvBackend, LeaseTimeToLive, MemberInfo, MemberStatus, Missing,
+    NodeError, ReadAnswer, ReadConsistency, ResponseHeader, Written,
 };
 use revkv_storage::{
     ApplyEntry, EntryPayload, KeyHistory, LogId, MvccStore, RangeRequest, Request, Response,
@@ -110,7 +110,7 @@ impl StoreBackend {
         let mut members = self.members.lock().unwrap();
         match members.iter().position(|member| member.id == id) {
             Some(index) => change(&mut members, index),
-            None => Err(NodeError::NotFound(format!("member {id} does not exist"))),
+            None => Err(NodeError::NotFound(Missing::Member(id))),
         }
     }
 }
@@ -223,7 +223,7 @@ impl KvBackend for StoreBackend {
 
     async fn lease_keep_alive(&self, id: i64) -> Result<(ResponseHeader, i64), NodeError> {
         let lease = self.store.lease(id)?;
-        let lease = lease.ok_or_else(|| NodeError::NotFound(format!("lease {id} not found")))?;
+        let lease = lease.ok_or_else(|| NodeError::NotFound(Missing::Lease(id)))?;
         Ok((KvBackend::header(self)?, lease.granted_ttl_seconds))
     }
 
@@ -233,7 +233,7 @@ impl KvBackend for StoreBackend {
         with_keys: bool,
     ) -> Result<LeaseTimeToLive, NodeError> {
         let lease = self.store.lease(id)?;
-        let lease = lease.ok_or_else(|| NodeError::NotFound(format!("lease {id} not found")))?;
+        let lease = lease.ok_or_else(|| NodeError::NotFound(Missing::Lease(id)))?;
         let keys = if with_keys {
             self.store.lease_keys(id)?
         } else {
