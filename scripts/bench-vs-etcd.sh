@@ -58,7 +58,7 @@
 #                            default systems, 10 with three). With more than one, each round's
 #                            reports go to round-K/ and its own summary is printed, and then the
 #                            median over the rounds of each per-round ratio: on a noisy machine a
-#                            ratio from one round can be a fifth off, and the systems of one round
+#                            ratio from one round can be a fifth to a third off, and the systems of one round
 #                            ran minutes apart. REVKV_BENCH_ROUNDS=1 is a quick look, not a fair
 #                            comparison.
 #   REVKV_BENCH_ORDER        "rotate" (default) or "fixed". With "rotate", round K starts at the
@@ -91,7 +91,7 @@ results_dir=${REVKV_BENCH_RESULTS_DIR:-$repo/target/bench-vs-etcd}
 # shellcheck disable=SC2206 # REVKV_BENCH_SYSTEMS is a list of words on purpose
 system_list=($systems)
 (( ${#system_list[@]} > 0 )) || { echo "bench-vs-etcd: REVKV_BENCH_SYSTEMS names no system" >&2; exit 2; }
-# One round per system by default: the fair comparison is the one a plain run makes.
+# As many rounds as systems by default, so that a plain run is the fair, rotated comparison.
 rounds=${REVKV_BENCH_ROUNDS:-${#system_list[@]}}
 [[ "$rounds" =~ ^[1-9][0-9]?$ ]] || { echo "bench-vs-etcd: REVKV_BENCH_ROUNDS must be 1 to 99" >&2; exit 2; }
 # Where run_workloads writes: the results directory, or with several rounds, this round's.
@@ -278,12 +278,10 @@ run_system() {
 
 # The systems in the order round $1 runs them (REVKV_BENCH_ORDER above).
 systems_in_round_order() {
-  # shellcheck disable=SC2206 # REVKV_BENCH_SYSTEMS is a list of words on purpose
-  local -a listed=($systems)
-  local count=${#listed[@]} start=0 position
+  local count=${#system_list[@]} start=0 position
   if [[ "$order" == rotate ]]; then start=$(( ($1 - 1) % count )); fi
   for (( position = 0; position < count; position++ )); do
-    printf '%s ' "${listed[(start + position) % count]}"
+    printf '%s ' "${system_list[(start + position) % count]}"
   done
 }
 

@@ -189,8 +189,8 @@ mod tests {
             code_and_message(NodeError::NotFound(Missing::Key("\"a\"".into()))),
             (Code::InvalidArgument, KEY_NOT_FOUND.to_string())
         );
-        // The kind decides, not the words: a watch whose description starts with "key" or
-        // "lease" is neither a missing key nor a missing lease.
+        // The kind decides, not the words: something else whose description starts with
+        // "lease" is not a missing lease.
         assert_eq!(
             code_and_message(NodeError::NotFound(Missing::Other(
                 "lease-shaped watch 4".into()
