@@ -15,8 +15,27 @@ use revkv_tools::chaos::{run_chaos, ChaosSettings};
 /// Long enough for every kind of fault to come up in most schedules, short enough for CI.
 const DEFAULT_DURATION: Duration = Duration::from_secs(45);
 
+/// Why a run failed, returned instead of panicked: the test harness prints a returned error last
+/// and without a backtrace, so the verdict is what the tail of a CI log shows.
+struct Failure(String);
+
+impl std::fmt::Debug for Failure {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        out.write_str(&self.0)
+    }
+}
+
+/// `Err(Failure)` with `message` unless `holds`.
+fn ensure(holds: bool, message: impl FnOnce() -> String) -> Result<(), Failure> {
+    if holds {
+        Ok(())
+    } else {
+        Err(Failure(message()))
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_short_chaos_run_is_clean() {
+async fn a_short_chaos_run_is_clean() -> Result<(), Failure> {
     let seed = match std::env::var("REVKV_CHAOS_SEED") {
         Ok(text) => text.parse().expect("REVKV_CHAOS_SEED is a number"),
         Err(_) => std::time::SystemTime::now()
@@ -40,15 +59,16 @@ async fn a_short_chaos_run_is_clean() {
     };
     let report = run_chaos(&settings).await;
     println!("{report}");
-    assert!(
-        report.is_clean(),
-        "the chaos run with seed {seed} found problems:\n{report}"
-    );
+    ensure(report.is_clean(), || {
+        format!("the chaos run with seed {seed} found problems:\n{report}")
+    })?;
     // A run in which nothing happened proves nothing: the workload and the nemesis must have done
     // their part.
     let operations: usize = report.operations.values().sum();
-    assert!(operations > 1_000, "only {operations} operations ran");
-    assert!(!report.faults.is_empty(), "no fault was injected");
+    ensure(operations > 1_000, || {
+        format!("only {operations} operations ran")
+    })?;
+    ensure(!report.faults.is_empty(), || "no fault was injected".into())?;
     // The lease checker needs leases that lived, were renewed and ended.
     let count = |name, outcome| {
         report
@@ -57,15 +77,17 @@ async fn a_short_chaos_run_is_clean() {
             .copied()
             .unwrap_or(0)
     };
-    assert!(
+    ensure(
         count("lease-grant", "ok") > 10 && count("lease-put", "ok") > 100,
-        "too little lease traffic: {} grants and {} leased puts acknowledged",
-        count("lease-grant", "ok"),
-        count("lease-put", "ok")
-    );
-    assert!(
-        report.final_revision > 100,
-        "the store reached only revision {}",
-        report.final_revision
-    );
+        || {
+            format!(
+                "too little lease traffic: {} grants and {} leased puts acknowledged",
+                count("lease-grant", "ok"),
+                count("lease-put", "ok")
+            )
+        },
+    )?;
+    ensure(report.final_revision > 100, || {
+        format!("the store reached only revision {}", report.final_revision)
+    })
 }
