@@ -77,6 +77,9 @@ pub enum Rejection {
     AuthRecordNotFound(String),
     // Appended after the auth variants, for the same reason.
     CorruptCluster,
+    // Appended last, for the same reason. An older member that receives it cannot decode the
+    // answer; before this variant the same refusals travelled as `Invalid` with their words.
+    Malformed(revkv_storage::Malformed),
 }
 
 impl Rejection {
@@ -87,6 +90,7 @@ impl Rejection {
         use revkv_storage::Rejection as Stored;
         match rejection {
             Stored::Invalid(message) => Rejection::Invalid(message.clone()),
+            Stored::Malformed(malformed) => Rejection::Malformed(malformed.clone()),
             Stored::TooLarge(message) => Rejection::TooLarge(message.clone()),
             Stored::FutureRevision { requested, current } => Rejection::FutureRevision {
                 requested: *requested,
@@ -113,6 +117,7 @@ impl Rejection {
         use revkv_storage::Error;
         match self {
             Rejection::Invalid(message) => Error::Invalid(message),
+            Rejection::Malformed(malformed) => Error::Malformed(malformed),
             Rejection::TooLarge(message) => Error::TooLarge(message),
             Rejection::FutureRevision { requested, current } => {
                 Error::FutureRevision { requested, current }

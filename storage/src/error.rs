@@ -55,12 +55,57 @@ pub enum StorageFailure {
     Invariant(String),
 }
 
+/// The malformed requests a client tells apart: etcd answers each with a message of its own
+/// (`etcdserver: key is not provided`, `... too many operations in txn request`, `... duplicate key
+/// given in txn request`), which clientv3 users match on. Every other malformation is an
+/// `Invalid` in words. Carried as a value, so the gRPC layer picks etcd's answer by kind and a
+/// reworded message can never change it. It travels between members (a forwarded write's answer),
+/// hence serde.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
+pub enum Malformed {
+    /// A key, or the start of a range, that is empty.
+    #[error("key must not be empty")]
+    EmptyKey,
+    /// A txn branch (or its compares) with more entries than `Limits::max_txn_ops`.
+    #[error("txn has {count} {branch} entries; the limit is {limit}")]
+    TooManyTxnOps {
+        branch: TxnBranch,
+        count: u64,
+        limit: u64,
+    },
+    /// Two puts of one txn branch name the same key, or a put falls in a delete range of the same
+    /// branch (etcd's rule).
+    #[error("duplicate key given in txn request: {key}")]
+    DuplicateTxnKey { key: String },
+}
+
+/// The part of a txn a [`Malformed::TooManyTxnOps`] counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum TxnBranch {
+    Compare,
+    Success,
+    Failure,
+}
+
+impl std::fmt::Display for TxnBranch {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(match self {
+            TxnBranch::Compare => "compare",
+            TxnBranch::Success => "success",
+            TxnBranch::Failure => "failure",
+        })
+    }
+}
+
 /// A deterministic refusal of a request: an answer, not a fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Rejection {
-    /// A malformed request or one over a limit (op count, key size, bad token).
+    /// A malformed request or one over a limit (key size, bad token), in words.
     #[error("invalid request: {0}")]
     Invalid(String),
+    /// A malformed request of a kind clients tell apart (see [`Malformed`]).
+    #[error("invalid request: {0}")]
+    Malformed(Malformed),
     /// A value or key larger than the configured limit.
     #[error("too large: {0}")]
     TooLarge(String),
@@ -119,9 +164,12 @@ pub enum OpenError {
 /// Why a read (a range, a key's history, events, a hash) answered nothing.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
-    /// A malformed read (no key, a revision or limit of 0, a continue token of another read).
+    /// A malformed read (a revision or limit of 0, a continue token of another read).
     #[error("invalid request: {0}")]
     Invalid(String),
+    /// See [`Rejection::Malformed`] (a read without a key).
+    #[error("invalid request: {0}")]
+    Malformed(Malformed),
     /// A key or range bound larger than the configured limit.
     #[error("too large: {0}")]
     TooLarge(String),
@@ -178,9 +226,12 @@ pub enum AppendError {
 /// Every storage error: the union of the errors above, for a caller that gathers them in one place.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A malformed request or one over a limit (op count, key size, bad token).
+    /// A malformed request or one over a limit (key size, bad token), in words.
     #[error("invalid request: {0}")]
     Invalid(String),
+    /// See [`Rejection::Malformed`].
+    #[error("invalid request: {0}")]
+    Malformed(Malformed),
     /// A value or key larger than the configured limit.
     #[error("too large: {0}")]
     TooLarge(String),
@@ -276,6 +327,7 @@ impl From<Rejection> for Error {
     fn from(rejection: Rejection) -> Self {
         match rejection {
             Rejection::Invalid(message) => Error::Invalid(message),
+            Rejection::Malformed(malformed) => Error::Malformed(malformed),
             Rejection::TooLarge(message) => Error::TooLarge(message),
             Rejection::FutureRevision { requested, current } => {
                 Error::FutureRevision { requested, current }
@@ -318,6 +370,7 @@ impl From<ReadError> for Error {
     fn from(error: ReadError) -> Self {
         match error {
             ReadError::Invalid(message) => Error::Invalid(message),
+            ReadError::Malformed(malformed) => Error::Malformed(malformed),
             ReadError::TooLarge(message) => Error::TooLarge(message),
             ReadError::FutureRevision { requested, current } => {
                 Error::FutureRevision { requested, current }
@@ -370,6 +423,7 @@ impl From<Rejection> for ReadError {
     fn from(rejection: Rejection) -> Self {
         match rejection {
             Rejection::Invalid(message) => ReadError::Invalid(message),
+            Rejection::Malformed(malformed) => ReadError::Malformed(malformed),
             Rejection::TooLarge(message) => ReadError::TooLarge(message),
             Rejection::FutureRevision { requested, current } => {
                 ReadError::FutureRevision { requested, current }

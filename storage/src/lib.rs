@@ -26,8 +26,8 @@ mod unsynced_writes;
 
 pub use disk_faults::{DiskFaults, DiskOperation};
 pub use error::{
-    AppendError, DefragmentError, Error, OpenError, ReadError, Rejection, Result, SnapshotError,
-    StorageFailure,
+    AppendError, DefragmentError, Error, Malformed, OpenError, ReadError, Rejection, Result,
+    SnapshotError, StorageFailure, TxnBranch,
 };
 pub use limits::Limits;
 pub use log_store::{LogOptions, RaftLogStore};

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::Rejection;
+use crate::error::{Malformed, Rejection};
 
 /// Limits enforced on every request before any byte is written.
 ///
@@ -60,7 +60,7 @@ impl Limits {
     /// Rejects an empty key or one longer than the limit.
     pub fn check_key(&self, key: &[u8]) -> Result<(), Rejection> {
         if key.is_empty() {
-            return Err(Rejection::Invalid("key must not be empty".into()));
+            return Err(Rejection::Malformed(Malformed::EmptyKey));
         }
         if key.len() > self.max_key_bytes {
             return Err(Rejection::Invalid(format!(

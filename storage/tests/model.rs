@@ -19,9 +19,9 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 use revkv_storage::{
     CheckpointedLease, Compare, CompareOp, CompareTarget, DeleteRangeRequest, DeleteRangeResponse,
-    Error, Event, EventKind, KeyRange, KeyValue, LeaseGrantResponse, LeaseInfo, PutRequest,
-    RangeRequest, RangeResponse, Request, Response, StoreOptions, TxnOp, TxnOpResponse, TxnRequest,
-    TxnResponse,
+    Error, Event, EventKind, KeyRange, KeyValue, LeaseGrantResponse, LeaseInfo, Malformed,
+    PutRequest, RangeRequest, RangeResponse, Request, Response, StoreOptions, TxnOp, TxnOpResponse,
+    TxnRequest, TxnResponse,
 };
 use support::TestStore;
 
@@ -372,8 +372,8 @@ impl Working {
 
     fn txn(&mut self, txn: &TxnRequest) -> Result<TxnResponse, Error> {
         for branch in [&txn.success, &txn.failure] {
-            if writes_a_key_twice(branch) {
-                return Err(Error::Invalid("duplicate key".into()));
+            if let Some(key) = key_written_twice(branch) {
+                return Err(Error::Malformed(Malformed::DuplicateTxnKey { key }));
             }
         }
         let succeeded = txn
@@ -407,14 +407,17 @@ impl Working {
     }
 }
 
-fn writes_a_key_twice(branch: &[TxnOp]) -> bool {
-    let puts: Vec<&Vec<u8>> = branch
+/// The key the store names when a branch writes a key twice: the smallest key put twice, else the
+/// smallest put key inside one of the branch's delete ranges.
+fn key_written_twice(branch: &[TxnOp]) -> Option<String> {
+    let mut puts: Vec<&Vec<u8>> = branch
         .iter()
         .filter_map(|op| match op {
             TxnOp::Put(put) => Some(&put.key),
             _ => None,
         })
         .collect();
+    puts.sort();
     let deletes: Vec<&KeyRange> = branch
         .iter()
         .filter_map(|op| match op {
@@ -422,9 +425,18 @@ fn writes_a_key_twice(branch: &[TxnOp]) -> bool {
             _ => None,
         })
         .collect();
-    puts.iter().enumerate().any(|(index, key)| {
-        puts[index + 1..].contains(key) || deletes.iter().any(|range| range.contains(key))
-    })
+    let put_twice = puts
+        .windows(2)
+        .find(|pair| pair[0] == pair[1])
+        .map(|pair| pair[0]);
+    let put_inside_a_delete = || {
+        puts.iter()
+            .copied()
+            .find(|key| deletes.iter().any(|range| range.contains(key)))
+    };
+    put_twice
+        .or_else(put_inside_a_delete)
+        .map(|key| String::from_utf8_lossy(key).into_owned())
 }
 
 fn holds(space: &KeySpace, compare: &Compare) -> bool {
@@ -581,6 +593,7 @@ fn relative(current: u64, back: i64) -> u64 {
 fn same_error(actual: impl Into<Error>, expected: &Error) -> bool {
     match (&actual.into(), expected) {
         (Error::Invalid(_), Error::Invalid(_)) | (Error::TooLarge(_), Error::TooLarge(_)) => true,
+        (Error::Malformed(a), Error::Malformed(b)) => a == b,
         (Error::LeaseNotFound { id: a }, Error::LeaseNotFound { id: b })
         | (Error::LeaseExists { id: a }, Error::LeaseExists { id: b }) => a == b,
         (

@@ -3,9 +3,9 @@
 use crate::support;
 
 use revkv_storage::{
-    Compare, CompareOp, CompareTarget, DeleteRangeRequest, Error, EventKind, KeyRange, PutRequest,
-    RangeRequest, ReadError, Rejection, Request, Response, StoreOptions, TxnOp, TxnOpResponse,
-    TxnRequest,
+    Compare, CompareOp, CompareTarget, DeleteRangeRequest, Error, EventKind, KeyRange, Malformed,
+    PutRequest, RangeRequest, ReadError, Rejection, Request, Response, StoreOptions, TxnBranch,
+    TxnOp, TxnOpResponse, TxnRequest,
 };
 use support::{ok, put_request, TestStore};
 
@@ -231,7 +231,8 @@ fn a_txn_writing_one_key_twice_is_rejected_without_any_change() {
         vec![put_op("b", "1"), put_op("b", "2")],
         vec![],
     ));
-    assert!(matches!(outcome.result, Err(Rejection::Invalid(_))));
+    let duplicate = Malformed::DuplicateTxnKey { key: "b".into() };
+    assert_eq!(outcome.result, Err(Rejection::Malformed(duplicate)));
     assert_eq!(outcome.revision, 2);
     assert!(store.get("b").is_none());
     let delete_then_put = txn(
@@ -245,10 +246,11 @@ fn a_txn_writing_one_key_twice_is_rejected_without_any_change() {
         ],
         vec![],
     );
-    assert!(matches!(
+    let put_inside_the_delete = Malformed::DuplicateTxnKey { key: "a".into() };
+    assert_eq!(
         store.apply(delete_then_put).result,
-        Err(Rejection::Invalid(_))
-    ));
+        Err(Rejection::Malformed(put_inside_the_delete))
+    );
     assert_eq!(store.get("a").unwrap().value, b"1");
 }
 
@@ -278,10 +280,15 @@ fn limits_reject_without_writing() {
         vec![put_op("a", "1"), put_op("b", "1"), put_op("c", "1")],
         vec![],
     );
-    assert!(matches!(
+    let too_many = Malformed::TooManyTxnOps {
+        branch: TxnBranch::Success,
+        count: 3,
+        limit: 2,
+    };
+    assert_eq!(
         store.apply(three_ops).result,
-        Err(Rejection::Invalid(_))
-    ));
+        Err(Rejection::Malformed(too_many))
+    );
     assert_eq!(store.revision(), 1);
     assert!(store.get("a").is_none());
 }

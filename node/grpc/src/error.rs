@@ -3,12 +3,13 @@
 //! turn `etcdserver: mvcc: required revision has been compacted` into `ErrCompacted`, retry on
 //! `Unavailable`, and so on. Nothing else in this crate builds a `Status` from a `NodeError`.
 //!
-//! The storage layer's rejections carry their reason as text; the few etcd distinguishes by
-//! message (too many ops, duplicate key, empty key) are recognized here by that text, next to the
-//! storage messages they come from (`storage/src/mvcc/validate.rs`, `limits.rs`).
+//! What etcd tells apart by message is carried as a value, never recognized by its words: the
+//! malformations with etcd messages of their own (empty key, too many ops, duplicate key) as
+//! storage's [`Malformed`], a missing lease, member or key as the node's [`Missing`]. Rewording a
+//! message elsewhere can therefore not change a gRPC status.
 
 use revkv_node::{Missing, NodeError};
-use revkv_storage::Error as StorageError;
+use revkv_storage::{Error as StorageError, Malformed};
 use tonic::Status;
 
 pub const EMPTY_KEY: &str = "etcdserver: key is not provided";
@@ -56,6 +57,7 @@ pub fn status(error: NodeError) -> Status {
 fn storage_status(error: StorageError) -> Status {
     match error {
         StorageError::Invalid(message) => invalid_status(&message),
+        StorageError::Malformed(malformed) => malformed_status(&malformed),
         StorageError::TooLarge(_) => Status::invalid_argument(REQUEST_TOO_LARGE),
         StorageError::FutureRevision { .. } => Status::out_of_range(FUTURE_REVISION),
         StorageError::Compacted { .. } => Status::out_of_range(COMPACTED),
@@ -74,17 +76,18 @@ fn storage_status(error: StorageError) -> Status {
     }
 }
 
-/// Storage and node rejections of a malformed request, with etcd's messages where etcd has one.
+/// A malformed request etcd has no message of its own for: its words, in etcd's form.
 fn invalid_status(message: &str) -> Status {
-    if message.starts_with("txn has ") {
-        Status::invalid_argument(TOO_MANY_OPS)
-    } else if message.starts_with("duplicate key given in txn request") {
-        Status::invalid_argument(DUPLICATE_KEY)
-    } else if message.starts_with("key must not be empty") {
-        Status::invalid_argument(EMPTY_KEY)
-    } else {
-        Status::invalid_argument(format!("etcdserver: {message}"))
-    }
+    Status::invalid_argument(format!("etcdserver: {message}"))
+}
+
+/// etcd's exact message for each malformation it tells apart.
+fn malformed_status(malformed: &Malformed) -> Status {
+    Status::invalid_argument(match malformed {
+        Malformed::EmptyKey => EMPTY_KEY,
+        Malformed::TooManyTxnOps { .. } => TOO_MANY_OPS,
+        Malformed::DuplicateTxnKey { .. } => DUPLICATE_KEY,
+    })
 }
 
 /// etcd's answer for each kind of missing thing; a key a write needed is `InvalidArgument` there.
@@ -136,10 +139,11 @@ mod tests {
         );
     }
 
-    /// The storage messages this module recognizes, produced by the real validation code, so a
-    /// reworded storage message fails here rather than silently losing etcd's text.
+    /// The refusals etcd answers with messages of their own, produced by the real validation code
+    /// and mapped by kind; words that merely look like one of them are answered in etcd's general
+    /// form.
     #[test]
-    fn validation_messages_are_recognized_from_the_real_validator() {
+    fn validation_refusals_get_etcds_messages_by_kind() {
         use revkv_storage::{validate_request, Limits, PutRequest, Request, TxnOp, TxnRequest};
         let limits = Limits::default();
         let put = |key: &str| {
@@ -173,6 +177,14 @@ mod tests {
             prev_kv: false,
         };
         assert_eq!(check(Request::Put(empty)), EMPTY_KEY);
+        let lookalike = StorageError::Invalid("txn has a bad compare".into());
+        assert_eq!(
+            code_and_message(NodeError::Storage(lookalike)),
+            (
+                Code::InvalidArgument,
+                "etcdserver: txn has a bad compare".to_string()
+            )
+        );
     }
 
     #[test]

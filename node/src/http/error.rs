@@ -120,7 +120,9 @@ fn status_and_code(error: &NodeError) -> (StatusCode, &'static str) {
 /// Storage rejections are answers to the request; every other storage error is a member fault.
 fn storage_status_and_code(error: &StorageError) -> (StatusCode, &'static str) {
     match error {
-        StorageError::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid"),
+        StorageError::Invalid(_) | StorageError::Malformed(_) => {
+            (StatusCode::BAD_REQUEST, "invalid")
+        }
         StorageError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
         StorageError::FutureRevision { .. } => (StatusCode::BAD_REQUEST, "future_revision"),
         StorageError::Compacted { .. } => (StatusCode::GONE, "compacted"),

@@ -4,7 +4,7 @@
 //! Validation depends only on the request and the limits, so every member reaches the same verdict;
 //! the node layer calls it too, to refuse bad input before proposing it to raft.
 
-use crate::error::Rejection;
+use crate::error::{Malformed, Rejection, TxnBranch};
 use crate::limits::Limits;
 use crate::types::{
     CheckpointedLease, DeleteRangeRequest, KeyRange, PutRequest, RangeEnd, RangeRequest, Request,
@@ -113,16 +113,17 @@ fn check_bound(bound: &[u8], limits: &Limits) -> Result<(), Rejection> {
 }
 
 fn validate_txn(txn: &TxnRequest, limits: &Limits) -> Result<(), Rejection> {
-    for (name, count) in [
-        ("compare", txn.compare.len()),
-        ("success", txn.success.len()),
-        ("failure", txn.failure.len()),
+    for (branch, count) in [
+        (TxnBranch::Compare, txn.compare.len()),
+        (TxnBranch::Success, txn.success.len()),
+        (TxnBranch::Failure, txn.failure.len()),
     ] {
         if count > limits.max_txn_ops {
-            return Err(Rejection::Invalid(format!(
-                "txn has {count} {name} entries; the limit is {}",
-                limits.max_txn_ops
-            )));
+            return Err(Rejection::Malformed(Malformed::TooManyTxnOps {
+                branch,
+                count: count as u64,
+                limit: limits.max_txn_ops as u64,
+            }));
         }
     }
     for compare in &txn.compare {
@@ -177,10 +178,9 @@ fn validate_txn_get(get: &RangeRequest, limits: &Limits) -> Result<(), Rejection
 }
 
 fn duplicate_key(key: &[u8]) -> Rejection {
-    Rejection::Invalid(format!(
-        "duplicate key given in txn request: {}",
-        String::from_utf8_lossy(key)
-    ))
+    Rejection::Malformed(Malformed::DuplicateTxnKey {
+        key: String::from_utf8_lossy(key).into_owned(),
+    })
 }
 
 #[cfg(test)]
@@ -209,19 +209,47 @@ mod tests {
     fn duplicate_puts_and_puts_inside_deletes_are_rejected() {
         let limits = Limits::default();
         assert!(validate_request(&txn(vec![put("a"), put("b")]), &limits).is_ok());
-        assert!(matches!(
+        assert_eq!(
             validate_request(&txn(vec![put("a"), put("a")]), &limits),
-            Err(Rejection::Invalid(_))
-        ));
+            Err(Rejection::Malformed(Malformed::DuplicateTxnKey {
+                key: "a".into()
+            }))
+        );
         let delete_prefix = TxnOp::DeleteRange(DeleteRangeRequest {
             range: KeyRange::prefix("a"),
             prev_kv: false,
         });
-        assert!(matches!(
+        assert_eq!(
             validate_request(&txn(vec![delete_prefix.clone(), put("ab")]), &limits),
-            Err(Rejection::Invalid(_))
-        ));
+            Err(Rejection::Malformed(Malformed::DuplicateTxnKey {
+                key: "ab".into()
+            }))
+        );
         assert!(validate_request(&txn(vec![delete_prefix, put("b")]), &limits).is_ok());
+    }
+
+    /// The kinds became values, but the words a client of the HTTP API reads stay what they were.
+    #[test]
+    fn malformed_requests_are_worded_as_they_always_were() {
+        let words = |malformed: Malformed| Rejection::Malformed(malformed).to_string();
+        assert_eq!(
+            words(Malformed::EmptyKey),
+            "invalid request: key must not be empty"
+        );
+        let too_many = Malformed::TooManyTxnOps {
+            branch: TxnBranch::Compare,
+            count: 129,
+            limit: 128,
+        };
+        assert_eq!(
+            words(too_many),
+            "invalid request: txn has 129 compare entries; the limit is 128"
+        );
+        let duplicate = Malformed::DuplicateTxnKey { key: "a".into() };
+        assert_eq!(
+            words(duplicate),
+            "invalid request: duplicate key given in txn request: a"
+        );
     }
 
     #[test]
@@ -231,7 +259,18 @@ mod tests {
             max_key_bytes: 3,
             ..Limits::default()
         };
-        assert!(validate_request(&txn(vec![put("a"), put("b"), put("c")]), &limits).is_err());
+        assert_eq!(
+            validate_request(&txn(vec![put("a"), put("b"), put("c")]), &limits),
+            Err(Rejection::Malformed(Malformed::TooManyTxnOps {
+                branch: TxnBranch::Success,
+                count: 3,
+                limit: 2
+            }))
+        );
+        assert_eq!(
+            validate_request(&txn(vec![put("")]), &limits),
+            Err(Rejection::Malformed(Malformed::EmptyKey))
+        );
         assert!(validate_request(&txn(vec![put("abcd")]), &limits).is_err());
         let compares = Request::Txn(TxnRequest {
             compare: vec![
