@@ -271,6 +271,13 @@ mod tests {
             Stored::AuthRecord("role r already exists".into()),
             Stored::AuthRecordNotFound("user u does not exist".into()),
             Stored::CorruptCluster,
+            Stored::Malformed(revkv_storage::Malformed::EmptyKey),
+            Stored::Malformed(revkv_storage::Malformed::TooManyTxnOps {
+                branch: revkv_storage::TxnBranch::Failure,
+                count: 3,
+                limit: 2,
+            }),
+            Stored::Malformed(revkv_storage::Malformed::DuplicateTxnKey { key: "k".into() }),
         ];
         for answer in answers {
             let text = answer.to_string();

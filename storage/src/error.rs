@@ -63,7 +63,8 @@ pub enum StorageFailure {
 /// hence serde.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum Malformed {
-    /// A key, or the start of a range, that is empty.
+    /// An empty key: a put's, a compare's, or a single-key range's (an empty start of a prefix or
+    /// bounded range is allowed).
     #[error("key must not be empty")]
     EmptyKey,
     /// A txn branch (or its compares) with more entries than `Limits::max_txn_ops`.
@@ -167,7 +168,7 @@ pub enum ReadError {
     /// A malformed read (a revision or limit of 0, a continue token of another read).
     #[error("invalid request: {0}")]
     Invalid(String),
-    /// See [`Rejection::Malformed`] (a read without a key).
+    /// See [`Rejection::Malformed`] (a read of a single, empty key).
     #[error("invalid request: {0}")]
     Malformed(Malformed),
     /// A key or range bound larger than the configured limit.

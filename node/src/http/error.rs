@@ -4,7 +4,7 @@
 //!
 //! | `NodeError` | status | code | extra |
 //! |---|---|---|---|
-//! | `Invalid`, storage `Invalid`, storage `LeaseExists` | 400 | `invalid` | |
+//! | `Invalid`, storage `Invalid`, `Malformed` and `LeaseExists` | 400 | `invalid` | |
 //! | storage `FutureRevision` | 400 | `future_revision` | |
 //! | `NotFound`, storage `LeaseNotFound` | 404 | `not_found` | |
 //! | `Conflict` | 409 | `conflict` | `current`: the kv now, or null; `conflicting_fields` after a three-way merge |

@@ -135,9 +135,8 @@ async fn drive(
     report: &mut Report,
 ) -> Result<(), String> {
     let endpoints = members.shared_endpoints();
-    let (stop_watchers, stop) = tokio::sync::watch::channel(false);
     let watchers = harness_watchers();
-    let mut watch_tasks = spawn_watch_tasks(&watchers, &endpoints, &stop);
+    let watch_tasks = spawn_watch_tasks(&watchers, &endpoints);
     let started = Instant::now();
     let deadline = started + settings.duration;
     let context = WorkloadContext::new(endpoints, started, deadline, settings.keys);
@@ -147,7 +146,7 @@ async fn drive(
         context.endpoints.clone(),
         started,
         leaderships.clone(),
-        stop.clone(),
+        watch_tasks.stop_others.subscribe(),
     ));
     let mut nemesis = Nemesis {
         members,
@@ -160,8 +159,7 @@ async fn drive(
     };
     play_the_schedule_then_heal(&mut nemesis, settings, workers, report).await?;
     let final_revision = settle(nemesis.members, &watchers, report).await?;
-    let _ = stop_watchers.send(true);
-    while watch_tasks.join_next().await.is_some() {}
+    watch_tasks.stop_recording_last(&watchers, report).await;
     let _ = observer.await;
     let operations = context.take_operations();
     report.count_operations(&operations);
@@ -180,27 +178,72 @@ async fn drive(
     Ok(())
 }
 
+/// The watch tasks, the recording's apart from the others', each part with its own stop signal.
+struct WatchTasks {
+    recording: JoinSet<()>,
+    others: JoinSet<()>,
+    stop_recording: tokio::sync::watch::Sender<bool>,
+    stop_others: tokio::sync::watch::Sender<bool>,
+}
+
+impl WatchTasks {
+    /// Stops the other watches, then the recording once it covers every revision they reached.
+    /// Writes go on after the final read (leases the workload left behind expire), and every
+    /// watch's events are compared with the history the recording makes, so that history must
+    /// reach every event any watch received; a recording that does not get there within
+    /// `SETTLE_TIMEOUT` is a stalled watch.
+    async fn stop_recording_last(mut self, watchers: &[Watcher], report: &mut Report) {
+        let _ = self.stop_others.send(true);
+        while self.others.join_next().await.is_some() {}
+        let reached = watchers[1..]
+            .iter()
+            .map(Watcher::covered_through)
+            .max()
+            .unwrap_or(0);
+        let behind = wait_for_coverage(&watchers[..1], reached, SETTLE_TIMEOUT).await;
+        if !behind.is_empty() {
+            report.violations.push(Violation {
+                kind: "watch-stalled",
+                detail: format!(
+                    "the recording is not through revision {reached}, which the other watches \
+                     reached: {behind:?}"
+                ),
+                operations: Vec::new(),
+            });
+        }
+        let _ = self.stop_recording.send(true);
+        while self.recording.join_next().await.is_some() {}
+    }
+}
+
 /// Starts one task per watcher, each following its watch from the first write's revision (moving
-/// to the next endpoint whenever a stream ends) until `stop` turns true. Watcher i starts on
-/// member i (mod their number), so the streams are spread over the members.
-fn spawn_watch_tasks(
-    watchers: &[Watcher],
-    endpoints: &SharedEndpoints,
-    stop: &tokio::sync::watch::Receiver<bool>,
-) -> JoinSet<()> {
-    let mut watch_tasks = JoinSet::new();
+/// to the next endpoint whenever a stream ends) until its stop signal turns true. Watcher i starts
+/// on member i (mod their number), so the streams are spread over the members. The first watcher
+/// is the recording, which is stopped last ([`WatchTasks::stop_recording_last`]).
+fn spawn_watch_tasks(watchers: &[Watcher], endpoints: &SharedEndpoints) -> WatchTasks {
+    let (stop_recording, recording_stop) = tokio::sync::watch::channel(false);
+    let (stop_others, others_stop) = tokio::sync::watch::channel(false);
+    let mut tasks = WatchTasks {
+        recording: JoinSet::new(),
+        others: JoinSet::new(),
+        stop_recording,
+        stop_others,
+    };
     for (index, watcher) in watchers.iter().enumerate() {
-        let task = run_watcher(
+        let (set, stop) = match index {
+            0 => (&mut tasks.recording, &recording_stop),
+            _ => (&mut tasks.others, &others_stop),
+        };
+        set.spawn(run_watcher(
             watcher.spec.clone(),
             watcher.record.clone(),
             endpoints.clone(),
             index,
             FIRST_WRITE_REVISION,
             stop.clone(),
-        );
-        watch_tasks.spawn(task);
+        ));
     }
-    watch_tasks
+    tasks
 }
 
 /// Starts `--workers` key-value workers, then `--lease-workers` lease workers numbered after them,
