@@ -19,10 +19,12 @@ const STATUS_TIMEOUT: Duration = Duration::from_millis(300);
 /// At most this many leader changes are recorded (a 45-second run sees a few dozen).
 const MAX_RECORDED: usize = 100_000;
 
-/// A time in which the nemesis had split the members so that no group held a majority: nothing
-/// could commit, so no lease could be revoked, until it ended. No leadership can be won during
-/// it, and the first one after it may be seen only after a lease's bound, so the lease checker
-/// learns of it from the nemesis rather than from the leaderships seen.
+/// A time in which the nemesis had split the members so that no group held a majority, or had
+/// cut the leader's outgoing links (which can keep the others from electing a leader until it
+/// ends: `Nemesis::cut_outgoing_links` says why): nothing could commit, so no lease could be
+/// revoked, until it ended. No leadership may be won during it, and the first one after it may be
+/// seen only after a lease's bound, so the lease checker learns of it from the nemesis rather
+/// than from the leaderships seen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QuorumLoss {
     /// When the nemesis began to cut the links (no later than the loss began).
