@@ -19,7 +19,7 @@ use revkv_node::KvBackend;
 use revkv_storage::{KeyRange, RangeRequest};
 use serde::Serialize;
 
-use crate::maintenance::ETCD_VERSION;
+use crate::etcd_version::EtcdVersion;
 
 /// The key `/health` reads, as etcd's probe does; whether it exists does not matter.
 const HEALTH_PROBE_KEY: &str = "health";
@@ -27,6 +27,7 @@ const HEALTH_PROBE_KEY: &str = "health";
 struct ClientPort<B> {
     backend: Arc<B>,
     metrics: Option<Arc<Metrics>>,
+    etcd_version: EtcdVersion,
 }
 
 // By hand: a derive would ask for `B: Clone`, and only the `Arc` is cloned.
@@ -35,30 +36,39 @@ impl<B> Clone for ClientPort<B> {
         ClientPort {
             backend: self.backend.clone(),
             metrics: self.metrics.clone(),
+            etcd_version: self.etcd_version,
         }
     }
 }
 
-/// `/version`, `/health` and, with a registry, `/metrics`.
-pub fn routes<B: KvBackend>(backend: Arc<B>, metrics: Option<Arc<Metrics>>) -> Router {
+/// `/version` (reporting `etcd_version`), `/health` and, with a registry, `/metrics`.
+pub fn routes<B: KvBackend>(
+    backend: Arc<B>,
+    metrics: Option<Arc<Metrics>>,
+    etcd_version: EtcdVersion,
+) -> Router {
     let serves_metrics = metrics.is_some();
     let router = Router::new()
-        .route("/version", get(version))
+        .route("/version", get(version::<B>))
         .route("/health", get(health::<B>));
     let router = if serves_metrics {
         router.route("/metrics", get(metrics_text::<B>))
     } else {
         router
     };
-    router.with_state(ClientPort { backend, metrics })
+    router.with_state(ClientPort {
+        backend,
+        metrics,
+        etcd_version,
+    })
 }
 
-/// `{"etcdserver": ..., "etcdcluster": ...}`: the etcd API level revkv answers like, the same
-/// version `Maintenance.Status` reports, so a client picks the `/v3` prefix.
-async fn version() -> Response {
+/// `{"etcdserver": ..., "etcdcluster": ...}`: the version `Maintenance.Status` reports, and the
+/// cluster version etcd pairs with it (its minor release), so a client picks the `/v3` prefix.
+async fn version<B: KvBackend>(State(port): State<ClientPort<B>>) -> Response {
     let body = VersionAnswer {
-        etcdserver: ETCD_VERSION,
-        etcdcluster: ETCD_VERSION,
+        etcdserver: port.etcd_version.to_string(),
+        etcdcluster: port.etcd_version.cluster_version().to_string(),
     };
     ([(CONTENT_TYPE, "application/json")], json_text(&body)).into_response()
 }
@@ -66,8 +76,8 @@ async fn version() -> Response {
 /// `/version`'s answer, its fields in etcd's order.
 #[derive(Serialize)]
 struct VersionAnswer {
-    etcdserver: &'static str,
-    etcdcluster: &'static str,
+    etcdserver: String,
+    etcdcluster: String,
 }
 
 /// `/health`'s answer, as etcd 3.5 writes it (3.4 leaves out `reason`).

@@ -1,8 +1,11 @@
-//! etcd's KV service (Range, Put, DeleteRange, Txn, Compact) over `KvBackend`. Each method parses
+//! etcd's KV service (Range, RangeStream, Put, DeleteRange, Txn, Compact) over `KvBackend`. Each method parses
 //! (convert.rs), calls the backend or revkv-node's shared write seam, and renders the answer;
 //! errors go through `error::status`.
 
+use std::pin::Pin;
 use std::sync::Arc;
+
+use futures_util::Stream;
 
 use revkv_metrics::{ConflictResolution, KvOp, Metrics};
 use revkv_node::writes::{put_keeping_current, unexpected_response, KeepCurrent};
@@ -14,10 +17,13 @@ use crate::auth;
 use crate::convert::{self, to_i64};
 use crate::error::status;
 use crate::proto::etcdserverpb as pb;
+use crate::range_stream;
 
 pub struct KvService<B> {
     pub backend: Arc<B>,
     pub metrics: Option<Arc<Metrics>>,
+    /// The size a RangeStream chunk aims at (the port's largest request, as etcd's).
+    pub target_chunk_bytes: usize,
 }
 
 type Answer<T> = Result<GrpcResponse<T>, Status>;
@@ -50,15 +56,24 @@ impl<B: KvBackend> pb::kv_server::Kv for KvService<B> {
         )))
     }
 
-    type RangeStreamStream = futures_util::stream::Empty<Result<pb::RangeStreamResponse, Status>>;
+    type RangeStreamStream =
+        Pin<Box<dyn Stream<Item = Result<pb::RangeStreamResponse, Status>> + Send>>;
 
+    /// etcd 3.7's streamed range (`range_stream.rs`).
     async fn range_stream(
         &self,
-        _request: GrpcRequest<pb::RangeRequest>,
+        request: GrpcRequest<pb::RangeRequest>,
     ) -> Answer<Self::RangeStreamStream> {
-        Err(Status::unimplemented(
-            "RangeStream (etcd 3.7) is not implemented by revkv",
-        ))
+        let backend = auth::acting_for(&self.backend, &request)?;
+        let request = request.into_inner();
+        range_stream::check(&request)?;
+        let chunks = range_stream::chunks(
+            backend,
+            self.backend.cluster_id(),
+            self.target_chunk_bytes,
+            request,
+        )?;
+        Ok(GrpcResponse::new(Box::pin(chunks)))
     }
 
     async fn put(&self, request: GrpcRequest<pb::PutRequest>) -> Answer<pb::PutResponse> {

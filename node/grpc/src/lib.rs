@@ -20,12 +20,14 @@ pub mod cluster;
 pub mod convert;
 pub mod cors;
 pub mod error;
+pub mod etcd_version;
 pub mod gateway;
 mod gateway_stream;
 mod gateway_wire;
 pub mod kv;
 pub mod lease;
 pub mod maintenance;
+pub mod range_stream;
 pub mod watch;
 mod watch_fragment;
 mod watch_progress;
@@ -81,6 +83,8 @@ pub struct GrpcLimits {
     pub gateway: gateway::GatewayLimits,
     /// Which origins a browser may call the port's plain-HTTP paths from (`--grpc-cors`).
     pub cors: cors::CorsOrigins,
+    /// The etcd version `Status` and `/version` report (`--emulated-etcd-version`).
+    pub etcd_version: etcd_version::EtcdVersion,
 }
 
 impl Default for GrpcLimits {
@@ -94,6 +98,7 @@ impl Default for GrpcLimits {
             auth: AuthOptions::default(),
             gateway: gateway::GatewayLimits::default(),
             cors: cors::CorsOrigins::default(),
+            etcd_version: etcd_version::EtcdVersion::DEFAULT,
         }
     }
 }
@@ -121,7 +126,7 @@ impl<B: KvBackend> GrpcServer<B> {
             limits,
         } = self;
         let routes = etcd_services(backend.clone(), metrics.clone(), &limits);
-        let plain_http = client_port_http::routes(backend.clone(), metrics);
+        let plain_http = client_port_http::routes(backend.clone(), metrics, limits.etcd_version);
         // Served by revkv-tls's listener like the client HTTP API, so the gRPC port gets the same
         // TLS (and certificate reloading) when `tls` is given; hyper tells HTTP/2 (gRPC) by its
         // connection preface.
@@ -162,6 +167,7 @@ fn etcd_services<B: KvBackend>(
     let kv = KvServer::new(kv::KvService {
         backend: backend.clone(),
         metrics,
+        target_chunk_bytes: max,
     })
     .max_decoding_message_size(max);
     let lease = LeaseServer::new(lease::LeaseService {
@@ -190,6 +196,7 @@ fn etcd_services<B: KvBackend>(
     let maintenance = MaintenanceServer::new(maintenance::MaintenanceService {
         backend,
         snapshot_streams: Arc::new(Semaphore::new(limits.max_snapshot_streams)),
+        etcd_version: limits.etcd_version,
     })
     .max_decoding_message_size(max);
     tonic::service::Routes::builder()

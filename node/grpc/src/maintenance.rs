@@ -19,16 +19,15 @@ use tonic::{Request as GrpcRequest, Response as GrpcResponse, Status};
 
 use crate::convert::{self, to_i64};
 use crate::error::{self, status};
+use crate::etcd_version::EtcdVersion;
 use crate::proto::etcdserverpb as pb;
-
-/// The etcd version `Status` reports: the etcd API revkv answers like. etcdctl and clientv3 only
-/// compare the major and minor version.
-pub const ETCD_VERSION: &str = "3.4.0";
 
 pub struct MaintenanceService<B> {
     pub backend: Arc<B>,
     /// Backups streaming at once through this service (`GrpcLimits::max_snapshot_streams`).
     pub snapshot_streams: Arc<Semaphore>,
+    /// The version `Status` reports (`etcd_version.rs` says which and why).
+    pub etcd_version: EtcdVersion,
 }
 
 type Answer<T> = Result<GrpcResponse<T>, Status>;
@@ -102,7 +101,7 @@ impl<B: KvBackend> pb::maintenance_server::Maintenance for MaintenanceService<B>
         let db_size = to_i64(member.state_db_bytes);
         Ok(GrpcResponse::new(pb::StatusResponse {
             header: Some(header),
-            version: ETCD_VERSION.to_string(),
+            version: self.etcd_version.to_string(),
             db_size,
             leader: member.leader_id.unwrap_or(0),
             raft_index: member.commit_index,

@@ -81,7 +81,7 @@ async fn member_list_status_hash_and_alarms() {
 
     let put = client.put("s", "1", None).await.unwrap();
     let status = client.status().await.unwrap();
-    assert_eq!(status.version(), "3.4.0");
+    assert_eq!(status.version(), "3.5.13");
     assert_eq!(status.leader(), 1);
     assert!(status.db_size() > 0);
     assert!(status.raft_index() >= status.raft_applied_index().min(status.raft_index()));

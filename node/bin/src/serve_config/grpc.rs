@@ -1,8 +1,10 @@
 //! The gRPC port's settings (`--listen-grpc`): the member's own limits where the HTTP API has the
 //! same one (keep-alive streams, backups, the idle keep-alive timeout, auth), and the JSON
-//! gateway's (`--max-gateway-streams`, `--grpc-cors`).
+//! gateway's (`--max-gateway-streams`, `--grpc-cors`), and the etcd version it reports
+//! (`--emulated-etcd-version`).
 
 use revkv_grpc::cors::CorsOrigins;
+use revkv_grpc::etcd_version::EtcdVersion;
 use revkv_grpc::gateway::GatewayLimits;
 use revkv_grpc::GrpcLimits;
 
@@ -28,6 +30,11 @@ impl ServeArgs {
             }
             None => CorsOrigins::default(),
         };
+        let etcd_version = match &self.emulated_etcd_version {
+            Some(text) => EtcdVersion::parse(text)
+                .map_err(|error| format!("--emulated-etcd-version: {error}"))?,
+            None => EtcdVersion::DEFAULT,
+        };
         Ok(GrpcLimits {
             max_keepalive_streams: http.lease_stream.max_streams,
             max_snapshot_streams: http.max_snapshot_streams,
@@ -37,6 +44,7 @@ impl ServeArgs {
                 keepalive_idle_timeout: http.lease_stream.idle_timeout,
             },
             cors,
+            etcd_version,
             ..GrpcLimits::default()
         })
     }

@@ -87,6 +87,11 @@ pub struct ServeArgs {
     /// 429.
     #[arg(long, env = "REVKV_MAX_GATEWAY_STREAMS")]
     pub max_gateway_streams: Option<usize>,
+    /// The etcd version the gRPC port reports (`Status`, `/version`), as kine's flag of the same
+    /// name: `3.MINOR.PATCH` (default 3.5.13, etcd 3.5's API with working watch-progress
+    /// requests). Clients such as kube-apiserver switch features on by it.
+    #[arg(long, env = "REVKV_EMULATED_ETCD_VERSION")]
+    pub emulated_etcd_version: Option<String>,
     /// Peer URL other members use to reach this member.
     #[arg(long, env = "REVKV_ADVERTISE_PEER")]
     pub advertise_peer: Option<String>,
@@ -347,7 +352,7 @@ impl ServeArgs {
             toml::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?;
         Ok(
             prefer!(self, file; id, data_dir, listen_client, listen_grpc, listen_peer, advertise_client,
-            advertise_grpc, grpc_cors, max_gateway_streams, advertise_peer, peer_source_address, initial_cluster, join, heartbeat_ms,
+            advertise_grpc, grpc_cors, max_gateway_streams, emulated_etcd_version, advertise_peer, peer_source_address, initial_cluster, join, heartbeat_ms,
             election_timeout_ms, max_append_timeout_ms, snapshot_entries, snapshot_keep_entries, durable_commit_interval_ms,
             state_cache_bytes, log_segment_bytes, log_tail_entries, log_tail_bytes,
             request_timeout_ms, max_body_bytes, max_key_bytes, max_value_bytes, max_txn_ops,

@@ -461,9 +461,11 @@ fn the_grpc_port_takes_the_members_stream_limits_and_its_own_gateway_settings() 
         max_snapshot_streams: Some(3),
         max_gateway_streams: Some(7),
         grpc_cors: Some("https://console.example:8443".into()),
+        emulated_etcd_version: Some("3.6.16".into()),
         ..ServeArgs::default()
     };
     let limits = args.grpc_limits().unwrap();
+    assert_eq!(limits.etcd_version.to_string(), "3.6.16");
     assert_eq!(
         (limits.max_keepalive_streams, limits.max_snapshot_streams),
         (12, 3)
@@ -479,6 +481,10 @@ fn the_grpc_port_takes_the_members_stream_limits_and_its_own_gateway_settings() 
     );
     let defaults = ServeArgs::default().grpc_limits().unwrap();
     assert_eq!(defaults.cors, revkv_grpc::cors::CorsOrigins::Any);
+    assert_eq!(
+        defaults.etcd_version,
+        revkv_grpc::etcd_version::EtcdVersion::DEFAULT
+    );
     for (bad, flag) in [
         (
             ServeArgs {
@@ -493,6 +499,13 @@ fn the_grpc_port_takes_the_members_stream_limits_and_its_own_gateway_settings() 
                 ..ServeArgs::default()
             },
             "--grpc-cors",
+        ),
+        (
+            ServeArgs {
+                emulated_etcd_version: Some("3.5".into()),
+                ..ServeArgs::default()
+            },
+            "--emulated-etcd-version",
         ),
     ] {
         let error = bad.grpc_limits().unwrap_err();
