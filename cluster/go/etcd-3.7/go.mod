@@ -1,6 +1,6 @@
 module revkv.test/cluster/go/etcd-3.7
 
-go 1.26.8
+go 1.26.0
 
 tool (
 	go.etcd.io/etcd/etcdctl/v3

@@ -1,6 +1,6 @@
 module revkv.test/cluster/go/etcd-benchmark
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/VividCortex/ewma v1.2.0 // indirect
