@@ -40,9 +40,23 @@ cargo test --workspace --profile release-tests 2>&1 | tee "$test_log"
 # wrong answer). It builds the quick start's own `quick` profile, as `scripts/cluster.sh up` does.
 scripts/check-doc-examples.sh --self-test
 
+# Kubernetes' own storage tests (k8s.io/apiserver v0.37.2's pkg/storage/etcd3 and cacher) on
+# fresh revkv clusters and, as controls, etcd 3.6 and 3.7: every test that passes on either etcd
+# must pass on revkv (docs/guide/kubernetes.md). Its closing counts join the total below.
+scripts/kubernetes-storage-tests.sh 2>&1 | tee -a "$test_log"
+# The Go of cluster/go: gofmt and go vet clean (after the tests, whose build warms the cache vet
+# reads).
+unformatted_go=$(gofmt -l cluster/go)
+if [[ -n "$unformatted_go" ]]; then
+  echo "test: gofmt would change: $unformatted_go" >&2
+  exit 1
+fi
+(source scripts/go-tools.sh && cd cluster/go/apiserver-storage-tests && go_tools_go vet ./...)
+
 # cargo prints one "test result:" line per test binary; the last one is often a crate's empty
 # doc-test run, so add them all up into a closing line that says what ran.
-awk '/^test result:/ {
+awk '/^kubernetes-storage-tests: revkv totals:/ { passed += $4; failed += $6; ignored += $8 }
+     /^test result:/ {
        for (i = 1; i <= NF; i++) {
          if ($(i) ~ /^passed;?$/)  passed  += $(i-1)
          if ($(i) ~ /^failed;?$/)  failed  += $(i-1)

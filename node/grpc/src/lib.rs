@@ -27,7 +27,7 @@ mod gateway_wire;
 pub mod kv;
 pub mod lease;
 pub mod maintenance;
-pub mod range_stream;
+mod range_stream;
 pub mod watch;
 mod watch_fragment;
 mod watch_progress;
