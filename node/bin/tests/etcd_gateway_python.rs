@@ -1,6 +1,8 @@
 //! A Python client that speaks only etcd's JSON gateway (etcd3-py, from PyPI, in the private tools
 //! environment) runs a small put/get/watch/lease script (`etcd_gateway_client.py`) against real
-//! etcd 3.4 (Debian's) and against revkv's gRPC port; both must print the same lines.
+//! etcd 3.4 (Debian's) and against revkv's gRPC port; both must print the same lines. The script
+//! prints the cluster version the client reads, so revkv reports etcd 3.4.23's here
+//! (`--emulated-etcd-version`): what differs by default (revkv says 3.5.13) differs by design.
 //!
 //! Without etcd or etcd3-py the test passes with a note, except under `CI=true`
 //! (`scripts/install-test-deps.sh` installs both).
@@ -12,6 +14,9 @@ use std::path::Path;
 use process_cluster::{cluster_options, ProcessCluster};
 use revkv_tools::harness::etcd::{required_etcd, EtcdServer};
 use revkv_tools::harness::private_tools::required_python_with_etcd3py;
+
+/// The version of Debian's etcd, the control (`/usr/bin/etcd`).
+const DEBIAN_ETCD_VERSION: &str = "3.4.23";
 
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/etcd_gateway_client.py");
 
@@ -38,7 +43,13 @@ async fn a_python_gateway_client_runs_against_revkv_as_against_etcd() {
     };
     let etcd = EtcdServer::start(&etcd_binary).await;
     let etcd_address = etcd.client_url.trim_start_matches("http://").to_string();
-    let revkv = ProcessCluster::start(3, cluster_options().with_grpc()).await;
+    let revkv = ProcessCluster::start(
+        3,
+        cluster_options()
+            .with_grpc()
+            .with_flags(&["--emulated-etcd-version", DEBIAN_ETCD_VERSION]),
+    )
+    .await;
     let revkv_address = revkv.grpc_endpoints()[0].clone();
     let (from_etcd, from_revkv) = tokio::task::block_in_place(|| {
         (
