@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs Kubernetes' own storage tests (k8s.io/apiserver v0.37.2: pkg/storage/etcd3 and
 # pkg/storage/cacher, which run the generic suite of pkg/storage/testing) against a fresh revkv
-# cluster per test and, as the controls, against fresh etcd 3.6.16 and 3.7.3 clusters, then
-# compares them: every test that passes on either etcd must pass on revkv (3.6 has no RangeStream,
-# so its RangeStream subtests fail there and pass on 3.7).
+# cluster per test and, as the control, against a fresh etcd 3.6.16 cluster (etcd 3.7.3 too with
+# REVKV_STORAGE_TEST_CONTROLS="etcd-3.6 etcd-3.7"), then compares them: every test that passes on
+# a control must pass on revkv, and no test may fail on revkv at all, which also holds revkv to
+# the RangeStream subtests (etcd 3.6 has no RangeStream, so they fail there; they pass on 3.7).
 #
 # kine's way: a copy of the module's source (with its own go.mod and go.sum, from the Go module
 # proxy through cluster/go/apiserver-storage-tests, whose go.sum pins it) with the embedded test
@@ -11,15 +12,16 @@
 # real member processes. The test binaries are built once into the private tools directory
 # (scripts/go-tools.sh) and rebuilt when the drop-in or a pin changes.
 #
-# It fails when a test fails on revkv that passes on a control, unless the test is listed in
-# cluster/go/apiserver-storage-tests/skipped-on-revkv (each with its reason; docs/guide/kubernetes.md
-# says why each is there). A test that fails on a control is reported, not counted against revkv.
+# A test listed in cluster/go/apiserver-storage-tests/skipped-on-revkv (each with its reason;
+# docs/guide/kubernetes.md says why each is there) is reported instead of failing the run. A test
+# that fails on a control is reported, not counted against revkv.
 #
 # usage: scripts/kubernetes-storage-tests.sh [PACKAGE...]   (etcd3, cacher; default both)
 #   REVKV_BINARY                the revkv binary (default: the `quick` build, made when missing)
 #   REVKV_STORAGE_TEST_MEMBERS  members of each revkv cluster (default 3)
 #   REVKV_STORAGE_TEST_CONTROL_MEMBERS  members of each etcd cluster (default 1, as upstream)
-#   REVKV_STORAGE_TEST_CONTROLS the control runs (default "etcd-3.6 etcd-3.7")
+#   REVKV_STORAGE_TEST_CONTROLS the control runs (default "etcd-3.6"; CI's budget has no room
+#                               for a second, and the rule above holds revkv to 3.7's tests)
 #   REVKV_STORAGE_TEST_RUN      a -test.run pattern, for a part of the suite
 set -euo pipefail
 # join and sort must agree on the order of test names.
@@ -36,7 +38,7 @@ packages=("$@")
 # would make the controls take longer than everything else CI runs).
 revkv_members=${REVKV_STORAGE_TEST_MEMBERS:-3}
 control_members=${REVKV_STORAGE_TEST_CONTROL_MEMBERS:-1}
-read -r -a controls <<<"${REVKV_STORAGE_TEST_CONTROLS:-etcd-3.6 etcd-3.7}"
+read -r -a controls <<<"${REVKV_STORAGE_TEST_CONTROLS:-etcd-3.6}"
 wrapper="$root/cluster/go/apiserver-storage-tests"
 work=$(go_tools_dir apiserver-storage-tests)
 
@@ -104,15 +106,10 @@ results() {
   sed -n -E 's/^ *--- (PASS|FAIL|SKIP): ([^ ]+) .*/\1 \2/p' "$1" | sort -k2
 }
 
-logs=$(mktemp -d)
-failed=0
-for package in "${packages[@]}"; do
-  for store in "${controls[@]}" revkv; do
-    started=$SECONDS
-    run_tests "$package" "$store" "$logs/$package-$store.log"
-    echo "kubernetes-storage-tests: $package on $store: $(results "$logs/$package-$store.log" |
-      cut -d' ' -f1 | sort | uniq -c | tr '\n' ' ')in $((SECONDS - started)) s"
-  done
+# Compares package $1's logs in $logs (one per store): prints each difference that counts against
+# revkv and fails when there is one.
+compare_results() {
+  local package=$1 failed=0 control
   for control in "${controls[@]}"; do
     # Tests that pass on the control and do not pass on revkv.
     join -1 2 -2 2 <(results "$logs/$package-$control.log" | grep '^PASS') \
@@ -127,6 +124,58 @@ for package in "${packages[@]}"; do
     # What the control does not pass: reported, not held against revkv.
     results "$logs/$package-$control.log" | grep '^FAIL' | sed "s/^/  fails on $control: /" || true
   done
+  # What fails on revkv fails the run, whatever the controls did.
+  results "$logs/$package-revkv.log" | { grep '^FAIL' || true; } | while read -r _ name; do
+    if grep -q -x -F "$package $name" "$wrapper/skipped-on-revkv"; then
+      echo "  listed as skipped on revkv: $name"
+    else
+      echo "  FAILED on revkv: $name"
+    fi
+  done | tee "$logs/$package-revkv-failures"
+  if grep -q "FAILED on revkv" "$logs/$package-revkv-failures"; then failed=1; fi
+  return $failed
+}
+
+# Shows compare_results catching planted faults: a test that fails on revkv and passes on the
+# control, and one that fails on revkv alone; and passing logs that agree.
+self_test() {
+  local saved_logs=$logs saved_controls=("${controls[@]}")
+  logs=$(mktemp -d)
+  controls=(etcd-3.6)
+  local pass="    --- PASS: TestGet (0.01s)" fail="    --- FAIL: TestGet (0.01s)"
+  local stream_fail="    --- FAIL: TestStream (0.01s)" stream_pass="    --- PASS: TestStream (0.01s)"
+  printf '%s\n' "$pass" "$stream_fail" >"$logs/etcd3-etcd-3.6.log"
+  printf '%s\n' "$pass" "$stream_pass" >"$logs/etcd3-revkv.log"
+  if ! compare_results etcd3 >/dev/null; then
+    echo "kubernetes-storage-tests: self-test: agreeing results were refused" >&2
+    exit 1
+  fi
+  printf '%s\n' "$fail" "$stream_pass" >"$logs/etcd3-revkv.log"
+  if compare_results etcd3 >/dev/null; then
+    echo "kubernetes-storage-tests: self-test: a test failing on revkv and passing on etcd was not caught" >&2
+    exit 1
+  fi
+  printf '%s\n' "$pass" "$stream_fail" >"$logs/etcd3-revkv.log"
+  if compare_results etcd3 >/dev/null; then
+    echo "kubernetes-storage-tests: self-test: a test failing on revkv alone was not caught" >&2
+    exit 1
+  fi
+  rm -rf "$logs"
+  logs=$saved_logs controls=("${saved_controls[@]}")
+  echo "kubernetes-storage-tests: self-test: planted failures are caught"
+}
+
+logs=$(mktemp -d)
+failed=0
+self_test
+for package in "${packages[@]}"; do
+  for store in "${controls[@]}" revkv; do
+    started=$SECONDS
+    run_tests "$package" "$store" "$logs/$package-$store.log"
+    echo "kubernetes-storage-tests: $package on $store: $(results "$logs/$package-$store.log" |
+      cut -d' ' -f1 | sort | uniq -c | tr '\n' ' ')in $((SECONDS - started)) s"
+  done
+  compare_results "$package" || failed=1
   # A test binary that died (a panic, the timeout) reports no result for the rest.
   for store in "${controls[@]}" revkv; do
     if ! tail -n 5 "$logs/$package-$store.log" | grep -q -E '^(ok|PASS|FAIL)'; then
