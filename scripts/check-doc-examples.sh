@@ -25,7 +25,8 @@
 # is removed afterwards. README starts and stops its own cluster, as a newcomer does; for a guide,
 # which assumes the quick-start cluster is up and `revkv` on PATH, this script starts one first
 # (`scripts/cluster.sh up` and `eval "$(scripts/cluster.sh env)"`). The clusters use ports
-# 7001-7004, 7101-7104 and 7201-7204, which must be free.
+# 7001-7004, 7101-7104 and 7201-7204, and README's Kubernetes 6443, 10257 and 10259, which must
+# be free.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -70,7 +71,7 @@ if ((${#documents[@]} == 0)); then
   done
 fi
 
-for port in 7001 7002 7003 7004 7101 7102 7103 7104 7201 7202 7203 7204; do
+for port in 7001 7002 7003 7004 7101 7102 7103 7104 7201 7202 7203 7204 6443 10257 10259; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
     echo "check-doc-examples: 127.0.0.1:$port is in use; the docs' clusters need it (a cluster of scripts/cluster.sh still up?)" >&2
     exit 1
@@ -80,13 +81,14 @@ done
 # The documents' commands must not pick up the caller's settings for revkv or etcdctl.
 while read -r name; do unset "$name"; done < <(env | sed -n 's/^\(REVKV_[A-Z_]*\|ETCDCTL_[A-Z_]*\)=.*/\1/p')
 
-# Stops every member and Prometheus a document started under $1, wherever its cluster directory
-# was (a document may start a second cluster, e.g. one restored from a backup).
+# Stops every member, Prometheus and Kubernetes component a document started under $1, wherever
+# its cluster directory was (a document may start a second cluster, e.g. one restored from a
+# backup).
 stop_everything_under() {
   local pid_file
   while read -r pid_file; do
     kill -TERM "$(cat "$pid_file")" 2>/dev/null || true
-  done < <(find "$1" -name 'member-*.pid' -o -name 'prometheus.pid' 2>/dev/null)
+  done < <(find "$1" -name 'member-*.pid' -o -name 'prometheus.pid' -o -name 'kube-*.pid' 2>/dev/null)
 }
 
 scratch_root=$(mktemp -d)
@@ -96,8 +98,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The build `scripts/cluster.sh up` would make, made first so that it needs no example deadline.
+# The builds `scripts/cluster.sh up` would make, made first so that they need no example deadline:
+# revkv, and Kubernetes' binaries for the documents that start it (`up --kubernetes`).
 cargo build --profile quick --quiet --bin revkv
+if grep -q -e '--kubernetes' "${documents[@]}"; then scripts/go-tools.sh kubernetes-1.37 >/dev/null; fi
 
 for document in "${documents[@]}"; do
   scratch="$scratch_root/$(basename "$document" .md)"

@@ -13,11 +13,19 @@
 #                               members): makes a throw-away CA and member certificates with openssl
 #                               under the cluster directory's tls/ (the CA is tls/ca.pem), once, and
 #                               serves https://127.0.0.1:7001-7003
-#   scripts/cluster.sh down     stop exactly the processes `up` started (by pid file), Prometheus too
+#   scripts/cluster.sh up --kubernetes
+#                               the same, then also Kubernetes 1.37.2's control plane on loopback
+#                               storing its objects in the three members (kube-apiserver on
+#                               https://127.0.0.1:6443, kube-controller-manager, kube-scheduler),
+#                               built once from the Go module proxy into the private tools
+#                               directory with kubectl (scripts/cluster-kubernetes.sh)
+#   scripts/cluster.sh down     stop exactly the processes `up` started (by pid file), Prometheus
+#                               and Kubernetes too
 #   scripts/cluster.sh status   each member's role, term, leader and revision
 #   scripts/cluster.sh logs     the last lines of each member's log (logs -f follows them)
 #   scripts/cluster.sh env      shell commands that put this cluster's `revkv` on PATH and point
-#                               `revkv ctl` at its members: eval "$(scripts/cluster.sh env)"
+#                               `revkv ctl` at its members: eval "$(scripts/cluster.sh env)"; once
+#                               --kubernetes ran, also KUBECONFIG and the private kubectl
 #
 # Client ports 7001-7003, peer ports 7101-7103, etcd gRPC ports 7201-7203, everything under ${REVKV_CLUSTER_DIR:-./.cluster}.
 # Extra flags for every member can be passed in REVKV_CLUSTER_FLAGS. The binary is built with
@@ -38,6 +46,9 @@ ready_timeout_seconds=${REVKV_CLUSTER_READY_TIMEOUT:-60}
 
 prometheus_port=${REVKV_PROMETHEUS_PORT:-9090}
 prometheus_pid_file="$cluster_dir/prometheus.pid"
+
+# shellcheck source=scripts/cluster-kubernetes.sh
+source "$root/scripts/cluster-kubernetes.sh"
 
 tls_dir="$cluster_dir/tls"
 # A cluster directory that has a CA was started with --tls: its members speak https.
@@ -164,12 +175,13 @@ sys.exit(not (len(members) >= wanted and all(m.get("client_url") and m.get("grpc
 }
 
 up() {
-  local with_prometheus=false with_tls=false
+  local with_prometheus=false with_tls=false with_kubernetes=false
   for option in "$@"; do
     case "$option" in
       --prometheus) with_prometheus=true ;;
       --tls) with_tls=true ;;
-      *) echo "usage: $0 up [--prometheus] [--tls]" >&2; exit 2 ;;
+      --kubernetes) with_kubernetes=true ;;
+      *) echo "usage: $0 up [--prometheus] [--tls] [--kubernetes]" >&2; exit 2 ;;
     esac
   done
   # A cluster's members keep their peer URLs in their data, so the scheme cannot change later.
@@ -186,6 +198,8 @@ up() {
     exit 2
   fi
   build
+  # Built before any member starts, so a long first build never runs beside a cluster.
+  if [[ "$with_kubernetes" == true ]]; then kubernetes_build; fi
   if [[ "$with_tls" == true ]]; then make_certificates; fi
   for id in "${members[@]}"; do start_member "$id"; done
   wait_until_ready
@@ -196,6 +210,7 @@ up() {
   if uses_tls; then echo "  CA: $tls_dir/ca.pem (curl --cacert, revkv ctl --cacert)"; fi
   echo "web console (every member serves it): $(client_url 1)/ui/"
   if [[ "$with_prometheus" == true ]]; then start_prometheus; fi
+  if [[ "$with_kubernetes" == true ]]; then kubernetes_up; fi
 }
 
 prometheus_is_running() {
@@ -252,6 +267,7 @@ stop_process() {
 }
 
 down() {
+  kubernetes_down
   for id in "${members[@]}"; do
     local pid_path
     pid_path=$(pid_file "$id")
@@ -294,6 +310,7 @@ environment() {
   printf 'export PATH=%q:"$PATH"\n' "$directory"
   printf 'export REVKV_ENDPOINTS=%q\n' "$endpoints"
   if uses_tls; then printf 'export REVKV_CACERT=%q\n' "$(cd "$tls_dir" && pwd)/ca.pem"; fi
+  kubernetes_environment
 }
 
 case "${1:-}" in
@@ -302,5 +319,5 @@ case "${1:-}" in
   status) status ;;
   logs) shift; logs "$@" ;;
   env) environment ;;
-  *) echo "usage: $0 up [--prometheus] [--tls]|down|status|logs [-f]|env" >&2; exit 2 ;;
+  *) echo "usage: $0 up [--prometheus] [--tls] [--kubernetes]|down|status|logs [-f]|env" >&2; exit 2 ;;
 esac
