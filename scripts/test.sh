@@ -44,6 +44,7 @@ scripts/check-doc-examples.sh --self-test
 # fresh revkv clusters and, as controls, etcd 3.6 and 3.7: every test that passes on either etcd
 # must pass on revkv (docs/guide/kubernetes.md). Its closing counts join the total below.
 scripts/kubernetes-storage-tests.sh 2>&1 | tee -a "$test_log"
+scripts/kubernetes-e2e.sh
 # The Go of cluster/go: gofmt and go vet clean (after the tests, whose build warms the cache vet
 # reads).
 unformatted_go=$(gofmt -l cluster/go)
@@ -51,7 +52,9 @@ if [[ -n "$unformatted_go" ]]; then
   echo "test: gofmt would change: $unformatted_go" >&2
   exit 1
 fi
-(source scripts/go-tools.sh && cd cluster/go/apiserver-storage-tests && go_tools_go vet ./...)
+for module in apiserver-storage-tests kubernetes-e2e; do
+  (source scripts/go-tools.sh && cd "cluster/go/$module" && go_tools_go vet ./...)
+done
 
 # cargo prints one "test result:" line per test binary; the last one is often a crate's empty
 # doc-test run, so add them all up into a closing line that says what ran.
