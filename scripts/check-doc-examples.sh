@@ -78,8 +78,10 @@ for port in 7001 7002 7003 7004 7101 7102 7103 7104 7201 7202 7203 7204 6443 102
   fi
 done
 
-# The documents' commands must not pick up the caller's settings for revkv or etcdctl.
-while read -r name; do unset "$name"; done < <(env | sed -n 's/^\(REVKV_[A-Z_]*\|ETCDCTL_[A-Z_]*\)=.*/\1/p')
+# The documents' commands must not pick up the caller's settings for revkv or etcdctl; where the
+# private tools live (REVKV_TOOLS_DIR) is not such a setting, and stays.
+while read -r name; do unset "$name"; done < <(env | sed -n 's/^\(REVKV_[A-Z_]*\|ETCDCTL_[A-Z_]*\)=.*/\1/p' |
+  grep -v -x REVKV_TOOLS_DIR)
 
 # Stops every member, Prometheus and Kubernetes component a document started under $1, wherever
 # its cluster directory was (a document may start a second cluster, e.g. one restored from a
