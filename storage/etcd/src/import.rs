@@ -177,16 +177,24 @@ impl EtcdSnapshot {
         }
     }
 
-    /// etcd 3.6 records its schema version in `meta`; its files are not read here.
+    /// etcd 3.6 and later record their schema's version in `meta`. 3.6 added only that key to
+    /// 3.5's schema, and 3.7 changed nothing (etcd's `server/storage/schema/schema.go`), so files
+    /// of both read as 3.5's; a later version may have changed what this reader relies on, and
+    /// is refused rather than misread.
     fn refuse_newer_schema(&self) -> Result<()> {
-        match self.small_bucket_value(layout::META_BUCKET, layout::STORAGE_VERSION)? {
-            None => Ok(()),
-            Some(version) => Err(EtcdSnapshotError::Unsupported(format!(
-                "it records storage version {:?}, written by etcd 3.6 or later; revkv reads \
-                 etcd 3.4 and 3.5 snapshots",
-                String::from_utf8_lossy(&version)
-            ))),
+        let Some(version) =
+            self.small_bucket_value(layout::META_BUCKET, layout::STORAGE_VERSION)?
+        else {
+            return Ok(());
+        };
+        if layout::storage_version_is_readable(&version) {
+            return Ok(());
         }
+        Err(EtcdSnapshotError::Unsupported(format!(
+            "it records storage version {:?}; revkv reads the snapshots of etcd 3.4 to 3.7 \
+             (storage versions 3.6 and 3.7)",
+            String::from_utf8_lossy(&version)
+        )))
     }
 
     /// The users, roles and auth switch as revkv's records (`auth.rs`), or None when the file

@@ -33,8 +33,25 @@ pub const KNOWN_BUCKETS: [&str; 10] = [
 pub const CONSISTENT_INDEX: &str = "consistent_index";
 pub const FINISHED_COMPACT_REVISION: &str = "finishedCompactRev";
 pub const SCHEDULED_COMPACT_REVISION: &str = "scheduledCompactRev";
-/// Written by etcd 3.6 and later only: a file that has it uses a schema this crate does not read.
+/// Written by etcd 3.6 and later only: the schema's version, `MAJOR.MINOR.0` (etcd 3.6 writes
+/// "3.6.0", 3.7 "3.7.0").
 pub const STORAGE_VERSION: &str = "storageVersion";
+
+/// The storage versions whose files this crate reads: 3.6's schema is 3.5's with `storageVersion`
+/// added, and 3.7's is 3.6's.
+pub fn storage_version_is_readable(version: &[u8]) -> bool {
+    let Ok(version) = std::str::from_utf8(version) else {
+        return false;
+    };
+    let mut parts = version.split('.');
+    let (Some(major), Some(minor)) = (parts.next(), parts.next()) else {
+        return false;
+    };
+    let patch_is_number = parts
+        .next()
+        .is_none_or(|patch| patch.parse::<u32>().is_ok());
+    major == "3" && matches!(minor, "6" | "7") && patch_is_number && parts.next().is_none()
+}
 
 /// `auth` keys.
 pub const AUTH_ENABLED: &str = "authEnabled";

@@ -78,8 +78,26 @@ fn a_sound_file_reads_and_each_planted_fault_is_refused_with_its_reason() {
     write(&path, &[sound_key_bucket(), ("meta", Vec::new())]);
     assert_eq!(read_whole(&path).unwrap(), 2);
 
-    let storage_version = ("meta", vec![(b"storageVersion".to_vec(), b"3.6".to_vec())]);
-    assert!(refusal(&[sound_key_bucket(), storage_version]).contains("etcd 3.6"));
+    // etcd 3.6's and 3.7's schema versions read; a later one is refused, not misread.
+    for readable in [&b"3.6.0"[..], b"3.7.0", b"3.6"] {
+        let meta = (
+            "meta",
+            vec![(b"storageVersion".to_vec(), readable.to_vec())],
+        );
+        write(&path, &[sound_key_bucket(), meta]);
+        assert_eq!(read_whole(&path).unwrap(), 2, "{readable:?}");
+    }
+    for unreadable in [&b"3.8.0"[..], b"4.0.0", b"3.6.0.1", b"", b"\xff"] {
+        let meta = (
+            "meta",
+            vec![(b"storageVersion".to_vec(), unreadable.to_vec())],
+        );
+        let refused = refusal(&[sound_key_bucket(), meta]);
+        assert!(
+            refused.contains("etcd 3.4 to 3.7"),
+            "{unreadable:?}: {refused}"
+        );
+    }
 
     let unknown = ("schema", Vec::new());
     assert!(refusal(&[sound_key_bucket(), unknown]).contains("\"schema\""));

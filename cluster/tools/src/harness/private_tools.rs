@@ -1,6 +1,7 @@
 //! Where the test tools from PyPI live: schemathesis, etcd 3.5.1 and etcd3-py, in the private
 //! directory that `scripts/private-tools.sh` installs them into (never the user's own Python or
-//! PATH). The paths here and in that script must agree; tests call the tools by these paths only.
+//! PATH), and the Go tool sets `scripts/go-tools.sh` builds there (etcd 3.6 and 3.7). The paths
+//! here and in those scripts must agree; tests call the tools by these paths only.
 
 use std::path::PathBuf;
 
@@ -27,6 +28,28 @@ pub fn schemathesis() -> Option<PathBuf> {
 pub fn etcd_3_5_directory() -> Option<PathBuf> {
     let directory = tools_directory()?.join("etcd-3.5.1");
     directory.join("etcdctl").is_file().then_some(directory)
+}
+
+/// The directory of Go tool set `name` (`cluster/go/NAME`), if `scripts/go-tools.sh` built it.
+pub fn go_tool_set_directory(name: &str) -> Option<PathBuf> {
+    let directory = tools_directory()?.join("go").join(name);
+    directory.join(".stamp").is_file().then_some(directory)
+}
+
+/// Go tool set `name`'s directory for a test that needs it, or `None` (with a note) when it is
+/// not built outside CI; under `CI=true` a missing set fails the test
+/// (`scripts/install-test-deps.sh` builds the etcd sets).
+pub fn required_go_tool_set_directory(name: &str) -> Option<PathBuf> {
+    let directory = go_tool_set_directory(name);
+    if directory.is_none() {
+        let under_ci = std::env::var("CI").is_ok_and(|value| value == "true");
+        assert!(
+            !under_ci,
+            "the Go tool set {name} is missing: run scripts/go-tools.sh {name}"
+        );
+        eprintln!("note: the Go tool set {name} is not built (scripts/go-tools.sh {name}); the test did not run");
+    }
+    directory
 }
 
 /// etcd 3.5.1's directory for a test that compares with it, or `None` (with a note) when it is

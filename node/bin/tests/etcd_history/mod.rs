@@ -49,6 +49,17 @@ pub fn etcd_3_5() -> Option<EtcdRelease> {
     })
 }
 
+/// etcd 3.6.16 or 3.7.3 (`minor` 6 or 7), built from the Go module proxy into the private tools
+/// directory (`scripts/go-tools.sh etcd-3.6`), or None with a note when it is missing outside CI.
+pub fn etcd_3_minor(minor: u32) -> Option<EtcdRelease> {
+    let binaries = private_tools::required_go_tool_set_directory(&format!("etcd-3.{minor}"))?;
+    Some(EtcdRelease {
+        etcdctl: binaries.join("etcdctl"),
+        etcd: binaries.join("etcd"),
+        snapshot_tool: binaries.join("etcdutl"),
+    })
+}
+
 /// The txn of the history: no compares, three changes in one revision.
 pub const TXN_INPUT: &str = "\nput c 1\nput d 1\ndel b\n\n\n";
 /// Where the history compacts, and the revision it ends at: revisions 2-11 are written (the
