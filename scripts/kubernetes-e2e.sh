@@ -4,8 +4,9 @@
 # in turn, driven by the same client-go program (cluster/go/kubernetes-e2e: Nodes made by hand and
 # the kubelet's part played, a Deployment created, scaled, rolled out and deleted, a custom
 # resource, 16 writers racing with RetryOnConflict, watch-lists, resumed and compacted watches, the
-# apiserver's consistent reads from its cache and its cache consistency checker). Each run prints
-# its report; the script fails when a run fails or when the two reports differ in any line.
+# apiserver's consistent reads from its cache and its cache consistency checker, and last the
+# store's leader killed with SIGKILL under writers and informers). Each run prints its report; the
+# script fails when a run fails or when the two reports differ in any line.
 #
 # usage: scripts/kubernetes-e2e.sh            revkv (three members) and etcd 3.6.16 (three members)
 #        REVKV_E2E_STORES="revkv" scripts/kubernetes-e2e.sh
@@ -18,6 +19,34 @@ set -euo pipefail
 export LC_ALL=C
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+
+# `kill-leader STORE DIRECTORY`: what the program runs (--kill-leader) to kill -9 the leader of
+# the store whose files are under DIRECTORY, found by asking the members which one leads.
+if [[ "${1:-}" == kill-leader ]]; then
+  store=$2 directory=$3
+  case "$store" in
+    revkv)
+      leader=$(curl -sf http://127.0.0.1:7001/v1/status || curl -sf http://127.0.0.1:7002/v1/status)
+      leader=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["leader_id"])' "$leader")
+      pid_file="$directory/member-$leader.pid"
+      ;;
+    etcd-3.6)
+      source scripts/go-tools.sh
+      status=$("$(go_tools_dir etcd-3.6)/etcdctl" -w json endpoint status \
+        --endpoints=http://127.0.0.1:7301,http://127.0.0.1:7302,http://127.0.0.1:7303)
+      leader=$(python3 -c '
+import json, sys
+for endpoint in json.loads(sys.argv[1]):
+    if endpoint["Status"]["header"]["member_id"] == endpoint["Status"]["leader"]:
+        print(endpoint["Endpoint"][-1])
+' "$status")
+      pid_file="$directory/etcd-$leader.pid"
+      ;;
+  esac
+  kill -KILL "$(cat "$pid_file")"
+  echo "killed the leader of $store (${pid_file##*/})"
+  exit 0
+fi
 stores=${REVKV_E2E_STORES:-revkv etcd-3.6}
 
 scratch=$(mktemp -d)
@@ -99,6 +128,7 @@ start_etcd() {
       --initial-cluster "$initial" --initial-cluster-state new \
       >"$scratch/etcd-3.6/etcd-$id.log" 2>&1 &
     etcd_pids+=($!)
+    echo $! >"$scratch/etcd-3.6/etcd-$id.pid"
   done
   local deadline=$((SECONDS + 120))
   until "$(go_tools_dir etcd-3.6)/etcdctl" --endpoints "$kubernetes_etcd_servers" endpoint health >/dev/null 2>&1; do
@@ -136,7 +166,10 @@ run_on() {
   esac
   kubernetes_up >>"$cluster_dir/up.log"
   local started=$SECONDS
+  local store_files="$cluster_dir"
+  [[ "$store" == etcd-3.6 ]] && store_files="$scratch/etcd-3.6"
   if ! "$e2e_binary" --kubeconfig "$kubernetes_dir/admin.kubeconfig" --revkv-metrics "$metrics" \
+    --kill-leader "$root/scripts/kubernetes-e2e.sh kill-leader $store $store_files" \
     >"$scratch/$store.report" 2>"$scratch/$store.stderr"; then
     echo "kubernetes-e2e: the run on $store failed:" >&2
     tail -n 20 "$scratch/$store.stderr" >&2

@@ -30,6 +30,7 @@ type options struct {
 	kubeconfig   string
 	revkvMetrics string
 	namespace    string
+	killLeader   string
 }
 
 func main() {
@@ -39,6 +40,9 @@ func main() {
 		"comma-separated /metrics URLs of the revkv members under the apiserver; when set, the "+
 			"conflicts of the update race must show in revkv_conflicts_total")
 	flag.StringVar(&opts.namespace, "namespace", "e2e", "the namespace the test works in (made fresh)")
+	flag.StringVar(&opts.killLeader, "kill-leader", "",
+		"a shell command that kills the store's leader with SIGKILL, run while writers and informers run; "+
+			"without it the failover step is left out")
 	flag.Parse()
 	if err := run(opts); err != nil {
 		fmt.Fprintf(os.Stderr, "kubernetes-e2e: %v\n", err)
@@ -72,6 +76,13 @@ func run(opts options) error {
 		{"update race", updateRace},
 		{"watches", watches},
 		{"apiserver metrics", apiserverMetrics},
+	}
+	if opts.killLeader != "" {
+		// Last: the store goes on with one member fewer.
+		steps = append(steps, struct {
+			name string
+			run  func(*testContext) error
+		}{"failover", failover})
 	}
 	for _, step := range steps {
 		test.report("step %s", step.name)
