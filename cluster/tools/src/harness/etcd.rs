@@ -1,6 +1,7 @@
 //! A single-member etcd process for tests that run revkv beside the real thing (the bench's etcd
-//! target, and the lease semantics compared with etcd 3.4): free loopback ports, a temporary data
-//! directory, a readiness probe with a deadline, and its log printed when a test fails.
+//! target, and the comparisons with etcd 3.4 to 3.7): free loopback ports, a temporary data
+//! directory, a readiness probe with a deadline (`GET /health`, which needs no user), and its log
+//! printed when a test fails.
 //!
 //! Without `/usr/bin/etcd` [`required_etcd`] lets a test pass with a note, except under `CI=true`,
 //! where a missing etcd fails it (`scripts/test.sh` installs Debian's `etcd-server`).
@@ -101,25 +102,43 @@ impl EtcdServer {
         server
     }
 
-    /// Polls with a linearizable read (which needs a leader) until one succeeds, or panics at
-    /// the deadline. A member restored with auth enabled refuses the read for want of a user;
-    /// then a leader named in its status is the proof.
+    /// Polls etcd's `GET /health` on the client port until it answers healthy, or panics at
+    /// the deadline. etcd answers it from 3.4 to 3.7 with no user even when auth is enabled (a
+    /// member restored from a snapshot with auth on refuses an unauthenticated read, and from 3.6
+    /// on an unauthenticated `Status` too), and healthy only once it has a leader and a read
+    /// through raft succeeds: the readiness a test needs.
     async fn wait_until_it_answers(&self) {
         let deadline = Instant::now() + ETCD_START_TIMEOUT;
         let mut last_error = String::from("no probe yet");
         while Instant::now() < deadline {
-            match self.read("probe").await {
-                Ok(_) => return,
-                Err(error) if error.contains("user name is empty") => match self.leader().await {
-                    Ok(leader) if leader != 0 => return,
-                    Ok(_) => last_error = "auth is enabled and there is no leader yet".into(),
-                    Err(error) => last_error = error,
-                },
+            match self.health().await {
+                Ok(()) => return,
                 Err(error) => last_error = error,
             }
             tokio::time::sleep(PROBE_INTERVAL).await;
         }
         panic!("etcd did not answer within {ETCD_START_TIMEOUT:?}: {last_error}");
+    }
+
+    /// Ok once `GET /health` answers 200 with `"health":"true"`; otherwise what it answered.
+    async fn health(&self) -> Result<(), String> {
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .build()
+            .map_err(|error| error.to_string())?;
+        let answer = client
+            .get(format!("{}/health", self.client_url))
+            .send()
+            .await
+            .map_err(|error| error.to_string())?;
+        let status = answer.status();
+        let body = answer.text().await.map_err(|error| error.to_string())?;
+        let healthy = serde_json::from_str::<serde_json::Value>(&body)
+            .is_ok_and(|json| json["health"] == "true");
+        match status.is_success() && healthy {
+            true => Ok(()),
+            false => Err(format!("/health answered {status}: {body}")),
+        }
     }
 
     /// The value at `key`, read linearizably through a client of its own.
@@ -143,13 +162,6 @@ impl EtcdServer {
         assert!(status.success(), "kill -TERM etcd failed");
         self.child.wait().expect("etcd exits");
         self._directory.path().join("data/member/snap/db")
-    }
-
-    /// The leader the member's status names (0: none), which needs no user.
-    async fn leader(&self) -> Result<u64, String> {
-        let mut client = self.client().await?;
-        let status = client.status().await.map_err(|error| error.to_string())?;
-        Ok(status.leader())
     }
 
     async fn client(&self) -> Result<Client, String> {

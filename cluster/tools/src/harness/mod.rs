@@ -6,7 +6,7 @@
 //! - [`cluster`]: [`ProcessCluster`], a cluster for end-to-end tests (`node/bin/tests`). It fails
 //!   the test (panics) when the cluster misbehaves, and prints the members' logs when dropped
 //!   during a failing test.
-//! - [`etcd`]: [`etcd::EtcdServer`], a single-member etcd 3.4 for tests that compare with it.
+//! - [`etcd`]: [`etcd::EtcdServer`], a single-member etcd (3.4 to 3.7) for tests that compare with it.
 //! - [`member_client`]: [`MemberClient`], raw HTTP against one member, for tests that check the
 //!   API's exact answers rather than go through the typed client.
 //! - `ports.rs`: [`free_addresses`], loopback ports this process never hands out twice.
