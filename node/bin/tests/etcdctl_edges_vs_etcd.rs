@@ -1,6 +1,6 @@
 //! etcd's behaviour at the edges, compared through etcd's own etcdctl against revkv's gRPC port
-//! and against a real etcd of the same version (3.4 from Debian, 3.5.1 from the private tools
-//! directory), as `etcdctl_vs_etcd.rs` compares the common commands:
+//! and against a real etcd of the same version (3.4 from Debian, 3.5.1, 3.6.16 and 3.7.3 from the
+//! private tools directory), as `etcdctl_vs_etcd.rs` compares the common commands:
 //!
 //! - compaction: reads at the compact revision R, below it and above it; a txn comparing a mod
 //!   revision after it; compacting again at R, below R, in the future, and at the current revision;
@@ -14,7 +14,15 @@
 //! Each command's exit status, stdout and stderr must be equal once ids and timing are replaced
 //! (`etcdctl_compare::normalize`); each watch must print the same responses: the same events,
 //! grouped the same way (etcd sends a catch-up's history in one response).
+//!
+//! One known difference, pinned rather than hidden: etcd 3.6 and 3.7 (and 3.5.16 on, etcd-io/etcd
+//! PR 18274) keep a delete at the compact revision, so a watch from that revision still sees it;
+//! revkv drops it, as etcd 3.4.23 and 3.5.1 do (and 3.5.13, the release it reports). Against 3.6
+//! and 3.7 the test checks that etcd's watch from the compacted delete does show it, then
+//! compares the rest. Keeping it in revkv is a change to its compaction (docs/guide/etcd.md,
+//! "etcd 3.6 and 3.7").
 
+use crate::etcd_history;
 use crate::etcdctl_compare;
 // Only its `Running` (an etcdctl read line by line) is used here.
 use crate::etcdctl_contention;
@@ -23,6 +31,7 @@ use crate::process_cluster;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use etcd_history::etcd_3_minor;
 use etcdctl_compare::{assert_same_outcomes, normalize_json, words, Etcdctl, Outcome};
 use etcdctl_contention::Running;
 use process_cluster::{cluster_options, ProcessCluster};
@@ -143,7 +152,8 @@ const WATCHES_AFTER_COMPACTING_AT_6: &[WatchCase] = &[
     },
 ];
 
-/// After compacting at 10, a delete: the watches from 10 and from 11 get the put at 11 only.
+/// After compacting at 10, a delete: the watches from 10 and from 11 get the put at 11 only
+/// (from 10, etcd 3.6 and 3.7 also send the delete at 10: `KEEPS_A_COMPACTED_DELETE`).
 const AFTER_A_COMPACTED_DELETE: &[WatchCase] = &[
     WatchCase {
         start_revision: 10,
@@ -236,7 +246,44 @@ fn run_everything(binary: &Path, endpoint: &str) -> Seen {
     Seen { outcomes, watches }
 }
 
-async fn compare_edges(etcdctl: &Path, etcd_binary: &Path) {
+/// The watch from the compact revision 10, whose change was the delete of `e/c`.
+const WATCH_FROM_A_COMPACTED_DELETE: usize = WATCHES_AFTER_COMPACTING_AT_6.len();
+
+/// Whether the etcd compared keeps the delete at the compact revision (the module comment).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum CompactedDelete {
+    /// Dropped, as by etcd 3.4.23 and 3.5.1, and by revkv.
+    Dropped,
+    /// Kept, as by etcd 3.6 and 3.7: revkv differs.
+    KeptByEtcdOnly,
+}
+
+/// etcd's watch from the compacted delete without that delete, once it is checked to be there
+/// as etcd 3.6 and 3.7 send it: the first event of the first response, a DELETE of `e/c` at 10.
+fn without_the_compacted_delete(responses: &[Value]) -> Vec<Value> {
+    let mut responses = responses.to_vec();
+    let events = responses[0]["events"]
+        .as_array_mut()
+        .expect("the watch's first response has events");
+    let delete = events.remove(0);
+    let expected = serde_json::json!({
+        "kv": { "key": base64_of("e/c"), "mod_revision": 10 },
+        "type": 1,
+    });
+    assert_eq!(
+        delete, expected,
+        "etcd's first event from the compacted delete"
+    );
+    responses
+}
+
+/// `text` in base64, as etcdctl's JSON prints keys.
+fn base64_of(text: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+async fn compare_edges(etcdctl: &Path, etcd_binary: &Path, compacted_delete: CompactedDelete) {
     let etcd = EtcdServer::start(etcd_binary).await;
     let revkv = ProcessCluster::start(3, cluster_options().with_grpc()).await;
     revkv.wait_for_published_client_urls().await;
@@ -260,6 +307,12 @@ async fn compare_edges(etcdctl: &Path, etcd_binary: &Path) {
         .zip(expected_events)
         .enumerate()
     {
+        let from_etcd = match compacted_delete {
+            CompactedDelete::KeptByEtcdOnly if position == WATCH_FROM_A_COMPACTED_DELETE => {
+                without_the_compacted_delete(from_etcd)
+            }
+            _ => from_etcd.clone(),
+        };
         let etcd_events: usize = from_etcd
             .iter()
             .filter_map(|response| response["events"].as_array())
@@ -270,7 +323,7 @@ async fn compare_edges(etcdctl: &Path, etcd_binary: &Path) {
             "etcd's watch {position}: {from_etcd:#?}"
         );
         // Response by response: the same events in the same grouping, and the same cancel.
-        assert_eq!(from_revkv, from_etcd, "watch {position} differs");
+        assert_eq!(from_revkv, &from_etcd, "watch {position} differs");
     }
 }
 
@@ -284,7 +337,7 @@ async fn etcdctl_3_4_sees_revkvs_edges_as_etcd_3_4s() {
     let Some(etcd_binary) = required_etcd() else {
         return;
     };
-    compare_edges(Path::new(ETCDCTL), &etcd_binary).await;
+    compare_edges(Path::new(ETCDCTL), &etcd_binary, CompactedDelete::Dropped).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -292,5 +345,30 @@ async fn etcdctl_3_5_sees_revkvs_edges_as_etcd_3_5s() {
     let Some(binaries) = private_tools::required_etcd_3_5_directory() else {
         return;
     };
-    compare_edges(&binaries.join("etcdctl"), &binaries.join("etcd")).await;
+    let (etcdctl, etcd) = (binaries.join("etcdctl"), binaries.join("etcd"));
+    compare_edges(&etcdctl, &etcd, CompactedDelete::Dropped).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcdctl_3_6_sees_revkvs_edges_as_etcd_3_6s() {
+    if let Some(release) = etcd_3_minor(6) {
+        compare_edges(
+            &release.etcdctl,
+            &release.etcd,
+            CompactedDelete::KeptByEtcdOnly,
+        )
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcdctl_3_7_sees_revkvs_edges_as_etcd_3_7s() {
+    if let Some(release) = etcd_3_minor(7) {
+        compare_edges(
+            &release.etcdctl,
+            &release.etcd,
+            CompactedDelete::KeptByEtcdOnly,
+        )
+        .await;
+    }
 }

@@ -398,7 +398,10 @@ async fn leases_behave_as_in(etcd_binary: &Path, name: &str) {
     let etcd_transcript = run_script(&mut Etcd(client)).await;
     let revkv_transcript = run_script(&mut Revkv(cluster.client(1))).await;
     for ((step, in_etcd), (_, in_revkv)) in etcd_transcript.iter().zip(&revkv_transcript) {
-        assert_eq!(in_revkv, in_etcd, "step {step:?}: revkv differs from {name}");
+        assert_eq!(
+            in_revkv, in_etcd,
+            "step {step:?}: revkv differs from {name}"
+        );
     }
     assert_eq!(revkv_transcript.len(), etcd_transcript.len());
 }

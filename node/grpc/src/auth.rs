@@ -38,13 +38,18 @@ pub fn access_of_method(path: &str) -> MethodAccess {
     };
     match (service, method) {
         ("etcdserverpb.Auth", "Authenticate" | "AuthStatus") => Open,
-        ("etcdserverpb.KV", "Range" | "Put" | "DeleteRange" | "Txn") => Authenticated,
+        ("etcdserverpb.KV", "Range" | "RangeStream" | "Put" | "DeleteRange" | "Txn") => {
+            Authenticated
+        }
         ("etcdserverpb.Watch", "Watch") => Authenticated,
         ("etcdserverpb.Lease", _) => Authenticated,
         ("etcdserverpb.Cluster", "MemberList") => Authenticated,
         ("etcdserverpb.Maintenance", "Status") => Authenticated,
-        // Compaction, membership changes, alarms (one method lists and clears them), hashes,
-        // snapshots, defragmentation, leader moves and every auth change.
+        // Listing alarms needs a user only, as from etcd 3.6 on; raising or clearing one needs
+        // root, which the service checks, since the action is in the request (`require_root`).
+        ("etcdserverpb.Maintenance", "Alarm") => Authenticated,
+        // Compaction, membership changes, hashes, snapshots, defragmentation, leader moves and
+        // every auth change.
         _ => Root,
     }
 }
@@ -102,6 +107,21 @@ pub fn acting_for<B: KvBackend, T>(
     Ok(CheckedBackend::new(Arc::clone(backend), caller))
 }
 
+/// Refuses the request's caller unless it holds the root role (or auth is disabled): for a
+/// method the gate lets any user call whose request decides whether it administers.
+pub fn require_root<B: KvBackend, T>(
+    backend: &Arc<B>,
+    request: &tonic::Request<T>,
+) -> Result<(), Status> {
+    match request.extensions().get::<Caller>() {
+        Some(caller) => caller.require_root().map_err(status),
+        None if backend.auth_records().enabled => {
+            Err(Status::unauthenticated(error::INVALID_AUTH_TOKEN))
+        }
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,6 +138,14 @@ mod tests {
         );
         assert_eq!(
             access_of_method("/etcdserverpb.Lease/LeaseGrant"),
+            MethodAccess::Authenticated
+        );
+        assert_eq!(
+            access_of_method("/etcdserverpb.KV/RangeStream"),
+            MethodAccess::Authenticated
+        );
+        assert_eq!(
+            access_of_method("/etcdserverpb.Maintenance/Alarm"),
             MethodAccess::Authenticated
         );
         assert_eq!(

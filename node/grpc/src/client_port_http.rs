@@ -1,8 +1,8 @@
 //! What etcd serves over plain HTTP (HTTP/1.1, or HTTP/2 without gRPC's content type) on its
-//! client port beside gRPC, answered as etcd 3.5 answers it: `GET /version`, which clients read
+//! client port beside gRPC, answered as etcd answers it: `GET /version`, which clients read
 //! to pick the API prefix; `GET /health`, which load balancers and orchestrators probe; and
 //! `GET /metrics`, the member's Prometheus registry (the same one the HTTP port serves). None
-//! needs a token, as on etcd. The v3 JSON gateway under `/v3/` is not served yet (issue 35).
+//! needs a token, as on etcd. (The v3 JSON gateway under `/v3/` is `gateway.rs`'s.)
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -13,13 +13,20 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use revkv_metrics::{Metrics, TEXT_CONTENT_TYPE};
+use revkv_metrics::Metrics;
 use revkv_node::backend::ReadConsistency;
 use revkv_node::KvBackend;
 use revkv_storage::{KeyRange, RangeRequest};
 use serde::Serialize;
 
 use crate::etcd_version::EtcdVersion;
+
+/// The `Content-Type` of `/metrics` as etcd 3.6 and 3.7 send it (Prometheus' client 1.20 and
+/// later name how metric names outside the classic character set were escaped; revkv's are all
+/// inside it, so escaping them with underscores changes nothing). The text is the registry's
+/// own ([`revkv_metrics::TEXT_CONTENT_TYPE`]), which etcd 3.5 labelled without the parameter.
+const ETCD_METRICS_CONTENT_TYPE: &str =
+    "text/plain; version=0.0.4; charset=utf-8; escaping=underscores";
 
 /// The key `/health` reads, as etcd's probe does; whether it exists does not matter.
 const HEALTH_PROBE_KEY: &str = "health";
@@ -64,20 +71,28 @@ pub fn routes<B: KvBackend>(
 }
 
 /// `{"etcdserver": ..., "etcdcluster": ...}`: the version `Maintenance.Status` reports, and the
-/// cluster version etcd pairs with it (its minor release), so a client picks the `/v3` prefix.
+/// cluster version etcd pairs with it (its minor release), so a client picks the `/v3` prefix;
+/// from 3.6 on also the storage version, as etcd answers.
 async fn version<B: KvBackend>(State(port): State<ClientPort<B>>) -> Response {
     let body = VersionAnswer {
         etcdserver: port.etcd_version.to_string(),
         etcdcluster: port.etcd_version.cluster_version().to_string(),
+        storage: port
+            .etcd_version
+            .storage_version()
+            .map(|version| version.to_string()),
     };
     ([(CONTENT_TYPE, "application/json")], json_text(&body)).into_response()
 }
 
-/// `/version`'s answer, its fields in etcd's order.
+/// `/version`'s answer, its fields in etcd's order; `storage` only where the release reported
+/// names one (from 3.6 on, `etcd_version.rs`).
 #[derive(Serialize)]
 struct VersionAnswer {
     etcdserver: String,
     etcdcluster: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    storage: Option<String>,
 }
 
 /// `/health`'s answer, as etcd 3.5 writes it (3.4 leaves out `reason`).
@@ -168,7 +183,7 @@ async fn metrics_text<B: KvBackend>(State(port): State<ClientPort<B>>) -> Respon
     };
     // Rendering reads the store's statistics (a redb read transaction): off the async workers.
     match tokio::task::spawn_blocking(move || metrics.render()).await {
-        Ok(Ok(text)) => ([(CONTENT_TYPE, TEXT_CONTENT_TYPE)], text).into_response(),
+        Ok(Ok(text)) => ([(CONTENT_TYPE, ETCD_METRICS_CONTENT_TYPE)], text).into_response(),
         Ok(Err(error)) => (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response(),
         Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response(),
     }

@@ -7,8 +7,15 @@
 //! 3.5.13 or later, or 3.6+, the releases in which etcd's progress answers stopped arriving before
 //! the events of their revision. revkv answers a progress request only once every watch of the
 //! stream has sent everything up to the answered revision (`watch_progress.rs`), so it reports
-//! 3.5.13: etcd 3.5's API with working progress requests. It does not claim 3.6, whose Status
-//! fields (storage version, downgrade info) and Downgrade service it does not serve yet.
+//! 3.5.13: etcd 3.5's API with working progress requests. It does not claim 3.6: it serves no
+//! Downgrade, and its compaction drops a delete at the compact revision as 3.5.13 does (etcd
+//! keeps it from 3.5.16 and 3.6.0 on), so a watch from that revision misses it.
+//!
+//! What etcd reports beside its own version follows the version reported: from 3.6 on etcd names
+//! its storage version (the schema of its data file, its cluster version once migrated) in
+//! `GET /version`'s `storage`, `Status.storageVersion` and each `Snapshot` answer's `version`,
+//! and 3.5 names none. revkv has no etcd data file; it names the storage version a member of the
+//! emulated release would have ([`EtcdVersion::storage_version`]), and by default none, as 3.5.
 
 use std::fmt;
 
@@ -59,6 +66,12 @@ impl EtcdVersion {
     pub fn cluster_version(&self) -> EtcdVersion {
         EtcdVersion { patch: 0, ..*self }
     }
+
+    /// The storage version a member of this release reports (its cluster version), or None
+    /// before 3.6, which reported none (the module comment says why revkv reports it at all).
+    pub fn storage_version(&self) -> Option<EtcdVersion> {
+        (self.minor >= 6).then(|| self.cluster_version())
+    }
 }
 
 impl Default for EtcdVersion {
@@ -88,6 +101,18 @@ mod tests {
                 .to_string(),
             "3.4.0"
         );
+    }
+
+    #[test]
+    fn a_storage_version_is_reported_from_3_6_on() {
+        assert_eq!(EtcdVersion::DEFAULT.storage_version(), None);
+        assert_eq!(
+            EtcdVersion::parse("3.4.23").unwrap().storage_version(),
+            None
+        );
+        let reported = |text: &str| EtcdVersion::parse(text).unwrap().storage_version();
+        assert_eq!(reported("3.6.16").unwrap().to_string(), "3.6.0");
+        assert_eq!(reported("3.7.3").unwrap().to_string(), "3.7.0");
     }
 
     #[test]

@@ -26,7 +26,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower::ServiceExt;
 
 use crate::gateway_wire::{
-    error_response, framed, grpc_request, request_of, take_frame, FRAME_HEADER_BYTES,
+    error_response, framed, grpc_request, http_status_of, request_of, take_frame, GatewayError,
+    FRAME_HEADER_BYTES,
 };
 
 /// What bounds the gateway's streams, shared by all of them on a member.
@@ -118,7 +119,8 @@ where
     }
 }
 
-/// Sends `request` through `grpc`; an error status before any message is the unary error answer,
+/// Sends `request` through `grpc`; an error status before any message is answered with the
+/// code's HTTP status and one error line (as grpc-gateway v2 answers it, from etcd 3.6 on),
 /// otherwise the answer streams as lines, holding the stream's `permit` until it ends.
 async fn answer_lines<Resp>(
     grpc: Router,
@@ -134,7 +136,13 @@ where
     let (parts, body) = answer.into_parts();
     if let Some(status) = tonic::Status::from_header_map(&parts.headers) {
         if status.code() != tonic::Code::Ok {
-            return error_response(&status);
+            let content_type = [(CONTENT_TYPE, "application/json")];
+            return (
+                http_status_of(status.code()),
+                content_type,
+                error_line(&status),
+            )
+                .into_response();
         }
     }
     let lines = result_lines::<Resp>(body, max_message_bytes, bad_requests).map(move |line| {
@@ -367,12 +375,16 @@ fn refusal_line(status: &tonic::Status) -> Bytes {
     Bytes::from(text)
 }
 
-/// grpc-gateway's error line inside a stream.
+/// grpc-gateway v2's error line inside a stream, `{"error": {"code", "message"}}`.
 fn error_line(status: &tonic::Status) -> Bytes {
-    let error = serde_json::json!({
-        "error": { "grpc_code": status.code() as i32, "message": status.message() }
-    });
-    let mut text = error.to_string().into_bytes();
+    #[derive(Serialize)]
+    struct ErrorLine<'m> {
+        error: GatewayError<'m>,
+    }
+    let line = ErrorLine {
+        error: GatewayError::of(status),
+    };
+    let mut text = serde_json::to_vec(&line).unwrap_or_default();
     text.push(b'\n');
     Bytes::from(text)
 }

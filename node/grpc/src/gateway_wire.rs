@@ -70,14 +70,16 @@ pub(crate) fn take_frame(buffer: &mut Vec<u8>) -> Option<Vec<u8>> {
     Some(message)
 }
 
-/// grpc-gateway's error body and the HTTP status it gives each gRPC code
-/// (`runtime.HTTPStatusFromCode`).
-pub(crate) fn error_response(status: &tonic::Status) -> Response {
+/// The HTTP status grpc-gateway gives each gRPC code (v2's `runtime.HTTPStatusFromCode`, which
+/// etcd's gateway uses from 3.6 on).
+pub(crate) fn http_status_of(code: tonic::Code) -> StatusCode {
     use tonic::Code;
-    let http = match status.code() {
+    match code {
         Code::Ok => StatusCode::OK,
-        Code::Cancelled => StatusCode::REQUEST_TIMEOUT,
-        // etcd 3.5's gateway (grpc-gateway 1.16) answers FailedPrecondition 400; 3.4's said 412.
+        // Client Closed Request, nginx's code, which grpc-gateway v2 gives a canceled call
+        // (etcd 3.5's v1 said 408).
+        Code::Cancelled => StatusCode::from_u16(499).unwrap_or(StatusCode::REQUEST_TIMEOUT),
+        // FailedPrecondition is 400 from etcd 3.5 on (grpc-gateway 1.16); 3.4's said 412.
         Code::InvalidArgument | Code::FailedPrecondition | Code::OutOfRange => {
             StatusCode::BAD_REQUEST
         }
@@ -90,29 +92,40 @@ pub(crate) fn error_response(status: &tonic::Status) -> Response {
         Code::Unimplemented => StatusCode::NOT_IMPLEMENTED,
         Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         Code::Unknown | Code::Internal | Code::DataLoss => StatusCode::INTERNAL_SERVER_ERROR,
-    };
+    }
+}
+
+/// grpc-gateway's answer to a failed unary call: [`error_body`] with the code's HTTP status.
+pub(crate) fn error_response(status: &tonic::Status) -> Response {
     (
-        http,
+        http_status_of(status.code()),
         [(CONTENT_TYPE, "application/json")],
         error_body(status),
     )
         .into_response()
 }
 
-/// grpc-gateway's error body, `{"error", "code", "message"}`.
+/// grpc-gateway v2's error body, as etcd answers from 3.6 on: the gRPC status as JSON,
+/// `{"code", "message"}` (its `details` list is empty, so left out, as etcd's protojson leaves
+/// out every empty field). etcd 3.4's and 3.5's grpc-gateway v1 also repeated the message as
+/// `error`; a client reads `message` on both.
 pub(crate) fn error_body(status: &tonic::Status) -> String {
-    let body = GatewayError {
-        error: status.message(),
-        code: status.code() as i32,
-        message: status.message(),
-    };
-    serde_json::to_string(&body).unwrap_or_default()
+    serde_json::to_string(&GatewayError::of(status)).unwrap_or_default()
 }
 
-/// `{"error", "code", "message"}`, in grpc-gateway's order.
+/// The gRPC status as grpc-gateway v2 writes it, `{"code", "message"}`, in its order; also the
+/// `error` of a stream's error line (`gateway_stream.rs`).
 #[derive(Serialize)]
-struct GatewayError<'m> {
-    error: &'m str,
+pub(crate) struct GatewayError<'m> {
     code: i32,
     message: &'m str,
+}
+
+impl<'m> GatewayError<'m> {
+    pub(crate) fn of(status: &'m tonic::Status) -> GatewayError<'m> {
+        GatewayError {
+            code: status.code() as i32,
+            message: status.message(),
+        }
+    }
 }

@@ -9,6 +9,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures_util::{Stream, StreamExt};
+use revkv_node::space_quota::DEFAULT_QUOTA_BACKEND_BYTES;
 use revkv_node::KvBackend;
 use revkv_raft::etcd_snapshot_stream::{etcd_format_refusal, etcd_snapshot_chunks};
 use revkv_raft::snapshot_stream::{ChunkLimits, ChunkedExport};
@@ -17,6 +18,7 @@ use revkv_storage::{Alarm, AlarmAction, AlarmKind, MvccStore, Request};
 use tokio::sync::Semaphore;
 use tonic::{Request as GrpcRequest, Response as GrpcResponse, Status};
 
+use crate::auth;
 use crate::convert::{self, to_i64};
 use crate::error::{self, status};
 use crate::etcd_version::EtcdVersion;
@@ -39,6 +41,15 @@ fn fold_hash(hash: u64) -> u32 {
 }
 
 impl<B: KvBackend> MaintenanceService<B> {
+    /// The storage version `Status` and `Snapshot` name: the reported release's, empty before
+    /// 3.6 (`etcd_version.rs` says why).
+    fn storage_version(&self) -> String {
+        self.etcd_version
+            .storage_version()
+            .map(|version| version.to_string())
+            .unwrap_or_default()
+    }
+
     fn header(&self) -> Result<Option<pb::ResponseHeader>, Status> {
         Ok(convert::header(
             self.backend.header().map_err(status)?,
@@ -49,9 +60,14 @@ impl<B: KvBackend> MaintenanceService<B> {
 
 #[tonic::async_trait]
 impl<B: KvBackend> pb::maintenance_server::Maintenance for MaintenanceService<B> {
-    /// etcd's Alarm: GET lists the raised alarms; ACTIVATE and DEACTIVATE raise or clear one
-    /// member's alarm through raft and answer it (what `etcdctl alarm disarm` sends per alarm).
+    /// etcd's Alarm: GET lists the raised alarms (any user may, as from etcd 3.6 on);
+    /// ACTIVATE and DEACTIVATE, root only, raise or clear one member's alarm through raft and
+    /// answer it (what `etcdctl alarm disarm` sends per alarm).
     async fn alarm(&self, request: GrpcRequest<pb::AlarmRequest>) -> Answer<pb::AlarmResponse> {
+        let lists = request.get_ref().action == pb::alarm_request::AlarmAction::Get as i32;
+        if !lists {
+            auth::require_root(&self.backend, &request)?;
+        }
         let request = request.into_inner();
         let action = match pb::alarm_request::AlarmAction::try_from(request.action) {
             Ok(pb::alarm_request::AlarmAction::Get) => None,
@@ -110,7 +126,16 @@ impl<B: KvBackend> pb::maintenance_server::Maintenance for MaintenanceService<B>
             errors: Vec::new(),
             db_size_in_use: to_i64(member.state_db_bytes_in_use),
             is_learner: member.role == "learner",
-            ..pb::StatusResponse::default()
+            // etcd 3.6's additions: the quota (etcd reports its default when none is set), the
+            // storage version of the release reported (`etcd_version.rs`), and no downgrade in
+            // progress, which etcd reports as an empty `DowngradeInfo` rather than none.
+            db_size_quota: to_i64(
+                self.backend
+                    .quota_backend_bytes()
+                    .unwrap_or(DEFAULT_QUOTA_BACKEND_BYTES),
+            ),
+            storage_version: self.storage_version(),
+            downgrade_info: Some(pb::DowngradeInfo::default()),
         }))
     }
 
@@ -165,6 +190,7 @@ impl<B: KvBackend> pb::maintenance_server::Maintenance for MaintenanceService<B>
             .try_acquire_owned()
             .map_err(|_| Status::resource_exhausted(error::TOO_MANY_REQUESTS))?;
         let header = self.header()?;
+        let version = self.storage_version();
         let source = self.backend.backup_source();
         let chunks = snapshot_chunks(source.store, source.member_id);
         let answers = chunks.map(move |chunk| {
@@ -175,7 +201,8 @@ impl<B: KvBackend> pb::maintenance_server::Maintenance for MaintenanceService<B>
                     header,
                     remaining_bytes: 0,
                     blob,
-                    ..Default::default()
+                    // What etcd 3.6's `etcdctl snapshot save` prints as "Server version".
+                    version: version.clone(),
                 })
                 .map_err(|failure| Status::internal(format!("backup failed: {failure}")))
         });

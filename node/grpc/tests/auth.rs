@@ -5,7 +5,9 @@
 
 use crate::support;
 
-use etcd_client::{Client, ConnectOptions, EventType, Permission, WatchOptions};
+use etcd_client::{
+    AlarmAction, AlarmType, Client, ConnectOptions, EventType, GetOptions, Permission, WatchOptions,
+};
 use support::{grpc_status, GrpcMember};
 use tonic::Code;
 
@@ -49,6 +51,28 @@ async fn a_user_reaches_only_its_keys_and_root_administers() {
     app.put("app/x", "1", None).await.unwrap();
     let read = app.get("app/x", None).await.unwrap();
     assert_eq!(read.kvs()[0].value(), b"1");
+    // etcd 3.7's streamed range is a read like Range: the user's keys, and no others.
+    let mut streamed = app
+        .kv_client()
+        .get_stream("app/", Some(GetOptions::new().with_prefix()))
+        .await
+        .expect("a user streams a range of its keys");
+    let chunk = streamed.message().await.unwrap().expect("one chunk");
+    assert_eq!(chunk.kvs()[0].value(), b"1");
+    // Refused when the stream opens or with its first chunk, whichever reads first.
+    let outside = match app.kv_client().get_stream("secret/key", None).await {
+        Ok(mut stream) => stream.message().await.map(|_| ()),
+        Err(refused) => Err(refused),
+    };
+    assert_eq!(grpc_status(outside.unwrap_err()).0, Code::PermissionDenied);
+    // Listing alarms needs a user only, as from etcd 3.6 on; raising one needs root.
+    let listed = app.alarm(AlarmAction::Get, AlarmType::None, None).await;
+    assert!(listed.unwrap().alarms().is_empty());
+    let raised = app
+        .alarm(AlarmAction::Activate, AlarmType::Nospace, None)
+        .await
+        .map(|_| ());
+    assert_eq!(grpc_status(raised.unwrap_err()).0, Code::PermissionDenied);
     for refused in [
         app.get("secret/key", None).await.map(|_| ()),
         app.put("secret/key", "stolen", None).await.map(|_| ()),

@@ -84,6 +84,12 @@ async fn member_list_status_hash_and_alarms() {
     assert_eq!(status.version(), "3.5.13");
     assert_eq!(status.leader(), 1);
     assert!(status.db_size() > 0);
+    // etcd 3.6's fields: the quota (etcd's default 2 GiB), no downgrade in progress (an empty
+    // DowngradeInfo, as etcd sends), and no storage version, as the 3.5 reported has none.
+    assert_eq!(status.db_size_quota(), 2 * 1024 * 1024 * 1024);
+    let downgrade = status.downgrade_info().expect("etcd 3.6 always sends one");
+    assert!(!downgrade.enabled() && downgrade.target_version().is_empty());
+    assert_eq!(status.storage_version(), "");
     assert!(status.raft_index() >= status.raft_applied_index().min(status.raft_index()));
     assert_eq!(
         status.header().unwrap().revision(),

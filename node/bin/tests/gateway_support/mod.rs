@@ -7,13 +7,15 @@ use reqwest::StatusCode;
 use serde_json::Value;
 
 /// Fields that name the member, cluster or process rather than the data, dropped wherever they
-/// occur.
+/// occur. (So is the `version` of a `Status` answer: `normalized` says why.)
 pub const DROPPED_FIELDS: &[&str] = &[
     "cluster_id",
     "member_id",
     "raft_term",
     "TTL",
-    "version",
+    // The storage version etcd 3.6 and 3.7 report in `Status`: the reported release's, which
+    // revkv names only when it reports 3.6 or later (node/grpc/src/etcd_version.rs).
+    "storageVersion",
     "dbSize",
     "dbSizeInUse",
     "leader",
@@ -31,15 +33,24 @@ pub fn b64(text: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(text)
 }
 
-/// Drops `DROPPED_FIELDS` wherever they occur.
+/// Drops `DROPPED_FIELDS` wherever they occur, and the `version` of a `Status` answer (the one
+/// object with a `raftIndex`): the release each server reports as its own (revkv 3.5.13). Any
+/// other `version`, a key's, is compared.
 pub fn normalized(value: Value) -> Value {
     match value {
-        Value::Object(map) => Value::Object(
-            map.into_iter()
-                .filter(|(key, _)| !DROPPED_FIELDS.contains(&key.as_str()))
-                .map(|(key, value)| (key, normalized(value)))
-                .collect(),
-        ),
+        Value::Object(map) => {
+            let is_status = map.contains_key("raftIndex");
+            Value::Object(
+                map.into_iter()
+                    .filter(|(key, _)| {
+                        let dropped = DROPPED_FIELDS.contains(&key.as_str());
+                        let reported_release = is_status && key == "version";
+                        !(dropped || reported_release)
+                    })
+                    .map(|(key, value)| (key, normalized(value)))
+                    .collect(),
+            )
+        }
         Value::Array(items) => Value::Array(items.into_iter().map(normalized).collect()),
         other => other,
     }
