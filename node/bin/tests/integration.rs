@@ -32,6 +32,7 @@ mod etcd_follow;
 mod etcd_gateway;
 mod etcd_gateway_python;
 mod etcd_gateway_streams;
+mod etcd_probes;
 mod etcd_snapshot_in;
 mod etcd_snapshot_out;
 mod etcdctl_edges_vs_etcd;

@@ -1,7 +1,8 @@
 //! What etcd serves over plain HTTP (HTTP/1.1, or HTTP/2 without gRPC's content type) on its
 //! client port beside gRPC, answered as etcd answers it: `GET /version`, which clients read
 //! to pick the API prefix; `GET /health`, which load balancers and orchestrators probe; and
-//! `GET /metrics`, the member's Prometheus registry (the same one the HTTP port serves). None
+//! `GET /metrics`, the member's Prometheus registry (the same one the HTTP port serves), and the
+//! probes `GET /livez` and `GET /readyz` (`probes.rs`). None
 //! needs a token, as on etcd. (The v3 JSON gateway under `/v3/` is `gateway.rs`'s.)
 
 use std::collections::BTreeSet;
@@ -48,7 +49,8 @@ impl<B> Clone for ClientPort<B> {
     }
 }
 
-/// `/version` (reporting `etcd_version`), `/health` and, with a registry, `/metrics`.
+/// `/version` (reporting `etcd_version`), `/health`, the probes `/livez` and `/readyz`
+/// (`probes.rs`) and, with a registry, `/metrics`.
 pub fn routes<B: KvBackend>(
     backend: Arc<B>,
     metrics: Option<Arc<Metrics>>,
@@ -63,11 +65,14 @@ pub fn routes<B: KvBackend>(
     } else {
         router
     };
-    router.with_state(ClientPort {
-        backend,
-        metrics,
-        etcd_version,
-    })
+    let probes = crate::probes::routes(backend.clone());
+    router
+        .with_state(ClientPort {
+            backend,
+            metrics,
+            etcd_version,
+        })
+        .merge(probes)
 }
 
 /// `{"etcdserver": ..., "etcdcluster": ...}`: the version `Maintenance.Status` reports, and the

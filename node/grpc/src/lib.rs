@@ -27,6 +27,7 @@ mod gateway_wire;
 pub mod kv;
 pub mod lease;
 pub mod maintenance;
+mod probes;
 mod range_stream;
 pub mod watch;
 mod watch_fragment;
