@@ -11,7 +11,7 @@ use std::time::Duration;
 use revkv_storage::auth::AuthState;
 use revkv_storage::{
     Alarm, Defragmented, KeyHistory, KeyRange, RangeRequest, RangeResponse, Request, Response,
-    StateHash,
+    StateHash, TxnRequest, TxnResponse,
 };
 use serde::{Deserialize, Serialize};
 
@@ -49,6 +49,13 @@ pub struct Written {
 pub struct ReadAnswer {
     pub header: ResponseHeader,
     pub response: RangeResponse,
+}
+
+/// A read-only txn's answer and the header of the revision it read at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TxnAnswer {
+    pub header: ResponseHeader,
+    pub response: TxnResponse,
 }
 
 /// A granted lease as the grant answers it.
@@ -153,6 +160,15 @@ pub trait KvBackend: Send + Sync + 'static {
         request: RangeRequest,
         consistency: ReadConsistency,
     ) -> impl Future<Output = Result<ReadAnswer, NodeError>> + Send;
+
+    /// Answers a txn that only reads (`TxnRequest::reads_only`) without the raft log, as etcd
+    /// does: after the barrier `consistency` asks for, from the member's store at its current
+    /// revision. A txn that writes is refused as invalid: it goes through `write`.
+    fn read_txn(
+        &self,
+        txn: TxnRequest,
+        consistency: ReadConsistency,
+    ) -> impl Future<Output = Result<TxnAnswer, NodeError>> + Send;
 
     /// A page of one key's history (every version and tombstone from `from_revision` on, oldest
     /// first; from the oldest kept revision without it), read with the given consistency.

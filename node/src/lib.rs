@@ -24,7 +24,7 @@ pub mod writes;
 
 pub use backend::{
     BackupSource, GrantedLease, KvBackend, LeaseTimeToLive, MemberInfo, MemberStatus, ReadAnswer,
-    ReadConsistency, ResponseHeader, Written,
+    ReadConsistency, ResponseHeader, TxnAnswer, Written,
 };
 pub use error::{Missing, NodeError};
 pub use node::{MemberBackend, Node, NodeConfig};

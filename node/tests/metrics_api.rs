@@ -15,9 +15,9 @@ use http_body_util::BodyExt;
 use revkv_node::http::{client_router_with_metrics, HttpLimits};
 use revkv_node::{
     KvBackend, MemberInfo, MemberStatus, Metrics, NodeError, PrefixLabelConfig, ReadAnswer,
-    ReadConsistency, ResponseHeader, Written,
+    ReadConsistency, ResponseHeader, TxnAnswer, Written,
 };
-use revkv_storage::{KeyHistory, PutRequest, RangeRequest, Request, StateHash};
+use revkv_storage::{KeyHistory, PutRequest, RangeRequest, Request, StateHash, TxnRequest};
 use serde_json::{json, Value};
 use support::StoreBackend;
 use tower::ServiceExt;
@@ -417,6 +417,14 @@ impl KvBackend for RacingBackend {
         consistency: ReadConsistency,
     ) -> Result<ReadAnswer, NodeError> {
         self.inner.read(request, consistency).await
+    }
+
+    async fn read_txn(
+        &self,
+        txn: TxnRequest,
+        consistency: ReadConsistency,
+    ) -> Result<TxnAnswer, NodeError> {
+        self.inner.read_txn(txn, consistency).await
     }
 
     async fn hash(&self, revision: Option<u64>) -> Result<(ResponseHeader, StateHash), NodeError> {

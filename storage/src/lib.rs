@@ -33,9 +33,10 @@ pub use limits::Limits;
 pub use log_store::{LogOptions, RaftLogStore};
 pub use mvcc::{
     inspect_foreign, inspect_snapshot, inspect_snapshot_counted, open_backup_file,
-    read_snapshot_frames, validate_range, validate_request, Defragmented, ForeignHistory,
-    FrameFeed, ImportProgress, MvccStore, RestoreTarget, SnapshotSummary, StoreOptions,
-    DEFAULT_COMPACTION_INLINE_ENTRIES, FOREIGN_STREAM_VERSION,
+    read_snapshot_frames, validate_range, validate_request, validate_txn, Defragmented,
+    ForeignHistory, FrameFeed, ImportProgress, MvccStore, RestoreTarget, SnapshotSummary,
+    StoreOptions, DEFAULT_COMPACTION_INLINE_ENTRIES, DEFAULT_STATE_CACHE_BYTES,
+    FOREIGN_STREAM_VERSION,
 };
 pub use types::*;
 pub use unsynced_writes::CrashLoss;

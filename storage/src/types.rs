@@ -115,6 +115,16 @@ pub struct TxnRequest {
     pub failure: Vec<TxnOp>,
 }
 
+impl TxnRequest {
+    /// True when neither branch puts or deletes: the txn changes nothing, so it can be answered
+    /// from a read snapshot (`MvccStore::read_txn`) instead of through the raft log, as etcd
+    /// answers it. A txn with no ops at all only compares, and counts as reading.
+    pub fn reads_only(&self) -> bool {
+        let is_get = |op: &TxnOp| matches!(op, TxnOp::Get(_));
+        self.success.iter().all(is_get) && self.failure.iter().all(is_get)
+    }
+}
+
 /// A change to the store, replicated through the raft log and applied by every member.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
@@ -381,6 +391,14 @@ pub struct ReadResult {
     /// The revision the answer reflects (the header revision).
     pub revision: u64,
     pub response: RangeResponse,
+}
+
+/// A read-only txn's answer (`MvccStore::read_txn`) and the revision it read at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadTxnResult {
+    /// The revision the compares and gets saw (the header revision).
+    pub revision: u64,
+    pub response: TxnResponse,
 }
 
 /// Sizes of the store, for status and metrics.

@@ -773,9 +773,25 @@ fn apply_both(
     request: &Request,
 ) -> Result<(), TestCaseError> {
     let log_index = store.next_index;
+    // A txn that only reads is also answered from a read snapshot (`MvccStore::read_txn`, how the
+    // gRPC port answers it): the same answer as through the log, at the same revision.
+    let read_only = match request {
+        Request::Txn(txn) if txn.reads_only() => Some(store.store.read_txn(txn)),
+        _ => None,
+    };
     let actual = store.apply(request.clone());
     let expected = model.apply(request, log_index);
     prop_assert_eq!(actual.revision, model.current());
+    match (read_only, &actual.result) {
+        (Some(Ok(read)), Ok(Response::Txn(applied))) => {
+            prop_assert_eq!(&read.response, applied);
+            prop_assert_eq!(read.revision, model.current());
+        }
+        (Some(read), applied) => {
+            prop_assert!(read.is_err() && applied.is_err(), "{read:?} vs {applied:?}")
+        }
+        (None, _) => {}
+    }
     match (actual.result, expected) {
         (Ok(actual), Ok(expected)) => prop_assert_eq!(actual, expected),
         (Err(actual), Err(expected)) => {

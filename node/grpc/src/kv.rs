@@ -1,6 +1,8 @@
 //! etcd's KV service (Range, RangeStream, Put, DeleteRange, Txn, Compact) over `KvBackend`. Each method parses
 //! (convert.rs), calls the backend or revkv-node's shared write seam, and renders the answer;
-//! errors go through `error::status`.
+//! errors go through `error::status`. A txn whose branches only get is read, not written
+//! (`KvBackend::read_txn`), as etcd serves it: no log entry, linearizable unless every get of
+//! both branches is serializable.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -128,6 +130,7 @@ impl<B: KvBackend> pb::kv_server::Kv for KvService<B> {
     async fn txn(&self, request: GrpcRequest<pb::TxnRequest>) -> Answer<pb::TxnResponse> {
         let backend = auth::acting_for(&self.backend, &request)?;
         let request = request.into_inner();
+        let consistency = read_only_txn_consistency(&request);
         let compare = request
             .compare
             .into_iter()
@@ -141,9 +144,19 @@ impl<B: KvBackend> pb::kv_server::Kv for KvService<B> {
             success,
             failure,
         };
-        let written = backend.write(Request::Txn(txn)).await.map_err(status)?;
-        let Response::Txn(response) = written.response else {
-            return Err(status(unexpected_response("txn")));
+        let (answer_header, response) = match consistency {
+            // A txn that only reads changes nothing: answered from the store, as etcd does.
+            Some(consistency) => {
+                let answer = backend.read_txn(txn, consistency).await.map_err(status)?;
+                (answer.header, answer.response)
+            }
+            None => {
+                let written = backend.write(Request::Txn(txn)).await.map_err(status)?;
+                let Response::Txn(response) = written.response else {
+                    return Err(status(unexpected_response("txn")));
+                };
+                (written.header, response)
+            }
         };
         self.count_if_conflict(response.succeeded, first_compare_key.as_deref());
         let views = if response.succeeded {
@@ -151,10 +164,10 @@ impl<B: KvBackend> pb::kv_server::Kv for KvService<B> {
         } else {
             failure_views
         };
-        let header = convert::header(written.header, self.backend.cluster_id());
+        let header = convert::header(answer_header, self.backend.cluster_id());
         // etcd's answers inside a txn carry only the revision in their headers.
         let inner_header = Some(pb::ResponseHeader {
-            revision: to_i64(written.header.revision),
+            revision: to_i64(answer_header.revision),
             ..pb::ResponseHeader::default()
         });
         let responses = response
@@ -206,6 +219,24 @@ type Branch = (
     Vec<Option<revkv_node::range_view::RangeView>>,
 );
 
+/// How a txn that only reads is answered, as etcd decides it (`isTxnReadonly` and
+/// `isTxnSerializable` in its `v3_server.go`): None when an op of either branch is not a range
+/// (it goes through the log); without a read barrier when every range of both branches is
+/// serializable (a txn with no ops at all too); otherwise linearizable.
+fn read_only_txn_consistency(txn: &pb::TxnRequest) -> Option<ReadConsistency> {
+    let mut every_range_serializable = true;
+    for op in txn.success.iter().chain(&txn.failure) {
+        let Some(pb::request_op::Request::RequestRange(range)) = &op.request else {
+            return None;
+        };
+        every_range_serializable &= range.serializable;
+    }
+    Some(match every_range_serializable {
+        true => ReadConsistency::Serializable { min_revision: None },
+        false => ReadConsistency::Linearizable,
+    })
+}
+
 fn branch(ops: Vec<pb::RequestOp>) -> Result<Branch, Status> {
     let mut parsed = Vec::with_capacity(ops.len());
     let mut views = Vec::with_capacity(ops.len());
@@ -215,4 +246,56 @@ fn branch(ops: Vec<pb::RequestOp>) -> Result<Branch, Status> {
         views.push(view);
     }
     Ok((parsed, views))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get(serializable: bool) -> pb::RequestOp {
+        let range = pb::RangeRequest {
+            key: b"k".to_vec(),
+            serializable,
+            ..Default::default()
+        };
+        pb::RequestOp {
+            request: Some(pb::request_op::Request::RequestRange(range)),
+        }
+    }
+
+    fn put() -> pb::RequestOp {
+        let put = pb::PutRequest {
+            key: b"k".to_vec(),
+            ..Default::default()
+        };
+        pb::RequestOp {
+            request: Some(pb::request_op::Request::RequestPut(put)),
+        }
+    }
+
+    fn txn(success: Vec<pb::RequestOp>, failure: Vec<pb::RequestOp>) -> pb::TxnRequest {
+        pb::TxnRequest {
+            compare: Vec::new(),
+            success,
+            failure,
+        }
+    }
+
+    #[test]
+    fn a_txn_is_read_as_etcd_decides_it() {
+        let serializable = Some(ReadConsistency::Serializable { min_revision: None });
+        let linearizable = Some(ReadConsistency::Linearizable);
+        let decided = |request: pb::TxnRequest| read_only_txn_consistency(&request);
+        assert_eq!(decided(txn(vec![], vec![])), serializable);
+        assert_eq!(decided(txn(vec![get(true)], vec![get(true)])), serializable);
+        assert_eq!(
+            decided(txn(vec![get(true)], vec![get(false)])),
+            linearizable
+        );
+        assert_eq!(decided(txn(vec![get(false)], vec![])), linearizable);
+        assert_eq!(decided(txn(vec![get(true)], vec![put()])), None);
+        assert_eq!(decided(txn(vec![put()], vec![])), None);
+        let empty_op = pb::RequestOp { request: None };
+        assert_eq!(decided(txn(vec![empty_op], vec![])), None);
+    }
 }

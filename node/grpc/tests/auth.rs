@@ -6,7 +6,8 @@
 use crate::support;
 
 use etcd_client::{
-    AlarmAction, AlarmType, Client, ConnectOptions, EventType, GetOptions, Permission, WatchOptions,
+    AlarmAction, AlarmType, Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions,
+    Permission, Txn, TxnOp, WatchOptions,
 };
 use support::{grpc_status, GrpcMember};
 use tonic::Code;
@@ -73,7 +74,19 @@ async fn a_user_reaches_only_its_keys_and_root_administers() {
         .await
         .map(|_| ());
     assert_eq!(grpc_status(raised.unwrap_err()).0, Code::PermissionDenied);
+    // A txn that only reads is answered without the log, and checked as one that writes: a
+    // compare or a get outside the user's keys is refused.
+    let own_keys = Txn::new()
+        .when([Compare::value("app/x", CompareOp::Equal, "1")])
+        .and_then([TxnOp::get("app/x", None)]);
+    assert!(app.txn(own_keys).await.unwrap().succeeded());
+    let compares_outside = Txn::new()
+        .when([Compare::value("secret/key", CompareOp::Equal, "1")])
+        .and_then([TxnOp::get("app/x", None)]);
+    let reads_outside = Txn::new().or_else([TxnOp::get("secret/key", None)]);
     for refused in [
+        app.txn(compares_outside).await.map(|_| ()),
+        app.txn(reads_outside).await.map(|_| ()),
         app.get("secret/key", None).await.map(|_| ()),
         app.put("secret/key", "stolen", None).await.map(|_| ()),
         app.compact(1, None).await.map(|_| ()),

@@ -272,6 +272,61 @@ async fn txn_compares_branches_and_errors() {
     member.stop().await;
 }
 
+/// A txn whose branches only get is answered from the store, as etcd answers it: the same
+/// answer a txn through the log would give, at the current revision, and no log entry taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_txn_that_only_reads_is_answered_without_the_log() {
+    const READ_ONLY_TXNS: u64 = 20;
+    let member = GrpcMember::start().await;
+    let mut client = member.client().await;
+    client.put("r/a", "1", None).await.unwrap();
+    let put = client.put("r/b", "2", None).await.unwrap();
+    let revision = put.header().unwrap().revision();
+    let before = client.status().await.unwrap().raft_index();
+    for round in 0..READ_ONLY_TXNS {
+        // Linearizable gets in one half, serializable in the other (answered without a read
+        // barrier, as etcd answers a txn whose ranges are all serializable).
+        let options = match round % 2 {
+            0 => GetOptions::new().with_prefix(),
+            _ => GetOptions::new().with_prefix().with_serializable(),
+        };
+        let txn = Txn::new()
+            .when([Compare::value("r/a", CompareOp::Equal, "1")])
+            .and_then([TxnOp::get("r/", Some(options)), TxnOp::get("r/b", None)])
+            .or_else([TxnOp::get("r/a", None)]);
+        let answer = client.txn(txn).await.unwrap();
+        assert!(answer.succeeded());
+        assert_eq!(answer.header().unwrap().revision(), revision);
+        let responses = answer.op_responses();
+        let [TxnOpResponse::Get(all), TxnOpResponse::Get(one)] = responses.as_slice() else {
+            panic!("two get answers: {answer:?}");
+        };
+        assert_eq!(keys(all), ["r/a", "r/b"]);
+        assert_eq!(all.count(), 2);
+        assert_eq!(one.kvs()[0].value(), b"2");
+    }
+    let failing = Txn::new()
+        .when([Compare::value("r/a", CompareOp::Equal, "9")])
+        .and_then([TxnOp::get("r/b", None)])
+        .or_else([TxnOp::get("r/a", None)]);
+    let answer = client.txn(failing).await.unwrap();
+    assert!(!answer.succeeded());
+    let responses = answer.op_responses();
+    let [TxnOpResponse::Get(read)] = responses.as_slice() else {
+        panic!("one get answer: {answer:?}");
+    };
+    assert_eq!(read.kvs()[0].value(), b"1");
+    // Each txn through the log would have taken an entry; the member's own background entries
+    // (checkpoints, compaction) take fewer than that many in the meantime.
+    let after = client.status().await.unwrap().raft_index();
+    assert!(after - before < READ_ONLY_TXNS, "{before} -> {after}");
+    // A txn that writes still goes through the log and takes the next revision.
+    let writing = Txn::new().and_then([TxnOp::put("r/c", "3", None)]);
+    let written = client.txn(writing).await.unwrap();
+    assert_eq!(written.header().unwrap().revision(), revision + 1);
+    member.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compaction_and_revision_errors_use_etcds_messages() {
     let member = GrpcMember::start().await;

@@ -11,13 +11,15 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use revkv_storage::auth::{requirement_of, Access, AuthState};
-use revkv_storage::{Alarm, Defragmented, KeyHistory, KeyRange, RangeRequest, Request, StateHash};
+use revkv_storage::auth::{requirement_of, requirement_of_txn, Access, AuthState};
+use revkv_storage::{
+    Alarm, Defragmented, KeyHistory, KeyRange, RangeRequest, Request, StateHash, TxnRequest,
+};
 
 use super::caller::Caller;
 use crate::backend::{
     BackupSource, ClusterMemberStatus, GrantedLease, KvBackend, LeaseTimeToLive, MemberInfo,
-    MemberStatus, ReadAnswer, ReadConsistency, ResponseHeader, Written,
+    MemberStatus, ReadAnswer, ReadConsistency, ResponseHeader, TxnAnswer, Written,
 };
 use crate::error::NodeError;
 use crate::watch::WatchHub;
@@ -84,6 +86,17 @@ impl<B: KvBackend> KvBackend for CheckedBackend<B> {
             self.caller.require_keys(Access::Read, keys)?;
         }
         self.inner.read(request, consistency).await
+    }
+
+    async fn read_txn(
+        &self,
+        txn: TxnRequest,
+        consistency: ReadConsistency,
+    ) -> Result<TxnAnswer, NodeError> {
+        // The same rule as for a txn that writes: read access to every compare's key and every
+        // get's range, of both branches (`requirement_of`).
+        self.caller.require(&requirement_of_txn(&txn))?;
+        self.inner.read_txn(txn, consistency).await
     }
 
     async fn key_history(

@@ -8,13 +8,15 @@ use std::time::Duration;
 use revkv_metrics::Metrics;
 use revkv_raft::{AdminRequest, MemberError, MemberNode, MemberReport, RaftMember};
 use revkv_storage::{
-    validate_range, validate_request, Alarm, Defragmented, DeleteRangeRequest, KeyHistory,
-    KeyRange, KeyValue, PutRequest, RangeEnd, RangeRequest, Request, Response, StateHash,
+    validate_range, validate_request, validate_txn, Alarm, Defragmented, DeleteRangeRequest,
+    KeyHistory, KeyRange, KeyValue, PutRequest, RangeEnd, RangeRequest, Request, Response,
+    StateHash, TxnRequest,
 };
 
 use crate::backend::{
     BackupSource, ClusterMemberStatus, GrantedLease, KvBackend, LeaseTimeToLive, MemberInfo,
-    MemberStatus, ReadAnswer, ReadConsistency, ResponseHeader, Written, CLUSTER_STATUS_TIMEOUT,
+    MemberStatus, ReadAnswer, ReadConsistency, ResponseHeader, TxnAnswer, Written,
+    CLUSTER_STATUS_TIMEOUT,
 };
 use crate::error::{Missing, NodeError};
 use crate::watch::WatchHub;
@@ -227,6 +229,24 @@ impl KvBackend for MemberBackend {
                 .map_err(|error| NodeError::Internal(error.to_string()))??
         };
         Ok(ReadAnswer {
+            header: self.header_at(read.revision),
+            response: read.response,
+        })
+    }
+
+    async fn read_txn(
+        &self,
+        txn: TxnRequest,
+        consistency: ReadConsistency,
+    ) -> Result<TxnAnswer, NodeError> {
+        validate_txn(&txn, self.member.store().limits())?;
+        self.wait_for_consistency(consistency).await?;
+        // Its gets may read many values, so it runs off the async threads, as a range does.
+        let store = self.member.store().clone();
+        let read = revkv_raft::runtime::offload(move || store.read_txn(&txn))
+            .await
+            .map_err(|error| NodeError::Internal(error.to_string()))??;
+        Ok(TxnAnswer {
             header: self.header_at(read.revision),
             response: read.response,
         })

@@ -9,11 +9,11 @@ use std::time::Duration;
 use revkv_node::watch::{WatchHub, WatchLimits};
 use revkv_node::{
     BackupSource, GrantedLease, KvBackend, LeaseTimeToLive, MemberInfo, MemberStatus, Missing,
-    NodeError, ReadAnswer, ReadConsistency, ResponseHeader, Written,
+    NodeError, ReadAnswer, ReadConsistency, ResponseHeader, TxnAnswer, Written,
 };
 use revkv_storage::{
     ApplyEntry, EntryPayload, KeyHistory, LogId, MvccStore, RangeRequest, Request, Response,
-    StateHash, StoreOptions,
+    StateHash, StoreOptions, TxnRequest,
 };
 use tokio::sync::watch;
 
@@ -173,6 +173,24 @@ impl KvBackend for StoreBackend {
         }
         let result = self.store.range(&request)?;
         Ok(ReadAnswer {
+            header: self.header(result.revision),
+            response: result.response,
+        })
+    }
+
+    async fn read_txn(
+        &self,
+        txn: TxnRequest,
+        consistency: ReadConsistency,
+    ) -> Result<TxnAnswer, NodeError> {
+        if let ReadConsistency::Serializable {
+            min_revision: Some(revision),
+        } = consistency
+        {
+            self.wait_for_revision(revision).await?;
+        }
+        let result = self.store.read_txn(&txn)?;
+        Ok(TxnAnswer {
             header: self.header(result.revision),
             response: result.response,
         })

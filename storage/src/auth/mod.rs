@@ -14,4 +14,4 @@ pub use records::{
     MAX_PASSWORD_HASH_BYTES, MAX_PERMISSIONS_PER_ROLE, MAX_ROLES, MAX_ROLES_PER_USER, MAX_USERS,
     ROOT_USER, TOKEN_KEY_BYTES,
 };
-pub use required::{requirement_of, Requirement};
+pub use required::{requirement_of, requirement_of_txn, Requirement};

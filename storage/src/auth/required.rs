@@ -6,7 +6,7 @@
 //! friends), kept as a pure function so it is tested without a member.
 
 use super::access::{Access, AccessRules};
-use crate::types::{DeleteRangeRequest, KeyRange, PutRequest, Request, TxnOp};
+use crate::types::{DeleteRangeRequest, KeyRange, PutRequest, Request, TxnOp, TxnRequest};
 
 /// What a request needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,14 +40,7 @@ pub fn requirement_of(request: &Request) -> Requirement {
     match request {
         Request::Put(put) => put_needs(put, &mut needed),
         Request::DeleteRange(delete) => delete_needs(delete, &mut needed),
-        Request::Txn(txn) => {
-            for compare in &txn.compare {
-                needed.push((Access::Read, KeyRange::single(compare.key.clone())));
-            }
-            for op in txn.success.iter().chain(&txn.failure) {
-                op_needs(op, &mut needed);
-            }
-        }
+        Request::Txn(txn) => return requirement_of_txn(txn),
         Request::LeaseGrant { .. } | Request::LeaseRevoke { .. } => {
             return Requirement::Authenticated
         }
@@ -56,6 +49,19 @@ pub fn requirement_of(request: &Request) -> Requirement {
         | Request::LeaseCheckpointClear { .. }
         | Request::Alarm { .. }
         | Request::Auth(_) => return Requirement::Root,
+    }
+    Requirement::Keys(needed)
+}
+
+/// What a txn needs, whether it writes or only reads: read access to every compare's key, and
+/// what each op of both branches needs.
+pub fn requirement_of_txn(txn: &TxnRequest) -> Requirement {
+    let mut needed = Vec::new();
+    for compare in &txn.compare {
+        needed.push((Access::Read, KeyRange::single(compare.key.clone())));
+    }
+    for op in txn.success.iter().chain(&txn.failure) {
+        op_needs(op, &mut needed);
     }
     Requirement::Keys(needed)
 }

@@ -84,6 +84,10 @@ impl IndexEntry {
 /// How many keys a walk collects under one hold of the read lock.
 const CHUNK_KEYS: usize = 256;
 
+/// How many keys a count visits under one hold of the read lock. Counting copies nothing, so a
+/// chunk is longer than a collecting walk's and still a few tens of microseconds.
+const COUNT_CHUNK_KEYS: usize = 4_096;
+
 /// The versions of one key, oldest first. Most keys have one version (the rest are compacted), so
 /// that case is kept inline, without a second allocation.
 #[derive(Clone, Debug)]
@@ -323,6 +327,39 @@ impl KeyIndex {
         }
         LiveChunk {
             keys,
+            resume_at: None,
+        }
+    }
+}
+
+/// One chunk of a count: how many keys of the chunk were live, and where to go on from.
+pub(crate) struct CountChunk {
+    pub live_keys: u64,
+    pub resume_at: Option<Vec<u8>>,
+}
+
+impl KeyIndex {
+    /// How many of the first `COUNT_CHUNK_KEYS` keys of `[from, end)` are live at `revision`, and
+    /// the key to go on from when the range holds more. Nothing is copied but that one key, so a
+    /// count over a large range (etcd's `count` of a limited range, what `txn-mixed` and every
+    /// Kubernetes list page ask for) costs a walk of the index and no allocation per key.
+    pub fn count_live_chunk(&self, from: &[u8], end: Option<&[u8]>, revision: u64) -> CountChunk {
+        let upper = end.map_or(Bound::Unbounded, Bound::Excluded);
+        let mut live_keys = 0;
+        let range = self.keys.range::<[u8], _>((Bound::Included(from), upper));
+        for (visited, (key, versions)) in range.enumerate() {
+            if visited == COUNT_CHUNK_KEYS {
+                return CountChunk {
+                    live_keys,
+                    resume_at: Some(key.to_vec()),
+                };
+            }
+            if versions.at(revision).is_some_and(|entry| !entry.tombstone) {
+                live_keys += 1;
+            }
+        }
+        CountChunk {
+            live_keys,
             resume_at: None,
         }
     }

@@ -27,6 +27,7 @@ mod read;
 mod read_snapshot;
 #[cfg(test)]
 mod read_snapshot_tests;
+mod read_txn;
 mod shared_history;
 mod snapshot;
 mod snapshot_frames;
@@ -43,8 +44,10 @@ pub use snapshot_frames::{
     inspect_foreign, inspect_snapshot, inspect_snapshot_counted, open_backup_file,
     read_snapshot_frames, ForeignHistory, FrameFeed, ImportProgress, FOREIGN_STREAM_VERSION,
 };
-pub use store::{MvccStore, StoreOptions, DEFAULT_COMPACTION_INLINE_ENTRIES};
-pub use validate::{validate_range, validate_request};
+pub use store::{
+    MvccStore, StoreOptions, DEFAULT_COMPACTION_INLINE_ENTRIES, DEFAULT_STATE_CACHE_BYTES,
+};
+pub use validate::{validate_range, validate_request, validate_txn};
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

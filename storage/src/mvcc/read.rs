@@ -2,7 +2,8 @@
 //!
 //! A read visits the keys in order and counts every key live in the range, as etcd does, but reads
 //! values from history only for the key-values it returns (and none for keys-only or count-only
-//! reads). A continuation page already knows its count (the first page
+//! reads); the keys past the page are only counted, by a walk of the index that copies nothing
+//! (`KeyIndex::count_live_chunk`). A continuation page already knows its count (the first page
 //! counted the range at the same revision and the token carries what was left), so it stops after
 //! its `limit` keys: paging through a range costs one count plus one read of it, not a recount of
 //! the rest of the range per page.
@@ -32,7 +33,7 @@ impl ResolvedRange {
     }
 }
 
-/// Counts every key offered and keeps the first `limit` key-values.
+/// Keeps the first `limit` key-values of the range and counts the keys offered.
 struct Collector<'r> {
     range: &'r ResolvedRange,
     count: u64,
@@ -44,23 +45,16 @@ impl Collector<'_> {
         !self.range.count_only && (self.kvs.len() as u64) < self.range.limit
     }
 
-    /// True once nothing more is needed: the page is full and the count is already known.
-    fn is_done(&self) -> bool {
-        self.range.known_count.is_some() && !self.wants_value()
-    }
-
     fn offer(
         &mut self,
         make: impl FnOnce() -> Result<KeyValue, StorageFailure>,
     ) -> Result<(), StorageFailure> {
         self.count += 1;
-        if self.wants_value() {
-            let mut kv = make()?;
-            if self.range.keys_only {
-                kv.value = Vec::new();
-            }
-            self.kvs.push(kv);
+        let mut kv = make()?;
+        if self.range.keys_only {
+            kv.value = Vec::new();
         }
+        self.kvs.push(kv);
         Ok(())
     }
 
@@ -82,23 +76,38 @@ impl Collector<'_> {
 
 impl<H: HistoryTable> TableSet<'_, H> {
     /// Reads a resolved range. The answer has no continue token; the caller adds one.
+    ///
+    /// Two walks of the key index: the first collects the page (up to `limit` key-values), the
+    /// second counts the rest of the range without copying a key, unless a continue token
+    /// already carried the count.
     pub fn read_range(&self, range: &ResolvedRange) -> Result<RangeResponse, ReadError> {
         let mut collector = Collector {
             range,
             count: 0,
             kvs: Vec::new(),
         };
-        if !range.is_empty() {
+        if range.is_empty() {
+            return Ok(collector.finish());
+        }
+        let end = range.end.as_deref();
+        // Where the page ended with keys left in the range to count; the whole range when no
+        // key-value is wanted.
+        let mut rest_from = None;
+        if !collector.wants_value() {
+            rest_from = Some(range.start.clone());
+        } else {
             let with_values = !range.keys_only;
-            self.visit_live_at(
-                &range.start,
-                range.end.as_deref(),
-                range.revision,
-                &mut |key, entry| {
-                    collector.offer(|| self.kv_for_entry(key, &entry, with_values))?;
-                    Ok(!collector.is_done())
-                },
-            )?;
+            self.visit_live_at(&range.start, end, range.revision, &mut |key, entry| {
+                if !collector.wants_value() {
+                    rest_from = Some(key.to_vec());
+                    return Ok(false);
+                }
+                collector.offer(|| self.kv_for_entry(key, &entry, with_values))?;
+                Ok(true)
+            })?;
+        }
+        if let (Some(from), None) = (rest_from, range.known_count) {
+            collector.count += self.count_live_in(&from, end, range.revision)?;
         }
         Ok(collector.finish())
     }

@@ -21,13 +21,21 @@ use crate::types::LogId;
 /// order as etcd's compaction batch (1,000 keys).
 pub const DEFAULT_COMPACTION_INLINE_ENTRIES: usize = 1_000;
 
+/// Default `StoreOptions::cache_bytes`: redb's page cache of the state file. The kernel's page
+/// cache holds the file's pages too (redb reads with `pread`), so a page redb caches is cached
+/// twice; redb's own cache needs the hot part (branch pages, the history tree's right edge, the
+/// keys being read), not the whole file. 64 MiB holds that with room to spare for the stores
+/// measured (docs/BENCHMARKS.md: no measurable cost against 256 MiB at 100,000 and 150,000 keys,
+/// and 30-190 MB less per member); `--state-cache-bytes` raises it for read-heavy stores.
+pub const DEFAULT_STATE_CACHE_BYTES: usize = 64 * 1024 * 1024;
+
 /// How the store is opened.
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
     pub limits: Limits,
     /// Longest time between durable commits of applied batches. Zero makes every commit durable.
     pub durable_commit_interval: Duration,
-    /// redb page cache size in bytes.
+    /// redb page cache size in bytes ([`DEFAULT_STATE_CACHE_BYTES`] unless set).
     pub cache_bytes: usize,
     /// History entries a compaction cleans inside its own apply; the rest of its window is left
     /// to `MvccStore::compact_step`, so a huge window never stalls the apply loop.
@@ -43,7 +51,7 @@ impl Default for StoreOptions {
         StoreOptions {
             limits: Limits::default(),
             durable_commit_interval: Duration::from_millis(500),
-            cache_bytes: 256 * 1024 * 1024,
+            cache_bytes: DEFAULT_STATE_CACHE_BYTES,
             compaction_inline_entries: DEFAULT_COMPACTION_INLINE_ENTRIES,
             clock: Instant::now,
         }

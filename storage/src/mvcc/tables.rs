@@ -179,14 +179,35 @@ impl<H: HistoryTable> TableSet<'_, H> {
         }
     }
 
+    /// How many keys of `[start, end)` are live at `revision`, counted chunk by chunk so the
+    /// writer is never held up for more than one chunk.
+    pub fn count_live_in(
+        &self,
+        start: &[u8],
+        end: Option<&[u8]>,
+        revision: u64,
+    ) -> Result<u64, ReadError> {
+        let mut from = start.to_vec();
+        let mut live_keys = 0u64;
+        loop {
+            if end.is_some_and(|end| from.as_slice() >= end) {
+                return Ok(live_keys);
+            }
+            let chunk = self
+                .index
+                .read_at(revision)?
+                .count_live_chunk(&from, end, revision);
+            live_keys += chunk.live_keys;
+            match chunk.resume_at {
+                Some(next) => from = next,
+                None => return Ok(live_keys),
+            }
+        }
+    }
+
     /// How many keys are live at `revision` (a walk over the whole index, for imports and upgrades).
     pub fn count_live_keys(&self, revision: u64) -> Result<u64, ReadError> {
-        let mut live_keys = 0u64;
-        self.visit_live_at(&[], None, revision, &mut |_, _| {
-            live_keys += 1;
-            Ok(true)
-        })?;
-        Ok(live_keys)
+        self.count_live_in(&[], None, revision)
     }
 }
 

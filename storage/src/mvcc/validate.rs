@@ -112,7 +112,9 @@ fn check_bound(bound: &[u8], limits: &Limits) -> Result<(), Rejection> {
     Ok(())
 }
 
-fn validate_txn(txn: &TxnRequest, limits: &Limits) -> Result<(), Rejection> {
+/// Checks a txn against the limits, whether it goes through the log or is only read
+/// (`MvccStore::read_txn`).
+pub fn validate_txn(txn: &TxnRequest, limits: &Limits) -> Result<(), Rejection> {
     for (branch, count) in [
         (TxnBranch::Compare, txn.compare.len()),
         (TxnBranch::Success, txn.success.len()),

@@ -127,8 +127,8 @@ pub struct ServeArgs {
     /// Longest time between durable commits of the state file, in milliseconds (default 500).
     #[arg(long, env = "REVKV_DURABLE_COMMIT_INTERVAL_MS")]
     pub durable_commit_interval_ms: Option<u64>,
-    /// Page cache of the state file (redb), in bytes (default 256 MiB). Most of a member's memory
-    /// under load; reads of a store larger than it go to the disk.
+    /// Page cache of the state file (redb), in bytes (default 64 MiB). Reads of pages outside it go
+    /// to the kernel's page cache, which holds the file too; raise it for read-heavy stores.
     #[arg(long, env = "REVKV_STATE_CACHE_BYTES")]
     pub state_cache_bytes: Option<usize>,
     /// Size at which the raft log starts a new segment file, in bytes (default 64 MiB).
