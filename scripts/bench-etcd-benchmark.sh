@@ -83,22 +83,31 @@ benchmark_run_one() {
     perf_pid=$!
   fi
   before=$(members_cpu_ticks)
+  # The tool's own CPU time (user and system seconds, /usr/bin/time) goes to $stem.client_cpu:
+  # on two shared cores the load generator's CPU per operation bounds every system's throughput.
   # shellcheck disable=SC2086 # the arguments are a list of words on purpose
-  timeout "$counted_run_ceiling" "$benchmark_tools_dir/benchmark" \
+  timeout "$counted_run_ceiling" /usr/bin/time -f '%U %S' -o "$stem.client_cpu" \
+    "$benchmark_tools_dir/benchmark" \
     --endpoints "$(benchmark_leader_address)" --conns "$conns" --clients "$clients" --precise \
     $arguments >"$stem.txt" 2>"$stem.log" || echo "   the benchmark tool exited with status $? (see $stem.log)"
   after=$(members_cpu_ticks)
   if [[ -n "$perf_pid" ]]; then kill -INT "$perf_pid" 2>/dev/null || true; wait "$perf_pid" || true; fi
   python3 "$repo/scripts/etcd_benchmark_report.py" "$section" <"$stem.txt" >"$stem.json"
   echo "$((after - before))" >"$stem.cpu_ticks"
-  python3 - "$stem.json" "$((after - before))" "$(getconf CLK_TCK)" <<'PYTHON'
+  python3 - "$stem.json" "$((after - before))" "$(getconf CLK_TCK)" "$stem.client_cpu" <<'PYTHON'
 import json, sys
 report, ticks, hertz = json.load(open(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3])
 latency = report["latency"]
-cpu = ticks / hertz * 1e6 / max(report["succeeded"], 1)
-print("   %.0f ops/s, p50 %.3f ms, p99 %.3f ms, members' CPU %.0f us/op, %d failed %s" % (
+operations = max(report["succeeded"], 1)
+cpu = ticks / hertz * 1e6 / operations
+try:
+    user, system = open(sys.argv[4]).read().split()[-2:]
+    client = "%.0f us/op" % ((float(user) + float(system)) * 1e6 / operations)
+except (OSError, ValueError):
+    client = "unknown"
+print("   %.0f ops/s, p50 %.3f ms, p99 %.3f ms, members' CPU %.0f us/op, the tool's CPU %s, %d failed %s" % (
     report["throughput_ops_per_second"], latency["p50_us"] / 1000, latency["p99_us"] / 1000,
-    cpu, report["failed"], report["failures"] or ""))
+    cpu, client, report["failed"], report["failures"] or ""))
 PYTHON
 }
 
