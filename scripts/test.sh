@@ -52,7 +52,7 @@ if [[ -n "$unformatted_go" ]]; then
   echo "test: gofmt would change: $unformatted_go" >&2
   exit 1
 fi
-for module in apiserver-storage-tests kubernetes-e2e; do
+for module in apiserver-storage-tests kubernetes-e2e kubernetes-bench; do
   (source scripts/go-tools.sh && cd "cluster/go/$module" && go_tools_go vet ./...)
 done
 
