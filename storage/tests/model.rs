@@ -729,6 +729,21 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
             Step::Events { back } => {
                 let from = relative(model.current(), back);
                 let actual = store.store.events_since(from, usize::MAX, true);
+                // The bounded read answers exactly as the unbounded one, or not at all when the
+                // slice holds more entries than it may visit.
+                let bounded = store
+                    .store
+                    .events_since_if_at_most(from, usize::MAX, true, 4);
+                match (&actual, bounded) {
+                    (Ok(actual), Ok(Some(bounded))) => prop_assert_eq!(&bounded, actual),
+                    (Ok(actual), Ok(None)) => prop_assert!(
+                        actual.events.len() > 4,
+                        "the bounded read refused {} events",
+                        actual.events.len()
+                    ),
+                    (Err(_), Err(_)) => {}
+                    (actual, bounded) => prop_assert!(false, "bounded: {bounded:?} vs {actual:?}"),
+                }
                 match (actual, model.events_since(from)) {
                     (Ok(actual), Ok(expected)) => prop_assert_eq!(actual.events, expected),
                     (Err(actual), Err(expected)) => prop_assert!(same_error(actual, &expected)),

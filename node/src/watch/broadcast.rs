@@ -16,6 +16,12 @@ use super::registry::Registry;
 /// How long the hub waits before reading the store again after a failed read.
 const READ_RETRY_DELAY: Duration = Duration::from_millis(100);
 
+/// The most history entries a round reads on the hub's own task. The revisions just applied are
+/// usually a handful of entries, microseconds of reading, less than the hand-off to the blocking
+/// pool and back costs (and that hand-off is most of a watch event's latency on a busy member);
+/// a longer slice, or one revision of many events, still goes to the pool.
+const INLINE_READ_ENTRIES: usize = 32;
+
 /// Which read of the store a round makes: see `MvccStore::events_from_start`.
 #[derive(Clone, Copy)]
 enum Strictness {
@@ -94,8 +100,19 @@ impl BroadcastLoop {
         with_prev_kv: bool,
         strictness: Strictness,
     ) -> Result<EventBatch, ReadError> {
-        let store = self.store.clone();
         let max_events = self.read_batch_events;
+        if let Strictness::Strict = strictness {
+            let few = self.store.events_since_if_at_most(
+                from,
+                max_events,
+                with_prev_kv,
+                INLINE_READ_ENTRIES,
+            )?;
+            if let Some(batch) = few {
+                return Ok(batch);
+            }
+        }
+        let store = self.store.clone();
         revkv_raft::runtime::offload(move || match strictness {
             Strictness::Strict => store.events_since(from, max_events, with_prev_kv),
             Strictness::MayStartAtCompactRevision => {

@@ -56,6 +56,28 @@ impl MvccStore {
         self.read_events(from_revision, max_events, with_prev_kv, true)
     }
 
+    /// As [`MvccStore::events_since`] when the answer takes at most `max_entries` history entries
+    /// to read, and `None` otherwise, after reading at most `max_entries + 1` of them: bounded work,
+    /// whatever a revision holds (one delete of a range may hold millions of events). When it
+    /// answers, the answer is exactly `events_since`'s. The watch hub reads the revisions just
+    /// applied this way on its own task, where a trip to the blocking pool would cost more than the
+    /// read.
+    pub fn events_since_if_at_most(
+        &self,
+        from_revision: u64,
+        max_events: usize,
+        with_prev_kv: bool,
+        max_entries: usize,
+    ) -> Result<Option<EventBatch>, ReadError> {
+        self.read_events_within(
+            from_revision,
+            max_events,
+            with_prev_kv,
+            false,
+            Some(max_entries),
+        )
+    }
+
     fn read_events(
         &self,
         from_revision: u64,
@@ -63,6 +85,26 @@ impl MvccStore {
         with_prev_kv: bool,
         may_start_at_compact_revision: bool,
     ) -> Result<EventBatch, ReadError> {
+        let batch = self.read_events_within(
+            from_revision,
+            max_events,
+            with_prev_kv,
+            may_start_at_compact_revision,
+            None,
+        )?;
+        Ok(batch.expect("a read without an entry limit always answers"))
+    }
+
+    /// The events of `read_events`, or `None` when reading them would visit more than
+    /// `max_entries` history entries.
+    fn read_events_within(
+        &self,
+        from_revision: u64,
+        max_events: usize,
+        with_prev_kv: bool,
+        may_start_at_compact_revision: bool,
+        max_entries: Option<usize>,
+    ) -> Result<Option<EventBatch>, ReadError> {
         if from_revision == 0 {
             return Err(ReadError::Invalid(
                 "start revision must be at least 1".into(),
@@ -84,16 +126,20 @@ impl MvccStore {
         let mut events = Vec::new();
         let mut next_revision = from_revision.max(state.current_revision + 1);
         let mut last_revision = None;
-        for entry in tables
+        for (entries_before, entry) in tables
             .history
             .range((from_revision, 0u32)..)
             .map_err(db_error(file))?
+            .enumerate()
         {
             let (key, bytes) = entry.map_err(db_error(file))?;
             let (revision, _) = key.value();
             if events.len() >= max_events.max(1) && last_revision != Some(revision) {
                 next_revision = revision;
                 break;
+            }
+            if max_entries.is_some_and(|limit| entries_before >= limit) {
+                return Ok(None);
             }
             let record: VersionRecord = codec::decode(bytes.value()).map_err(corrupt(file))?;
             let compact_revision = state.compact_revision;
@@ -104,12 +150,12 @@ impl MvccStore {
                 last_revision = Some(revision);
             }
         }
-        Ok(EventBatch {
+        Ok(Some(EventBatch {
             events,
             next_revision,
             current_revision: state.current_revision,
             compact_revision: state.compact_revision,
-        })
+        }))
     }
 
     /// A hash of every history entry at or below `revision` (default: current) that compaction
