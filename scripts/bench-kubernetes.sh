@@ -140,7 +140,7 @@ mkdir -p "$(dirname "$bench_binary")"
 unset CARGO_TARGET_DIR
 if [[ " $stores " == *" revkv "* ]]; then
   echo "== building the release binary"
-  cargo build --release --quiet --bin revkv
+  cargo build --release --quiet -p revkv --bin revkv
 fi
 kubernetes_set_up >/dev/null
 

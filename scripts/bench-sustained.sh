@@ -53,7 +53,7 @@ start_system() {
 
 install_etcd_if_absent
 unset CARGO_TARGET_DIR
-[[ -n "${REVKV_BINARY:-}" ]] || (cd "$repo" && cargo build --release --quiet --bin revkv)
+[[ -n "${REVKV_BINARY:-}" ]] || (cd "$repo" && cargo build --release --quiet -p revkv --bin revkv)
 mkdir -p "$results_dir"
 echo "== $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nproc) cores, revkv $(git -C "$repo" rev-parse --short HEAD)"
 for system in $systems; do

@@ -353,7 +353,7 @@ fi
 unset CARGO_TARGET_DIR
 if [[ " $systems " == *" revkv"* ]]; then
   echo "== building the release binary"
-  (cd "$repo" && cargo build --release --quiet --bin revkv)
+  (cd "$repo" && cargo build --release --quiet -p revkv --bin revkv)
 fi
 mkdir -p "$results_dir"
 rm -rf "$results_dir"/*.json "$results_dir"/*.cpu_ticks "$results_dir"/*.rss_kib "$results_dir"/*.disk_kib "$results_dir"/*.keys "$results_dir"/*.conns "$results_dir"/round-*

@@ -110,7 +110,7 @@ run_system() {
 
 install_etcd_if_absent
 unset CARGO_TARGET_DIR
-(cd "$repo" && cargo build --release --quiet --bin revkv)
+(cd "$repo" && cargo build --release --quiet -p revkv --bin revkv)
 mkdir -p "$results_dir"
 echo "== machine: $(nproc) cores, $(lscpu | sed -n 's/^Model name:[[:space:]]*//p'), $(uname -r), $(date -u '+%Y-%m-%d %H:%M UTC'), revkv $(git -C "$repo" rev-parse --short HEAD)"
 for system in $systems; do run_system "$system"; done

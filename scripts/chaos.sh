@@ -12,5 +12,5 @@
 # A failed run keeps the members' data and logs and prints where they are.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-(cd "$root" && cargo build --release --quiet --bin revkv)
+(cd "$root" && cargo build --release --quiet -p revkv --bin revkv)
 exec "${CARGO_TARGET_DIR:-$root/target}/release/revkv" chaos "$@"

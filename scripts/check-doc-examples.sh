@@ -102,7 +102,7 @@ trap cleanup EXIT
 
 # The builds `scripts/cluster.sh up` would make, made first so that they need no example deadline:
 # revkv, and Kubernetes' binaries for the documents that start it (`up --kubernetes`).
-cargo build --profile quick --quiet --bin revkv
+cargo build --profile quick --quiet -p revkv --bin revkv
 if grep -q -e '--kubernetes' "${documents[@]}"; then scripts/go-tools.sh kubernetes-1.37 >/dev/null; fi
 
 for document in "${documents[@]}"; do

@@ -71,7 +71,7 @@ is_running() {
 
 build() {
   [[ -n "${REVKV_BINARY:-}" ]] && return 0
-  (cd "$root" && cargo build --profile "$profile" --quiet --bin revkv)
+  (cd "$root" && cargo build --profile "$profile" --quiet -p revkv --bin revkv)
 }
 
 # A throw-away CA and one certificate per member (127.0.0.1 and localhost, for both server and

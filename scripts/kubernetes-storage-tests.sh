@@ -44,7 +44,7 @@ work=$(go_tools_dir apiserver-storage-tests)
 
 # The revkv binary, and the etcds of the control runs.
 if [[ -z "${REVKV_BINARY:-}" ]]; then
-  cargo build --profile quick --quiet --bin revkv
+  cargo build --profile quick --quiet -p revkv --bin revkv
   REVKV_BINARY="${CARGO_TARGET_DIR:-$root/target}/quick/revkv"
 fi
 for control in "${controls[@]}"; do

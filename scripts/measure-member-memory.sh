@@ -13,7 +13,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 binary=${1:-$root/target/release/revkv}
 if [[ ! -x "$binary" ]]; then
-  echo "measure-member-memory: $binary is not an executable (build it: cargo build --release --bin revkv)" >&2
+  echo "measure-member-memory: $binary is not an executable (build it: cargo build --release -p revkv --bin revkv)" >&2
   exit 2
 fi
 scratch=$(mktemp -d)

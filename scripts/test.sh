@@ -30,6 +30,8 @@ scripts/check-code-map.py --self-test
 scripts/check-api-doc.py --self-test
 # No circle of imports between the files of a crate (after a self-test with a planted one).
 scripts/check-import-circles.py --self-test
+# The server binary is built without test-only features (tokio's test-util stays the simulator's).
+scripts/check-shipped-features.sh --self-test
 cargo clippy --workspace --all-targets --profile release-tests -- -D warnings
 
 test_log=$(mktemp)
