@@ -147,3 +147,16 @@ members_disk_kib() {
     etcd) for directory in "$work_dir"/etcd/e{1,2,3}; do du -sk "$directory" | awk '{printf "%s ", $1}'; done ;;
   esac
 }
+
+# The machine a run ran on, and the commit: the first lines of each benchmark's machine.txt (the
+# caller adds its systems' versions and the uptime).
+print_machine_head() {
+  echo "== machine"
+  echo "date:       $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+  echo "nproc:      $(nproc)"
+  echo "cpu:        $(lscpu | sed -n 's/^Model name:[[:space:]]*//p')"
+  echo "memory:     $(free -h | awk '/^Mem:/ {print $2}') total"
+  echo "filesystem: $(df -hT "${TMPDIR:-/tmp}" | awk 'NR == 2 {print $1, $2, $3}') (${TMPDIR:-/tmp})"
+  echo "kernel:     $(uname -r)"
+  echo "revkv:      $(git -C "$repo" rev-parse --short HEAD)"
+}

@@ -171,14 +171,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 print_machine() {
-  echo "== machine"
-  echo "date:       $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-  echo "nproc:      $(nproc)"
-  echo "cpu:        $(lscpu | sed -n 's/^Model name:[[:space:]]*//p')"
-  echo "memory:     $(free -h | awk '/^Mem:/ {print $2}') total"
-  echo "filesystem: $(df -hT "${TMPDIR:-/tmp}" | awk 'NR == 2 {print $1, $2, $3}') (${TMPDIR:-/tmp})"
-  echo "kernel:     $(uname -r)"
-  echo "revkv:      $(git -C "$repo" rev-parse --short HEAD)"
+  print_machine_head
   local version
   for version in 3.4 3.5 3.6 3.7; do
     [[ " $systems " == *" etcd$version-"* ]] || continue

@@ -59,7 +59,8 @@ async fn wait_for_keys(client: &Client, prefix: &str, count: u64) {
 }
 
 /// The streaming keep-alive through a follower only: every renewal is forwarded to the leader,
-/// and a 1 s lease (with a key on it) outlives three TTLs.
+/// and a 1 s lease (with a key on it) outlives three TTLs. How often the keeper renews is not
+/// asserted (a rate is a timing); that the lease and its key survive three TTLs is.
 async fn a_keeper_on_a_follower_keeps_a_lease_past_its_ttl(
     client: &Client,
     cluster: &ProcessCluster,
@@ -72,7 +73,6 @@ async fn a_keeper_on_a_follower_keeps_a_lease_past_its_ttl(
     let put = PutRequest::new("recipes/kept", "alive").with_lease(lease.id());
     client.put_with(&put).await.unwrap();
     let mut states = lease.watch();
-    let mut renewals = 0;
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(3) {
         tokio::time::timeout(STEP_LIMIT, states.changed())
@@ -81,9 +81,7 @@ async fn a_keeper_on_a_follower_keeps_a_lease_past_its_ttl(
             .expect("the keeper runs");
         let state = *states.borrow_and_update();
         assert!(matches!(state, LeaseState::Alive { .. }), "{state:?}");
-        renewals += 1;
     }
-    assert!(renewals >= 6, "renewed every third of the TTL: {renewals}");
     assert_eq!(
         client.get("recipes/kept").await.unwrap().kv.lease,
         lease.id()
