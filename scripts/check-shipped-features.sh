@@ -47,8 +47,10 @@ if [[ -n "$(test_features_of revkv)" ]]; then
   cargo tree --quiet -p revkv -e normal,build,features -i tokio >&2
   failed=true
 fi
-# The history in docs/BENCHMARKS.md and docs/benchmarks/ quotes old commands as they were run.
-mapfile -t build_files < <(git ls-files 'scripts/*' '.ci/*' README.md 'docs/guide/*.md')
+# The history in docs/BENCHMARKS.md and docs/benchmarks/ quotes old commands as they were run,
+# and this file names the bad form in its header.
+mapfile -t build_files < <(git ls-files 'scripts/*' '.ci/*' README.md 'docs/guide/*.md' |
+  grep -v '^scripts/check-shipped-features.sh$')
 builds=$(unselected_builds "${build_files[@]}")
 if [[ -n "$builds" ]]; then
   echo "check-shipped-features: these build revkv with the whole workspace's features (add -p revkv):" >&2
