@@ -477,17 +477,13 @@ async fn watch_page_tails_events_and_resumes_without_loss(
     let revision = api.put_ok("events/first", "1").await;
     // How soon it shows is a benchmark's question (docs/BENCHMARKS.md); the test asks that it does.
     browser
-        .wait_for(
-            "the event on the page",
-            PAGE_TIMEOUT,
-            || async {
-                browser
-                    .client
-                    .find(fantoccini::Locator::Css("tr[data-key=\"events/first\"]"))
-                    .await
-                    .ok()
-            },
-        )
+        .wait_for("the event on the page", PAGE_TIMEOUT, || async {
+            browser
+                .client
+                .find(fantoccini::Locator::Css("tr[data-key=\"events/first\"]"))
+                .await
+                .ok()
+        })
         .await;
     browser
         .wait_for("a bookmark past the write", PAGE_TIMEOUT, || async {
