@@ -56,6 +56,12 @@ async fn an_etcd_snapshot_restores_into_revkv(release: &EtcdRelease) {
     assert_eq!(status["format"], "etcd snapshot");
     assert_eq!(status["revision"], LAST_REVISION);
     assert_eq!(status["compact_revision"], COMPACT_REVISION);
+    let live_on_etcd = tokio::task::block_in_place(|| live_key_count(&mut on_etcd));
+    assert_eq!(
+        live_on_etcd, 5,
+        "the history leaves a, d, e, f and the leased key"
+    );
+    assert_eq!(status["keys"], live_on_etcd, "{status}");
 
     let revkv = ProcessCluster::start_prepared(3, cluster_options().with_grpc(), |id, dir, all| {
         restore_member(&snapshot, id, dir, all)
@@ -77,12 +83,21 @@ async fn an_etcd_snapshot_restores_into_revkv(release: &EtcdRelease) {
     a_member_db_restores_alike(&member_db, &mut on_revkv).await;
 }
 
+/// How many keys live at the end of the history, as etcd counts a range over every key.
+fn live_key_count(etcdctl: &mut Etcdctl<'_>) -> u64 {
+    let outcome = etcdctl.run(&["get", "", "--from-key", "--keys-only", "-w", "json"], "");
+    assert!(outcome.success, "{}", outcome.stderr);
+    let reply: Value = serde_json::from_str(&outcome.stdout).expect("etcdctl's JSON");
+    reply["count"].as_u64().expect("a count")
+}
+
 /// A stopped etcd member's `member/snap/db` restores as its snapshot did: a one-member revkv
 /// restored from it answers as the cluster restored from the snapshot (both have seen the same
-/// writes since).
+/// writes since, so `snapshot status` counts as many live keys in the db as the cluster holds).
 async fn a_member_db_restores_alike(member_db: &Path, from_snapshot: &mut Etcdctl<'_>) {
     let status = revkv_status(member_db);
     assert_eq!(status["format"], "etcd db", "{status}");
+    assert_eq!(status["keys"], live_key_count(from_snapshot), "{status}");
     let revkv = ProcessCluster::start_prepared(1, cluster_options().with_grpc(), |id, dir, all| {
         restore_member(member_db, id, dir, all)
     })

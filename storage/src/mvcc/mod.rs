@@ -22,6 +22,7 @@ mod key_index_tests;
 #[cfg(test)]
 mod lease_format_tests;
 mod leases;
+mod live_key_count;
 mod migrate;
 mod read;
 mod read_snapshot;

@@ -16,6 +16,8 @@ use crate::codec::{SNAPSHOT_MAGIC, STREAM_VERSION};
 use crate::error::{SnapshotError, StorageFailure};
 use crate::types::{Alarm, AppliedState};
 
+use super::live_key_count::LiveKeyCounter;
+
 /// What a snapshot holds, as reported after export, import or inspection.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SnapshotSummary {
@@ -52,6 +54,26 @@ struct Discard;
 
 impl FrameSink for Discard {
     fn record(&mut self, _: u64, _: u32, _: VersionRecord) -> Result<(), SnapshotError> {
+        Ok(())
+    }
+
+    fn lease(&mut self, _: i64, _: LeaseRecord) -> Result<(), SnapshotError> {
+        Ok(())
+    }
+
+    fn alarms(&mut self, _: Vec<Alarm>) -> Result<(), SnapshotError> {
+        Ok(())
+    }
+
+    fn auth(&mut self, _: AuthState) -> Result<(), SnapshotError> {
+        Ok(())
+    }
+}
+
+/// A sink that keeps only which keys are live, for a foreign history's summary.
+impl FrameSink for LiveKeyCounter {
+    fn record(&mut self, _: u64, _: u32, record: VersionRecord) -> Result<(), SnapshotError> {
+        self.observe(&record);
         Ok(())
     }
 
@@ -287,12 +309,16 @@ pub type FrameFeed<'f> = dyn FnMut(SnapshotFrame) -> Result<(), SnapshotError> +
 
 /// Checks a foreign history without a store, as `inspect_snapshot` checks a stream: `feed` hands
 /// over every record, lease and auth frame, and each must pass the same order and shape checks
-/// as a stream's. Answers what the history holds.
+/// as a stream's. Answers what the history holds, with the keys live at its end counted (in
+/// memory proportional to them: see `LiveKeyCounter`).
 pub fn inspect_foreign<E: From<SnapshotError> + From<StorageFailure>>(
     history: ForeignHistory,
     feed: impl FnOnce(&mut FrameFeed<'_>) -> std::result::Result<(), E>,
 ) -> std::result::Result<SnapshotSummary, E> {
-    read_foreign(history, feed, &mut Discard)
+    let mut counter = LiveKeyCounter::default();
+    let mut summary = read_foreign(history, feed, &mut counter)?;
+    summary.live_keys = Some(counter.live_keys());
+    Ok(summary)
 }
 
 /// Passes every frame `feed` hands over through the stream checks into `sink`. Headers and
