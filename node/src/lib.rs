@@ -11,6 +11,7 @@ pub mod corruption_check;
 pub mod error;
 pub mod hot_keys;
 pub mod http;
+pub mod member_backend;
 mod metrics_feed;
 pub mod node;
 #[cfg(feature = "planted-bugs")]
@@ -27,5 +28,6 @@ pub use backend::{
     ReadConsistency, ResponseHeader, TxnAnswer, Written,
 };
 pub use error::{Missing, NodeError};
-pub use node::{MemberBackend, Node, NodeConfig};
+pub use member_backend::MemberBackend;
+pub use node::{Node, NodeConfig};
 pub use revkv_metrics::{Metrics, PrefixLabelConfig};

@@ -1,8 +1,9 @@
 //! The replicated member behind the HTTP API: `Node` starts a raft member and the client listener,
 //! and `MemberBackend` answers the API's operations through raft.
 //!
-//! `config.rs` holds `NodeConfig` and `member_backend.rs` holds `MemberBackend`; this file starts
-//! and stops the member.
+//! `config.rs` holds `NodeConfig`; `MemberBackend` lives in its own module (`crate::member_backend`)
+//! beside this one, because the corruption check this file spawns needs it too, and a child of
+//! this module would make the two modules import each other.
 //!
 //! Embedding: `Node::start(config)` returns a handle whose `backend()` is the `MemberBackend`,
 //! whose `KvBackend` methods are the same operations the HTTP API offers, plus a few conveniences
@@ -23,17 +24,15 @@ use crate::compaction_cleaner;
 use crate::corruption_check;
 use crate::error::NodeError;
 use crate::http::client_router_with_metrics;
+use crate::member_backend::{node_error, MemberBackend};
 use crate::metrics_feed::{
     start_metrics_feeds, AppendApplyTimings, LeaseEventCounts, PeerAppendTimeouts,
 };
 use crate::watch::WatchHub;
 
 mod config;
-mod member_backend;
 
 pub use config::NodeConfig;
-use member_backend::node_error;
-pub use member_backend::MemberBackend;
 
 /// A running member with its client listener.
 pub struct Node {

@@ -21,6 +21,7 @@ mod log_store;
 mod mvcc;
 #[cfg(feature = "planted-bugs")]
 pub mod planted_bugs;
+pub mod required_access;
 mod types;
 mod unsynced_writes;
 

@@ -4,8 +4,12 @@
 //! branches needs (the caller must not learn which branch runs before it is allowed to run
 //! either), and administration needs `root`. This is etcd's rule set (`checkTxnAuth` and
 //! friends), kept as a pure function so it is tested without a member.
+//!
+//! It sits beside `auth` rather than inside it: it reads the request types (`crate::types`), whose
+//! `Request::Auth` holds `auth`'s records, so inside `auth` the two modules would import each
+//! other.
 
-use super::access::{Access, AccessRules};
+use crate::auth::{Access, AccessRules};
 use crate::types::{DeleteRangeRequest, KeyRange, PutRequest, Request, TxnOp, TxnRequest};
 
 /// What a request needs.
@@ -97,7 +101,7 @@ fn delete_needs(delete: &DeleteRangeRequest, needed: &mut Vec<(Access, KeyRange)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::access::{Permission, PermissionKind};
+    use crate::auth::{Permission, PermissionKind};
     use crate::types::{Compare, CompareOp, CompareTarget, RangeRequest, TxnRequest};
 
     fn rules_on(kind: PermissionKind, prefix: &str) -> AccessRules {

@@ -5,7 +5,8 @@
 
 use std::sync::Arc;
 
-use revkv_storage::auth::{Access, AccessRules, Requirement};
+use revkv_storage::auth::{Access, AccessRules};
+use revkv_storage::required_access::Requirement;
 use revkv_storage::KeyRange;
 
 use crate::error::NodeError;

@@ -2,7 +2,7 @@
 //! against what the caller may do before it reaches the member. Handlers of key-touching routes
 //! get their backend through this wrapper (`http::auth_gate::CheckedState`), so a code path
 //! added later cannot forget the check: a write is checked by what its request needs
-//! (`revkv_storage::auth::requirement_of`: txns per compare and op of both branches), a read and a
+//! (`revkv_storage::required_access::requirement_of`: txns per compare and op of both branches), a read and a
 //! key's history by read access to their keys, a watch by read access to its range, a lease
 //! revoke by write access to every key the lease holds, and a lease's key list by read access to
 //! those keys. Administration is gated per route instead (`http::auth_gate`).
@@ -11,7 +11,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use revkv_storage::auth::{requirement_of, requirement_of_txn, Access, AuthState};
+use revkv_storage::auth::{Access, AuthState};
+use revkv_storage::required_access::{requirement_of, requirement_of_txn};
 use revkv_storage::{
     Alarm, Defragmented, KeyHistory, KeyRange, RangeRequest, Request, StateHash, TxnRequest,
 };

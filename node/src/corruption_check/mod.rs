@@ -28,7 +28,7 @@ use tokio::sync::watch;
 
 use crate::backend::KvBackend;
 use crate::error::NodeError;
-use crate::node::MemberBackend;
+use crate::member_backend::MemberBackend;
 pub use verdict::{judge, MemberAnswer, Verdict};
 
 /// How long each member has to hash its history. A hash walks the whole uncompacted history, so it

@@ -1,12 +1,11 @@
 //! etcd's auth model in the store (issue 15): who may do what (`access`: permissions on key
-//! ranges, merged per user), what each request needs (`required`), and the replicated records
-//! that say which users and roles exist (`records`). Plain data and pure functions: the MVCC
-//! store keeps the records in its meta table and applies `Request::Auth`; the front-ends
-//! authenticate callers and ask these modules whether a request is allowed.
+//! ranges, merged per user) and the replicated records that say which users and roles exist
+//! (`records`); what each request needs is `crate::required_access`, beside this module. Plain
+//! data and pure functions: the MVCC store keeps the records in its meta table and applies
+//! `Request::Auth`; the front-ends authenticate callers and ask whether a request is allowed.
 
 mod access;
 mod records;
-mod required;
 
 pub use access::{Access, AccessRules, Permission, PermissionKind, ROOT_ROLE};
 pub use records::{
@@ -14,4 +13,3 @@ pub use records::{
     MAX_PASSWORD_HASH_BYTES, MAX_PERMISSIONS_PER_ROLE, MAX_ROLES, MAX_ROLES_PER_USER, MAX_USERS,
     ROOT_USER, TOKEN_KEY_BYTES,
 };
-pub use required::{requirement_of, requirement_of_txn, Requirement};
