@@ -7,6 +7,8 @@
 //! when it is read), `Status`'s version and storage version (each server's own release), sizes,
 //! leader and raft indexes, and `MemberList`'s members; and the text of an error whose request
 //! was not JSON at all (Go's parser words it differently), whose status and code still count.
+//! A key's version is compared, and a planted fault (revkv's answers with every version reset to
+//! 1) must make the comparison fail.
 //!
 //! revkv answers as the newest etcd, 3.7 (3.6 answers alike here): errors are grpc-gateway v2's
 //! `{"code", "message"}`, and `Status` has 3.6's quota and downgrade fields. The comparisons with
@@ -321,18 +323,64 @@ fn assert_alike(
     revkv: &[(String, StatusCode, Value)],
     name: &str,
 ) {
-    let differing: Vec<String> = etcd
-        .iter()
-        .zip(revkv)
-        .filter(|(etcd, revkv)| etcd != revkv)
-        .map(|(etcd, revkv)| format!("{name}:  {etcd:?}\nrevkv: {revkv:?}"))
-        .collect();
+    let differing = differing_answers(etcd, revkv, name);
     assert!(
         differing.is_empty(),
         "{} of {} answers differ:\n{}",
         differing.len(),
         etcd.len(),
         differing.join("\n\n")
+    );
+}
+
+/// Each pair of answers that differ, as `assert_alike` lists them.
+fn differing_answers(
+    etcd: &[(String, StatusCode, Value)],
+    revkv: &[(String, StatusCode, Value)],
+    name: &str,
+) -> Vec<String> {
+    etcd.iter()
+        .zip(revkv)
+        .filter(|(etcd, revkv)| etcd != revkv)
+        .map(|(etcd, revkv)| format!("{name}:  {etcd:?}\nrevkv: {revkv:?}"))
+        .collect()
+}
+
+/// The planted fault of issue 63 (item 11): revkv's real answers as a store that gave every key
+/// version 1 would send them (the gateway writes a key's version as text). The plant must change
+/// something (the script writes a key twice), and the comparison must then list a difference: the
+/// normalizing drops only `Status`'s release version, never a key's.
+fn assert_a_version_reset_would_be_caught(
+    etcd: &[(String, StatusCode, Value)],
+    revkv: &[(String, StatusCode, Value)],
+) {
+    fn reset(value: &mut Value) {
+        match value {
+            Value::Object(fields) => {
+                for (name, field) in fields.iter_mut() {
+                    match (name.as_str(), &field) {
+                        ("version", Value::String(_)) => *field = json!("1"),
+                        ("version", Value::Number(_)) => *field = json!(1),
+                        _ => reset(field),
+                    }
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(reset),
+            _ => {}
+        }
+    }
+    let planted: Vec<_> = revkv
+        .iter()
+        .map(|(step, status, answer)| {
+            let mut answer = answer.clone();
+            reset(&mut answer);
+            (step.clone(), *status, answer)
+        })
+        .collect();
+    assert_ne!(planted, revkv, "no answer held a key written twice");
+    assert!(
+        !differing_answers(etcd, &planted, "etcd").is_empty(),
+        "a store that reset versions to 1 would pass the comparison"
     );
 }
 
@@ -360,6 +408,7 @@ async fn the_json_gateway_answers_as_etcds_does() {
     assert_alike(&from_34, &revkv_as_34, "etcd 3.4");
     let revkv_as_35: Vec<_> = from_revkv.iter().map(as_etcd_3_5).collect();
     assert_alike(&from_35, &revkv_as_35, "etcd 3.5");
+    assert_a_version_reset_would_be_caught(&from_35, &revkv_as_35);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -521,6 +570,7 @@ async fn the_json_gateway_answers_as_etcd_3_6s_and_3_7s_does() {
         let from_etcd = run_script(&EtcdServer::start(&release.etcd).await.client_url).await;
         assert_reached_the_data(&from_etcd);
         assert_alike(&from_etcd, &from_revkv, name);
+        assert_a_version_reset_would_be_caught(&from_etcd, &from_revkv);
     }
 }
 

@@ -2,7 +2,9 @@
 //! (`etcd_snapshot_in.rs`, `etcd_snapshot_out.rs`): overwrites, deletes, a txn that changes
 //! three keys in one revision, a leased key, a compaction and writes after it, then users and
 //! roles with auth enabled, all through etcdctl; then the reads that must answer alike on both
-//! systems, as root and as a user whose role reaches some keys only.
+//! systems, as root and as a user whose role reaches some keys only. Every key's version is
+//! compared; a planted fault (revkv's answers with every version reset to 1, as a restore that
+//! lost them would give) must make the comparison fail.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -11,7 +13,9 @@ use revkv_tools::harness::etcd::{required_etcd, EtcdServer};
 use revkv_tools::harness::private_tools;
 use serde_json::Value;
 
-use crate::etcdctl_compare::{assert_same_outcomes, normalize_json, words, Etcdctl, Outcome};
+use crate::etcdctl_compare::{
+    assert_same_outcomes, differing_outcomes, normalize_json, words, Etcdctl, Outcome,
+};
 use crate::etcdctl_contention::Running;
 
 /// Debian's etcdctl 3.4 (package etcd-client, which `scripts/install-test-deps.sh` installs).
@@ -335,11 +339,54 @@ pub fn assert_restored_alike(on_etcd: &mut Etcdctl<'_>, on_revkv: &mut Etcdctl<'
         revkv_events, etcd_events,
         "a watch from the compaction differs"
     );
+    assert_a_version_reset_would_be_caught(&from_etcd, &from_revkv);
     let next_write = vec![words("put z 1 -w json")];
     assert_same_outcomes(
         &run_all(on_etcd, &next_write),
         &run_all(on_revkv, &next_write),
     );
+}
+
+/// The planted fault of issue 63 (item 11): a restore that reset every key's version to 1 would
+/// answer these very reads with `"version": 1`, and the comparison must then fail. It changes
+/// revkv's real answers that way and checks both that the plant changed something (the history
+/// has keys written more than once) and that the comparison lists the difference, so the
+/// normalizing can never drop a key's version unseen.
+fn assert_a_version_reset_would_be_caught(from_etcd: &[Outcome], from_revkv: &[Outcome]) {
+    let planted: Vec<Outcome> = from_revkv.iter().map(with_versions_reset).collect();
+    assert_ne!(planted, from_revkv, "no read answered a key written twice");
+    let caught = differing_outcomes(from_etcd, &planted);
+    assert!(
+        !caught.is_empty(),
+        "a restore that reset versions to 1 would pass the comparison"
+    );
+}
+
+/// `outcome` as a store that gave every key version 1 would have answered it.
+fn with_versions_reset(outcome: &Outcome) -> Outcome {
+    fn reset(value: &mut Value) {
+        match value {
+            Value::Object(fields) => {
+                for (name, field) in fields.iter_mut() {
+                    if name == "version" && field.is_u64() {
+                        *field = Value::from(1);
+                    } else {
+                        reset(field);
+                    }
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(reset),
+            _ => {}
+        }
+    }
+    let Ok(mut answer) = serde_json::from_str::<Value>(&outcome.stdout) else {
+        return outcome.clone();
+    };
+    reset(&mut answer);
+    Outcome {
+        stdout: answer.to_string(),
+        ..outcome.clone()
+    }
 }
 
 /// The auth reads answer alike, guarded against both failing alike: root sees both users and

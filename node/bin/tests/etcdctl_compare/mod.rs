@@ -38,7 +38,7 @@ pub const IGNORED_JSON_FIELDS: &[&str] = &[
 ];
 
 /// What one etcdctl command did, normalized.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outcome {
     pub command: String,
     pub success: bool,
@@ -181,14 +181,7 @@ pub fn assert_same_outcomes(from_etcd: &[Outcome], from_revkv: &[Outcome]) {
         from_revkv.len(),
         "both ran the whole script"
     );
-    let differences: Vec<String> = from_etcd
-        .iter()
-        .zip(from_revkv)
-        .filter(|(etcd_outcome, revkv_outcome)| etcd_outcome != revkv_outcome)
-        .map(|(etcd_outcome, revkv_outcome)| {
-            format!("etcd:  {etcd_outcome:?}\nrevkv: {revkv_outcome:?}")
-        })
-        .collect();
+    let differences = differing_outcomes(from_etcd, from_revkv);
     assert!(
         differences.is_empty(),
         "{} of {} commands differ:\n{}",
@@ -196,4 +189,16 @@ pub fn assert_same_outcomes(from_etcd: &[Outcome], from_revkv: &[Outcome]) {
         from_etcd.len(),
         differences.join("\n\n")
     );
+}
+
+/// Each pair of outcomes that differ, as `assert_same_outcomes` lists them.
+pub fn differing_outcomes(from_etcd: &[Outcome], from_revkv: &[Outcome]) -> Vec<String> {
+    from_etcd
+        .iter()
+        .zip(from_revkv)
+        .filter(|(etcd_outcome, revkv_outcome)| etcd_outcome != revkv_outcome)
+        .map(|(etcd_outcome, revkv_outcome)| {
+            format!("etcd:  {etcd_outcome:?}\nrevkv: {revkv_outcome:?}")
+        })
+        .collect()
 }
