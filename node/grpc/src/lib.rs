@@ -72,8 +72,13 @@ pub struct GrpcLimits {
     pub max_request_bytes: usize,
     /// Open `LeaseKeepAlive` streams per member, as `--max-lease-keepalive-streams` bounds HTTP's.
     pub max_keepalive_streams: usize,
-    /// Watches one `Watch` stream may hold at once (the member's `--max-watches` bounds them all).
+    /// Watches one `Watch` stream may hold at once (`--max-watches-per-stream`; by default the
+    /// member's `--max-watches`, which bounds them all, so no stream has a lower limit of its own,
+    /// as on etcd).
     pub max_watches_per_stream: usize,
+    /// The port's connection limits, the client listener's (`--max-concurrent-streams` bounds
+    /// the HTTP/2 streams of one connection: etcd's default, 2^32-1).
+    pub connections: revkv_tls::ConnectionLimits,
     /// Backups (`Snapshot`) streaming at once through the gRPC port; one more is
     /// `ResourceExhausted`.
     pub max_snapshot_streams: usize,
@@ -94,7 +99,8 @@ impl Default for GrpcLimits {
             // The default value limit (1 MiB) plus a key and room for the message framing.
             max_request_bytes: 2 * 1024 * 1024,
             max_keepalive_streams: 10_000,
-            max_watches_per_stream: 1024,
+            max_watches_per_stream: revkv_node::watch::WatchLimits::default().max_watchers,
+            connections: revkv_tls::ConnectionLimits::default(),
             max_snapshot_streams: 2,
             auth: AuthOptions::default(),
             gateway: gateway::GatewayLimits::default(),
@@ -153,8 +159,9 @@ impl<B: KvBackend> GrpcServer<B> {
         let router = grpc.merge(plain);
         // revkv-tls's connection loop sets TCP_NODELAY on every connection (a gRPC answer is
         // several small writes, and Nagle's algorithm would hold the last one for the client's
-        // delayed ACK, about 40 ms a call) and bounds connections as on the client listener.
-        revkv_tls::serve(listener, tls, router, shutdown).await
+        // delayed ACK, about 40 ms a call) and bounds connections with the client listener's
+        // limits.
+        revkv_tls::serve_with_limits(listener, tls, limits.connections, router, shutdown).await
     }
 }
 

@@ -224,3 +224,61 @@ async fn a_watch_with_fragment_gets_a_large_revision_in_pieces_and_one_without_g
         "every other piece says more follows: {pieces:?}"
     );
 }
+
+/// As many watches as a client that multiplexes them (client-go's and clientv3's watchers share
+/// one stream per context) may open: well past the 1,024 per stream revkv allowed before, and
+/// well within the member's `--max-watches`.
+const MULTIPLEXED_WATCHES: usize = 5_000;
+
+/// Every one of `MULTIPLEXED_WATCHES` watches on one stream is created (none refused with a
+/// per-stream limit of its own, as etcd has none) and sees the put they all watch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_thousand_watches_share_one_stream() {
+    let member = GrpcMember::start().await;
+    let mut client = member.client().await;
+    let mut stream = client.watch("shared", None).await.unwrap();
+    assert!(next(&mut stream).await.created());
+    for _ in 1..MULTIPLEXED_WATCHES {
+        stream.watch("shared", None).await.unwrap();
+        let created = next(&mut stream).await;
+        assert!(
+            created.created() && !created.canceled(),
+            "watch {} was refused: {}",
+            created.watch_id(),
+            created.cancel_reason()
+        );
+    }
+    client.put("shared", "v", None).await.unwrap();
+    let mut watches_that_saw_the_put = std::collections::HashSet::new();
+    while watches_that_saw_the_put.len() < MULTIPLEXED_WATCHES {
+        let response = next(&mut stream).await;
+        assert_eq!(events(&response).len(), 1, "{response:?}");
+        assert!(watches_that_saw_the_put.insert(response.watch_id()));
+    }
+    member.stop().await;
+}
+
+/// `MULTIPLEXED_WATCHES` `Watch` streams, one watch each, over the client's one connection: the
+/// server announces etcd's default of 2^32-1 concurrent streams, so none waits for another to
+/// end (with hyper's limit of 1,024 the next stream would wait forever, and `next` would give up).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_thousand_watch_streams_share_one_connection() {
+    let member = GrpcMember::start().await;
+    let mut client = member.client().await;
+    let mut streams = Vec::with_capacity(MULTIPLEXED_WATCHES);
+    for _ in 0..MULTIPLEXED_WATCHES {
+        let opened = tokio::time::timeout(DEADLINE, client.watch("fanned-out", None))
+            .await
+            .expect("the stream opens in time")
+            .unwrap();
+        streams.push(opened);
+    }
+    for stream in &mut streams {
+        assert!(next(stream).await.created());
+    }
+    client.put("fanned-out", "v", None).await.unwrap();
+    for stream in &mut streams {
+        assert_eq!(events(&next(stream).await).len(), 1);
+    }
+    member.stop().await;
+}

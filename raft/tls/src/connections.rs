@@ -40,6 +40,12 @@ pub struct ConnectionLimits {
     pub header_read_timeout: Duration,
     /// The largest request head (request line and headers) accepted; larger ones get 431.
     pub max_header_bytes: usize,
+    /// HTTP/2 streams one connection may have open at once (gRPC calls, each watch or keep-alive
+    /// stream one), announced in the server's SETTINGS; a client opens no more until one ends.
+    /// etcd's `--max-concurrent-streams`, whose default is 2^32-1: a client that multiplexes
+    /// thousands of watch streams over one connection is served. Each stream's cost is bounded
+    /// by the member's own limits (`--max-watches`, keep-alive streams, the request timeout).
+    pub max_concurrent_streams: u32,
 }
 
 impl Default for ConnectionLimits {
@@ -51,6 +57,7 @@ impl Default for ConnectionLimits {
             // while a client is about to reuse them.
             header_read_timeout: Duration::from_secs(30),
             max_header_bytes: 64 * 1024,
+            max_concurrent_streams: u32::MAX,
         }
     }
 }
@@ -60,6 +67,9 @@ impl ConnectionLimits {
     pub fn validate(&self) -> Result<(), String> {
         if self.max_connections == 0 || self.max_connections_per_client == 0 {
             return Err("connection limits must be at least 1".into());
+        }
+        if self.max_concurrent_streams == 0 {
+            return Err("the concurrent stream limit must be at least 1".into());
         }
         if self.header_read_timeout.is_zero() {
             return Err("the header read timeout must be longer than zero".into());
@@ -139,8 +149,7 @@ fn connection_builder(limits: &ConnectionLimits) -> Builder<TokioExecutor> {
         .http2()
         .timer(TokioTimer::new())
         .max_header_list_size(header_list_bytes)
-        // A client may not keep this many streams waiting on one connection.
-        .max_concurrent_streams(1024)
+        .max_concurrent_streams(limits.max_concurrent_streams)
         // No Date header on HTTP/2 answers. HTTP/2 reaches this server only with prior knowledge
         // (no ALPN, no upgrade), which is how gRPC clients connect; they never read the header,
         // and etcd's grpc-go server sends none. Formatting and encoding it cost every answer a
@@ -244,6 +253,10 @@ mod tests {
             },
             ConnectionLimits {
                 max_header_bytes: 100,
+                ..defaults.clone()
+            },
+            ConnectionLimits {
+                max_concurrent_streams: 0,
                 ..defaults.clone()
             },
         ] {

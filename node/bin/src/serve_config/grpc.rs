@@ -1,5 +1,6 @@
 //! The gRPC port's settings (`--listen-grpc`): the member's own limits where the HTTP API has the
-//! same one (keep-alive streams, backups, the idle keep-alive timeout, auth), and the JSON
+//! same one (connections and their HTTP/2 streams, keep-alive streams, backups, the idle
+//! keep-alive timeout, auth), the watches one `Watch` stream may hold, and the JSON
 //! gateway's (`--max-gateway-streams`, `--grpc-cors`), and the etcd version it reports
 //! (`--emulated-etcd-version`).
 
@@ -35,7 +36,16 @@ impl ServeArgs {
                 .map_err(|error| format!("--emulated-etcd-version: {error}"))?,
             None => EtcdVersion::DEFAULT,
         };
+        let max_watches = self.watch_limits()?.max_watchers;
+        let max_watches_per_stream = self.max_watches_per_stream.unwrap_or(max_watches);
+        if !(1..=max_watches).contains(&max_watches_per_stream) {
+            return Err(format!(
+                "--max-watches-per-stream must be between 1 and --max-watches ({max_watches})"
+            ));
+        }
         Ok(GrpcLimits {
+            connections: self.client_connection_limits()?,
+            max_watches_per_stream,
             max_keepalive_streams: http.lease_stream.max_streams,
             max_snapshot_streams: http.max_snapshot_streams,
             auth: http.auth,

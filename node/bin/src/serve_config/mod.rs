@@ -204,6 +204,10 @@ pub struct ServeArgs {
     /// 8192); a larger one is answered 431.
     #[arg(long, env = "REVKV_MAX_HEADER_BYTES")]
     pub max_header_bytes: Option<usize>,
+    /// HTTP/2 streams one client connection may have open at once, on the client listener and
+    /// the gRPC port (default 4294967295, etcd's `--max-concurrent-streams`).
+    #[arg(long, env = "REVKV_MAX_CONCURRENT_STREAMS")]
+    pub max_concurrent_streams: Option<u32>,
     /// Backups (`GET /v1/snapshot`) streaming from this member at once (default 2); one more is
     /// answered 503.
     #[arg(long, env = "REVKV_MAX_SNAPSHOT_STREAMS")]
@@ -285,6 +289,10 @@ pub struct ServeArgs {
     /// Most watches open on this member (default 65536).
     #[arg(long, env = "REVKV_MAX_WATCHES")]
     pub max_watches: Option<usize>,
+    /// Most watches one gRPC `Watch` stream may hold (default: `--max-watches`, so, as on etcd,
+    /// no stream has a limit of its own below the member's).
+    #[arg(long, env = "REVKV_MAX_WATCHES_PER_STREAM")]
+    pub max_watches_per_stream: Option<usize>,
     /// Messages a watch stream may hold for a slow reader before it is canceled (default 128).
     #[arg(long, env = "REVKV_WATCH_BUFFER_MESSAGES")]
     pub watch_buffer_messages: Option<usize>,
@@ -359,12 +367,12 @@ impl ServeArgs {
             max_leases, max_keys_per_lease, max_delete_keys, max_lease_ttl_seconds, lease_expiry_check_interval_ms,
             lease_checkpoint_interval_ms, max_leases_per_checkpoint, max_lease_keepalive_streams,
             lease_keepalive_idle_timeout_ms, max_client_connections, max_connections_per_client,
-            header_read_timeout_ms, max_header_bytes, max_snapshot_streams, hot_keys_capacity, hot_keys_window_seconds, max_snapshot_bytes, compaction_batch_limit,
+            header_read_timeout_ms, max_header_bytes, max_concurrent_streams, max_snapshot_streams, hot_keys_capacity, hot_keys_window_seconds, max_snapshot_bytes, compaction_batch_limit,
             compaction_sleep_interval_ms, auth_token_ttl_seconds,
             max_concurrent_password_checks, password_hash, worker_threads, log_format, auto_compaction_mode, auto_compaction_retention,
             quota_backend_bytes, initial_corrupt_check, corrupt_check_time,
             auto_compaction_interval_ms, watch_progress_notify_interval_ms, max_watches,
-            watch_buffer_messages, metrics_prefix_depth, metrics_max_prefixes, cert_file, key_file,
+            max_watches_per_stream, watch_buffer_messages, metrics_prefix_depth, metrics_max_prefixes, cert_file, key_file,
             trusted_ca_file, client_cert_auth, peer_cert_file, peer_key_file, peer_trusted_ca_file,
             peer_client_cert_auth),
         )

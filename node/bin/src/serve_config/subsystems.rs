@@ -239,7 +239,7 @@ impl ServeArgs {
 
     /// The watch hub's limits: the periodic bookmark interval of a watch that names none (0 turns
     /// the bookmarks off), the most watchers and each stream's buffer, checked together.
-    pub(super) fn watch_limits(&self) -> Result<WatchLimits, String> {
+    pub(crate) fn watch_limits(&self) -> Result<WatchLimits, String> {
         let defaults = WatchLimits::default();
         let limits = WatchLimits {
             default_progress_interval: match self.watch_progress_notify_interval_ms {
@@ -302,7 +302,7 @@ impl ServeArgs {
 
 impl ServeArgs {
     /// The client listener's connection limits, from their flags and the defaults.
-    pub(super) fn client_connection_limits(&self) -> Result<revkv_tls::ConnectionLimits, String> {
+    pub(crate) fn client_connection_limits(&self) -> Result<revkv_tls::ConnectionLimits, String> {
         let defaults = revkv_tls::ConnectionLimits::default();
         let limits = revkv_tls::ConnectionLimits {
             max_connections: self
@@ -315,6 +315,9 @@ impl ServeArgs {
                 .header_read_timeout_ms
                 .map_or(defaults.header_read_timeout, Duration::from_millis),
             max_header_bytes: self.max_header_bytes.unwrap_or(defaults.max_header_bytes),
+            max_concurrent_streams: self
+                .max_concurrent_streams
+                .unwrap_or(defaults.max_concurrent_streams),
         };
         limits.validate()?;
         Ok(limits)

@@ -462,10 +462,17 @@ fn the_grpc_port_takes_the_members_stream_limits_and_its_own_gateway_settings() 
         max_gateway_streams: Some(7),
         grpc_cors: Some("https://console.example:8443".into()),
         emulated_etcd_version: Some("3.6.16".into()),
+        max_concurrent_streams: Some(500),
+        max_connections_per_client: Some(9),
+        max_watches: Some(2000),
+        max_watches_per_stream: Some(1500),
         ..ServeArgs::default()
     };
     let limits = args.grpc_limits().unwrap();
     assert_eq!(limits.etcd_version.to_string(), "3.6.16");
+    assert_eq!(limits.connections.max_concurrent_streams, 500);
+    assert_eq!(limits.connections.max_connections_per_client, 9);
+    assert_eq!(limits.max_watches_per_stream, 1500);
     assert_eq!(
         (limits.max_keepalive_streams, limits.max_snapshot_streams),
         (12, 3)
@@ -481,6 +488,9 @@ fn the_grpc_port_takes_the_members_stream_limits_and_its_own_gateway_settings() 
     );
     let defaults = ServeArgs::default().grpc_limits().unwrap();
     assert_eq!(defaults.cors, revkv_grpc::cors::CorsOrigins::Any);
+    // etcd's: 2^32-1 streams per connection, and no watch limit per stream below the member's.
+    assert_eq!(defaults.connections.max_concurrent_streams, u32::MAX);
+    assert_eq!(defaults.max_watches_per_stream, 65_536);
     assert_eq!(
         defaults.etcd_version,
         revkv_grpc::etcd_version::EtcdVersion::DEFAULT
@@ -492,6 +502,21 @@ fn the_grpc_port_takes_the_members_stream_limits_and_its_own_gateway_settings() 
                 ..ServeArgs::default()
             },
             "--max-gateway-streams",
+        ),
+        (
+            ServeArgs {
+                max_watches: Some(100),
+                max_watches_per_stream: Some(101),
+                ..ServeArgs::default()
+            },
+            "--max-watches-per-stream",
+        ),
+        (
+            ServeArgs {
+                max_watches_per_stream: Some(0),
+                ..ServeArgs::default()
+            },
+            "--max-watches-per-stream",
         ),
         (
             ServeArgs {
