@@ -50,6 +50,16 @@ fn member_status(report: MemberReport) -> MemberStatus {
     }
 }
 
+fn member_info(member: revkv_raft::Membership) -> MemberInfo {
+    MemberInfo {
+        id: member.id,
+        peer_url: member.node.peer_url,
+        client_url: member.node.client_url,
+        grpc_url: member.node.grpc_url,
+        is_learner: member.is_learner,
+    }
+}
+
 /// The one place a raft-layer error becomes a node-layer error.
 pub(crate) fn node_error(error: MemberError) -> NodeError {
     let retry_after = Duration::from_secs(1);
@@ -150,23 +160,23 @@ impl MemberBackend {
         }
     }
 
-    fn member_infos(&self) -> Vec<MemberInfo> {
-        self.member
-            .members()
-            .into_iter()
-            .map(|member| MemberInfo {
-                id: member.id,
-                peer_url: member.node.peer_url,
-                client_url: member.node.client_url,
-                grpc_url: member.node.grpc_url,
-                is_learner: member.is_learner,
-            })
-            .collect()
+    /// The members of the configuration this member has applied (committed changes only).
+    fn member_infos(&self) -> Result<Vec<MemberInfo>, NodeError> {
+        let members = self.member.members().map_err(node_error)?;
+        Ok(members.into_iter().map(member_info).collect())
+    }
+
+    /// The members of the latest configuration in this member's log, committed or not: what may
+    /// yet take effect (the simulator follows it after a change that timed out), where
+    /// `KvBackend::members` lists only what has.
+    pub fn members_including_pending_change(&self) -> Vec<MemberInfo> {
+        let members = self.member.members_including_pending_change();
+        members.into_iter().map(member_info).collect()
     }
 
     async fn admin(&self, request: AdminRequest) -> Result<Vec<MemberInfo>, NodeError> {
         self.member.admin(request).await.map_err(node_error)?;
-        Ok(self.member_infos())
+        self.member_infos()
     }
 }
 
@@ -361,7 +371,7 @@ impl KvBackend for MemberBackend {
     }
 
     async fn members(&self) -> Result<Vec<MemberInfo>, NodeError> {
-        Ok(self.member_infos())
+        self.member_infos()
     }
 
     async fn add_learner(&self, member: MemberInfo) -> Result<Vec<MemberInfo>, NodeError> {
@@ -415,7 +425,7 @@ impl KvBackend for MemberBackend {
             )));
         }
         let current = self
-            .member_infos()
+            .member_infos()?
             .into_iter()
             .find(|member| member.id == id);
         let Some(current) = current else {

@@ -37,6 +37,7 @@ use crate::peer::{
 };
 use crate::state_machine::AppliedPosition;
 use crate::status::{RaftStatus, RaftStatusFeed};
+use crate::types::alias::StoredMembership;
 use crate::types::{ClientRequest, MemberNode, WriteResult};
 
 /// The most attempts one forwarded call makes on a leader, whatever its deadline. The deadline
@@ -440,7 +441,8 @@ impl RaftMember {
                 identity.id
             )));
         }
-        if self.members().iter().any(|member| member.id == identity.id) {
+        let members = self.members_including_pending_change();
+        if members.iter().any(|member| member.id == identity.id) {
             return Err(MemberError::Refused(format!(
                 "the member at {peer_url} has id {}, which is a member already",
                 identity.id
@@ -516,19 +518,30 @@ impl RaftMember {
         }
     }
 
-    /// The cluster's members as this member knows them.
-    pub fn members(&self) -> Vec<Membership> {
-        let metrics = self.inner.raft.metrics().borrow_watched().clone();
-        let membership = metrics.membership_config.membership();
-        let voters: BTreeSet<u64> = membership.voter_ids().collect();
-        membership
-            .nodes()
-            .map(|(id, node)| Membership {
-                id: *id,
-                node: node.clone(),
-                is_learner: !voters.contains(id),
+    /// The cluster's members as the configuration this member has applied names them, as etcd's
+    /// `member list` shows its applied configuration: a change is listed once it is committed,
+    /// never while it is only in the leader's log (an add that times out there never appears and
+    /// vanishes). A member that has applied no configuration yet (one just started to join)
+    /// lists the configuration it has received.
+    pub fn members(&self) -> Result<Vec<Membership>, MemberError> {
+        let applied = self.inner.store.applied_state()?;
+        let Some(encoded) = applied.membership else {
+            return Ok(self.members_including_pending_change());
+        };
+        let stored: StoredMembership = revkv_storage::codec::decode(&encoded).map_err(|error| {
+            MemberError::Storage(revkv_storage::Error::Corrupt {
+                file: self.inner.store.path().to_path_buf(),
+                detail: format!("the applied membership does not decode: {error}"),
             })
-            .collect()
+        })?;
+        Ok(memberships_of(stored.membership()))
+    }
+
+    /// The cluster's members as the latest configuration in this member's log names them,
+    /// committed or not: what raft replicates to, and what a new change must not repeat.
+    pub fn members_including_pending_change(&self) -> Vec<Membership> {
+        let metrics = self.inner.raft.metrics().borrow_watched().clone();
+        memberships_of(metrics.membership_config.membership())
     }
 
     /// True when the member runs, knows a leader, and has once applied everything it knew to be
@@ -729,4 +742,17 @@ fn fault_of(
         Ok(()) | Err(openraft::errors::Fatal::Stopped) => None,
         Err(fault) => Some(fault.to_string()),
     }
+}
+
+/// Each member of `membership`, voters and learners, in id order.
+fn memberships_of(membership: &openraft::Membership<u64, MemberNode>) -> Vec<Membership> {
+    let voters: BTreeSet<u64> = membership.voter_ids().collect();
+    membership
+        .nodes()
+        .map(|(id, node)| Membership {
+            id: *id,
+            node: node.clone(),
+            is_learner: !voters.contains(id),
+        })
+        .collect()
 }

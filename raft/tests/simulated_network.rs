@@ -122,3 +122,72 @@ async fn three_members_on_one_thread_elect_replicate_and_survive_a_partition_wit
     }
     revkv_raft::runtime::run_blocking_work_inline_on_this_thread(false);
 }
+
+/// The ids of the members `member` lists (the applied configuration), and of those its log's
+/// latest configuration names, committed or not.
+fn listed_ids(member: &RaftMember) -> (Vec<u64>, Vec<u64>) {
+    let applied = member.members().expect("the applied membership");
+    let latest = member.members_including_pending_change();
+    (
+        applied.iter().map(|listed| listed.id).collect(),
+        latest.iter().map(|listed| listed.id).collect(),
+    )
+}
+
+/// `member list` shows only committed configuration, as etcd shows only applied configuration: a
+/// learner added on a leader cut off from both followers sits uncommitted in that leader's log
+/// (its latest configuration names it) and is not listed; once the cut heals, the new leader's
+/// log replaces the uncommitted change, and no member lists the learner.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn an_uncommitted_member_add_is_not_listed() {
+    revkv_raft::runtime::run_blocking_work_inline_on_this_thread(true);
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let network = Arc::new(LoopbackNetwork::default());
+    let members = start_members(&network, dir.path()).await;
+    write_until_committed(&members[0], "settled").await;
+    let leader_id = members[0].status().leader.expect("a leader");
+    let leader = members
+        .iter()
+        .find(|member| member.id() == leader_id)
+        .expect("the leader");
+    assert_eq!(listed_ids(leader), (vec![1, 2, 3], vec![1, 2, 3]));
+
+    network.isolate(leader_id);
+    let learner = MemberNode {
+        peer_url: "http://10.0.0.4:2380".into(),
+        client_url: String::new(),
+        grpc_url: None,
+    };
+    let add = revkv_raft::AdminRequest::AddLearner {
+        id: 4,
+        node: learner,
+    };
+    let answered = tokio::time::timeout(Duration::from_secs(10), leader.admin(add)).await;
+    assert!(
+        !matches!(answered, Ok(Ok(()))),
+        "an add without a quorum was answered done"
+    );
+    let (applied, latest) = listed_ids(leader);
+    assert_eq!(latest, vec![1, 2, 3, 4], "the add is in the leader's log");
+    assert_eq!(applied, vec![1, 2, 3], "an uncommitted add is listed");
+
+    network.heal();
+    let deadline = Instant::now() + DEADLINE;
+    while listed_ids(leader).1 != vec![1, 2, 3] {
+        assert!(
+            Instant::now() < deadline,
+            "the uncommitted add was never replaced"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for member in &members {
+        assert_eq!(
+            listed_ids(member).0,
+            vec![1, 2, 3],
+            "member {}",
+            member.id()
+        );
+        member.shutdown().await.expect("shutdown");
+    }
+    revkv_raft::runtime::run_blocking_work_inline_on_this_thread(false);
+}

@@ -126,16 +126,15 @@ fn ids(members: &[MemberInfo]) -> Vec<u64> {
     members.iter().map(|member| member.id).collect()
 }
 
-/// The members the leader's configuration names, once a leader that the run counts answers.
+/// The members the leader's latest configuration names, committed or not (a change still in
+/// its log may yet take effect, so its member must keep running), once a leader that the run
+/// counts answers.
 async fn leader_membership(cluster: &Cluster) -> Option<Vec<MemberInfo>> {
     let deadline = tokio::time::Instant::now() + MEMBERSHIP_READ_DEADLINE;
     while tokio::time::Instant::now() < deadline {
         let leader = cluster.leader().await;
-        let backend = leader.and_then(|id| Some((id, cluster.backend(id)?)));
-        if let Some((id, backend)) = backend {
-            if let Ok(members) = cluster.on_member(id, backend.members()).await {
-                return Some(members);
-            }
+        if let Some(backend) = leader.and_then(|id| cluster.backend(id)) {
+            return Some(backend.members_including_pending_change());
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
