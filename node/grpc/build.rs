@@ -17,6 +17,8 @@ fn main() {
                 "proto/etcd/api/authpb/auth.proto",
                 "proto/etcd/api/mvccpb/kv.proto",
                 "proto/etcd/api/etcdserverpb/rpc.proto",
+                "proto/etcd/server/etcdserver/api/v3lock/v3lockpb/v3lock.proto",
+                "proto/etcd/server/etcdserver/api/v3election/v3electionpb/v3election.proto",
             ],
             &[proto_root],
         )
@@ -29,6 +31,12 @@ fn main() {
         .register_descriptors(&descriptor_bytes)
         .expect("etcd's descriptors decode")
         .preserve_proto_field_names()
-        .build(&[".etcdserverpb", ".mvccpb", ".authpb"])
+        .build(&[
+            ".etcdserverpb",
+            ".mvccpb",
+            ".authpb",
+            ".v3lockpb",
+            ".v3electionpb",
+        ])
         .expect("generating the JSON mapping of etcd's messages");
 }

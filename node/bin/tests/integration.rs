@@ -42,6 +42,7 @@ mod h2_writes;
 mod leader_restart;
 mod lease_vs_etcd;
 mod leases;
+mod lock_election_vs_etcd;
 mod membership;
 mod merge_cluster;
 mod prometheus_scrape;

@@ -42,6 +42,11 @@ pub fn access_of_method(path: &str) -> MethodAccess {
             Authenticated
         }
         ("etcdserverpb.Watch", "Watch") => Authenticated,
+        // The recipes' own KV calls are checked key by key, as the caller's (`lock_queue.rs`).
+        ("v3lockpb.Lock", "Lock" | "Unlock") => Authenticated,
+        ("v3electionpb.Election", "Campaign" | "Proclaim" | "Leader" | "Observe" | "Resign") => {
+            Authenticated
+        }
         ("etcdserverpb.Lease", _) => Authenticated,
         ("etcdserverpb.Cluster", "MemberList") => Authenticated,
         ("etcdserverpb.Maintenance", "Status") => Authenticated,
@@ -146,6 +151,14 @@ mod tests {
         );
         assert_eq!(
             access_of_method("/etcdserverpb.Maintenance/Alarm"),
+            MethodAccess::Authenticated
+        );
+        assert_eq!(
+            access_of_method("/v3lockpb.Lock/Lock"),
+            MethodAccess::Authenticated
+        );
+        assert_eq!(
+            access_of_method("/v3electionpb.Election/Observe"),
             MethodAccess::Authenticated
         );
         assert_eq!(

@@ -9,8 +9,9 @@
 //! `{"code", "message"}` with the HTTP status grpc-gateway gives its code (v2's, as etcd 3.6
 //! and 3.7 answer; `gateway_wire.rs`).
 //!
-//! The streams, `/v3/watch` and `/v3/lease/keepalive` (bidirectional) and
-//! `/v3/maintenance/snapshot` (from the server), are in `gateway_stream.rs`.
+//! The streams, `/v3/watch` and `/v3/lease/keepalive` (bidirectional), and
+//! `/v3/maintenance/snapshot` and `/v3/election/observe` (from the server), are in
+//! `gateway_stream.rs`. `/v3/lock/*` and `/v3/election/*` are etcd's Lock and Election services.
 
 use axum::body::Body;
 use axum::http::header::CONTENT_TYPE;
@@ -26,6 +27,8 @@ use tower::ServiceExt;
 
 use crate::gateway_wire::{error_response, framed, grpc_request, request_of, take_frame};
 use crate::proto::etcdserverpb as pb;
+use crate::proto::v3electionpb as electionpb;
+use crate::proto::v3lockpb as lockpb;
 
 /// The gateway's own bounds: the gRPC services bound the calls it makes, these what only an
 /// HTTP stream holds.
@@ -327,6 +330,42 @@ pub fn routes(grpc: Router, max_request_bytes: usize, limits: &GatewayLimits) ->
         pb::AuthRoleRevokePermissionRequest,
         pb::AuthRoleRevokePermissionResponse
     );
+    unary!(
+        "/lock/lock",
+        "/v3lockpb.Lock/Lock",
+        lockpb::LockRequest,
+        lockpb::LockResponse
+    );
+    unary!(
+        "/lock/unlock",
+        "/v3lockpb.Lock/Unlock",
+        lockpb::UnlockRequest,
+        lockpb::UnlockResponse
+    );
+    unary!(
+        "/election/campaign",
+        "/v3electionpb.Election/Campaign",
+        electionpb::CampaignRequest,
+        electionpb::CampaignResponse
+    );
+    unary!(
+        "/election/proclaim",
+        "/v3electionpb.Election/Proclaim",
+        electionpb::ProclaimRequest,
+        electionpb::ProclaimResponse
+    );
+    unary!(
+        "/election/leader",
+        "/v3electionpb.Election/Leader",
+        electionpb::LeaderRequest,
+        electionpb::LeaderResponse
+    );
+    unary!(
+        "/election/resign",
+        "/v3electionpb.Election/Resign",
+        electionpb::ResignRequest,
+        electionpb::ResignResponse
+    );
     macro_rules! streaming {
         ($path:literal, $method:literal, $idle:expr, $request:ty, $response:ty) => {{
             let (grpc, streams) = (call.grpc.clone(), streams.clone());
@@ -355,6 +394,23 @@ pub fn routes(grpc: Router, max_request_bytes: usize, limits: &GatewayLimits) ->
         Some(keepalive_idle),
         pb::LeaseKeepAliveRequest,
         pb::LeaseKeepAliveResponse
+    );
+    let (observe_grpc, observe_streams) = (call.grpc.clone(), streams.clone());
+    add(
+        "/election/observe",
+        post(move |headers: HeaderMap, body: Body| async move {
+            crate::gateway_stream::server_stream::<
+                electionpb::LeaderRequest,
+                electionpb::LeaderResponse,
+            >(
+                observe_grpc,
+                "/v3electionpb.Election/Observe",
+                observe_streams,
+                headers,
+                body,
+            )
+            .await
+        }),
     );
     add(
         "/maintenance/snapshot",

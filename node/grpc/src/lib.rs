@@ -1,6 +1,7 @@
-//! etcd's v3 gRPC API as a front-end of a revkv member: the KV, Watch, Lease, Cluster and
-//! Maintenance services over revkv-node's `KvBackend`, so etcdctl, the etcd client libraries and tools built
-//! on them talk to revkv unchanged.
+//! etcd's v3 gRPC API as a front-end of a revkv member: the KV, Watch, Lease, Cluster,
+//! Maintenance and Auth services over revkv-node's `KvBackend`, and etcd's Lock and Election
+//! services over those (`lock`, `election`), so etcdctl, the etcd client libraries and tools
+//! built on them talk to revkv unchanged.
 //!
 //! This is its own crate because it is the only one that knows protobuf and gRPC, as only
 //! `node/src/http` knows HTTP: the generated types (from etcd's protos, vendored in `proto/`)
@@ -10,8 +11,7 @@
 //! No rule of what a request means lives only here.
 //!
 //! The same port answers etcd's plain-HTTP paths (`client_port_http`) and its v3 JSON gateway
-//! (`gateway`, `gateway_stream`), which calls these services in-process. Not served: the lock
-//! and election services; tonic answers their methods `Unimplemented`.
+//! (`gateway`, `gateway_stream`), which calls these services in-process.
 
 pub mod auth;
 pub mod auth_service;
@@ -19,6 +19,7 @@ pub mod client_port_http;
 pub mod cluster;
 pub mod convert;
 pub mod cors;
+pub mod election;
 pub mod error;
 pub mod etcd_version;
 pub mod gateway;
@@ -26,6 +27,8 @@ mod gateway_stream;
 mod gateway_wire;
 pub mod kv;
 pub mod lease;
+pub mod lock;
+mod lock_queue;
 pub mod maintenance;
 mod probes;
 mod range_stream;
@@ -57,12 +60,22 @@ pub mod proto {
         tonic::include_proto!("etcdserverpb");
         include!(concat!(env!("OUT_DIR"), "/etcdserverpb.serde.rs"));
     }
+    pub mod v3lockpb {
+        tonic::include_proto!("v3lockpb");
+        include!(concat!(env!("OUT_DIR"), "/v3lockpb.serde.rs"));
+    }
+    pub mod v3electionpb {
+        tonic::include_proto!("v3electionpb");
+        include!(concat!(env!("OUT_DIR"), "/v3electionpb.serde.rs"));
+    }
 }
 
 use proto::etcdserverpb::{
     auth_server::AuthServer, cluster_server::ClusterServer, kv_server::KvServer,
     lease_server::LeaseServer, maintenance_server::MaintenanceServer, watch_server::WatchServer,
 };
+use proto::v3electionpb::election_server::ElectionServer;
+use proto::v3lockpb::lock_server::LockServer;
 
 /// Bounds of the gRPC listener.
 #[derive(Clone, Debug)]
@@ -201,6 +214,10 @@ fn etcd_services<B: KvBackend>(
         )),
     })
     .max_decoding_message_size(max);
+    let lock =
+        LockServer::new(lock::LockService::new(backend.clone())).max_decoding_message_size(max);
+    let election = ElectionServer::new(election::ElectionService::new(backend.clone()))
+        .max_decoding_message_size(max);
     let maintenance = MaintenanceServer::new(maintenance::MaintenanceService {
         backend,
         snapshot_streams: Arc::new(Semaphore::new(limits.max_snapshot_streams)),
@@ -214,6 +231,8 @@ fn etcd_services<B: KvBackend>(
         .add_service(maintenance)
         .add_service(watch)
         .add_service(auth)
+        .add_service(lock)
+        .add_service(election)
         .clone()
         .routes()
 }

@@ -135,3 +135,40 @@ async fn a_user_reaches_only_its_keys_and_root_administers() {
     );
     member.stop().await;
 }
+
+/// Lock and Election run as their caller: a user takes a lock and campaigns under a prefix its
+/// role reaches, and is refused (etcd's text, code `Unknown` as etcd's recipe servers answer)
+/// under one it does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_and_elections_reach_only_the_callers_keys() {
+    let member = GrpcMember::start().await;
+    let mut setup = member.client().await;
+    setup.user_add("root", "root-pw", None).await.unwrap();
+    setup.user_grant_role("root", "root").await.unwrap();
+    setup.role_add("locker").await.unwrap();
+    let permission = Permission::read_write("mine/").with_prefix();
+    setup
+        .role_grant_permission("locker", permission)
+        .await
+        .unwrap();
+    setup.user_add("locker", "locker-pw", None).await.unwrap();
+    setup.user_grant_role("locker", "locker").await.unwrap();
+    setup.auth_enable().await.unwrap();
+
+    let mut locker = client_as(&member, "locker", "locker-pw").await;
+    let lease = locker.lease_grant(600, None).await.unwrap().id();
+    let options = etcd_client::LockOptions::new().with_lease(lease);
+    let held = locker.lock("mine", Some(options.clone())).await.unwrap();
+    assert_eq!(held.key(), format!("mine/{lease:x}").as_bytes());
+    locker.unlock(held.key()).await.unwrap();
+    let refused = locker.lock("theirs", Some(options)).await.unwrap_err();
+    assert_eq!(
+        grpc_status(refused),
+        (Code::Unknown, "etcdserver: permission denied".to_string())
+    );
+    let campaign = locker.campaign("mine", "v", lease).await.unwrap();
+    assert_eq!(campaign.leader().unwrap().key(), held.key());
+    let refused = locker.campaign("theirs", "v", lease).await.unwrap_err();
+    assert_eq!(grpc_status(refused).0, Code::Unknown);
+    member.stop().await;
+}
