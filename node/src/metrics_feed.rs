@@ -94,7 +94,8 @@ fn follow_raft_metrics(member: &RaftMember, raft_metrics: RaftMetrics) -> JoinHa
 fn raft_observation(status: &RaftStatus) -> RaftObservation {
     RaftObservation {
         term: status.term,
-        is_leader: status.role == MemberRole::Leader,
+        // A leader whose lease lapsed reports no leader (`RaftStatus::of`) and is none here.
+        is_leader: status.role == MemberRole::Leader && status.leader.is_some(),
         leader_id: status.leader,
         commit_index: status.commit_index,
         applied_index: status.applied_index,

@@ -235,7 +235,7 @@ impl RaftMember {
 
     /// The member's raft state now: term, leader, role, commit and applied indexes.
     pub fn status(&self) -> RaftStatus {
-        RaftStatus::of(&self.inner.raft.metrics().borrow_watched())
+        self.inner.status()
     }
 
     /// A reader of how many bytes of raft log entries this member holds in memory now.
@@ -247,7 +247,11 @@ impl RaftMember {
     /// applied indexes move with every write and do not wake the feed: read them with
     /// [`status`](Self::status) when they are needed.
     pub fn status_feed(&self) -> RaftStatusFeed {
-        RaftStatusFeed::new(self.inner.raft.server_metrics(), self.inner.raft.metrics())
+        RaftStatusFeed::new(
+            self.inner.raft.server_metrics(),
+            self.inner.raft.metrics(),
+            self.inner.leader_lease(),
+        )
     }
 
     /// Waits until raft stops on its own, because a storage operation failed (a write or fsync of

@@ -67,6 +67,16 @@ pub(crate) async fn wait_for(
 }
 
 impl MemberInner {
+    /// The member's raft state now (`RaftStatus::of`: a leader whose lease lapsed reports none).
+    pub(crate) fn status(&self) -> crate::status::RaftStatus {
+        crate::status::RaftStatus::of(&self.raft.metrics().borrow_watched(), self.leader_lease())
+    }
+
+    /// openraft's leader lease: the longest election timeout (`Config::election_timeout_max`).
+    pub(crate) fn leader_lease(&self) -> std::time::Duration {
+        self.config.timing.election_timeout_max
+    }
+
     /// Every member of the membership (voters and learners) with its peer URL, as this member
     /// knows it now: whom a question to all members (hashes, reports) goes to.
     pub(crate) fn members_with_peer_urls(&self) -> Vec<(u64, String)> {

@@ -16,7 +16,6 @@ use serde::{Deserialize, Serialize};
 use crate::member_inner::MemberInner;
 use crate::peer::client::CallError;
 use crate::peer::paths;
-use crate::status::RaftStatus;
 use revkv_storage::Error as StorageError;
 
 /// What one member says about itself.
@@ -53,7 +52,7 @@ pub struct MemberReportAnswer {
 impl MemberInner {
     /// This member's report of itself, read now.
     pub(crate) fn member_report(&self) -> Result<MemberReport, StorageError> {
-        let raft = RaftStatus::of(&self.raft.metrics().borrow_watched());
+        let raft = self.status();
         let stats = self.store.stats()?;
         Ok(MemberReport {
             member_id: self.id,

@@ -3,10 +3,13 @@
 //! openraft's metrics types: [`RaftStatus`] is one reading, [`RaftStatusFeed`] follows changes of term,
 //! role and leader.
 
+use std::time::Duration;
+
 use openraft::async_runtime::WatchReceiver;
 use openraft::type_config::alias::WatchReceiverOf;
 use openraft::ServerState;
 
+use crate::clock::Instant;
 use crate::TypeConfig;
 
 /// The raft role a member plays right now.
@@ -58,10 +61,20 @@ pub struct RaftStatus {
 }
 
 impl RaftStatus {
-    pub(crate) fn of(metrics: &openraft::RaftMetrics<TypeConfig>) -> RaftStatus {
+    /// The reading of `metrics` now. A leader whose lease has lapsed (no quorum has acknowledged
+    /// it for `leader_lease`, openraft's lease: the longest election timeout) reports no leader:
+    /// openraft refuses it new writes from then on, the other members may have elected another,
+    /// and a client that picks the leader from a member's status must look elsewhere. etcd's
+    /// leader steps down after an election timeout without a quorum (CheckQuorum); openraft's
+    /// keeps its role and heartbeats, and claims leadership again at the next acknowledgement.
+    pub(crate) fn of(
+        metrics: &openraft::RaftMetrics<TypeConfig>,
+        leader_lease: Duration,
+    ) -> RaftStatus {
+        let lease_lapsed = leader_lease_lapsed(metrics, leader_lease, Instant::now());
         RaftStatus {
             term: metrics.current_term,
-            leader: metrics.current_leader,
+            leader: metrics.current_leader.filter(|_| !lease_lapsed),
             role: MemberRole::of(metrics.state),
             commit_index: metrics.local_committed.map_or(0, |log_id| log_id.index),
             applied_index: metrics.last_applied.map_or(0, |log_id| log_id.index),
@@ -70,24 +83,53 @@ impl RaftStatus {
     }
 }
 
+/// Whether `metrics` are a leader's whose last quorum acknowledgement is older than
+/// `leader_lease` at `now`. A leader that is the only voter is its own quorum, and one not yet
+/// acknowledged since its election (its voters granted it just now) has a lease.
+fn leader_lease_lapsed(
+    metrics: &openraft::RaftMetrics<TypeConfig>,
+    leader_lease: Duration,
+    now: Instant,
+) -> bool {
+    if metrics.state != ServerState::Leader {
+        return false;
+    }
+    if metrics.membership_config.membership().voter_ids().count() <= 1 {
+        return false;
+    }
+    metrics
+        .last_quorum_acked
+        .as_ref()
+        .is_some_and(|acked| now.saturating_duration_since(**acked) > leader_lease)
+}
+
 /// Follows the changes of a member's term, role and leader, with no polling. It wakes only when
 /// one of them (or the membership) changes, not on every write; each reading it answers is complete.
+///
+/// A leader's lease that lapses changes none of them, so the feed does not wake for it: readers
+/// that must see it (a scrape) read [`current`](Self::current), which applies it.
 pub struct RaftStatusFeed {
     server: WatchReceiverOf<TypeConfig, openraft::metrics::RaftServerMetrics<TypeConfig>>,
     metrics: WatchReceiverOf<TypeConfig, openraft::RaftMetrics<TypeConfig>>,
+    leader_lease: Duration,
 }
 
 impl RaftStatusFeed {
     pub(crate) fn new(
         server: WatchReceiverOf<TypeConfig, openraft::metrics::RaftServerMetrics<TypeConfig>>,
         metrics: WatchReceiverOf<TypeConfig, openraft::RaftMetrics<TypeConfig>>,
+        leader_lease: Duration,
     ) -> RaftStatusFeed {
-        RaftStatusFeed { server, metrics }
+        RaftStatusFeed {
+            server,
+            metrics,
+            leader_lease,
+        }
     }
 
     /// The state as of now, commit and applied indexes included.
     pub fn current(&self) -> RaftStatus {
-        RaftStatus::of(&self.metrics.borrow_watched())
+        RaftStatus::of(&self.metrics.borrow_watched(), self.leader_lease)
     }
 
     /// Waits for the next change of term, role, leader or membership and returns the new state;

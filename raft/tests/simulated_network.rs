@@ -191,3 +191,62 @@ async fn an_uncommitted_member_add_is_not_listed() {
     }
     revkv_raft::runtime::run_blocking_work_inline_on_this_thread(false);
 }
+
+/// A leader cut off from both followers stops claiming leadership once no quorum has answered it
+/// for its lease (the longest election timeout), as etcd's leader steps down under CheckQuorum:
+/// its status names no leader while its role stays leader (openraft keeps it, and refuses it new
+/// writes). The other two elect a leader of their own; once the cut heals, all three name that one.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_leader_cut_off_from_a_quorum_stops_claiming_leadership() {
+    revkv_raft::runtime::run_blocking_work_inline_on_this_thread(true);
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let network = Arc::new(LoopbackNetwork::default());
+    let members = start_members(&network, dir.path()).await;
+    write_until_committed(&members[0], "settled").await;
+    let old_leader_id = members[0].status().leader.expect("a leader");
+    let old_leader = members
+        .iter()
+        .find(|member| member.id() == old_leader_id)
+        .expect("the leader");
+    assert_eq!(old_leader.status().leader, Some(old_leader_id));
+
+    network.isolate(old_leader_id);
+    let deadline = Instant::now() + DEADLINE;
+    while old_leader.status().leader.is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the cut-off leader still claims leadership"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(old_leader.status().role, revkv_raft::MemberRole::Leader);
+    let others: Vec<&RaftMember> = members
+        .iter()
+        .filter(|member| member.id() != old_leader_id)
+        .collect();
+    write_until_committed(others[0], "after the cut").await;
+    let new_leader = others[0].status().leader.expect("a leader among the two");
+    assert_ne!(new_leader, old_leader_id);
+    assert_eq!(
+        old_leader.status().leader,
+        None,
+        "the cut-off leader claims again"
+    );
+
+    network.heal();
+    let deadline = Instant::now() + DEADLINE;
+    while members
+        .iter()
+        .any(|member| member.status().leader != Some(new_leader))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the members never agreed on the new leader"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for member in &members {
+        member.shutdown().await.expect("shutdown");
+    }
+    revkv_raft::runtime::run_blocking_work_inline_on_this_thread(false);
+}

@@ -39,6 +39,7 @@ mod etcdctl_edges_vs_etcd;
 mod etcdctl_vs_etcd;
 mod failover;
 mod h2_writes;
+mod isolated_leader;
 mod leader_restart;
 mod lease_vs_etcd;
 mod leases;
