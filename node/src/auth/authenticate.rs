@@ -108,8 +108,11 @@ pub async fn records_with_token_key<B: crate::backend::KvBackend>(
 }
 
 /// Checks `name` and `password` against the records and hands out a token. Slow on purpose (an
-/// argon2 verification): call it off the async threads. An unknown user costs the same as a
-/// wrong password, so timing does not tell which users exist.
+/// argon2 or bcrypt verification): call it off the async threads. A refusal costs one password
+/// check whether or not the user exists: an unknown user, or one without a password, is checked
+/// against a decoy hash of the scheme a stored user would have (`decoy_for`), so timing does not
+/// tell which users exist, whichever hashes the store holds (argon2 written here, bcrypt imported
+/// from etcd, or both).
 pub fn issue_token(
     records: &AuthState,
     name: &str,
@@ -121,22 +124,59 @@ pub fn issue_token(
         return Err(NodeError::Invalid("auth is not enabled".into()));
     }
     match records.users.get(name) {
-        Some(user) => verify_password(password, &user.password_hash)?,
-        None => {
-            // Spend an argon2 verification anyway; the result is a refusal either way.
-            let _ = verify_password(password, decoy_hash());
+        Some(user) if !user.password_hash.is_empty() => {
+            verify_password(password, &user.password_hash)?
+        }
+        _ => {
+            // Spend a check anyway; the result is a refusal either way.
+            let _ = verify_password(password, decoy_hash(decoy_for(records, name)));
             return Err(AuthError::BadCredentials.into());
         }
     }
     Ok(signer(records, options)?.issue(name, now)?)
 }
 
-/// A valid argon2 hash of a random password, made once, to verify against for unknown users.
-fn decoy_hash() -> &'static str {
-    static DECOY: OnceLock<String> = OnceLock::new();
-    DECOY.get_or_init(|| {
+/// The scheme of the decoy a sign-in as `name` (unknown, or without a password) is checked
+/// against: that of a stored user picked by a keyed hash of the name, so the unknown names are
+/// spread over the schemes in the proportion the stored users have them (a store imported from
+/// etcd, all bcrypt, gets bcrypt decoys), and one name always gets the same one, as a real user
+/// always has the same hash. The key is random per process, so nobody can tell in advance which
+/// scheme a name draws. A store with no password at all gets argon2, the scheme written here.
+pub(crate) fn decoy_for(records: &AuthState, name: &str) -> PasswordHashScheme {
+    use std::hash::BuildHasher;
+    static NAME_KEY: OnceLock<std::collections::hash_map::RandomState> = OnceLock::new();
+    let with_password = || {
+        records
+            .users
+            .values()
+            .filter(|user| !user.password_hash.is_empty())
+    };
+    let users = with_password().count() as u64;
+    if users == 0 {
+        return PasswordHashScheme::Argon2id;
+    }
+    let bcrypt = with_password()
+        .filter(|user| revkv_storage::auth::is_bcrypt_hash(&user.password_hash))
+        .count() as u64;
+    let drawn = NAME_KEY.get_or_init(Default::default).hash_one(name) % users;
+    if drawn < bcrypt {
+        PasswordHashScheme::Bcrypt
+    } else {
+        PasswordHashScheme::Argon2id
+    }
+}
+
+/// A valid hash of a random password in `scheme`, made once per scheme, to verify against.
+fn decoy_hash(scheme: PasswordHashScheme) -> &'static str {
+    static ARGON2_DECOY: OnceLock<String> = OnceLock::new();
+    static BCRYPT_DECOY: OnceLock<String> = OnceLock::new();
+    let decoy = match scheme {
+        PasswordHashScheme::Argon2id => &ARGON2_DECOY,
+        PasswordHashScheme::Bcrypt => &BCRYPT_DECOY,
+    };
+    decoy.get_or_init(|| {
         let random_password = format!("{:032x}", rand_u128());
-        hash_password(&random_password, PasswordHashScheme::Argon2id).unwrap_or_default()
+        hash_password(&random_password, scheme).unwrap_or_default()
     })
 }
 
@@ -214,5 +254,72 @@ mod tests {
         records.enabled = false;
         let caller = authenticate_bearer(&records, None, &options, 10).unwrap();
         assert!(matches!(caller, Caller::Unrestricted));
+    }
+
+    /// A store of `bcrypt` users with bcrypt hashes and `argon2` with argon2 ones (stand-in
+    /// hashes: only their form counts here).
+    fn store_of(bcrypt: usize, argon2: usize) -> AuthState {
+        let mut records = AuthState::default();
+        let user = |hash: &str| User {
+            password_hash: hash.to_string(),
+            roles: BTreeSet::new(),
+        };
+        for number in 0..bcrypt {
+            let hash = "$2a$10$abcdefghijklmnopqrstuuJ0fF8bH2kq3cY5yQm1sS7wTqK9eLxGm";
+            records.users.insert(format!("b{number}"), user(hash));
+        }
+        for number in 0..argon2 {
+            records.users.insert(
+                format!("a{number}"),
+                user("$argon2id$v=19$m=19456,t=2,p=1$x$y"),
+            );
+        }
+        records.users.insert("no-password".into(), user(""));
+        records
+    }
+
+    #[test]
+    fn unknown_names_draw_decoys_of_the_schemes_the_stored_users_have() {
+        let names: Vec<String> = (0..1_000).map(|number| format!("guess-{number}")).collect();
+        let drawn = |records: &AuthState, scheme| {
+            let draws = names
+                .iter()
+                .filter(|name| decoy_for(records, name) == scheme);
+            draws.count()
+        };
+        // Imported from etcd: every decoy is bcrypt, as every real check would be.
+        assert_eq!(drawn(&store_of(5, 0), PasswordHashScheme::Bcrypt), 1_000);
+        assert_eq!(drawn(&store_of(0, 5), PasswordHashScheme::Argon2id), 1_000);
+        // No password at all: argon2, the scheme written here.
+        assert_eq!(drawn(&store_of(0, 0), PasswordHashScheme::Argon2id), 1_000);
+        // Half and half: both, about half each (a binomial draw; 350 is 9 deviations off).
+        let mixed = store_of(4, 4);
+        let bcrypt = drawn(&mixed, PasswordHashScheme::Bcrypt);
+        assert!(
+            (350..=650).contains(&bcrypt),
+            "{bcrypt} of 1000 drew bcrypt"
+        );
+        // One name always draws the same, as one user always has the same hash.
+        for name in &names[..20] {
+            assert_eq!(decoy_for(&mixed, name), decoy_for(&mixed, name));
+        }
+    }
+
+    #[test]
+    fn a_user_without_a_password_is_refused_like_an_unknown_one() {
+        let mut records = enabled_records();
+        let nobody_hash = User {
+            password_hash: String::new(),
+            roles: BTreeSet::new(),
+        };
+        records.users.insert("no-password".into(), nobody_hash);
+        let options = AuthOptions::default();
+        for name in ["no-password", "unknown"] {
+            let refused = issue_token(&records, name, "", &options, 1);
+            assert!(
+                matches!(refused, Err(NodeError::Unauthenticated(_))),
+                "{name}: {refused:?}"
+            );
+        }
     }
 }
