@@ -334,6 +334,8 @@ async fn compare_etcdctl_runs(etcdctl: &Path, etcd_binary: &Path) {
     let from_revkv =
         tokio::task::block_in_place(|| run_script(etcdctl, revkv_endpoint.clone(), dir.path()));
     assert_same_outcomes(&from_etcd, &from_revkv);
+    // A key's version is compared: revkv's answers with every version reset to 1 must differ.
+    etcd_history::assert_a_version_reset_would_be_caught(&from_etcd, &from_revkv);
     // The script did reach the data: a sanity check that both runs were not failing alike.
     assert!(from_revkv.iter().filter(|outcome| outcome.success).count() >= 25);
 

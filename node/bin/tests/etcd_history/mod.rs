@@ -352,7 +352,7 @@ pub fn assert_restored_alike(on_etcd: &mut Etcdctl<'_>, on_revkv: &mut Etcdctl<'
 /// revkv's real answers that way and checks both that the plant changed something (the history
 /// has keys written more than once) and that the comparison lists the difference, so the
 /// normalizing can never drop a key's version unseen.
-fn assert_a_version_reset_would_be_caught(from_etcd: &[Outcome], from_revkv: &[Outcome]) {
+pub fn assert_a_version_reset_would_be_caught(from_etcd: &[Outcome], from_revkv: &[Outcome]) {
     let planted: Vec<Outcome> = from_revkv.iter().map(with_versions_reset).collect();
     assert_ne!(planted, from_revkv, "no read answered a key written twice");
     let caught = differing_outcomes(from_etcd, &planted);
