@@ -4,7 +4,9 @@
 //! delete with its previous value, then a live put while it is open), a keep-alive body renewing
 //! a lease twice, and a watch created, asked for progress and canceled in one body (etcd answers
 //! the progress request once for the stream, with watch id -1; 3.6 and 3.7 at a place among the
-//! other answers that depends on timing, so there the order of those lines is not compared).
+//! other answers that depends on timing, so there the order of those lines is not compared), and
+//! a keep-alive body of one renewal read to the end of its answer (etcd's gateway closes the
+//! call's sending side with the body, and the keep-alive stream then ends).
 //! Against 3.6 and 3.7, whose grpc-gateway is v2, also a stream refused before its first answer
 //! (a keep-alive without a token once auth is enabled). `/v3/maintenance/snapshot` is read back
 //! by etcd's own `etcdutl snapshot restore` of 3.5.1, 3.6.16 and 3.7.3, which checks its
@@ -25,8 +27,32 @@ use revkv_tools::harness::etcd::EtcdServer;
 use serde_json::{json, Value};
 
 /// What a system's streams answered: a watch's first line and its events, a keep-alive
-/// stream's lines, and every line of a watch that asks for progress and cancels.
-type StreamAnswers = (Value, Vec<Value>, Vec<Value>, Vec<Value>);
+/// stream's lines, every line of a watch that asks for progress and cancels, and every line of a
+/// keep-alive read to its end.
+type StreamAnswers = (Value, Vec<Value>, Vec<Value>, Vec<Value>, Vec<Value>);
+
+/// A keep-alive whose body holds one renewal, read to the end of the answer: etcd's gateway closes
+/// the call's sending side with the body, and its keep-alive server then ends the stream, so
+/// `curl -d '{"ID": N}'` (Patroni's renewal) gets one line and the end. A stream that stayed
+/// open would run into the deadline.
+async fn keepalive_to_the_end(base: &str) -> Vec<Value> {
+    let answer = reqwest::Client::new()
+        .post(format!("{base}/v3/lease/keepalive"))
+        .body(json!({ "ID": "2000" }).to_string())
+        .timeout(gateway_support::STREAM_DEADLINE)
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(answer.status(), StatusCode::OK);
+    let text = answer
+        .text()
+        .await
+        .expect("the answer ends before the deadline");
+    text.lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .map(gateway_support::normalized)
+        .collect()
+}
 
 /// A watch from an old revision (catch-up with a delete and previous values), then a live put;
 /// a keep-alive stream whose body renews the lease twice; a watch created, asked for progress
@@ -90,7 +116,14 @@ async fn streams_of(base: &str) -> StreamAnswers {
         async {},
     )
     .await;
-    (watched[0].clone(), events_of(&watched), kept, progressed)
+    let ended = keepalive_to_the_end(base).await;
+    (
+        watched[0].clone(),
+        events_of(&watched),
+        kept,
+        progressed,
+        ended,
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -113,6 +146,7 @@ async fn the_gateways_watch_and_keepalive_streams_answer_as_etcds_do() {
     assert_eq!(from_34.3[0]["result"]["created"], true, "{from_34:?}");
     assert_eq!(from_34.3[1]["result"]["watch_id"], "-1", "{from_34:?}");
     assert_eq!(from_34.3[2]["result"]["canceled"], true, "{from_34:?}");
+    assert_eq!(from_34.4.len(), 1, "one renewal, then the end: {from_34:?}");
     assert_eq!(from_revkv, from_34, "etcd 3.4");
     assert_eq!(from_revkv, from_35, "etcd 3.5");
 }
@@ -275,6 +309,25 @@ async fn the_gateways_snapshot_is_a_file_etcds_own_tool_restores() {
     }
 }
 
+/// A request body that sends its one chunk and then stays open, as a client that keeps its stream
+/// but sends nothing more.
+struct OpenAfter(Option<bytes::Bytes>);
+
+impl http_body::Body for OpenAfter {
+    type Data = bytes::Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, std::io::Error>>> {
+        match self.0.take() {
+            Some(chunk) => std::task::Poll::Ready(Some(Ok(http_body::Frame::data(chunk)))),
+            None => std::task::Poll::Pending,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gateway_streams_are_bounded_per_member_and_an_idle_keepalive_stream_ends() {
     let options = cluster_options().with_grpc().with_flags(&[
@@ -313,9 +366,11 @@ async fn gateway_streams_are_bounded_per_member_and_an_idle_keepalive_stream_end
         "the held stream's place is free",
         CONVERGENCE_TIMEOUT,
         async || {
+            // The body stays open after its renewal: one that ended would end the stream.
+            let body = OpenAfter(Some(bytes::Bytes::from(renew.clone())));
             let answer = client
                 .post(format!("{base}/v3/lease/keepalive"))
-                .body(renew.clone())
+                .body(reqwest::Body::wrap(body))
                 .send()
                 .await
                 .ok()?;

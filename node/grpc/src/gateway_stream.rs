@@ -2,9 +2,12 @@
 //! `POST /v3/lease/keepalive`: the request body is a sequence of JSON requests
 //! (`{"create_request": ...}` one after another), the answer a line `{"result": ...}` per gRPC
 //! message, each sent as it comes, as etcd's grpc-gateway streams them. As for unary calls, the
-//! messages go through the gated gRPC router in-process; the gRPC request stream stays open after
-//! the HTTP body ends (a `curl -d` watch keeps watching, as on etcd) and ends when the HTTP client
-//! goes away. The one server stream, `POST /v3/maintenance/snapshot`, takes one JSON request and
+//! messages go through the gated gRPC router in-process. When the HTTP body ends, etcd's
+//! grpc-gateway closes the gRPC call's sending side, and each service then does what it does with
+//! a client that half-closes: etcd's keep-alive server ends its stream (`curl -d '{"ID": N}'`
+//! gets one answer line and the end), its watch server keeps watching (a `curl -d` watch goes on
+//! until the client goes away). revkv's Watch ends on a half-close, so for watches the gateway
+//! keeps the gRPC request stream open instead, to the same effect (`CloseWithBody`). The one server stream, `POST /v3/maintenance/snapshot`, takes one JSON request and
 //! answers the same `{"result": ...}` lines (the snapshot in base64 pieces).
 
 use std::collections::VecDeque;
@@ -52,6 +55,16 @@ impl StreamLimits {
     }
 }
 
+/// Whether a bidirectional stream's gRPC sending side closes when its HTTP body ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CloseWithBody {
+    /// etcd's gateway closes it, and the service ends the stream (keep-alive).
+    Yes,
+    /// The call keeps its sending side until the HTTP client goes away (watch: etcd's server
+    /// keeps watching after a half-close, revkv's would end, so the gateway does not close).
+    No,
+}
+
 /// One streaming call: the JSON requests of `body` as `Req` messages to the gRPC method at
 /// `method`, its `Resp` messages back as `{"result": ...}` lines. With `idle_timeout`, a stream
 /// that receives no request for that long ends with an error line.
@@ -59,7 +72,7 @@ pub(crate) async fn stream<Req, Resp>(
     grpc: Router,
     method: &'static str,
     limits: StreamLimits,
-    idle_timeout: Option<Duration>,
+    (idle_timeout, close_with_body): (Option<Duration>, CloseWithBody),
     headers: HeaderMap,
     body: Body,
 ) -> Response
@@ -77,6 +90,7 @@ where
     let reading = RequestReading {
         max_message_bytes: limits.max_message_bytes,
         idle_timeout,
+        close_with_body,
         bad: bad_request,
     };
     let requests = reading
@@ -162,6 +176,8 @@ struct RequestReading {
     max_message_bytes: usize,
     /// With a limit, the stream ends when no request came for this long.
     idle_timeout: Option<Duration>,
+    /// Whether the requests end with the body.
+    close_with_body: CloseWithBody,
     /// Where the reason the requests ended early goes (a line to the client).
     bad: tokio::sync::mpsc::Sender<tonic::Status>,
 }
@@ -183,8 +199,8 @@ struct ReadingState {
 
 impl RequestReading {
     /// The JSON values of `body`, one after another, each as a gRPC frame. After the body ends
-    /// the stream stays open (the gRPC call with it) until the client goes away or, with an
-    /// idle timeout, until it runs out. A value that does not parse, a request past
+    /// the stream ends too with `CloseWithBody::Yes`; otherwise it stays open (the gRPC call
+    /// with it) until the client goes away or, with an idle timeout, until it runs out. A value that does not parse, a request past
     /// `max_message_bytes` or the idle timeout ends the stream and is reported on `bad`.
     fn json_requests<Req>(self, body: Body) -> impl futures_util::Stream<Item = Bytes>
     where
@@ -218,7 +234,8 @@ impl RequestReading {
                 state.deadline = self.next_deadline();
                 return Some((frame, state));
             }
-            if state.refused {
+            let closes = state.body_ended && self.close_with_body == CloseWithBody::Yes;
+            if state.refused || closes {
                 return None;
             }
             let Some(chunk) = self.next_chunk(&mut state).await else {
