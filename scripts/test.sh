@@ -32,6 +32,9 @@ scripts/check-api-doc.py --self-test
 scripts/check-import-circles.py --self-test
 # The server binary is built without test-only features (tokio's test-util stays the simulator's).
 scripts/check-shipped-features.sh --self-test
+# The quick start says exactly what to install when protoc or its well-known types are missing
+# (after a self-test with a missing compiler and one without them).
+scripts/check-protoc.sh --self-test
 cargo clippy --workspace --all-targets --profile release-tests -- -D warnings
 
 test_log=$(mktemp)
