@@ -367,24 +367,23 @@ pub fn routes(grpc: Router, max_request_bytes: usize, limits: &GatewayLimits) ->
         electionpb::ResignResponse
     );
     macro_rules! streaming {
-        ($path:literal, $method:literal, $reading:expr, $request:ty, $response:ty) => {{
+        ($path:literal, $method:literal, $idle:expr, $request:ty, $response:ty) => {{
             let (grpc, streams) = (call.grpc.clone(), streams.clone());
             add(
                 $path,
                 post(move |headers: HeaderMap, body: Body| async move {
                     crate::gateway_stream::stream::<$request, $response>(
-                        grpc, $method, streams, $reading, headers, body,
+                        grpc, $method, streams, $idle, headers, body,
                     )
                     .await
                 }),
             );
         }};
     }
-    use crate::gateway_stream::CloseWithBody;
     streaming!(
         "/watch",
         "/etcdserverpb.Watch/Watch",
-        (None, CloseWithBody::No),
+        None,
         pb::WatchRequest,
         pb::WatchResponse
     );
@@ -392,7 +391,7 @@ pub fn routes(grpc: Router, max_request_bytes: usize, limits: &GatewayLimits) ->
     streaming!(
         "/lease/keepalive",
         "/etcdserverpb.Lease/LeaseKeepAlive",
-        (Some(keepalive_idle), CloseWithBody::Yes),
+        Some(keepalive_idle),
         pb::LeaseKeepAliveRequest,
         pb::LeaseKeepAliveResponse
     );

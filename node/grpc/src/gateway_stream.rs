@@ -2,12 +2,11 @@
 //! `POST /v3/lease/keepalive`: the request body is a sequence of JSON requests
 //! (`{"create_request": ...}` one after another), the answer a line `{"result": ...}` per gRPC
 //! message, each sent as it comes, as etcd's grpc-gateway streams them. As for unary calls, the
-//! messages go through the gated gRPC router in-process. When the HTTP body ends, etcd's
-//! grpc-gateway closes the gRPC call's sending side, and each service then does what it does with
-//! a client that half-closes: etcd's keep-alive server ends its stream (`curl -d '{"ID": N}'`
-//! gets one answer line and the end), its watch server keeps watching (a `curl -d` watch goes on
-//! until the client goes away). revkv's Watch ends on a half-close, so for watches the gateway
-//! keeps the gRPC request stream open instead, to the same effect (`CloseWithBody`). The one server stream, `POST /v3/maintenance/snapshot`, takes one JSON request and
+//! messages go through the gated gRPC router in-process. When the HTTP body ends, the gRPC call's
+//! sending side closes, as etcd's grpc-gateway closes it, and each service then does what it
+//! does with a client that half-closes: the keep-alive ends its stream (`curl -d '{"ID": N}'`
+//! gets one answer line and the end), the watch keeps watching (a `curl -d` watch goes on until
+//! the client goes away). The one server stream, `POST /v3/maintenance/snapshot`, takes one JSON request and
 //! answers the same `{"result": ...}` lines (the snapshot in base64 pieces).
 
 use std::collections::VecDeque;
@@ -55,16 +54,6 @@ impl StreamLimits {
     }
 }
 
-/// Whether a bidirectional stream's gRPC sending side closes when its HTTP body ends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum CloseWithBody {
-    /// etcd's gateway closes it, and the service ends the stream (keep-alive).
-    Yes,
-    /// The call keeps its sending side until the HTTP client goes away (watch: etcd's server
-    /// keeps watching after a half-close, revkv's would end, so the gateway does not close).
-    No,
-}
-
 /// One streaming call: the JSON requests of `body` as `Req` messages to the gRPC method at
 /// `method`, its `Resp` messages back as `{"result": ...}` lines. With `idle_timeout`, a stream
 /// that receives no request for that long ends with an error line.
@@ -72,7 +61,7 @@ pub(crate) async fn stream<Req, Resp>(
     grpc: Router,
     method: &'static str,
     limits: StreamLimits,
-    (idle_timeout, close_with_body): (Option<Duration>, CloseWithBody),
+    idle_timeout: Option<Duration>,
     headers: HeaderMap,
     body: Body,
 ) -> Response
@@ -90,7 +79,6 @@ where
     let reading = RequestReading {
         max_message_bytes: limits.max_message_bytes,
         idle_timeout,
-        close_with_body,
         bad: bad_request,
     };
     let requests = reading
@@ -176,8 +164,6 @@ struct RequestReading {
     max_message_bytes: usize,
     /// With a limit, the stream ends when no request came for this long.
     idle_timeout: Option<Duration>,
-    /// Whether the requests end with the body.
-    close_with_body: CloseWithBody,
     /// Where the reason the requests ended early goes (a line to the client).
     bad: tokio::sync::mpsc::Sender<tonic::Status>,
 }
@@ -189,7 +175,7 @@ struct ReadingState {
     buffer: Vec<u8>,
     /// Requests parsed and not yet handed to the gRPC call.
     ready: VecDeque<Bytes>,
-    /// The body ended: no more requests will come, but the stream stays open.
+    /// The body ended: the requests end once `ready` is sent.
     body_ended: bool,
     /// A request was refused (or none came in time): the stream ends once `ready` is sent.
     refused: bool,
@@ -198,9 +184,9 @@ struct ReadingState {
 }
 
 impl RequestReading {
-    /// The JSON values of `body`, one after another, each as a gRPC frame. After the body ends
-    /// the stream ends too with `CloseWithBody::Yes`; otherwise it stays open (the gRPC call
-    /// with it) until the client goes away or, with an idle timeout, until it runs out. A value that does not parse, a request past
+    /// The JSON values of `body`, one after another, each as a gRPC frame, ending with the body
+    /// (the gRPC call's sending side closes; the call itself lives on as its service decides)
+    /// or, with an idle timeout, when no request came for that long. A value that does not parse, a request past
     /// `max_message_bytes` or the idle timeout ends the stream and is reported on `bad`.
     fn json_requests<Req>(self, body: Body) -> impl futures_util::Stream<Item = Bytes>
     where
@@ -234,8 +220,7 @@ impl RequestReading {
                 state.deadline = self.next_deadline();
                 return Some((frame, state));
             }
-            let closes = state.body_ended && self.close_with_body == CloseWithBody::Yes;
-            if state.refused || closes {
+            if state.refused || state.body_ended {
                 return None;
             }
             let Some(chunk) = self.next_chunk(&mut state).await else {
@@ -254,7 +239,7 @@ impl RequestReading {
                     "a request is over {} bytes",
                     self.max_message_bytes
                 )),
-                // A broken body or its end: nothing more to parse, but the stream stays open.
+                // A broken body or its end: nothing more to parse; the requests end.
                 _ => {
                     state.body_ended = true;
                     None
@@ -267,19 +252,12 @@ impl RequestReading {
         }
     }
 
-    /// The body's next chunk (pending for ever once it ended); `None` when the idle timeout ran
-    /// out first.
+    /// The body's next chunk; `None` when the idle timeout ran out first.
     async fn next_chunk(
         &self,
         state: &mut ReadingState,
     ) -> Option<Option<Result<Bytes, axum::Error>>> {
-        let next = async {
-            if state.body_ended {
-                std::future::pending().await
-            } else {
-                state.body.next().await
-            }
-        };
+        let next = state.body.next();
         match state.deadline {
             Some(deadline) => revkv_raft::clock::timeout_at(deadline, next).await.ok(),
             None => Some(next.await),

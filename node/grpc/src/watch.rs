@@ -107,15 +107,23 @@ struct StreamWatch {
 struct ClientGone;
 
 impl<B: KvBackend> WatchStream<B> {
-    /// Serves requests until the client ends the stream or goes away; dropping `self` then
-    /// aborts every forwarder, which drops its watch and leaves the hub.
+    /// Serves requests until the client goes away (a half-close ends only the requests);
+    /// dropping `self` then aborts every forwarder, which drops its watch and leaves the hub.
     async fn run(mut self, mut requests: Streaming<pb::WatchRequest>) {
+        // A client that half-closes (ends its requests) keeps its watches, as on etcd, whose
+        // watch server goes on sending until the client goes away.
+        let mut requests_open = true;
         loop {
             let served = tokio::select! {
-                request = requests.message() => match request {
+                request = requests.message(), if requests_open => match request {
                     Ok(Some(request)) => self.handle(request).await,
-                    Ok(None) | Err(_) => return,
+                    Ok(None) => {
+                        requests_open = false;
+                        Ok(())
+                    }
+                    Err(_) => return,
                 },
+                () = self.sender.closed() => return,
                 Some(Ok(ended)) = self.forwarders.join_next(), if !self.forwarders.is_empty() => {
                     self.watch_ended(ended).await
                 }
