@@ -31,11 +31,11 @@ use serde_json::{json, Value};
 /// keep-alive read to its end.
 type StreamAnswers = (Value, Vec<Value>, Vec<Value>, Vec<Value>, Vec<Value>);
 
-/// A keep-alive whose body holds one renewal, read to the end of the answer: etcd's gateway closes
-/// the call's sending side with the body, and its keep-alive server then ends the stream, so
-/// `curl -d '{"ID": N}'` (Patroni's renewal) gets one line and the end. A stream that stayed
-/// open would run into the deadline.
-async fn keepalive_to_the_end(base: &str) -> Vec<Value> {
+/// A keep-alive whose body holds one renewal of lease 2000, read to the end of the answer: its
+/// HTTP status and its lines. etcd's gateway closes the call's sending side with the body, and its
+/// keep-alive server then ends the stream, so `curl -d '{"ID": N}'` (Patroni's renewal) gets one
+/// line and the end. A stream that stayed open would run into the deadline.
+async fn keepalive_to_the_end(base: &str) -> (StatusCode, Vec<Value>) {
     let answer = reqwest::Client::new()
         .post(format!("{base}/v3/lease/keepalive"))
         .body(json!({ "ID": "2000" }).to_string())
@@ -43,15 +43,17 @@ async fn keepalive_to_the_end(base: &str) -> Vec<Value> {
         .send()
         .await
         .expect("an answer");
-    assert_eq!(answer.status(), StatusCode::OK);
+    let status = answer.status();
     let text = answer
         .text()
         .await
         .expect("the answer ends before the deadline");
-    text.lines()
+    let lines = text
+        .lines()
         .map(|line| serde_json::from_str(line).expect("a JSON line"))
         .map(gateway_support::normalized)
-        .collect()
+        .collect();
+    (status, lines)
 }
 
 /// A watch from an old revision (catch-up with a delete and previous values), then a live put;
@@ -116,7 +118,8 @@ async fn streams_of(base: &str) -> StreamAnswers {
         async {},
     )
     .await;
-    let ended = keepalive_to_the_end(base).await;
+    let (status, ended) = keepalive_to_the_end(base).await;
+    assert_eq!(status, StatusCode::OK, "{ended:?}");
     (
         watched[0].clone(),
         events_of(&watched),
@@ -220,21 +223,7 @@ async fn refused_without_a_user(base: &str) -> (StatusCode, Vec<Value>) {
     )
     .await;
     post(base, "/v3/auth/enable", json!({})).await;
-    let answer = reqwest::Client::new()
-        .post(format!("{base}/v3/lease/keepalive"))
-        .body(json!({ "ID": "2000" }).to_string())
-        .timeout(gateway_support::STREAM_DEADLINE)
-        .send()
-        .await
-        .expect("an answer");
-    let status = answer.status();
-    let text = answer.text().await.expect("the whole answer");
-    let lines = text
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("a JSON line"))
-        .map(gateway_support::normalized)
-        .collect();
-    (status, lines)
+    keepalive_to_the_end(base).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
