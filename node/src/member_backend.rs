@@ -122,7 +122,7 @@ impl MemberBackend {
         ResponseHeader {
             revision,
             member_id: self.member.id(),
-            raft_term: self.member.status().term,
+            raft_term: self.member.term(),
         }
     }
 
@@ -160,10 +160,9 @@ impl MemberBackend {
         }
     }
 
-    /// The members of the configuration this member has applied (committed changes only).
-    fn member_infos(&self) -> Result<Vec<MemberInfo>, NodeError> {
-        let members = self.member.members().map_err(node_error)?;
-        Ok(members.into_iter().map(member_info).collect())
+    /// The members of the last committed configuration.
+    fn member_infos(&self) -> Vec<MemberInfo> {
+        self.member.members().into_iter().map(member_info).collect()
     }
 
     /// The members of the latest configuration in this member's log, committed or not: what may
@@ -176,7 +175,7 @@ impl MemberBackend {
 
     async fn admin(&self, request: AdminRequest) -> Result<Vec<MemberInfo>, NodeError> {
         self.member.admin(request).await.map_err(node_error)?;
-        self.member_infos()
+        Ok(self.member_infos())
     }
 }
 
@@ -371,7 +370,7 @@ impl KvBackend for MemberBackend {
     }
 
     async fn members(&self) -> Result<Vec<MemberInfo>, NodeError> {
-        self.member_infos()
+        Ok(self.member_infos())
     }
 
     async fn add_learner(&self, member: MemberInfo) -> Result<Vec<MemberInfo>, NodeError> {
@@ -425,7 +424,7 @@ impl KvBackend for MemberBackend {
             )));
         }
         let current = self
-            .member_infos()?
+            .member_infos()
             .into_iter()
             .find(|member| member.id == id);
         let Some(current) = current else {

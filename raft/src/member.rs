@@ -37,7 +37,6 @@ use crate::peer::{
 };
 use crate::state_machine::AppliedPosition;
 use crate::status::{RaftStatus, RaftStatusFeed};
-use crate::types::alias::StoredMembership;
 use crate::types::{ClientRequest, MemberNode, WriteResult};
 
 /// The most attempts one forwarded call makes on a leader, whatever its deadline. The deadline
@@ -236,6 +235,12 @@ impl RaftMember {
     /// The member's raft state now: term, leader, role, commit and applied indexes.
     pub fn status(&self) -> RaftStatus {
         self.inner.status()
+    }
+
+    /// The member's current term alone, for the header of every answer (and of every watch
+    /// event): cheaper than [`status`](Self::status), which also weighs a leader's lease.
+    pub fn term(&self) -> u64 {
+        self.inner.raft.metrics().borrow_watched().current_term
     }
 
     /// A reader of how many bytes of raft log entries this member holds in memory now.
@@ -522,23 +527,18 @@ impl RaftMember {
         }
     }
 
-    /// The cluster's members as the configuration this member has applied names them, as etcd's
-    /// `member list` shows its applied configuration: a change is listed once it is committed,
+    /// The cluster's members as the last committed configuration names them, as etcd's `member
+    /// list` shows only configuration that took effect: a change is listed once it is committed,
     /// never while it is only in the leader's log (an add that times out there never appears and
-    /// vanishes). A member that has applied no configuration yet (one just started to join)
+    /// vanishes). A member that knows no committed configuration yet (one just started to join)
     /// lists the configuration it has received.
-    pub fn members(&self) -> Result<Vec<Membership>, MemberError> {
-        let applied = self.inner.store.applied_state()?;
-        let Some(encoded) = applied.membership else {
-            return Ok(self.members_including_pending_change());
-        };
-        let stored: StoredMembership = revkv_storage::codec::decode(&encoded).map_err(|error| {
-            MemberError::Storage(revkv_storage::Error::Corrupt {
-                file: self.inner.store.path().to_path_buf(),
-                detail: format!("the applied membership does not decode: {error}"),
-            })
-        })?;
-        Ok(memberships_of(stored.membership()))
+    pub fn members(&self) -> Vec<Membership> {
+        let metrics = self.inner.raft.metrics().borrow_watched().clone();
+        let committed = metrics.committed_membership_config.membership();
+        if committed.nodes().next().is_none() {
+            return memberships_of(metrics.membership_config.membership());
+        }
+        memberships_of(committed)
     }
 
     /// The cluster's members as the latest configuration in this member's log names them,

@@ -71,7 +71,7 @@ impl RaftStatus {
         metrics: &openraft::RaftMetrics<TypeConfig>,
         leader_lease: Duration,
     ) -> RaftStatus {
-        let lease_lapsed = leader_lease_lapsed(metrics, leader_lease, Instant::now());
+        let lease_lapsed = leader_lease_lapsed(metrics, leader_lease);
         RaftStatus {
             term: metrics.current_term,
             leader: metrics.current_leader.filter(|_| !lease_lapsed),
@@ -84,12 +84,12 @@ impl RaftStatus {
 }
 
 /// Whether `metrics` are a leader's whose last quorum acknowledgement is older than
-/// `leader_lease` at `now`. A leader that is the only voter is its own quorum, and one not yet
-/// acknowledged since its election (its voters granted it just now) has a lease.
+/// `leader_lease` now. A leader that is the only voter is its own quorum, and one not yet
+/// acknowledged since its election (its voters granted it just now) has a lease. Followers cost
+/// one comparison: the clock is read only for a leader.
 fn leader_lease_lapsed(
     metrics: &openraft::RaftMetrics<TypeConfig>,
     leader_lease: Duration,
-    now: Instant,
 ) -> bool {
     if metrics.state != ServerState::Leader {
         return false;
@@ -100,7 +100,7 @@ fn leader_lease_lapsed(
     metrics
         .last_quorum_acked
         .as_ref()
-        .is_some_and(|acked| now.saturating_duration_since(**acked) > leader_lease)
+        .is_some_and(|acked| Instant::now().saturating_duration_since(**acked) > leader_lease)
 }
 
 /// Follows the changes of a member's term, role and leader, with no polling. It wakes only when

@@ -123,10 +123,10 @@ async fn three_members_on_one_thread_elect_replicate_and_survive_a_partition_wit
     revkv_raft::runtime::run_blocking_work_inline_on_this_thread(false);
 }
 
-/// The ids of the members `member` lists (the applied configuration), and of those its log's
+/// The ids of the members `member` lists (the committed configuration), and of those its log's
 /// latest configuration names, committed or not.
 fn listed_ids(member: &RaftMember) -> (Vec<u64>, Vec<u64>) {
-    let applied = member.members().expect("the applied membership");
+    let applied = member.members();
     let latest = member.members_including_pending_change();
     (
         applied.iter().map(|listed| listed.id).collect(),
@@ -134,9 +134,9 @@ fn listed_ids(member: &RaftMember) -> (Vec<u64>, Vec<u64>) {
     )
 }
 
-/// `member list` shows only committed configuration, as etcd shows only applied configuration: a
-/// learner added on a leader cut off from both followers sits uncommitted in that leader's log
-/// (its latest configuration names it) and is not listed; once the cut heals, the new leader's
+/// `member list` shows only committed configuration, as etcd shows only configuration that took
+/// effect: a learner added on a leader cut off from both followers sits uncommitted in that
+/// leader's log (its latest configuration names it) and is not listed; once the cut heals, the new leader's
 /// log replaces the uncommitted change, and no member lists the learner.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn an_uncommitted_member_add_is_not_listed() {
