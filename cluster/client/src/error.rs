@@ -81,6 +81,10 @@ pub enum ClientError {
     /// hold it.
     #[error("not the leader: {message}")]
     NotLeader { message: String },
+    /// A bound of this client's own was reached (an informer's cache, a work queue): nothing was
+    /// changed; raise the limit or narrow what is kept.
+    #[error("limit exceeded: {message}")]
+    LimitExceeded { message: String },
 }
 
 impl ClientError {

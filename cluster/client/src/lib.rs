@@ -38,6 +38,7 @@ pub mod admin;
 pub mod auth_admin;
 pub mod backoff;
 pub mod concurrency;
+pub mod controller;
 pub mod credentials;
 pub mod error;
 pub mod informer;
@@ -67,7 +68,7 @@ pub use auth_admin::{
 pub use backoff::{Backoff, Sleeper, TokioSleeper, DEFAULT_BACKOFF, DEFAULT_RETRY};
 pub use credentials::Credentials;
 pub use error::ClientError;
-pub use informer::Informer;
+pub use informer::{CacheCheck, CacheReader, Informer, InformerChange, InformerSettings};
 pub use kv::{
     Consistency, DeleteRequest, Precondition, PutRequest, RangePages, RangeRequest, ReadOptions,
 };

@@ -13,8 +13,9 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use revkv_client::backoff::SleepFuture;
+use revkv_client::controller::InformerEvent;
 use revkv_client::{
-    retry_on_conflict, Client, ClientError, Informer, PutRequest, RangeRequest, Sleeper,
+    retry_on_conflict, Client, ClientError, Informer, KeyValue, PutRequest, RangeRequest, Sleeper,
     WatchRequest, WatchUpdate, DEFAULT_RETRY,
 };
 use serde_json::json;
@@ -124,6 +125,11 @@ fn client_of(endpoints: &[&String], sleeper: NoWaitSleeper) -> Client {
 fn kv_json(key: &str, value: &str, mod_revision: u64) -> serde_json::Value {
     json!({"key": key, "value": value, "create_revision": 2, "mod_revision": mod_revision,
            "version": 1, "lease": 0})
+}
+
+/// `kv_json` as the client parses it.
+fn kv(key: &str, value: &str, mod_revision: u64) -> KeyValue {
+    serde_json::from_value(kv_json(key, value, mod_revision)).unwrap()
 }
 
 fn header_json(revision: u64) -> serde_json::Value {
@@ -503,17 +509,24 @@ async fn an_informer_lists_watches_and_relists_after_compaction() {
     let (member, received) = start_stub(relisting_member()).await;
     let client = client_of(&[&member], NoWaitSleeper::default());
     let mut informer = Informer::new(client, "p/");
-    informer.sync().await.unwrap();
+    let listed = informer.sync().await.unwrap();
+    assert_eq!(listed, [InformerEvent::Added(kv("p/a", "1", 3))]);
     assert_eq!(informer.revision(), 5);
-    assert_eq!(informer.items().len(), 1);
+    assert_eq!(informer.cache().len(), 1);
 
-    // The watch from 6 is compacted: the informer lists again (revision 10) and watches from 11.
-    assert_eq!(informer.next_change().await.unwrap(), 11);
-    let keys: Vec<&String> = informer.items().keys().collect();
-    assert_eq!(keys, ["p/a", "p/b", "w/k"]);
-    assert_eq!(informer.next_change().await.unwrap(), 12);
-    let keys: Vec<&String> = informer.items().keys().collect();
-    assert_eq!(keys, ["p/b", "w/k"]);
+    // The watch from 6 is compacted: the informer lists again (revision 10), reports what the
+    // relist changed, and watches from 11.
+    let relisted = informer.next_events().await.unwrap();
+    assert!(relisted.relisted);
+    assert_eq!(relisted.revision, 10);
+    assert_eq!(relisted.events, [InformerEvent::Added(kv("p/b", "2", 9))]);
+    let watched = informer.next_events().await.unwrap();
+    assert_eq!((watched.revision, watched.relisted), (11, false));
+    assert_eq!(informer.cache().keys(), ["p/a", "p/b", "w/k"]);
+    let deleted = informer.next_events().await.unwrap();
+    assert_eq!(deleted.revision, 12);
+    assert_eq!(deleted.events, [InformerEvent::Deleted(kv("p/a", "1", 3))]);
+    assert_eq!(informer.cache().keys(), ["p/b", "w/k"]);
     let lists = received
         .lock()
         .unwrap()
@@ -521,4 +534,70 @@ async fn an_informer_lists_watches_and_relists_after_compaction() {
         .filter(|request| request.uri.path() == "/v1/kv")
         .count();
     assert_eq!(lists, 2);
+}
+
+/// A stub whose watch lost revision 7's events: the store put `p/c`, deleted `p/a` and updated
+/// `p/b` at 7, but the stream sends only revisions 6 and 8. Lists answer the store's state at the
+/// revision asked (5 before any event; 8 for the check and the relist).
+fn member_whose_watch_drops_a_revision(
+) -> impl Fn(&Method, &Uri, &HashMap<String, String>) -> (u16, String) + Send + Sync {
+    let current_lists = Arc::new(Mutex::new(0u32));
+    move |_, uri, query| {
+        if uri.path() == "/v1/kv" {
+            let first_list = !query.contains_key("revision") && {
+                let mut lists = current_lists.lock().unwrap();
+                *lists += 1;
+                *lists == 1
+            };
+            let (revision, kvs) = match query.get("revision").map(String::as_str) {
+                _ if first_list => (5, vec![kv_json("p/a", "1", 3)]),
+                Some("8") | None => (
+                    8,
+                    vec![
+                        kv_json("p/b", "2", 7),
+                        kv_json("p/c", "1", 7),
+                        kv_json("p/d", "1", 8),
+                    ],
+                ),
+                Some(_) => return error_answer(400, "unexpected"),
+            };
+            let body = json!({"header": header_json(revision), "kvs": kvs, "count": kvs.len(),
+                              "more": false});
+            return (200, body.to_string());
+        }
+        let put = |key: &str, revision: u64| {
+            json!({"type": "EVENTS", "revision": revision,
+                   "events": [{"type": "PUT", "kv": kv_json(key, "1", revision)}]})
+        };
+        match query.get("start_revision").map(String::as_str) {
+            Some("6") => (200, ndjson(&[put("p/b", 6), put("p/d", 8)])),
+            _ => error_answer(503, "unavailable"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_cache_check_catches_a_revision_the_watch_dropped_and_a_relist_repairs_it() {
+    let (member, _) = start_stub(member_whose_watch_drops_a_revision()).await;
+    let client = client_of(&[&member], NoWaitSleeper::default());
+    let mut informer = Informer::new(client, "p/");
+    informer.sync().await.unwrap();
+    assert_eq!(informer.next_change().await.unwrap(), 6);
+    assert_eq!(informer.next_change().await.unwrap(), 8);
+
+    let check = informer.verify_against_store().await.unwrap();
+    assert_eq!(check.revision, 8);
+    assert!(!check.is_exact());
+    assert_eq!(check.missing, ["p/c"], "the lost put");
+    assert_eq!(check.stale, ["p/b"], "the lost update");
+    assert_eq!(check.unexpected, ["p/a"], "the lost delete");
+
+    let repaired = informer.sync().await.unwrap();
+    assert_eq!(
+        repaired.len(),
+        3,
+        "the relist reports the three lost changes: {repaired:?}"
+    );
+    assert_eq!(informer.cache().keys(), ["p/b", "p/c", "p/d"]);
+    assert!(informer.verify_against_store().await.unwrap().is_exact());
 }
