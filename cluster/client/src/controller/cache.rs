@@ -403,7 +403,7 @@ mod tests {
         cache.put(object("a", "12345678", 2)).unwrap();
         let before = cache.counted_bytes();
         assert!(
-            cache.put(object("a", "123456789", 3)).is_err(),
+            cache.put(object("a", "1234567890", 3)).is_err(),
             "one byte too many"
         );
         assert_eq!(cache.get("a").unwrap().value, "12345678");

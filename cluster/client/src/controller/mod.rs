@@ -5,5 +5,12 @@
 //! requeue on conflict with backoff, and record how long each object took to converge.
 
 pub mod cache;
+pub mod convergence;
+pub mod metrics;
+pub mod object;
 
 pub use cache::{CacheLimits, IndexFunction, InformerEvent, ObjectCache};
+pub use metrics::{ControllerMetricFamilies, ControllerMetrics};
+pub use object::{
+    create_object, update_spec, write_status, Object, ObjectMetadata, ObjectStatus, StatusConflict,
+};
