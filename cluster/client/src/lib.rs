@@ -30,6 +30,9 @@
 //!   keeps many leases alive over one streaming keep-alive ([`keepalive_stream`]) and reports
 //!   their loss.
 //! - [`concurrency`]: etcd's recipes on leases: `Session`, `Mutex`, `Election`.
+//! - [`controller`]: the controller runtime, after client-go's informers, `util/workqueue` and
+//!   controller-runtime: a bounded, indexed cache, a rate-limited work queue, reconcile workers,
+//!   the generation / observedGeneration convention and convergence metrics.
 //! - [`credentials`]: calling as a user when the cluster has auth enabled (token bought and
 //!   renewed by the transport); [`auth_admin`]: users, roles and permissions.
 

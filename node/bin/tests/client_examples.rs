@@ -13,6 +13,9 @@ mod cas_counter;
 mod lease_keepalive;
 #[path = "../../../cluster/client/examples/lock.rs"]
 mod lock;
+/// Also driven under chaos by `controller_chaos.rs`.
+#[path = "../../../cluster/client/examples/replica_controller.rs"]
+pub mod replica_controller;
 #[path = "../../../cluster/client/examples/watch_resume.rs"]
 mod watch_resume;
 
@@ -26,6 +29,7 @@ async fn the_client_examples_run_as_written() {
         ("watch_resume", watch_resume::run(&client).await),
         ("lease_keepalive", lease_keepalive::run(&client).await),
         ("lock", lock::run(&client).await),
+        ("replica_controller", replica_controller::run(&client).await),
     ] {
         let printed = printed.unwrap_or_else(|error| panic!("example {name} failed: {error}"));
         println!("{name}: {printed}");

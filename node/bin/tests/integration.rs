@@ -23,6 +23,7 @@ mod client_watch;
 mod cluster_errors;
 mod connection_limits;
 mod console;
+mod controller_chaos;
 mod corruption_check;
 mod ctl;
 mod disk_full;

@@ -38,6 +38,7 @@ pub struct ControllerMetricFamilies {
     cache_objects: IntGaugeVec,
     cache_bytes: IntGaugeVec,
     relists: IntCounterVec,
+    cache_checks: IntCounterVec,
     cache_divergences: IntCounterVec,
     informer_errors: IntCounterVec,
 }
@@ -85,6 +86,7 @@ impl ControllerMetricFamilies {
             cache_objects: gauge(registry, "revkv_controller_cache_objects", "Objects in the informer's cache.")?,
             cache_bytes: gauge(registry, "revkv_controller_cache_bytes", "Bytes the informer's cache counts against its limit.")?,
             relists: counter(registry, "revkv_controller_relists_total", "Lists after the first, by reason (compacted, divergence, error).", &["controller", "reason"])?,
+            cache_checks: counter(registry, "revkv_controller_cache_checks_total", "Comparisons of the informer's cache with the store.", controller)?,
             cache_divergences: counter(registry, "revkv_controller_cache_divergences_total", "Keys the cache check found differing from the store (an event the watch lost).", controller)?,
             informer_errors: counter(registry, "revkv_controller_informer_errors_total", "Errors of the informer's list or watch, each followed by a wait and a relist.", controller)?,
         })
@@ -205,6 +207,13 @@ impl ControllerMetrics {
         let family = &self.families.relists;
         family
             .with_label_values(&[self.name.as_str(), reason])
+            .inc();
+    }
+
+    pub fn count_cache_check(&self) {
+        self.families
+            .cache_checks
+            .with_label_values(&[&self.name])
             .inc();
     }
 
