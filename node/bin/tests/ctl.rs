@@ -36,6 +36,7 @@ async fn ctl_reads_writes_and_administers_a_cluster_with_distinct_exit_codes() {
     keep_alive_until_the_lease_is_revoked(endpoints).await;
     lock_runs_a_command_while_holding_the_lock(endpoints).await;
     history_and_hot_keys(endpoints).await;
+    convergence_of_an_object(endpoints).await;
     three_way_merge_put(endpoints).await;
     bench_cas_counts_every_increment(endpoints).await;
 }
@@ -94,6 +95,44 @@ async fn history_and_hot_keys(endpoints: &str) {
         .unwrap_or_else(|| panic!("hot/one is among the hot keys: {top}"));
     assert_eq!(hot["conflicts"], 2, "{top}");
     assert!(top["window_seconds"].as_u64().unwrap() > 0);
+}
+
+/// `convergence KEY` follows an object's generations: a spec write, then a status write that
+/// observes it, then a spec write not yet observed.
+async fn convergence_of_an_object(endpoints: &str) {
+    let versions = [
+        r#"{"metadata":{"generation":1},"spec":{"replicas":1}}"#,
+        r#"{"metadata":{"generation":1},"spec":{"replicas":1},"status":{"observedGeneration":1,"replicas":1}}"#,
+        r#"{"metadata":{"generation":2},"spec":{"replicas":3},"status":{"observedGeneration":1,"replicas":1}}"#,
+    ];
+    for value in versions {
+        ctl_async(endpoints, &["put", "conv/set", value], None)
+            .await
+            .expect_success();
+    }
+    let text = ctl_async(endpoints, &["convergence", "conv/set"], None)
+        .await
+        .expect_success()
+        .stdout;
+    let writers: Vec<&str> = (text.lines().skip(1).take(3))
+        .map(|line| line.split_whitespace().nth(1).unwrap_or(""))
+        .collect();
+    assert_eq!(writers, ["created", "status", "spec"], "{text}");
+    assert!(
+        text.contains("not converged: the status lags the spec by 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("spec and status differ: replicas: spec=3, status=1"),
+        "{text}"
+    );
+    let json = ctl_async(endpoints, &["-o", "json", "convergence", "conv/set"], None)
+        .await
+        .expect_success()
+        .json();
+    assert_eq!(json["generations"][0]["revisions_to_observe"], 1, "{json}");
+    assert_eq!(json["generations"][1]["observed_at"], Value::Null, "{json}");
+    assert_eq!(json["converged"], false);
 }
 
 /// `put --merge-from R` merges a writer's change with another writer's newer change of a different

@@ -138,6 +138,17 @@ pub enum CtlCommand {
         #[arg(long)]
         diff: bool,
     },
+    /// An object's desired and observed state over its history: each version's writer (spec or
+    /// status), generation, observed generation and lag, and when each generation was observed.
+    Convergence {
+        key: String,
+        /// Start at this revision (default: the oldest one still kept).
+        #[arg(long)]
+        from_revision: Option<u64>,
+        /// Stop after this many versions.
+        #[arg(long, default_value_t = 1000)]
+        max_versions: u64,
+    },
     /// Print changes to a key or prefix as they happen, until interrupted.
     Watch {
         key: String,

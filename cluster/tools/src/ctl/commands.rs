@@ -13,6 +13,7 @@ pub use super::answers::{ask_each_endpoint, EndpointAnswers};
 
 use super::answers::print_either;
 use super::conflicts::conflicts_top;
+use super::convergence::convergence;
 use super::history::history;
 use super::lease::lease;
 use super::maintenance;
@@ -134,6 +135,11 @@ async fn execute_key_read_command(
             max_versions,
             diff,
         } => history(client, format, &key, from_revision, max_versions, diff).await,
+        CtlCommand::Convergence {
+            key,
+            from_revision,
+            max_versions,
+        } => convergence(client, format, &key, from_revision, max_versions).await,
         CtlCommand::Watch {
             key,
             prefix,
@@ -192,6 +198,7 @@ async fn execute_cluster_command(
         | CtlCommand::Patch { .. }
         | CtlCommand::Conflicts(_)
         | CtlCommand::History { .. }
+        | CtlCommand::Convergence { .. }
         | CtlCommand::Watch { .. }) => unreachable!(
             "the key commands run {key_value_command:?} themselves and never hand it on"
         ),

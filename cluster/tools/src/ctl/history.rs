@@ -49,7 +49,7 @@ pub async fn history(
     Ok(())
 }
 
-async fn read_versions(
+pub async fn read_versions(
     client: &Client,
     key: &str,
     from_revision: Option<u64>,

@@ -30,6 +30,7 @@ pub mod auth;
 mod command_line;
 pub mod commands;
 pub mod conflicts;
+pub mod convergence;
 pub mod history;
 pub mod lease;
 pub mod maintenance;
