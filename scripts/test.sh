@@ -57,9 +57,12 @@ if [[ -n "$unformatted_go" ]]; then
   echo "test: gofmt would change: $unformatted_go" >&2
   exit 1
 fi
-for module in apiserver-storage-tests kubernetes-e2e kubernetes-bench; do
+for module in apiserver-storage-tests kubernetes-e2e kubernetes-bench controller-bench; do
   (source scripts/go-tools.sh && cd "cluster/go/$module" && go_tools_go vet ./...)
 done
+# The client-go twin of the Rust example controller (scripts/bench-controller.sh): its unit tests
+# (key mapping, the owner index, the status rewrite), which need no cluster.
+(source scripts/go-tools.sh && cd cluster/go/controller-bench && go_tools_go test ./...)
 
 # cargo prints one "test result:" line per test binary; the last one is often a crate's empty
 # doc-test run, so add them all up into a closing line that says what ran.

@@ -224,10 +224,70 @@ pub async fn run(client: &Client) -> Result<String, ClientError> {
     Ok("replica sets web=5, queue=1, batch=0 converged: replicas and status match".to_string())
 }
 
+/// `serve [--workers N]`: runs the controller until stdin ends or the process is signalled, for
+/// `scripts/bench-controller.sh` (the same interface as its client-go twin,
+/// `cluster/go/controller-bench`): prints `synced N` once the first list is applied, and at the
+/// end one JSON line of the controller's counts, read from its metrics.
+#[allow(dead_code)]
+async fn serve(client: &Client, workers: usize) -> Result<(), Box<dyn std::error::Error>> {
+    use revkv_client::controller::prometheus::{Registry, TextEncoder};
+    use revkv_client::controller::ControllerMetricFamilies;
+    use tokio::io::AsyncReadExt;
+
+    let registry = Registry::new();
+    let families = ControllerMetricFamilies::register(&registry)?;
+    let settings = ControllerSettings {
+        workers,
+        ..ControllerSettings::default()
+    };
+    let metrics = families.for_controller("replica-sets");
+    let controller = start(client, settings, Some(metrics)).await?;
+    println!("synced {}", controller.cache().len());
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut stdin = tokio::io::stdin();
+    let mut stdin_bytes = Vec::new();
+    tokio::select! {
+        _ = stdin.read_to_end(&mut stdin_bytes) => {}
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+    let cached_keys = controller.cache().len();
+    controller.shut_down().await?;
+    // Read from the text exposition: the protobuf types' accessors change with the `prometheus`
+    // crate's features, which another crate of the build may turn on.
+    let text = TextEncoder::new().encode_to_string(&registry.gather())?;
+    let count = |name: &str, label: Option<&str>| -> u64 {
+        (text.lines())
+            .filter(|line| line.starts_with(name) && label.is_none_or(|l| line.contains(l)))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    };
+    let counts = serde_json::json!({
+        "reconciles": count("revkv_controller_reconcile_seconds_count", None),
+        "conflicts": count("revkv_controller_conflicts_total", None),
+        "retries": count("revkv_controller_queue_retries_total", None),
+        "errors": count("revkv_controller_reconcile_seconds_count", Some(r#"result="error""#)),
+        "relists": count("revkv_controller_relists_total", None),
+        "cached_keys": cached_keys,
+    });
+    println!("{counts}");
+    Ok(())
+}
+
 #[allow(dead_code)]
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let client = Client::new(revkv_client::endpoints_from_environment())?;
-    println!("{}", run(&client).await?);
+    let arguments: Vec<String> = std::env::args().skip(1).collect();
+    match arguments.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        [] => println!("{}", run(&client).await?),
+        // Exits at once: a read of stdin still blocked in tokio's blocking pool would hold the
+        // runtime's shutdown.
+        ["serve"] => serve(&client, 4).await.map(|()| std::process::exit(0))?,
+        ["serve", "--workers", workers] => serve(&client, workers.parse()?)
+            .await
+            .map(|()| std::process::exit(0))?,
+        _ => return Err("usage: replica_controller [serve [--workers N]]".into()),
+    }
     Ok(())
 }

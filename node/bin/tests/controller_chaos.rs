@@ -209,3 +209,66 @@ async fn assert_cache_equals_store(client: &Client, cache: &revkv_client::CacheR
         "the controller's cache equals the store at its revision"
     );
 }
+
+/// What the workers do with each outcome, on a real cluster: a reconcile that panics, one that
+/// meets a write conflict, one that asks to be requeued and one that asks to come back later are
+/// each reconciled again (the worker survives the panic), until `Done`; each outcome is counted
+/// under its label, the conflict under its key's prefix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_reconcile_outcome_brings_the_key_back_until_it_is_done() {
+    use revkv_client::controller::{Action, Controller};
+    use revkv_client::PutRequest;
+
+    let cluster = ProcessCluster::start(1, cluster_options()).await;
+    let client = Client::new(cluster.client_urls()).expect("a client of the cluster");
+    client.put("outcomes/one", "v").await.unwrap();
+    let registry = Registry::new();
+    let families = ControllerMetricFamilies::register(&registry).unwrap();
+    let calls = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&calls);
+    let controller = Controller::new("outcomes", client.clone(), "outcomes/")
+        .metrics(families.for_controller("outcomes"))
+        .start(move |request| {
+            let call = counted.fetch_add(1, Ordering::SeqCst);
+            async move {
+                match call {
+                    0 => panic!("a reconcile that panics"),
+                    1 => {
+                        // A write with a revision that is not the key's: a conflict.
+                        let stale = PutRequest::new(&request.key, "w").if_mod_revision(1);
+                        request.client.put_with(&stale).await?;
+                        unreachable!("the stale write conflicts")
+                    }
+                    2 => Ok(Action::Requeue),
+                    3 => Ok(Action::RequeueAfter(Duration::from_millis(20))),
+                    _ => Ok(Action::Done),
+                }
+            }
+        })
+        .await
+        .unwrap();
+    let done = async || (calls.load(Ordering::SeqCst) >= 5).then_some(());
+    wait_until("five reconciles of the key", CONVERGENCE_TIMEOUT, done).await;
+    controller
+        .shut_down()
+        .await
+        .expect("the controller stops cleanly");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        5,
+        "nothing requeues a key that is done"
+    );
+
+    let text = TextEncoder::new()
+        .encode_to_string(&registry.gather())
+        .unwrap();
+    for (result, count) in [("error", 1), ("conflict", 1), ("requeue", 2), ("done", 1)] {
+        let line = format!(
+            r#"revkv_controller_reconcile_seconds_count{{controller="outcomes",result="{result}"}} {count}"#
+        );
+        assert!(text.contains(&line), "{line} in {text}");
+    }
+    let conflict =
+        r#"revkv_controller_conflicts_total{controller="outcomes",prefix="outcomes/one"} 1"#;
+    assert!(text.contains(conflict), "{text}");
+}
