@@ -4,6 +4,10 @@
 //! keys as the spec says, read linearizably from the store), no acknowledged spec write is lost
 //! (each write counts itself in the spec), the controller's cache ends equal to the store, and the
 //! cache check found no divergence (the resuming watch lost no event across the failover).
+//!
+//! Also on real members: every reconcile outcome (a panic, a conflict, a requeue, a requeue after
+//! a delay) brings the key back until it is done, and a status write after a spec change
+//! conflicts, or merges through the three-way merge when asked to.
 
 use crate::client_examples::replica_controller as example;
 use crate::process_cluster::{cluster_options, wait_until, ProcessCluster, CONVERGENCE_TIMEOUT};
@@ -271,4 +275,52 @@ async fn every_reconcile_outcome_brings_the_key_back_until_it_is_done() {
     let conflict =
         r#"revkv_controller_conflicts_total{controller="outcomes",prefix="outcomes/one"} 1"#;
     assert!(text.contains(conflict), "{text}");
+}
+
+/// A status write from a value read before a spec change: with `StatusConflict::Fail` it is a
+/// conflict (the controller requeues and reconciles the new spec); with `StatusConflict::Merge`
+/// the three-way merge carries the status onto the new value, keeping the newer spec and
+/// generation and recording only the generation the controller actually acted on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_write_after_a_spec_change_conflicts_or_merges_as_asked() {
+    use revkv_client::controller::{create_object, write_status, StatusConflict};
+    use revkv_client::DEFAULT_BACKOFF;
+
+    let cluster = ProcessCluster::start(1, cluster_options()).await;
+    let client = Client::new(cluster.client_urls()).expect("a client of the cluster");
+    let key = example::set_key("merged");
+    let spec = example::SetSpec {
+        replicas: 1,
+        writes: 1,
+    };
+    create_object(&client, &key, spec).await.unwrap();
+    let read = client.get(&key).await.unwrap().kv;
+    let change = |spec: &mut example::SetSpec| spec.replicas = 3;
+    update_spec::<example::SetSpec, example::SetStatus>(&client, &key, DEFAULT_BACKOFF, change)
+        .await
+        .unwrap();
+
+    let status = example::SetStatus { ready: 1 };
+    let refused =
+        write_status::<example::SetSpec, _>(&client, &read, status.clone(), StatusConflict::Fail)
+            .await;
+    assert!(
+        matches!(refused, Err(ClientError::Conflict { .. })),
+        "{refused:?}"
+    );
+    write_status::<example::SetSpec, _>(&client, &read, status, StatusConflict::Merge)
+        .await
+        .expect("the merge carries the status onto the newer spec");
+    let merged = example::ReplicaSet::parse(&client.get(&key).await.unwrap().kv).unwrap();
+    assert_eq!(
+        merged.metadata.generation, 2,
+        "the newer spec's generation is kept"
+    );
+    assert_eq!(merged.spec.replicas, 3, "the newer spec is kept");
+    assert_eq!(
+        merged.observed_generation(),
+        1,
+        "the status says what it acted on"
+    );
+    assert!(!merged.is_converged(), "so the object is not converged yet");
 }
