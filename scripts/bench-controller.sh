@@ -15,6 +15,9 @@
 #   REVKV_CONTROLLER_BENCH_WORKERS   each controller's workers (default 4)
 #   REVKV_CONTROLLER_BENCH_ROUNDS    rounds; round K starts with the K-th controller (default 2)
 #   REVKV_CONTROLLER_BENCH_RESULTS   where the JSON lines go (default target/bench-controller)
+#   REVKV_CONTROLLER_BENCH_CONTROLLERS  which controllers run (default "rust client-go")
+#   REVKV_CONTROLLER_BENCH_GRPC_ENDPOINTS  the client-go controller's endpoints (default the three
+#                                    members' gRPC ports; the Rust one uses REVKV_ENDPOINTS' order)
 #
 # Uses scripts/cluster.sh's ports (7001-7003, 7101-7103, 7201-7203) and directory (a private one
 # under the results directory); they must be free.
@@ -29,6 +32,8 @@ seconds=${REVKV_CONTROLLER_BENCH_SECONDS:-60}
 workers=${REVKV_CONTROLLER_BENCH_WORKERS:-4}
 rounds=${REVKV_CONTROLLER_BENCH_ROUNDS:-2}
 results=${REVKV_CONTROLLER_BENCH_RESULTS:-$repo/target/bench-controller}
+controllers=${REVKV_CONTROLLER_BENCH_CONTROLLERS:-rust client-go}
+grpc_endpoints=${REVKV_CONTROLLER_BENCH_GRPC_ENDPOINTS:-127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203}
 for setting in "$objects" "$rate" "$seconds" "$workers" "$rounds"; do
   [[ "$setting" =~ ^[1-9][0-9]*$ ]] || { echo "bench-controller: settings are positive integers" >&2; exit 2; }
 done
@@ -50,8 +55,8 @@ export REVKV_ENDPOINTS=http://127.0.0.1:7001,http://127.0.0.1:7002,http://127.0.
 trap 'scripts/cluster.sh down >/dev/null 2>&1 || true' EXIT
 
 rust_command=("$target_dir/release/examples/replica_controller" serve --workers "$workers")
-go_command=("$go_controller" --endpoints 127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203
-  --prefix examples/controller/ --workers "$workers")
+go_command=("$go_controller" --endpoints "$grpc_endpoints" --prefix examples/controller/
+  --workers "$workers")
 
 run_one() {
   local label=$1; shift
@@ -64,13 +69,19 @@ run_one() {
 }
 
 : >"$results/runs.jsonl"
+read -r -a controller_list <<<"$controllers"
+run_controller() {
+  case "$1" in
+    rust) run_one rust "${rust_command[@]}" ;;
+    client-go) run_one client-go "${go_command[@]}" ;;
+    *) echo "bench-controller: no controller '$1' (rust, client-go)" >&2; exit 2 ;;
+  esac
+}
+# Round K starts with the K-th controller and wraps around, so each runs first in some round.
 for ((round = 1; round <= rounds; round++)); do
-  if ((round % 2 == 1)); then
-    run_one rust "${rust_command[@]}"
-    run_one client-go "${go_command[@]}"
-  else
-    run_one client-go "${go_command[@]}"
-    run_one rust "${rust_command[@]}"
-  fi
+  count=${#controller_list[@]}
+  for ((position = 0; position < count; position++)); do
+    run_controller "${controller_list[(round - 1 + position) % count]}"
+  done
 done
 echo "== results: $results/runs.jsonl"
