@@ -19,7 +19,7 @@ const INCREMENTS_PER_TASK: u64 = 20;
 /// does not grow: as in client-go's `wait.Backoff`, a delay that grows past `cap` ends the steps
 /// there, so a growing delay with a cap of 100 ms allowed only 9 retries, and on a loaded machine
 /// a task lost 10 times in a row and gave up (`scripts/test.sh`, 2026-11-29).
-const CONTENDED: Backoff = Backoff {
+pub const CONTENDED: Backoff = Backoff {
     duration: Duration::from_millis(5),
     factor: 1.0,
     jitter: 1.0,

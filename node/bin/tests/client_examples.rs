@@ -7,8 +7,9 @@
 use crate::process_cluster::{cluster_options, ProcessCluster};
 use revkv_client::Client;
 
+/// Its contended backoff also serves `controller_chaos.rs`' writers.
 #[path = "../../../cluster/client/examples/cas_counter.rs"]
-mod cas_counter;
+pub mod cas_counter;
 #[path = "../../../cluster/client/examples/lease_keepalive.rs"]
 mod lease_keepalive;
 #[path = "../../../cluster/client/examples/lock.rs"]

@@ -9,6 +9,7 @@
 //! a delay) brings the key back until it is done, and a status write after a spec change
 //! conflicts, or merges through the three-way merge when asked to.
 
+use crate::client_examples::cas_counter;
 use crate::client_examples::replica_controller as example;
 use crate::process_cluster::{cluster_options, wait_until, ProcessCluster, CONVERGENCE_TIMEOUT};
 
@@ -25,15 +26,9 @@ const SETS: usize = 12;
 const WRITERS: usize = 4;
 const UPDATES_PER_WRITER: u64 = 30;
 
-/// Writers contend with each other and with the controller's status writes on twelve keys: many
-/// attempts, short and spread out.
-const CONTENDED: Backoff = Backoff {
-    duration: Duration::from_millis(5),
-    factor: 1.0,
-    jitter: 1.0,
-    steps: 200,
-    cap: Duration::ZERO,
-};
+/// Writers contend with each other and with the controller's status writes on twelve keys: the
+/// many short, spread-out attempts of the counter example's contended increments.
+const CONTENDED: Backoff = cas_counter::CONTENDED;
 
 /// Per set: spec writes acknowledged, and those whose outcome is unknown (the leader died).
 #[derive(Default)]
