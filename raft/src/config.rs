@@ -9,8 +9,8 @@ use revkv_storage::StoreOptions;
 
 use crate::types::MemberNode;
 
-/// Raft timing. The defaults suit members on one machine or one LAN: the election timeout stays
-/// well above ten heartbeats' worth of fsync and network latency.
+/// Raft timing and elections. The defaults suit members on one machine or one LAN: the election
+/// timeout stays well above ten heartbeats' worth of fsync and network latency.
 #[derive(Clone, Debug)]
 pub struct RaftTiming {
     pub heartbeat_interval: Duration,
@@ -26,6 +26,13 @@ pub struct RaftTiming {
     /// measured round trips (a follower's fsync) between the minimum election timeout and this
     /// (`peer/append_timeout.rs`).
     pub append_timeout_max: Duration,
+    /// Ask the others whether they would vote before starting an election (Raft's Pre-Vote,
+    /// etcd's `--pre-vote`, on by default there since 3.5). A member whose pre-vote fails keeps
+    /// its term and its vote, so two members that time out together do not split every election
+    /// term after term; without it, a leader that can still answer but no longer send (its
+    /// outgoing links cut) kept the others leaderless for up to 28 s (issue 63 item 3,
+    /// docs/RELIABILITY.md).
+    pub pre_vote: bool,
 }
 
 impl Default for RaftTiming {
@@ -37,6 +44,7 @@ impl Default for RaftTiming {
             snapshot_after_entries: 10_000,
             log_entries_kept_after_snapshot: 5_000,
             append_timeout_max: Duration::from_secs(10),
+            pre_vote: true,
         }
     }
 }

@@ -28,6 +28,7 @@ pub mod error;
 pub mod etcd_snapshot_stream;
 pub mod key_space_hashes;
 mod leader;
+mod leader_contact;
 mod leader_leases;
 mod lease_checkpoint;
 pub mod lease_events;

@@ -104,6 +104,7 @@ impl RaftMember {
             first_storage_fault: raft.first_storage_fault,
             log_tail_size: raft.log_tail_size,
             read_index_rounds,
+            leader_contact: Default::default(),
         });
         let stop_peer_server = crate::peer::server::spawn(inner.clone(), peer_serving);
         let stop_background_tasks = watch::Sender::new(false);
@@ -256,6 +257,7 @@ impl RaftMember {
             self.inner.raft.server_metrics(),
             self.inner.raft.metrics(),
             self.inner.leader_lease(),
+            self.inner.leader_contact.clone(),
         )
     }
 
@@ -724,7 +726,9 @@ fn member_error(error: CallError) -> MemberError {
     match error {
         CallError::Timeout(after) => MemberError::Timeout(format!("no answer in {after:?}")),
         CallError::Unreachable(message) => MemberError::NoLeader(message),
-        CallError::BadAnswer(message) => MemberError::NoLeader(message),
+        CallError::BadAnswer(message) | CallError::NotServed(message) => {
+            MemberError::NoLeader(message)
+        }
         CallError::ClosedBeforeAnswer(message) => MemberError::NoLeader(message),
         CallError::Remote(PeerError::UnknownMember(id)) => MemberError::UnknownMember(id),
         CallError::Remote(PeerError::Refused(message)) => MemberError::Refused(message),

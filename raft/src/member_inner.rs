@@ -42,6 +42,8 @@ pub(crate) struct MemberInner {
     pub log_tail_size: crate::log_tail::LogTailSize,
     /// The ReadIndex rounds the linearizable reads this member serves as leader share.
     pub read_index_rounds: Arc<crate::read_index_rounds::ReadIndexRounds>,
+    /// When a leader last reached this member (recorded by the peer server's append handlers).
+    pub leader_contact: crate::leader_contact::LeaderContact,
 }
 
 /// openraft's metrics as this member's raft publishes them.
@@ -67,9 +69,14 @@ pub(crate) async fn wait_for(
 }
 
 impl MemberInner {
-    /// The member's raft state now (`RaftStatus::of`: a leader whose lease lapsed reports none).
+    /// The member's raft state now (`RaftStatus::of`: a leader whose lease lapsed, or a follower
+    /// its leader has not reached within that lease, reports none).
     pub(crate) fn status(&self) -> crate::status::RaftStatus {
-        crate::status::RaftStatus::of(&self.raft.metrics().borrow_watched(), self.leader_lease())
+        crate::status::RaftStatus::of(
+            &self.raft.metrics().borrow_watched(),
+            self.leader_lease(),
+            &self.leader_contact,
+        )
     }
 
     /// openraft's leader lease: the longest election timeout (`Config::election_timeout_max`).

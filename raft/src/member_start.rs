@@ -170,6 +170,7 @@ fn openraft_config(config: &MemberConfig) -> Result<Arc<openraft::Config>, openr
         // term breaks log matching (followers keep theirs and the replicas part for good).
         // node/bin/tests/leader_restart.rs catches it; docs/RELIABILITY.md tells the story.
         enable_leader_restore: Some(leader_restore_planted()),
+        enable_pre_vote: Some(timing.pre_vote),
         ..openraft::Config::default()
     };
     Ok(Arc::new(raft_config.validate()?))

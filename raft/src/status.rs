@@ -10,6 +10,7 @@ use openraft::type_config::alias::WatchReceiverOf;
 use openraft::ServerState;
 
 use crate::clock::Instant;
+use crate::leader_contact::LeaderContact;
 use crate::TypeConfig;
 
 /// The raft role a member plays right now.
@@ -67,11 +68,16 @@ impl RaftStatus {
     /// and a client that picks the leader from a member's status must look elsewhere. etcd's
     /// leader steps down after an election timeout without a quorum (CheckQuorum); openraft's
     /// keeps its role and heartbeats, and claims leadership again at the next acknowledgement.
+    /// A follower or learner that no leader has reached within the same lease reports none too:
+    /// with Pre-Vote its failed pre-votes keep the old leader's vote, which openraft still names,
+    /// where etcd's pre-candidate forgets its leader.
     pub(crate) fn of(
         metrics: &openraft::RaftMetrics<TypeConfig>,
         leader_lease: Duration,
+        leader_contact: &LeaderContact,
     ) -> RaftStatus {
-        let lease_lapsed = leader_lease_lapsed(metrics, leader_lease);
+        let lease_lapsed = leader_lease_lapsed(metrics, leader_lease)
+            || leader_silent(metrics, leader_lease, leader_contact);
         RaftStatus {
             term: metrics.current_term,
             leader: metrics.current_leader.filter(|_| !lease_lapsed),
@@ -103,6 +109,19 @@ fn leader_lease_lapsed(
         .is_some_and(|acked| Instant::now().saturating_duration_since(**acked) > leader_lease)
 }
 
+/// Whether `metrics` are a follower's or learner's that names a leader which has not reached it
+/// within `leader_lease`. The clock is read only when another member is named.
+fn leader_silent(
+    metrics: &openraft::RaftMetrics<TypeConfig>,
+    leader_lease: Duration,
+    leader_contact: &LeaderContact,
+) -> bool {
+    let follows_another = metrics
+        .current_leader
+        .is_some_and(|leader| leader != metrics.id);
+    follows_another && metrics.state != ServerState::Leader && leader_contact.lapsed(leader_lease)
+}
+
 /// Follows the changes of a member's term, role and leader, with no polling. It wakes only when
 /// one of them (or the membership) changes, not on every write; each reading it answers is complete.
 ///
@@ -112,6 +131,7 @@ pub struct RaftStatusFeed {
     server: WatchReceiverOf<TypeConfig, openraft::metrics::RaftServerMetrics<TypeConfig>>,
     metrics: WatchReceiverOf<TypeConfig, openraft::RaftMetrics<TypeConfig>>,
     leader_lease: Duration,
+    leader_contact: LeaderContact,
 }
 
 impl RaftStatusFeed {
@@ -119,17 +139,23 @@ impl RaftStatusFeed {
         server: WatchReceiverOf<TypeConfig, openraft::metrics::RaftServerMetrics<TypeConfig>>,
         metrics: WatchReceiverOf<TypeConfig, openraft::RaftMetrics<TypeConfig>>,
         leader_lease: Duration,
+        leader_contact: LeaderContact,
     ) -> RaftStatusFeed {
         RaftStatusFeed {
             server,
             metrics,
             leader_lease,
+            leader_contact,
         }
     }
 
     /// The state as of now, commit and applied indexes included.
     pub fn current(&self) -> RaftStatus {
-        RaftStatus::of(&self.metrics.borrow_watched(), self.leader_lease)
+        RaftStatus::of(
+            &self.metrics.borrow_watched(),
+            self.leader_lease,
+            &self.leader_contact,
+        )
     }
 
     /// Waits for the next change of term, role, leader or membership and returns the new state;

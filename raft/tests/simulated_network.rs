@@ -250,3 +250,70 @@ async fn a_leader_cut_off_from_a_quorum_stops_claiming_leadership() {
     }
     revkv_raft::runtime::run_blocking_work_inline_on_this_thread(false);
 }
+
+/// A follower cut off from the others keeps its term with Pre-Vote (its pre-votes fail, so it
+/// never campaigns and never disturbs the leader when it comes back), and its status stops naming
+/// the leader once the leader has been silent for its lease, as etcd's pre-candidate forgets its
+/// leader. The other two keep their leader throughout; after the heal all three name it again.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_follower_cut_off_keeps_its_term_and_stops_naming_the_leader() {
+    revkv_raft::runtime::run_blocking_work_inline_on_this_thread(true);
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let network = Arc::new(LoopbackNetwork::default());
+    let members = start_members(&network, dir.path()).await;
+    write_until_committed(&members[0], "settled").await;
+    let leader_id = members[0].status().leader.expect("a leader");
+    let follower = members
+        .iter()
+        .find(|member| member.id() != leader_id)
+        .expect("a follower");
+    let term_before = follower.status().term;
+    assert_eq!(follower.status().leader, Some(leader_id));
+
+    network.isolate(follower.id());
+    let deadline = Instant::now() + DEADLINE;
+    while follower.status().leader.is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the cut-off follower still names its leader"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Several election timeouts of failed pre-votes later, the term has not moved.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(
+        follower.status().term,
+        term_before,
+        "a pre-vote raised the term"
+    );
+    let others: Vec<&RaftMember> = members
+        .iter()
+        .filter(|member| member.id() != follower.id())
+        .collect();
+    write_until_committed(others[0], "during the cut").await;
+    assert!(others
+        .iter()
+        .all(|member| member.status().leader == Some(leader_id)));
+
+    network.heal();
+    let deadline = Instant::now() + DEADLINE;
+    while members
+        .iter()
+        .any(|member| member.status().leader != Some(leader_id))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the members never named the leader again"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        follower.status().term,
+        term_before,
+        "the heal disturbed the leader"
+    );
+    for member in &members {
+        member.shutdown().await.expect("shutdown");
+    }
+    revkv_raft::runtime::run_blocking_work_inline_on_this_thread(false);
+}

@@ -80,6 +80,11 @@ impl Cluster {
         }
     }
 
+    /// Changes every configured member's config before it starts (a measurement's settings).
+    pub fn configure(&self, change: impl Fn(&mut NodeConfig)) {
+        lock(&self.configs).values_mut().for_each(change);
+    }
+
     /// Every member's id, running or stopped, retired ones left out.
     pub fn ids(&self) -> Vec<u64> {
         lock(&self.configs).keys().copied().collect()

@@ -16,6 +16,7 @@ pub mod clocks;
 pub mod cluster;
 pub mod compactor;
 pub mod crashes;
+pub mod elections;
 pub mod faults;
 pub mod history;
 pub mod leases;

@@ -8,6 +8,10 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use revkv_sim::elections::{
+    measure_leader_loss, within_twice_a_plain_loss, ElectionSettings, LeaderLoss, Leaderless,
+    Spread,
+};
 use revkv_sim::trace::TraceFilter;
 use revkv_sim::{run_seed, FaultKind, RunReport, SimOptions};
 
@@ -44,6 +48,13 @@ struct Arguments {
     /// With --replay: print only the events of this member.
     #[arg(long)]
     member: Option<u64>,
+    /// Instead of soaking: measure, for each seed, how long three members go without a leader
+    /// after each of these ways of losing it (`revkv_sim::elections`), and print the spread.
+    #[arg(long, value_delimiter = ',', value_enum)]
+    elections: Option<Vec<LeaderLoss>>,
+    /// With --elections: the members run without Raft's Pre-Vote.
+    #[arg(long)]
+    no_pre_vote: bool,
 }
 
 impl Arguments {
@@ -82,9 +93,101 @@ impl Arguments {
 
 fn main() -> ExitCode {
     let arguments = Arguments::parse();
+    if let Some(losses) = &arguments.elections {
+        return elections(&arguments, losses);
+    }
     match arguments.replay {
         Some(seed) => replay(&arguments, seed),
         None => soak(&arguments),
+    }
+}
+
+/// Each seed's time without a leader after each loss, then each loss's spread.
+fn elections(arguments: &Arguments, losses: &[LeaderLoss]) -> ExitCode {
+    let jobs = arguments
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |cores| cores.get()));
+    let runs: Vec<(u64, LeaderLoss)> = (arguments.first_seed
+        ..arguments.first_seed + arguments.seeds)
+        .flat_map(|seed| losses.iter().map(move |loss| (seed, *loss)))
+        .collect();
+    let settings = ElectionSettings {
+        pre_vote: !arguments.no_pre_vote,
+    };
+    let next = AtomicU64::new(0);
+    let measured = Mutex::new(Vec::new());
+    let failed = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.max(1) {
+            scope.spawn(|| loop {
+                let Some((seed, loss)) = runs.get(next.fetch_add(1, Ordering::Relaxed) as usize)
+                else {
+                    return;
+                };
+                let outcome =
+                    std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        measure_leader_loss(*seed, *loss, settings)
+                    }));
+                match outcome {
+                    Ok(Ok(leaderless)) => {
+                        println!(
+                            "seed {seed} {loss:?}: member {} led, then {:?}, after {:.3} s ({:.2} wall s)",
+                            leaderless.old_leader,
+                            leaderless.new_leader,
+                            leaderless.leaderless.as_secs_f64(),
+                            leaderless.wall.as_secs_f64()
+                        );
+                        measured.lock().unwrap_or_else(|p| p.into_inner()).push(leaderless);
+                    }
+                    Ok(Err(error)) => {
+                        println!("seed {seed} {loss:?} FAILED: did not run: {error}");
+                        failed.lock().unwrap_or_else(|p| p.into_inner()).push(*seed);
+                    }
+                    Err(_panic) => {
+                        println!("seed {seed} {loss:?} FAILED: panicked");
+                        failed.lock().unwrap_or_else(|p| p.into_inner()).push(*seed);
+                    }
+                }
+            });
+        }
+    });
+    let measured = measured.into_inner().unwrap_or_else(|p| p.into_inner());
+    let spread_of = |loss: LeaderLoss| {
+        let of_loss: Vec<Leaderless> = measured
+            .iter()
+            .filter(|m| m.loss == loss)
+            .cloned()
+            .collect();
+        Spread::of(&of_loss)
+    };
+    for loss in losses {
+        if let Some(spread) = spread_of(*loss) {
+            println!(
+                "{loss:?}: {} seeds, without a leader median {:.3} s, p90 {:.3} s, p99 {:.3} s, max {:.3} s, never elected {}",
+                spread.count,
+                spread.median.as_secs_f64(),
+                spread.p90.as_secs_f64(),
+                spread.p99.as_secs_f64(),
+                spread.max.as_secs_f64(),
+                spread.never_elected
+            );
+        }
+    }
+    if let (Some(plain), Some(cut)) = (
+        spread_of(LeaderLoss::PowerCut),
+        spread_of(LeaderLoss::OutgoingCallsCut),
+    ) {
+        match within_twice_a_plain_loss(&plain, &cut) {
+            Ok(()) => println!("a cut leader's calls cost at most twice a plain loss: yes"),
+            Err(why) => println!("a cut leader's calls cost at most twice a plain loss: no, {why}"),
+        }
+    }
+    let failed = failed.into_inner().unwrap_or_else(|p| p.into_inner());
+    if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        println!("failed seeds: {failed:?}");
+        ExitCode::FAILURE
     }
 }
 

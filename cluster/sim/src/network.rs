@@ -1,7 +1,9 @@
 //! The simulated network between members: every peer call goes through it, and the seed decides
 //! what happens to it. A call can be lost (on the way there or on the way back), delayed (so
 //! calls overtake each other), or delivered twice; a cut link loses everything sent across it,
-//! one way or both. It plugs into the seam revkv-raft gives simulations
+//! one way or both. A member's calls can also be cut alone (`cut_calls`): what it asks of
+//! another is lost, but it still answers what the other asks, as when only the connections it
+//! opens are refused (the chaos harness's cut of a leader's outgoing links). It plugs into the seam revkv-raft gives simulations
 //! (`revkv_raft::peer::simulated::SimulatedNetwork`): the members run their real peer clients and
 //! servers, only without sockets.
 
@@ -33,9 +35,10 @@ const MAX_ANSWER_BYTES: usize = 256 * 1024 * 1024;
 /// once and never resent by revkv, and TCP carries a request at most once, so a duplicate of
 /// one would be a fault no real network makes; a client's own retry is a new request, which the
 /// workload sends.
-const REPEATABLE_PATHS: [&str; 6] = [
+const REPEATABLE_PATHS: [&str; 7] = [
     paths::APPEND,
     paths::VOTE,
+    paths::PRE_VOTE,
     paths::SNAPSHOT,
     paths::READ_INDEX,
     paths::KEY_SPACE_HASH,
@@ -69,6 +72,8 @@ pub struct Network {
     members: Mutex<BTreeMap<SocketAddr, u64>>,
     /// (from, to): what `from` sends to `to` is lost.
     cut: Mutex<BTreeSet<(u64, u64)>>,
+    /// (from, to): the calls `from` makes to `to` are lost; its answers to `to`'s calls are not.
+    calls_cut: Mutex<BTreeSet<(u64, u64)>>,
     /// Members whose power is off: whatever they send, and whatever is sent to them, is lost.
     powered_off: Mutex<BTreeSet<u64>>,
     quality: Mutex<LinkQuality>,
@@ -84,6 +89,7 @@ impl Network {
             routers: Mutex::default(),
             members: Mutex::default(),
             cut: Mutex::default(),
+            calls_cut: Mutex::default(),
             powered_off: Mutex::default(),
             quality: Mutex::default(),
             random: Mutex::new(StdRng::seed_from_u64(seed)),
@@ -112,9 +118,17 @@ impl Network {
         lock(&self.cut).insert((from, to));
     }
 
+    /// From now on, the calls `from` makes to `to` are lost, while `to`'s calls to `from` and
+    /// `from`'s answers to them still get through: a link that refuses only the connections
+    /// `from` opens.
+    pub fn cut_calls(&self, from: u64, to: u64) {
+        lock(&self.calls_cut).insert((from, to));
+    }
+
     /// Every link works again (their quality stays as set).
     pub fn heal(&self) {
         lock(&self.cut).clear();
+        lock(&self.calls_cut).clear();
     }
 
     pub fn set_quality(&self, quality: LinkQuality) {
@@ -177,7 +191,8 @@ impl Network {
         let to = lock(&self.members).get(&address).copied().unwrap_or(0);
         let plan = self.plan();
         let call = format!("m{from}->m{to} {path} {}B", body.len());
-        if plan.request_lost || self.is_cut(from, to) {
+        let call_cut = lock(&self.calls_cut).contains(&(from, to));
+        if plan.request_lost || call_cut || self.is_cut(from, to) {
             self.trace.record(Some(from), None, format!("{call} lost"));
             return std::future::pending().await;
         }

@@ -81,7 +81,7 @@ pub fn run_seed(seed: u64, options: &SimOptions) -> Result<RunReport, Simulation
 
 /// Memory-backed when the machine has it: the runs' fsyncs then cost nothing, and simulated
 /// disks (not real ones) are what the simulation is about.
-fn scratch_directory() -> std::path::PathBuf {
+pub(crate) fn scratch_directory() -> std::path::PathBuf {
     let shared_memory = std::path::Path::new("/dev/shm");
     if shared_memory.is_dir() {
         shared_memory.to_path_buf()

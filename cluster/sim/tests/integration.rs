@@ -2,5 +2,6 @@
 //! fixed set of seeds under every fault passes every check, and bugs planted in the members are
 //! found.
 
+mod elections;
 mod planted_bugs;
 mod seeds;

@@ -9,7 +9,9 @@ use crate::process_cluster;
 
 use std::collections::BTreeMap;
 
-use process_cluster::{cluster_options, wait_until, ProcessCluster, CONVERGENCE_TIMEOUT};
+use process_cluster::{
+    cluster_options, failed_vote_requests, wait_until, ProcessCluster, CONVERGENCE_TIMEOUT,
+};
 use reqwest::{Method, StatusCode};
 
 /// What openraft 0.10.0-alpha.37's state machine worker logs (target
@@ -42,7 +44,7 @@ fn highest_purged_index(log: &str) -> Option<u64> {
 /// each takes at least the harness's election timeout (300 ms), so ten take at least 3 s, past
 /// the 2.1 s after which a forwarded write used to give up with 503 (five attempts 300 ms apart,
 /// then at most three longest election timeouts, 1.8 s, of waiting for a leader).
-const ELECTIONS_WITHOUT_A_QUORUM: u64 = 10;
+const ELECTIONS_WITHOUT_A_QUORUM: usize = 10;
 
 /// A request timeout far longer than the elections above and the one that ends them.
 const LONG_REQUEST_TIMEOUT_MS: u64 = 15_000;
@@ -316,20 +318,18 @@ async fn a_write_through_a_follower_waits_for_a_new_leader_within_its_timeout() 
     let (writer_id, frozen_id) = (followers[0], followers[1]);
     let writer = cluster.client(writer_id);
     writer.put_ok("election/before", "1").await;
-    let term_before = writer.status().await.expect("status")["raft_term"]
-        .as_u64()
-        .expect("a term");
 
     cluster.pause(frozen_id);
     cluster.kill(leader);
+    let failed_before = failed_vote_requests(&cluster, writer_id, leader);
     let write = {
         let writer = writer.clone();
         tokio::spawn(async move { writer.put("election/during", "2").await })
     };
     let what = format!("{ELECTIONS_WITHOUT_A_QUORUM} elections lost by member {writer_id}");
     wait_until(what, CONVERGENCE_TIMEOUT, async || {
-        let term = writer.status().await?["raft_term"].as_u64()?;
-        (term >= term_before + ELECTIONS_WITHOUT_A_QUORUM).then_some(())
+        let failed = failed_vote_requests(&cluster, writer_id, leader);
+        (failed >= failed_before + ELECTIONS_WITHOUT_A_QUORUM).then_some(())
     })
     .await;
     if write.is_finished() {

@@ -7,7 +7,9 @@
 
 use crate::process_cluster;
 
-use process_cluster::{cluster_options, wait_until, Answer, ProcessCluster, CONVERGENCE_TIMEOUT};
+use process_cluster::{
+    cluster_options, failed_vote_requests, wait_until, Answer, ProcessCluster, CONVERGENCE_TIMEOUT,
+};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -20,12 +22,6 @@ const SHORT_REQUEST_TIMEOUT_MS: u64 = 200;
 /// takes at least the harness's election timeout (300 ms), so 30 take at least 9 s, past the old
 /// give-up window above.
 const ELECTIONS_ALONE: usize = 30;
-
-/// What openraft 0.10.0-alpha.37 logs (target `openraft::core::raft_core`, level warn) for each
-/// vote request of an election that fails to reach member 2; the version is pinned, so the text
-/// is stable. A lone founder logs one per election.
-const VOTE_TO_MEMBER_2_FAILED: &str = "while requesting vote, error: ";
-const TO_MEMBER_2: &str = ", target: 2";
 
 /// Polls `GET /v1/members` on every member in `among` until each lists exactly `expected`, as
 /// `(id, is_learner)` pairs in id order; returns the last listing.
@@ -479,11 +475,7 @@ async fn a_founding_member_publishes_its_client_url_however_late_its_quorum_come
     let mut cluster = ProcessCluster::spawn_some_founders(3, options, &[1]);
     let what = format!("{ELECTIONS_ALONE} elections lost by the first founder alone");
     wait_until(what, CONVERGENCE_TIMEOUT, async || {
-        let elections = cluster
-            .log_text(1)
-            .lines()
-            .filter(|line| line.contains(VOTE_TO_MEMBER_2_FAILED) && line.contains(TO_MEMBER_2))
-            .count();
+        let elections = failed_vote_requests(&cluster, 1, 2);
         (elections >= ELECTIONS_ALONE).then_some(())
     })
     .await;

@@ -99,11 +99,11 @@ async fn serve(
         if let Some(index) = last_index {
             write_path_trace::mark(Stage::Received, index);
         }
-        let reply = member
-            .raft
-            .append_entries(request)
-            .await
-            .map_err(|error| PeerError::Fatal(error.to_string()));
+        let reply = member.raft.append_entries(request).await;
+        if let Ok(answer) = &reply {
+            member.leader_contact.answered(answer);
+        }
+        let reply = reply.map_err(|error| PeerError::Fatal(error.to_string()));
         if let Some(index) = last_index {
             write_path_trace::mark(Stage::Answered, index);
         }

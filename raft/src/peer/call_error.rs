@@ -23,6 +23,9 @@ pub enum CallError {
     /// No answer in time; the call may or may not have taken effect.
     #[error("peer call timed out after {0:?}")]
     Timeout(Duration),
+    /// The peer does not serve the path (404): a member of an older build.
+    #[error("peer does not serve it: {0}")]
+    NotServed(String),
     /// The answer was not a valid reply (wrong status, undecodable body).
     #[error("bad answer from peer: {0}")]
     BadAnswer(String),

@@ -121,6 +121,9 @@ pub(super) async fn post_simulated<Reply: DeserializeOwned>(
     let answer = crate::clock::timeout(timeout, posted)
         .await
         .map_err(|_| CallError::Timeout(timeout))??;
+    if answer.status == 404 {
+        return Err(CallError::NotServed(format!("{url} answered 404")));
+    }
     if !(200..300).contains(&answer.status) {
         return Err(CallError::BadAnswer(format!(
             "{url} answered {}",
@@ -149,6 +152,9 @@ pub(super) async fn decode_reply<Reply: DeserializeOwned>(
     timeout: Duration,
 ) -> Result<Reply, CallError> {
     let response = sent.map_err(|error| classify_unanswered(error, timeout))?;
+    if response.status() == reqwest::StatusCode::NOT_FOUND {
+        return Err(CallError::NotServed(format!("{url} answered 404")));
+    }
     if !response.status().is_success() {
         return Err(CallError::BadAnswer(format!(
             "{url} answered {}",
@@ -394,6 +400,26 @@ impl RaftNetworkV2<TypeConfig> for PeerConnection {
         self.noted(call.await.map_err(rpc_error))
     }
 
+    /// A peer of an older build, which has no pre-vote path, answers 404: it is counted as
+    /// granting, as openraft's own default does for a network without pre-votes, so the real
+    /// election that follows asks it properly.
+    async fn pre_vote(
+        &mut self,
+        request: VoteRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
+        let timeout = self.timeout(&option);
+        let peer_url = self.peer_url();
+        let hypothetical_vote = request.vote;
+        let call = self
+            .client
+            .call(&peer_url, paths::PRE_VOTE, &request, timeout);
+        match call.await {
+            Err(CallError::NotServed(_)) => Ok(VoteResponse::new(hypothetical_vote, None, true)),
+            answer => self.noted(answer.map_err(rpc_error)),
+        }
+    }
+
     async fn full_snapshot(
         &mut self,
         vote: Vote,
@@ -550,6 +576,28 @@ mod tests {
             matches!(outcome, Err(CallError::Unreachable(_))),
             "{outcome:?}"
         );
+    }
+
+    /// A member of an older build has no pre-vote path and answers 404: its pre-vote counts as
+    /// granted, as openraft's default for a network without pre-votes, so a cluster of mixed
+    /// builds still elects (the real vote that follows is asked of it properly). Any other
+    /// failed pre-vote is not a grant.
+    #[tokio::test]
+    async fn a_peer_without_pre_votes_is_counted_as_granting_and_a_missing_one_is_not() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, axum::Router::new()).await });
+        let (mut connection, _) = connection_to(&url).await;
+        let hypothetical = Vote::new(7, 1);
+        let request = openraft::raft::VoteRequest::new(hypothetical, None);
+        let option = RPCOption::new(Duration::from_secs(5));
+        let answer = connection.pre_vote(request, option).await.expect("granted");
+        assert!(answer.is_granted_to(&hypothetical), "{answer:?}");
+
+        let (mut connection, _) = connection_to(&url_nobody_listens_on()).await;
+        let request = openraft::raft::VoteRequest::new(hypothetical, None);
+        let option = RPCOption::new(Duration::from_secs(5));
+        assert_unreachable(connection.pre_vote(request, option).await);
     }
 
     /// A peer that is down for many of openraft's attempts costs one warning, not one per attempt.

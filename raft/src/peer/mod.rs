@@ -31,6 +31,8 @@ pub mod paths {
     /// AppendEntries over one upgraded connection (`append_stream.rs`).
     pub const APPEND_STREAM: &str = "/raft/append-stream";
     pub const VOTE: &str = "/raft/vote";
+    /// Would you vote for me? Answered without changing the asked member's term or vote.
+    pub const PRE_VOTE: &str = "/raft/pre-vote";
     pub const SNAPSHOT: &str = "/raft/snapshot";
     pub const TRANSFER_LEADER: &str = "/raft/transfer-leader";
     pub const FORWARD_WRITE: &str = "/raft/forward-write";

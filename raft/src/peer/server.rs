@@ -106,6 +106,7 @@ fn router(member: &Arc<MemberInner>) -> Router {
             post(super::append_stream_server::accept),
         )
         .route(paths::VOTE, post(vote))
+        .route(paths::PRE_VOTE, post(pre_vote))
         .route(paths::SNAPSHOT, post(snapshot))
         .route(paths::TRANSFER_LEADER, post(transfer_leader))
         .route(paths::FORWARD_WRITE, post(forward_write))
@@ -152,7 +153,11 @@ async fn append(State(member): Shared, body: Bytes) -> Response {
             if let Some(index) = last_index {
                 write_path_trace::mark(Stage::Received, index);
             }
-            let answer = member.raft.append_entries(request).await.map_err(fatal);
+            let answer = member.raft.append_entries(request).await;
+            if let Ok(answer) = &answer {
+                member.leader_contact.answered(answer);
+            }
+            let answer = answer.map_err(fatal);
             if let Some(index) = last_index {
                 write_path_trace::mark(Stage::Answered, index);
             }
@@ -167,6 +172,16 @@ async fn vote(State(member): Shared, body: Bytes) -> Response {
         body,
         |request: openraft::raft::VoteRequest<TypeConfig>| async move {
             member.raft.vote(request).await.map_err(fatal)
+        },
+    )
+    .await
+}
+
+async fn pre_vote(State(member): Shared, body: Bytes) -> Response {
+    serve(
+        body,
+        |request: openraft::raft::VoteRequest<TypeConfig>| async move {
+            member.raft.pre_vote(request).await.map_err(fatal)
         },
     )
     .await

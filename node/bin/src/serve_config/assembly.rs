@@ -148,6 +148,7 @@ impl ServeArgs {
             append_timeout_max: self
                 .max_append_timeout_ms
                 .map_or(defaults.append_timeout_max, Duration::from_millis),
+            pre_vote: self.pre_vote.unwrap_or(defaults.pre_vote),
         }
     }
 

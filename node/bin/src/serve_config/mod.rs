@@ -112,6 +112,11 @@ pub struct ServeArgs {
     /// Minimum election timeout in milliseconds; the maximum is twice this (default 1000).
     #[arg(long, env = "REVKV_ELECTION_TIMEOUT_MS")]
     pub election_timeout_ms: Option<u64>,
+    /// Ask the other members whether they would vote before starting an election (Raft's
+    /// Pre-Vote; default true, as etcd's `--pre-vote`). Turning it off brings back slow
+    /// elections when a leader can answer but no longer send.
+    #[arg(long, env = "REVKV_PRE_VOTE", num_args = 0..=1, default_missing_value = "true")]
+    pub pre_vote: Option<bool>,
     /// The longest an append to one peer is waited for, in milliseconds (default 10000). Each
     /// peer's wait follows four times its slowest recent round trip (its fsync), from the election
     /// timeout up to this, so a follower on a slow disk is not sent every append twice.
@@ -361,7 +366,7 @@ impl ServeArgs {
         Ok(
             prefer!(self, file; id, data_dir, listen_client, listen_grpc, listen_peer, advertise_client,
             advertise_grpc, grpc_cors, max_gateway_streams, emulated_etcd_version, advertise_peer, peer_source_address, initial_cluster, join, heartbeat_ms,
-            election_timeout_ms, max_append_timeout_ms, snapshot_entries, snapshot_keep_entries, durable_commit_interval_ms,
+            election_timeout_ms, pre_vote, max_append_timeout_ms, snapshot_entries, snapshot_keep_entries, durable_commit_interval_ms,
             state_cache_bytes, log_segment_bytes, log_tail_entries, log_tail_bytes,
             request_timeout_ms, max_body_bytes, max_key_bytes, max_value_bytes, max_txn_ops,
             max_leases, max_keys_per_lease, max_delete_keys, max_lease_ttl_seconds, lease_expiry_check_interval_ms,

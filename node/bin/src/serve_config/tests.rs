@@ -537,3 +537,26 @@ fn the_grpc_port_takes_the_members_stream_limits_and_its_own_gateway_settings() 
         assert!(error.contains(flag), "{error}");
     }
 }
+
+#[test]
+fn pre_vote_is_on_unless_turned_off_by_flag_or_file() {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+    let default = ServeArgs::default().into_node_config().unwrap();
+    assert!(default.member.timing.pre_vote, "on by default, as etcd's");
+    let parse = |flags: &[&str]| {
+        let mut argv = vec!["serve"];
+        argv.extend_from_slice(flags);
+        Serve::try_parse_from(argv).unwrap().args
+    };
+    let off = parse(&["--pre-vote", "false"]).into_node_config().unwrap();
+    assert!(!off.member.timing.pre_vote);
+    let bare = parse(&["--pre-vote"]).into_node_config().unwrap();
+    assert!(bare.member.timing.pre_vote, "a bare flag turns it on");
+    let from_file: ServeArgs = toml::from_str("pre-vote = false\n").unwrap();
+    assert!(!from_file.into_node_config().unwrap().member.timing.pre_vote);
+}

@@ -57,3 +57,22 @@ pub fn restore_member(
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// How many times member `member` asked `target` for a vote, or (with Pre-Vote, the default)
+/// whether it would vote, and failed to reach it: one per election `member` started, as
+/// openraft 0.10.0-alpha.37 logs each (target `openraft::core::raft_core`, level warn,
+/// "while requesting vote, error: ..., target: N" or "while requesting pre-vote, ..."). The
+/// version is pinned, so the text is stable. With Pre-Vote a lost election leaves the term as it
+/// was, so the log, not the term, counts them.
+pub fn failed_vote_requests(cluster: &ProcessCluster, member: u64, target: u64) -> usize {
+    let to_target = format!(", target: {target}");
+    cluster
+        .log_text(member)
+        .lines()
+        .filter(|line| {
+            let asked = line.contains("while requesting vote, error: ")
+                || line.contains("while requesting pre-vote, error: ");
+            asked && line.contains(&to_target)
+        })
+        .count()
+}
