@@ -37,8 +37,9 @@ scripts/check-shipped-features.sh --self-test
 # PATH (after a self-test that catches the tests' etcd-client and a build script sent to look for
 # protoc).
 scripts/check-protoc-free-build.sh --self-test
-# The quick start says exactly what to install when protoc or its well-known types are missing
-# (after a self-test with a missing compiler and one without them).
+# The tests do need one, for the etcd-client crate's build script: this says exactly what to
+# install when protoc or its well-known types are missing (after a self-test with a missing
+# compiler and one without them), before clippy's build would fail inside that build script.
 scripts/check-protoc.sh --self-test
 cargo clippy --workspace --all-targets --profile release-tests -- -D warnings
 
