@@ -25,8 +25,8 @@ import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CRATES = (
-    "storage", "storage/etcd", "raft", "raft/tls", "node", "node/bin", "node/grpc", "metrics",
-    "cluster/client", "cluster/tools", "cluster/sim",
+    "storage", "storage/etcd", "raft", "raft/tls", "node", "node/bin", "node/grpc",
+    "node/grpc/proto", "metrics", "cluster/client", "cluster/tools", "cluster/sim",
 )
 
 # Each circle as the sorted files (paths under the crate's src/) it joins, by crate.

@@ -71,9 +71,6 @@ is_running() {
 
 build() {
   [[ -n "${REVKV_BINARY:-}" ]] && return 0
-  # Says exactly what to install when protoc or its well-known types are missing, rather than
-  # letting the build fail inside a dependency's build script.
-  "$root/scripts/check-protoc.sh" >/dev/null
   (cd "$root" && cargo build --profile "$profile" --quiet -p revkv --bin revkv)
 }
 

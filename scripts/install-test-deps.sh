@@ -5,15 +5,15 @@
 #
 # - prometheus (prometheus, promtool): the end-to-end metrics test runs a real Prometheus
 #   (node/bin/tests/prometheus_scrape.rs) and fails under CI=true without it.
-# - protobuf-compiler and libprotobuf-dev: etcd-client's build script (revkv bench --target
-#   etcd-grpc) runs protoc on etcd's .proto files, which import Google's well-known types
-#   (google/protobuf/descriptor.proto); Debian ships those in libprotobuf-dev, only a Recommends of
-#   protobuf-compiler, which --no-install-recommends leaves out.
+# - protobuf-compiler and libprotobuf-dev: the etcd-client crate, which tests in node/grpc and
+#   node/bin drive revkv and etcd with, runs protoc in its build script on etcd's .proto files,
+#   which import Google's well-known types (google/protobuf/descriptor.proto); Debian ships those
+#   in libprotobuf-dev, only a Recommends of protobuf-compiler, which --no-install-recommends
+#   leaves out. The revkv binary needs neither (revkv-etcd-proto uses a protoc from crates.io).
 # - etcd-server (etcd 3.4 at /usr/bin/etcd): cluster/tools/tests/bench_etcd_grpc.rs runs the bench
 #   against it and fails under CI=true without it.
 # - e2fsprogs (mkfs.ext4): node/bin/tests/disk_full.rs gives a member a small loop-mounted ext4
 #   filesystem of its own and fills it (it needs root, or sudo, to mount).
-# - protobuf-compiler is also what node/grpc's build script compiles etcd's vendored protos with.
 # - etcd-client (etcdctl 3.4 at /usr/bin/etcdctl): node/bin/tests/etcdctl_vs_etcd.rs runs it against
 #   revkv's gRPC port and against etcd, and fails without it.
 # - schemathesis (PyPI, pinned): node/bin/tests/api_schema_fuzz.rs fuzzes a member against its

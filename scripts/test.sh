@@ -32,8 +32,14 @@ scripts/check-api-doc.py --self-test
 scripts/check-import-circles.py --self-test
 # The server binary is built without test-only features (tokio's test-util stays the simulator's).
 scripts/check-shipped-features.sh --self-test
-# The quick start says exactly what to install when protoc or its well-known types are missing
-# (after a self-test with a missing compiler and one without them).
+# The revkv binary builds without a system protoc, as the quick start promises: no dependency of
+# it runs the machine's protoc, and revkv-etcd-proto's build script runs with no protoc on the
+# PATH (after a self-test that catches the tests' etcd-client and a build script sent to look for
+# protoc).
+scripts/check-protoc-free-build.sh --self-test
+# The tests do need one, for the etcd-client crate's build script: this says exactly what to
+# install when protoc or its well-known types are missing (after a self-test with a missing
+# compiler and one without them), before clippy's build would fail inside that build script.
 scripts/check-protoc.sh --self-test
 cargo clippy --workspace --all-targets --profile release-tests -- -D warnings
 

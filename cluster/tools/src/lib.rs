@@ -12,12 +12,14 @@
 //!
 //! This crate knows nothing of the server's internals: it starts members as `revkv serve`
 //! processes and speaks to them over their public APIs (HTTP; etcd's gRPC API for `bench
-//! --target etcd-grpc` and `follow-etcd`). It links revkv-storage and revkv-etcd-snapshot only to
-//! check backup files offline, and never openraft.
+//! --target etcd-grpc` and `follow-etcd`, through [`etcd_api`], the clients revkv-etcd-proto
+//! generates). It links revkv-storage and revkv-etcd-snapshot only to check backup files offline,
+//! and never openraft.
 
 pub mod bench;
 pub mod chaos;
 pub mod cli;
 pub mod ctl;
+pub mod etcd_api;
 pub mod follow_etcd;
 pub mod harness;

@@ -3,9 +3,10 @@
 //! services over those (`lock`, `election`), so etcdctl, the etcd client libraries and tools
 //! built on them talk to revkv unchanged.
 //!
-//! This is its own crate because it is the only one that knows protobuf and gRPC, as only
-//! `node/src/http` knows HTTP: the generated types (from etcd's protos, vendored in `proto/`)
-//! never leave it. It is a thin adapter: it parses etcd's messages into revkv's requests
+//! This is its own crate because it is the only one that serves gRPC, as only `node/src/http`
+//! serves HTTP, so that revkv-node stays free of tonic. The generated types come from etcd's protos,
+//! vendored and compiled in `proto/` (revkv-etcd-proto, which revkv-tools shares for its etcd
+//! clients). It is a thin adapter: it parses etcd's messages into revkv's requests
 //! (`convert`), calls the backend or revkv-node's shared seams (`writes`, `range_view`), renders
 //! the answer, and maps every error to etcd's status code and message in one place (`error`).
 //! No rule of what a request means lives only here.
@@ -45,30 +46,9 @@ use revkv_node::KvBackend;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-/// The generated protobuf and gRPC types of etcd's API.
-pub mod proto {
-    #![allow(clippy::all, clippy::pedantic, missing_docs)]
-    pub mod mvccpb {
-        tonic::include_proto!("mvccpb");
-        include!(concat!(env!("OUT_DIR"), "/mvccpb.serde.rs"));
-    }
-    pub mod authpb {
-        tonic::include_proto!("authpb");
-        include!(concat!(env!("OUT_DIR"), "/authpb.serde.rs"));
-    }
-    pub mod etcdserverpb {
-        tonic::include_proto!("etcdserverpb");
-        include!(concat!(env!("OUT_DIR"), "/etcdserverpb.serde.rs"));
-    }
-    pub mod v3lockpb {
-        tonic::include_proto!("v3lockpb");
-        include!(concat!(env!("OUT_DIR"), "/v3lockpb.serde.rs"));
-    }
-    pub mod v3electionpb {
-        tonic::include_proto!("v3electionpb");
-        include!(concat!(env!("OUT_DIR"), "/v3electionpb.serde.rs"));
-    }
-}
+/// The generated protobuf and gRPC types of etcd's API (revkv-etcd-proto, which revkv-tools
+/// shares for its etcd clients), under the name this crate's modules use.
+pub use revkv_etcd_proto as proto;
 
 use proto::etcdserverpb::{
     auth_server::AuthServer, cluster_server::ClusterServer, kv_server::KvServer,

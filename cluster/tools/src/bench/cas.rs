@@ -8,8 +8,9 @@
 //! - etcd (v3 JSON gateway): `POST /v3/kv/range`, then `POST /v3/kv/txn` comparing the key's
 //!   `mod_revision` and putting the new value; an answer without `"succeeded": true` is a conflict.
 //!
-//! - etcd (native gRPC): the same read and txn through `etcd-client`, in [`super::etcd_grpc`],
-//!   which hands its attempts to [`increment_with_retries`] like the two above.
+//! - etcd (native gRPC): the same read and txn through the tools' etcd client, in
+//!   [`super::etcd_grpc`], which hands its attempts to [`increment_with_retries`] like the two
+//!   above.
 //!
 //! An increment whose five attempts all conflicted is a failure (`http 409 conflict`) in the
 //! report, as it would be for a client-go caller.

@@ -110,7 +110,7 @@ pub enum Connection {
         target: TargetKind,
         endpoint: String,
     },
-    /// etcd's native gRPC API (boxed: etcd-client's handle is several times the HTTP variant's
+    /// etcd's native gRPC API (boxed: a tonic client handle is several times the HTTP variant's
     /// size, and the tasks move their connection around).
     EtcdGrpc(Box<EtcdGrpcConnection>),
 }

@@ -1,7 +1,7 @@
 //! `--target etcd-grpc`: the bench's operations through etcd's native gRPC API (the one
-//! Kubernetes' apiserver uses), with the `etcd-client` crate.
+//! Kubernetes' apiserver uses), with the tools' etcd client ([`crate::etcd_api`]).
 //!
-//! An [`EtcdGrpcConnection`] is one `etcd_client::Client` on a single endpoint, so one HTTP/2
+//! An [`EtcdGrpcConnection`] is one [`EtcdClient`] on a single endpoint, so one HTTP/2
 //! connection; clones share it, and the client tasks share `--conns` of them (default 1), as
 //! etcd's own benchmark and Kubernetes' apiserver multiplex many requests over few connections.
 //! `--request-timeout` bounds every request twice: through `ConnectOptions` (tonic's own
@@ -23,9 +23,15 @@
 use std::future::Future;
 use std::time::Duration;
 
-use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, KvClient, Txn, TxnOp};
 use revkv_client::ClientError;
 use tonic::Code;
+
+use crate::etcd_api::pb::{
+    compare::{CompareResult, CompareTarget, TargetUnion},
+    request_op::Request,
+    Compare, PutRequest, RangeRequest, RequestOp, TxnRequest,
+};
+use crate::etcd_api::{ConnectOptions, EtcdClient, EtcdError, KvClient};
 
 use super::cas::{self, CasCounters, CounterState};
 use super::target::{shortened, FailureKind};
@@ -47,17 +53,17 @@ pub struct EtcdGrpcConnection {
 }
 
 impl EtcdGrpcConnection {
-    /// A client of the member at `endpoint` (`http://host:port`). etcd-client connects lazily,
+    /// A client of the member at `endpoint` (`http://host:port`). The client connects lazily,
     /// so an unreachable member shows up as `connect` failures of the first requests.
     pub async fn connect(endpoint: &str, request_timeout: Duration) -> Result<Self, String> {
         let options = ConnectOptions::new()
             .with_timeout(request_timeout)
             .with_connect_timeout(request_timeout.min(LONGEST_CONNECT_TIMEOUT));
-        let client = Client::connect([endpoint], Some(options))
+        let client = EtcdClient::connect(&[endpoint], options)
             .await
             .map_err(|error| format!("cannot make a gRPC client of {endpoint}: {error}"))?;
         Ok(EtcdGrpcConnection {
-            kv: client.kv_client(),
+            kv: client.kv(),
             request_timeout,
         })
     }
@@ -87,20 +93,21 @@ impl EtcdGrpcConnection {
     }
 
     async fn put(&mut self, key: &str, value: &[u8]) -> Result<(), ClientError> {
-        let call = self.kv.put(key, value.to_vec(), None);
+        let call = self.kv.put(put_request(key, value));
         within(self.request_timeout, call).await.map(|_| ())
     }
 
     async fn get(&mut self, key: &str, consistency: ReadConsistency) -> Result<(), FailureKind> {
-        let options = match consistency {
-            ReadConsistency::Linearizable => None,
-            ReadConsistency::Serializable => Some(GetOptions::new().with_serializable()),
+        let read = RangeRequest {
+            key: key.as_bytes().to_vec(),
+            serializable: consistency == ReadConsistency::Serializable,
+            ..RangeRequest::default()
         };
-        let call = self.kv.get(key, options);
+        let call = self.kv.range(read);
         let answer = within(self.request_timeout, call)
             .await
             .map_err(|error| cas::failure_of(&error))?;
-        if answer.kvs().is_empty() {
+        if answer.kvs.is_empty() {
             return Err(FailureKind::MissingKey);
         }
         Ok(())
@@ -112,7 +119,7 @@ impl EtcdGrpcConnection {
         let next = (state.value + 1).to_string();
         let txn = increment_txn(key, &next, state.mod_revision)?;
         let answer = within(self.request_timeout, self.kv.txn(txn)).await?;
-        if answer.succeeded() {
+        if answer.succeeded {
             Ok(())
         } else {
             Err(cas::conflict())
@@ -122,14 +129,18 @@ impl EtcdGrpcConnection {
     /// The counter at `key` (linearizable, as a read-modify-write needs); a missing key is 0 at
     /// mod revision 0, which is what a txn compares a missing key's mod revision with.
     async fn read_counter(&mut self, key: &str) -> Result<CounterState, ClientError> {
-        let answer = within(self.request_timeout, self.kv.get(key, None)).await?;
-        let Some(kv) = answer.kvs().first() else {
+        let read = RangeRequest {
+            key: key.as_bytes().to_vec(),
+            ..RangeRequest::default()
+        };
+        let answer = within(self.request_timeout, self.kv.range(read)).await?;
+        let Some(kv) = answer.kvs.first() else {
             return Ok(CounterState {
                 value: 0,
                 mod_revision: 0,
             });
         };
-        counter_state(kv.value(), kv.mod_revision())
+        counter_state(&kv.value, kv.mod_revision)
     }
 }
 
@@ -151,40 +162,57 @@ pub fn counter_state(value: &[u8], mod_revision: i64) -> Result<CounterState, Cl
     })
 }
 
+/// A put of `value` at `key`, nothing else asked for.
+fn put_request(key: &str, value: &[u8]) -> PutRequest {
+    PutRequest {
+        key: key.as_bytes().to_vec(),
+        value: value.to_vec(),
+        ..PutRequest::default()
+    }
+}
+
 /// The txn of one increment: if `mod_revision(key) == mod_revision` then put `key = value`.
-fn increment_txn(key: &str, value: &str, mod_revision: u64) -> Result<Txn, ClientError> {
+fn increment_txn(key: &str, value: &str, mod_revision: u64) -> Result<TxnRequest, ClientError> {
     let mod_revision = i64::try_from(mod_revision).map_err(|_| ClientError::Invalid {
         message: format!("mod revision {mod_revision} does not fit etcd's int64"),
     })?;
-    Ok(Txn::new()
-        .when([Compare::mod_revision(key, CompareOp::Equal, mod_revision)])
-        .and_then([TxnOp::put(key, value, None)]))
+    let unchanged = Compare {
+        result: CompareResult::Equal.into(),
+        target: CompareTarget::Mod.into(),
+        key: key.as_bytes().to_vec(),
+        range_end: Vec::new(),
+        target_union: Some(TargetUnion::ModRevision(mod_revision)),
+    };
+    let put = RequestOp {
+        request: Some(Request::RequestPut(put_request(key, value.as_bytes()))),
+    };
+    Ok(TxnRequest {
+        compare: vec![unchanged],
+        success: vec![put],
+        failure: Vec::new(),
+    })
 }
 
 /// Runs one gRPC `call`, giving up after `limit`, and turns its error into a [`ClientError`].
 async fn within<T>(
     limit: Duration,
-    call: impl Future<Output = Result<T, etcd_client::Error>>,
+    call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
 ) -> Result<T, ClientError> {
     match tokio::time::timeout(limit, call).await {
-        Ok(answer) => answer.map_err(client_error_of),
+        Ok(answer) => answer
+            .map(tonic::Response::into_inner)
+            .map_err(|status| client_error_of(EtcdError::Status(status))),
         Err(_) => Err(ClientError::Timeout {
             message: format!("no answer within {limit:?}"),
         }),
     }
 }
 
-/// An etcd-client error as the [`ClientError`] the cas machinery and [`cas::failure_of`] read:
-/// a status by its code, a transport error as a connection failure, anything else as transport.
-pub fn client_error_of(error: etcd_client::Error) -> ClientError {
+/// An etcd client error as the [`ClientError`] the cas machinery and [`cas::failure_of`] read:
+/// a status by its code, anything else (which only connecting can give) as transport.
+pub fn client_error_of(error: EtcdError) -> ClientError {
     match error {
-        etcd_client::Error::GRpcStatus(status) => {
-            client_error_of_status(status.code(), status.message())
-        }
-        etcd_client::Error::TransportError(error) => ClientError::Unavailable {
-            attempts: 1,
-            message: error.to_string(),
-        },
+        EtcdError::Status(status) => client_error_of_status(status.code(), status.message()),
         other => ClientError::Transport {
             message: other.to_string(),
         },
@@ -260,13 +288,13 @@ mod tests {
     }
 
     #[test]
-    fn statuses_and_transport_errors_of_etcd_client_are_told_apart() {
-        let status = etcd_client::Error::GRpcStatus(tonic::Status::unavailable("no leader"));
+    fn statuses_and_other_errors_of_the_etcd_client_are_told_apart() {
+        let status = EtcdError::Status(tonic::Status::unavailable("no leader"));
         assert!(matches!(
             client_error_of(status),
             ClientError::Unavailable { .. }
         ));
-        let invalid = etcd_client::Error::InvalidArgs("empty endpoints".into());
+        let invalid = EtcdError::InvalidArgs("empty endpoints".into());
         assert!(matches!(
             client_error_of(invalid),
             ClientError::Transport { .. }

@@ -11,8 +11,9 @@
 //! The same tool drives both systems so that they are measured the same way: `--target revkv`
 //! speaks revkv's HTTP/JSON API (`docs/API.md` section 4), `--target etcd` speaks etcd's v3
 //! JSON gateway (`POST /v3/kv/put`, `POST /v3/kv/range`, base64 keys and values), and
-//! `--target etcd-grpc` speaks etcd's native gRPC API (what Kubernetes uses) through the
-//! `etcd-client` crate, the client tasks sharing `--conns` gRPC connections (default 1).
+//! `--target etcd-grpc` speaks etcd's native gRPC API (what Kubernetes uses) through the tools'
+//! etcd client (`crate::etcd_api`), the client tasks sharing `--conns` gRPC connections
+//! (default 1).
 //!
 //! Workloads built now: `put` (distinct keys, `--value-size` bytes), `get` (`--consistency
 //! linearizable|serializable`, one key or `--keys N` random keys written before the measured part)

@@ -31,8 +31,8 @@ pub enum TargetKind {
     Revkv,
     /// etcd's v3 JSON (grpc-gateway) API on its client port.
     Etcd,
-    /// etcd's native gRPC API (what Kubernetes uses) on its client port, through the
-    /// `etcd-client` crate; see [`super::etcd_grpc`]. Not HTTP/JSON: the request planning and
+    /// etcd's native gRPC API (what Kubernetes uses) on its client port, through the tools' etcd
+    /// client; see [`super::etcd_grpc`]. Not HTTP/JSON: the request planning and
     /// answer judging below are for the two other targets only.
     #[serde(rename = "etcd-grpc")]
     #[value(name = "etcd-grpc")]

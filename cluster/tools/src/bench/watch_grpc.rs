@@ -9,23 +9,24 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{Client, KvClient, WatchOptions};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::options::WatchLatencyPlan;
 use super::watch_arrivals::{stale, Arrivals};
+use crate::etcd_api::pb::{PutRequest, WatchCreateRequest};
+use crate::etcd_api::{prefix_range, ConnectOptions, EtcdClient, EtcdError, KvClient, WatchStream};
 
 /// How often a stream with nothing to read looks whether the run is over.
 const END_CHECK_PERIOD: Duration = Duration::from_millis(200);
 
 /// The plan's shared connections, connection j to endpoint j mod n.
-pub async fn connect(plan: &WatchLatencyPlan) -> Result<Vec<Client>, String> {
+pub async fn connect(plan: &WatchLatencyPlan) -> Result<Vec<EtcdClient>, String> {
     let mut clients = Vec::with_capacity(plan.grpc_connections);
     for index in 0..plan.grpc_connections.max(1) {
         let endpoint = &plan.endpoints[index % plan.endpoints.len()];
-        let client = Client::connect([endpoint.as_str()], None)
+        let client = EtcdClient::connect(&[endpoint], ConnectOptions::new())
             .await
             .map_err(|error| format!("cannot make a gRPC client of {endpoint}: {error}"))?;
         clients.push(client);
@@ -43,7 +44,7 @@ pub fn stream_count(plan: &WatchLatencyPlan) -> usize {
 /// it answers one `Arrivals` per watch.
 pub fn spawn_streams(
     plan: &WatchLatencyPlan,
-    clients: &[Client],
+    clients: &[EtcdClient],
     prefix: &str,
     created: &Arc<tokio::sync::Semaphore>,
     last_revision: &watch::Receiver<Option<u64>>,
@@ -68,21 +69,24 @@ pub fn spawn_streams(
 /// Opens one Watch stream with `watches` watches on `prefix` and records each event's arrival,
 /// per watch, until every watch has seen the last written revision.
 async fn follow_stream(
-    client: Client,
+    client: EtcdClient,
     watches: usize,
     prefix: String,
     created: Arc<tokio::sync::Semaphore>,
     last_revision: watch::Receiver<Option<u64>>,
 ) -> Result<Vec<Arrivals>, String> {
-    let options = || Some(WatchOptions::new().with_prefix());
-    let mut stream = client
-        .watch_client()
-        .watch(prefix.clone(), options())
+    let (key, range_end) = prefix_range(prefix.as_bytes());
+    let on_prefix = || WatchCreateRequest {
+        key: key.clone(),
+        range_end: range_end.clone(),
+        ..WatchCreateRequest::default()
+    };
+    let mut stream = WatchStream::open(&mut client.watch(), on_prefix())
         .await
         .map_err(|error| error.to_string())?;
     for _ in 1..watches {
         stream
-            .watch(prefix.clone(), options())
+            .watch(on_prefix())
             .await
             .map_err(|error| error.to_string())?;
     }
@@ -98,19 +102,19 @@ async fn follow_stream(
             Err(_) if last_revision.borrow().is_some() && arrivals.values().all(stale) => break,
             Err(_) => continue,
         };
-        if response.canceled() {
-            let reason = response.cancel_reason();
-            return Err(format!("watch {} canceled: {reason}", response.watch_id()));
+        if response.canceled {
+            let reason = &response.cancel_reason;
+            return Err(format!("watch {} canceled: {reason}", response.watch_id));
         }
-        if response.created() {
-            arrivals.entry(response.watch_id()).or_default();
+        if response.created {
+            arrivals.entry(response.watch_id).or_default();
             created.add_permits(1);
             continue;
         }
-        let revision = response.events().first().and_then(|event| event.kv());
+        let revision = response.events.first().and_then(|event| event.kv.as_ref());
         if let Some(kv) = revision {
-            let revision = u64::try_from(kv.mod_revision()).unwrap_or_default();
-            let watch = arrivals.entry(response.watch_id()).or_default();
+            let revision = u64::try_from(kv.mod_revision).unwrap_or_default();
+            let watch = arrivals.entry(response.watch_id).or_default();
             watch.push((revision, Instant::now()));
         }
     }
@@ -132,11 +136,17 @@ fn every_watch_saw_the_last(
 
 /// One put through etcd's gRPC API; answers the revision it created.
 pub async fn put(kv: &mut KvClient, key: &str, value: &str) -> Result<u64, String> {
+    let request = PutRequest {
+        key: key.as_bytes().to_vec(),
+        value: value.as_bytes().to_vec(),
+        ..PutRequest::default()
+    };
     let answer = kv
-        .put(key, value, None)
+        .put(request)
         .await
-        .map_err(|error| error.to_string())?;
-    let revision = answer.header().map(|header| header.revision());
+        .map_err(|status| EtcdError::from(status).to_string())?
+        .into_inner();
+    let revision = answer.header.map(|header| header.revision);
     revision
         .and_then(|revision| u64::try_from(revision).ok())
         .ok_or_else(|| "no revision in the put's answer".to_string())

@@ -26,6 +26,7 @@ use super::report::{new_latency_histogram, LatencySummary};
 use super::target::TargetKind;
 use super::watch_arrivals::{stale, Arrivals, SETTLE_TIMEOUT};
 use super::watch_grpc;
+use crate::etcd_api::{ConnectOptions, EtcdClient, KvClient};
 
 /// The HTTP paths below are never taken for `--target etcd-grpc`, which `watch_grpc` serves.
 const NOT_HTTP: &str = "etcd-grpc is watched over gRPC, not HTTP";
@@ -239,8 +240,8 @@ enum Writer {
         target: TargetKind,
         endpoint: String,
     },
-    // Boxed: etcd-client's handle is many times the HTTP variant's size.
-    Grpc(Box<etcd_client::KvClient>),
+    // Boxed: a tonic client handle is several times the HTTP variant's size.
+    Grpc(Box<KvClient>),
 }
 
 impl Writer {
@@ -248,10 +249,10 @@ impl Writer {
     async fn connect(plan: &WatchLatencyPlan) -> Result<Writer, String> {
         let endpoint = plan.endpoints[0].clone();
         if plan.target == TargetKind::EtcdGrpc {
-            let client = etcd_client::Client::connect([endpoint.as_str()], None)
+            let client = EtcdClient::connect(&[&endpoint], ConnectOptions::new())
                 .await
                 .map_err(|error| format!("cannot make a gRPC client of {endpoint}: {error}"))?;
-            return Ok(Writer::Grpc(Box::new(client.kv_client())));
+            return Ok(Writer::Grpc(Box::new(client.kv())));
         }
         let client = plan
             .tls

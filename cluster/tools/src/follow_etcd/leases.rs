@@ -7,10 +7,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use etcd_client::{
-    Client, Event, EventType, LeaseGrantOptions, LeaseKeepAliveStream, LeaseKeeper,
-    LeaseTimeToLiveOptions,
+use crate::etcd_api::mvccpb::{event::EventType, Event};
+use crate::etcd_api::pb::{
+    LeaseGrantRequest, LeaseLeasesRequest, LeaseRevokeRequest, LeaseTimeToLiveRequest,
 };
+use crate::etcd_api::{EtcdClient, LeaseKeepAlive};
 
 use super::FollowError;
 
@@ -24,7 +25,7 @@ const FALLBACK_TTL_SECONDS: i64 = 60;
 /// The leases revkv holds for etcd, each with an open keep-alive stream.
 #[derive(Default)]
 pub struct LeaseMirror {
-    kept: BTreeMap<i64, (LeaseKeeper, LeaseKeepAliveStream)>,
+    kept: BTreeMap<i64, LeaseKeepAlive>,
 }
 
 impl LeaseMirror {
@@ -32,13 +33,13 @@ impl LeaseMirror {
     pub async fn grant_missing(
         &mut self,
         events: &[Event],
-        etcd: &mut Client,
-        revkv: &mut Client,
+        etcd: &EtcdClient,
+        revkv: &EtcdClient,
     ) -> Result<(), FollowError> {
         let used: BTreeSet<i64> = events
             .iter()
-            .filter(|event| event.event_type() == EventType::Put)
-            .filter_map(|event| event.kv().map(|kv| kv.lease()))
+            .filter(|event| event.r#type == i32::from(EventType::Put))
+            .filter_map(|event| event.kv.as_ref().map(|kv| kv.lease))
             .filter(|lease| *lease != 0)
             .collect();
         for id in used {
@@ -53,8 +54,8 @@ impl LeaseMirror {
     /// leases etcd no longer has once their keys are gone.
     pub async fn refresh(
         &mut self,
-        etcd: &mut Client,
-        revkv: &mut Client,
+        etcd: &EtcdClient,
+        revkv: &EtcdClient,
     ) -> Result<(), FollowError> {
         let on_etcd = lease_ids(etcd, "listing etcd's leases").await?;
         for id in lease_ids(revkv, "listing revkv's leases").await? {
@@ -74,9 +75,10 @@ impl LeaseMirror {
             } else {
                 self.kept.remove(&id);
                 revkv
-                    .lease_revoke(id)
+                    .lease()
+                    .lease_revoke(LeaseRevokeRequest { id })
                     .await
-                    .map_err(|error| FollowError::Etcd("revoking a lease on revkv", error))?;
+                    .map_err(FollowError::call("revoking a lease on revkv"))?;
             }
         }
         Ok(())
@@ -86,32 +88,34 @@ impl LeaseMirror {
     async fn mirror(
         &mut self,
         id: i64,
-        etcd: &mut Client,
-        revkv: &mut Client,
+        etcd: &EtcdClient,
+        revkv: &EtcdClient,
     ) -> Result<(), FollowError> {
         let described = etcd
-            .lease_time_to_live(id, None)
+            .lease()
+            .lease_time_to_live(LeaseTimeToLiveRequest { id, keys: false })
             .await
-            .map_err(|error| FollowError::Etcd("reading a lease's TTL from etcd", error))?;
-        let ttl = match described.granted_ttl() {
+            .map_err(FollowError::call("reading a lease's TTL from etcd"))?
+            .into_inner();
+        let ttl = match described.granted_ttl {
             granted if granted > 0 => granted,
             _ => FALLBACK_TTL_SECONDS,
         };
         revkv
-            .lease_grant(ttl, Some(LeaseGrantOptions::new().with_id(id)))
+            .lease()
+            .lease_grant(LeaseGrantRequest { ttl, id })
             .await
-            .map_err(|error| FollowError::Etcd("granting a lease on revkv", error))?;
+            .map_err(FollowError::call("granting a lease on revkv"))?;
         self.keep(id, revkv).await
     }
 
-    async fn keep(&mut self, id: i64, revkv: &mut Client) -> Result<(), FollowError> {
+    async fn keep(&mut self, id: i64, revkv: &EtcdClient) -> Result<(), FollowError> {
         if self.kept.len() >= MAX_MIRRORED_LEASES {
             return Err(FollowError::Refused(format!(
                 "more than {MAX_MIRRORED_LEASES} leases to mirror"
             )));
         }
-        let stream = revkv
-            .lease_keep_alive(id)
+        let stream = LeaseKeepAlive::open(&mut revkv.lease(), id)
             .await
             .map_err(|error| FollowError::Etcd("keeping a lease alive on revkv", error))?;
         self.kept.insert(id, stream);
@@ -119,10 +123,10 @@ impl LeaseMirror {
     }
 
     async fn keep_alive(&mut self, id: i64) -> Result<(), FollowError> {
-        let Some((keeper, stream)) = self.kept.get_mut(&id) else {
+        let Some(stream) = self.kept.get_mut(&id) else {
             return Ok(());
         };
-        keeper
+        stream
             .keep_alive()
             .await
             .map_err(|error| FollowError::Etcd("keeping a lease alive on revkv", error))?;
@@ -133,19 +137,23 @@ impl LeaseMirror {
         Ok(())
     }
 
-    async fn has_keys(&self, id: i64, revkv: &mut Client) -> Result<bool, FollowError> {
+    async fn has_keys(&self, id: i64, revkv: &EtcdClient) -> Result<bool, FollowError> {
         let described = revkv
-            .lease_time_to_live(id, Some(LeaseTimeToLiveOptions::new().with_keys()))
+            .lease()
+            .lease_time_to_live(LeaseTimeToLiveRequest { id, keys: true })
             .await
-            .map_err(|error| FollowError::Etcd("reading a lease on revkv", error))?;
-        Ok(described.ttl() > 0 && !described.keys().is_empty())
+            .map_err(FollowError::call("reading a lease on revkv"))?
+            .into_inner();
+        Ok(described.ttl > 0 && !described.keys.is_empty())
     }
 }
 
-async fn lease_ids(client: &mut Client, what: &'static str) -> Result<BTreeSet<i64>, FollowError> {
+async fn lease_ids(client: &EtcdClient, what: &'static str) -> Result<BTreeSet<i64>, FollowError> {
     let leases = client
-        .leases()
+        .lease()
+        .lease_leases(LeaseLeasesRequest {})
         .await
-        .map_err(|error| FollowError::Etcd(what, error))?;
-    Ok(leases.leases().iter().map(|lease| lease.id()).collect())
+        .map_err(FollowError::call(what))?
+        .into_inner();
+    Ok(leases.leases.iter().map(|lease| lease.id).collect())
 }

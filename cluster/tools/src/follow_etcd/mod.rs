@@ -21,9 +21,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use etcd_client::{Client, ConnectOptions, GetOptions, WatchOptions};
 
 use crate::cli::parse_duration;
+use crate::etcd_api::pb::{RangeRequest, WatchCreateRequest, WatchResponse};
+use crate::etcd_api::{prefix_range, ConnectOptions, EtcdClient, WatchStream};
 pub use error::FollowError;
 use leases::LeaseMirror;
 use replay::{group_by_revision, replay_revision};
@@ -69,10 +70,10 @@ pub async fn run(args: FollowEtcdArgs) -> ExitCode {
 
 /// Follows etcd into revkv; answers the last revision replayed when `--until-caught-up` ends it.
 pub async fn follow(args: &FollowEtcdArgs) -> Result<u64, FollowError> {
-    let mut etcd = connect(&args.etcd_endpoints, args.etcd_user.as_deref(), "etcd").await?;
-    let mut revkv = connect(&args.revkv_endpoints, args.revkv_user.as_deref(), "revkv").await?;
-    let mut applied = current_revision(&mut revkv, "revkv").await?;
-    let etcd_revision = current_revision(&mut etcd, "etcd").await?;
+    let etcd = connect(&args.etcd_endpoints, args.etcd_user.as_deref(), "etcd").await?;
+    let revkv = connect(&args.revkv_endpoints, args.revkv_user.as_deref(), "revkv").await?;
+    let mut applied = current_revision(&revkv, "revkv").await?;
+    let etcd_revision = current_revision(&etcd, "etcd").await?;
     if etcd_revision < applied {
         return Err(FollowError::Refused(format!(
             "etcd is at revision {etcd_revision}, behind revkv's {applied}: revkv was not \
@@ -80,17 +81,20 @@ pub async fn follow(args: &FollowEtcdArgs) -> Result<u64, FollowError> {
         )));
     }
     let mut leases = LeaseMirror::default();
-    leases.refresh(&mut etcd, &mut revkv).await?;
+    leases.refresh(&etcd, &revkv).await?;
     let target = args.until_caught_up.then_some(etcd_revision);
     if target.is_some_and(|target| applied >= target) {
         return Ok(applied);
     }
-    let options = WatchOptions::new()
-        .with_all_keys()
-        .with_start_revision(signed(applied + 1))
-        .with_prev_key();
-    let mut stream = etcd
-        .watch("", Some(options))
+    let (key, range_end) = prefix_range(b"");
+    let every_key_since_revkv = WatchCreateRequest {
+        key,
+        range_end,
+        start_revision: signed(applied + 1),
+        prev_kv: true,
+        ..WatchCreateRequest::default()
+    };
+    let mut stream = WatchStream::open(&mut etcd.watch(), every_key_since_revkv)
         .await
         .map_err(|error| FollowError::Etcd("watching etcd", error))?;
     let mut lease_checks = tokio::time::interval(args.lease_check_interval);
@@ -100,34 +104,34 @@ pub async fn follow(args: &FollowEtcdArgs) -> Result<u64, FollowError> {
                 let response = message
                     .map_err(|error| FollowError::Etcd("etcd's watch", error))?
                     .ok_or_else(|| FollowError::Refused("etcd ended the watch".into()))?;
-                if response.canceled() {
+                if response.canceled {
                     return Err(watch_canceled(&response, applied));
                 }
-                for (revision, events) in group_by_revision(response.events()) {
-                    leases.grant_missing(events, &mut etcd, &mut revkv).await?;
-                    replay_revision(&mut revkv, revision, events, applied).await?;
+                for (revision, events) in group_by_revision(&response.events) {
+                    leases.grant_missing(events, &etcd, &revkv).await?;
+                    replay_revision(&revkv, revision, events, applied).await?;
                     applied = revision;
                 }
                 if target.is_some_and(|target| applied >= target) {
                     return Ok(applied);
                 }
             }
-            _ = lease_checks.tick() => leases.refresh(&mut etcd, &mut revkv).await?,
+            _ = lease_checks.tick() => leases.refresh(&etcd, &revkv).await?,
         }
     }
 }
 
-fn watch_canceled(response: &etcd_client::WatchResponse, applied: u64) -> FollowError {
-    if response.compact_revision() > 0 {
+fn watch_canceled(response: &WatchResponse, applied: u64) -> FollowError {
+    if response.compact_revision > 0 {
         return FollowError::Refused(format!(
             "etcd has compacted past revkv's revision {applied} (to {}): take a new snapshot and \
              restore again, or follow sooner after the restore",
-            response.compact_revision()
+            response.compact_revision
         ));
     }
     FollowError::Refused(format!(
         "etcd canceled the watch: {}",
-        response.cancel_reason()
+        response.cancel_reason
     ))
 }
 
@@ -135,7 +139,7 @@ async fn connect(
     endpoints: &[String],
     user: Option<&str>,
     side: &'static str,
-) -> Result<Client, FollowError> {
+) -> Result<EtcdClient, FollowError> {
     let mut options = ConnectOptions::new()
         .with_connect_timeout(Duration::from_secs(5))
         .with_timeout(Duration::from_secs(30));
@@ -145,21 +149,25 @@ async fn connect(
             .ok_or_else(|| FollowError::Refused(format!("the {side} user is NAME:PASSWORD")))?;
         options = options.with_user(name, password);
     }
-    Client::connect(endpoints, Some(options))
+    EtcdClient::connect(endpoints, options)
         .await
         .map_err(|error| FollowError::Etcd(side, error))
 }
 
 /// The store's current revision, from a read's header.
-async fn current_revision(client: &mut Client, side: &'static str) -> Result<u64, FollowError> {
+async fn current_revision(client: &EtcdClient, side: &'static str) -> Result<u64, FollowError> {
+    let probe = RangeRequest {
+        key: b"revkv-follow-etcd-probe".to_vec(),
+        count_only: true,
+        ..RangeRequest::default()
+    };
     let answer = client
-        .get(
-            "revkv-follow-etcd-probe",
-            Some(GetOptions::new().with_count_only()),
-        )
+        .kv()
+        .range(probe)
         .await
-        .map_err(|error| FollowError::Etcd(side, error))?;
-    let revision = answer.header().map_or(0, |header| header.revision());
+        .map_err(FollowError::call(side))?
+        .into_inner();
+    let revision = answer.header.map_or(0, |header| header.revision);
     Ok(u64::try_from(revision).unwrap_or(0))
 }
 

@@ -5,7 +5,13 @@
 //! versions (revkv computes them from the same state), and anything else that wrote to revkv
 //! stops the follow rather than being overwritten.
 
-use etcd_client::{Client, Compare, CompareOp, Event, EventType, PutOptions, Txn, TxnOp};
+use crate::etcd_api::mvccpb::{event::EventType, Event};
+use crate::etcd_api::pb::{
+    compare::{CompareResult, CompareTarget, TargetUnion},
+    request_op::Request,
+    Compare, DeleteRangeRequest, PutRequest, RequestOp, TxnRequest,
+};
+use crate::etcd_api::EtcdClient;
 
 use super::FollowError;
 
@@ -14,8 +20,9 @@ use super::FollowError;
 pub fn group_by_revision(events: &[Event]) -> Vec<(u64, &[Event])> {
     let revision_of = |event: &Event| {
         event
-            .kv()
-            .map_or(0, |kv| u64::try_from(kv.mod_revision()).unwrap_or(0))
+            .kv
+            .as_ref()
+            .map_or(0, |kv| u64::try_from(kv.mod_revision).unwrap_or(0))
     };
     let mut groups: Vec<(u64, &[Event])> = Vec::new();
     let mut start = 0;
@@ -33,7 +40,7 @@ pub fn group_by_revision(events: &[Event]) -> Vec<(u64, &[Event])> {
 /// Replays `events`, all of etcd's `revision`, on revkv, which must be at `applied`, just
 /// before it.
 pub async fn replay_revision(
-    revkv: &mut Client,
+    revkv: &EtcdClient,
     revision: u64,
     events: &[Event],
     applied: u64,
@@ -50,16 +57,23 @@ pub async fn replay_revision(
         compares.extend(compare);
         operations.push(operation);
     }
+    let txn = TxnRequest {
+        compare: compares,
+        success: operations,
+        failure: Vec::new(),
+    };
     let answer = revkv
-        .txn(Txn::new().when(compares).and_then(operations))
+        .kv()
+        .txn(txn)
         .await
-        .map_err(|error| FollowError::Etcd("replaying on revkv", error))?;
-    let written = answer.header().map_or(0, |header| header.revision());
-    if !answer.succeeded() || written != i64::try_from(revision).unwrap_or(-1) {
+        .map_err(FollowError::call("replaying on revkv"))?
+        .into_inner();
+    let written = answer.header.map_or(0, |header| header.revision);
+    if !answer.succeeded || written != i64::try_from(revision).unwrap_or(-1) {
         return Err(FollowError::Diverged(format!(
             "replaying etcd's revision {revision} on revkv {}: was revkv written to during the \
              follow?",
-            if answer.succeeded() {
+            if answer.succeeded {
                 format!("made revision {written}")
             } else {
                 "found a key that differs from etcd's".to_string()
@@ -69,39 +83,74 @@ pub async fn replay_revision(
     Ok(())
 }
 
+/// `key`'s `target` equals `value` (`target_union`).
+fn equal(key: &[u8], target: CompareTarget, value: TargetUnion) -> Compare {
+    Compare {
+        result: CompareResult::Equal.into(),
+        target: target.into(),
+        key: key.to_vec(),
+        range_end: Vec::new(),
+        target_union: Some(value),
+    }
+}
+
 /// The compares (what etcd says the key was) and the op of one event.
-fn replayed(event: &Event) -> Result<(Vec<Compare>, TxnOp), FollowError> {
+fn replayed(event: &Event) -> Result<(Vec<Compare>, RequestOp), FollowError> {
     let kv = event
-        .kv()
+        .kv
+        .as_ref()
         .ok_or_else(|| FollowError::Diverged("a watch event without its key".into()))?;
-    let key = kv.key().to_vec();
-    match event.event_type() {
+    let key = kv.key.clone();
+    // Only puts and deletes exist; an unknown type is refused rather than guessed.
+    let event_type = EventType::try_from(event.r#type).map_err(|_| {
+        FollowError::Diverged(format!("a watch event of unknown type {}", event.r#type))
+    })?;
+    match event_type {
         EventType::Put => {
-            let mut before = vec![Compare::version(
-                key.clone(),
-                CompareOp::Equal,
-                kv.version() - 1,
+            let mut before = vec![equal(
+                &key,
+                CompareTarget::Version,
+                TargetUnion::Version(kv.version - 1),
             )];
-            if kv.version() > 1 {
-                let created = kv.create_revision();
-                before.push(Compare::create_revision(
-                    key.clone(),
-                    CompareOp::Equal,
-                    created,
+            if kv.version > 1 {
+                before.push(equal(
+                    &key,
+                    CompareTarget::Create,
+                    TargetUnion::CreateRevision(kv.create_revision),
                 ));
             }
-            let options = (kv.lease() != 0).then(|| PutOptions::new().with_lease(kv.lease()));
-            Ok((before, TxnOp::put(key, kv.value().to_vec(), options)))
+            let put = PutRequest {
+                key,
+                value: kv.value.clone(),
+                lease: kv.lease,
+                ..PutRequest::default()
+            };
+            Ok((before, op(Request::RequestPut(put))))
         }
         EventType::Delete => {
             let before = event
-                .prev_kv()
+                .prev_kv
+                .as_ref()
                 .map(|prev| {
-                    Compare::mod_revision(key.clone(), CompareOp::Equal, prev.mod_revision())
+                    equal(
+                        &key,
+                        CompareTarget::Mod,
+                        TargetUnion::ModRevision(prev.mod_revision),
+                    )
                 })
                 .into_iter()
                 .collect();
-            Ok((before, TxnOp::delete(key, None)))
+            let delete = DeleteRangeRequest {
+                key,
+                ..DeleteRangeRequest::default()
+            };
+            Ok((before, op(Request::RequestDeleteRange(delete))))
         }
+    }
+}
+
+fn op(request: Request) -> RequestOp {
+    RequestOp {
+        request: Some(request),
     }
 }

@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use etcd_client::{Client, GetOptions};
 use tokio::time::Instant;
+
+use crate::etcd_api::{pb::RangeRequest, ConnectOptions, EtcdClient, EtcdError};
 
 /// Where Debian's `etcd-server` package puts etcd 3.4.
 pub const ETCD_BINARY: &str = "/usr/bin/etcd";
@@ -143,12 +144,18 @@ impl EtcdServer {
 
     /// The value at `key`, read linearizably through a client of its own.
     pub async fn read(&self, key: &str) -> Result<Option<Vec<u8>>, String> {
-        let mut client = self.client().await?;
+        let client = self.client().await?;
+        let request = RangeRequest {
+            key: key.as_bytes().to_vec(),
+            ..RangeRequest::default()
+        };
         let answer = client
-            .get(key, None::<GetOptions>)
+            .kv()
+            .range(request)
             .await
-            .map_err(|error| error.to_string())?;
-        Ok(answer.kvs().first().map(|kv| kv.value().to_vec()))
+            .map_err(|status| EtcdError::from(status).to_string())?
+            .into_inner();
+        Ok(answer.kvs.into_iter().next().map(|kv| kv.value))
     }
 
     /// Stops etcd gracefully (SIGTERM: it commits its backend first) and waits for it to exit;
@@ -164,11 +171,11 @@ impl EtcdServer {
         self._directory.path().join("data/member/snap/db")
     }
 
-    async fn client(&self) -> Result<Client, String> {
-        let options = etcd_client::ConnectOptions::new()
+    async fn client(&self) -> Result<EtcdClient, String> {
+        let options = ConnectOptions::new()
             .with_timeout(Duration::from_secs(2))
             .with_connect_timeout(Duration::from_secs(2));
-        Client::connect([&self.client_url], Some(options))
+        EtcdClient::connect(&[&self.client_url], options)
             .await
             .map_err(|error| error.to_string())
     }
