@@ -70,6 +70,21 @@ async fn wait_for_key(member: &RaftMember, key: &str) {
     }
 }
 
+/// Waits until every one of `members` names `leader` as its leader.
+async fn wait_until_every_member_names(members: &[RaftMember], leader: u64) {
+    let deadline = Instant::now() + DEADLINE;
+    while members
+        .iter()
+        .any(|member| member.status().leader != Some(leader))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the members never all named member {leader} as their leader"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn three_members_on_one_thread_elect_replicate_and_survive_a_partition_without_sockets() {
     revkv_raft::runtime::run_blocking_work_inline_on_this_thread(true);
@@ -234,17 +249,7 @@ async fn a_leader_cut_off_from_a_quorum_stops_claiming_leadership() {
     );
 
     network.heal();
-    let deadline = Instant::now() + DEADLINE;
-    while members
-        .iter()
-        .any(|member| member.status().leader != Some(new_leader))
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the members never agreed on the new leader"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_until_every_member_names(&members, new_leader).await;
     for member in &members {
         member.shutdown().await.expect("shutdown");
     }
@@ -296,17 +301,7 @@ async fn a_follower_cut_off_keeps_its_term_and_stops_naming_the_leader() {
         .all(|member| member.status().leader == Some(leader_id)));
 
     network.heal();
-    let deadline = Instant::now() + DEADLINE;
-    while members
-        .iter()
-        .any(|member| member.status().leader != Some(leader_id))
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the members never named the leader again"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_until_every_member_names(&members, leader_id).await;
     assert_eq!(
         follower.status().term,
         term_before,

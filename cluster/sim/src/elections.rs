@@ -204,8 +204,10 @@ pub struct Spread {
 }
 
 impl Spread {
-    /// The spread of `measurements` (all of one loss); `None` when there are none.
-    pub fn of(measurements: &[Leaderless]) -> Option<Spread> {
+    /// The spread of the measurements of `loss` among `measurements`; `None` when there are none.
+    pub fn of(measurements: &[Leaderless], loss: LeaderLoss) -> Option<Spread> {
+        let measurements: Vec<&Leaderless> =
+            measurements.iter().filter(|m| m.loss == loss).collect();
         let mut times: Vec<Duration> = measurements.iter().map(|m| m.leaderless).collect();
         times.sort();
         let at = |quantile: f64| times[((times.len() - 1) as f64 * quantile).round() as usize];

@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use revkv_sim::elections::{
-    measure_leader_loss, within_twice_a_plain_loss, ElectionSettings, LeaderLoss, Leaderless,
-    Spread,
+    measure_leader_loss, within_twice_a_plain_loss, ElectionSettings, LeaderLoss, Spread,
 };
 use revkv_sim::trace::TraceFilter;
 use revkv_sim::{run_seed, FaultKind, RunReport, SimOptions};
@@ -152,14 +151,7 @@ fn elections(arguments: &Arguments, losses: &[LeaderLoss]) -> ExitCode {
         }
     });
     let measured = measured.into_inner().unwrap_or_else(|p| p.into_inner());
-    let spread_of = |loss: LeaderLoss| {
-        let of_loss: Vec<Leaderless> = measured
-            .iter()
-            .filter(|m| m.loss == loss)
-            .cloned()
-            .collect();
-        Spread::of(&of_loss)
-    };
+    let spread_of = |loss: LeaderLoss| Spread::of(&measured, loss);
     for loss in losses {
         if let Some(spread) = spread_of(*loss) {
             println!(

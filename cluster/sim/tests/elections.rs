@@ -41,14 +41,7 @@ fn spreads(settings: ElectionSettings) -> (Spread, Spread) {
             .flat_map(|half| half.join().expect("a measuring thread panicked"))
             .collect()
     });
-    let spread = |loss: LeaderLoss| {
-        let of_loss: Vec<Leaderless> = measured
-            .iter()
-            .filter(|m| m.loss == loss)
-            .cloned()
-            .collect();
-        Spread::of(&of_loss).expect("every seed measured")
-    };
+    let spread = |loss: LeaderLoss| Spread::of(&measured, loss).expect("every seed measured");
     (
         spread(LeaderLoss::PowerCut),
         spread(LeaderLoss::OutgoingCallsCut),
