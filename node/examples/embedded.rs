@@ -70,6 +70,7 @@ async fn compare_and_swap(
     let compare_and_swap = Request::Txn(TxnRequest {
         compare: vec![Compare {
             key: b"app/config".to_vec(),
+            range_end: revkv_storage::RangeEnd::Single,
             target: CompareTarget::ModRevision(read_mod_revision),
             op: CompareOp::Equal,
         }],

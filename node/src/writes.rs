@@ -39,6 +39,7 @@ impl Precondition {
         };
         Compare {
             key: key.to_vec(),
+            range_end: revkv_storage::RangeEnd::Single,
             target,
             op,
         }
@@ -82,7 +83,9 @@ async fn write_unconditionally<B: KvBackend>(
     let request = match op {
         TxnOp::Put(put) => Request::Put(put),
         TxnOp::DeleteRange(delete) => Request::DeleteRange(delete),
-        TxnOp::Get(_) => return Err(NodeError::Internal("a get is not a write".into())),
+        TxnOp::Get(_) | TxnOp::Txn(_) | TxnOp::PutKeeping { .. } => {
+            return Err(NodeError::Internal("not a single-key write".into()))
+        }
     };
     let written = backend.write(request).await?;
     let response = match written.response {
@@ -185,6 +188,7 @@ fn unchanged_since_read(key: &[u8], read: Option<&KeyValue>) -> Compare {
     };
     Compare {
         key: key.to_vec(),
+        range_end: revkv_storage::RangeEnd::Single,
         target,
         op: CompareOp::Equal,
     }

@@ -78,6 +78,11 @@ pub enum Malformed {
     /// branch (etcd's rule).
     #[error("duplicate key given in txn request: {key}")]
     DuplicateTxnKey { key: String },
+    // Appended after the older kinds: an older member decoding a forwarded answer still reads them.
+    /// A put that keeps the current value or lease (etcd's `ignore_value`, `ignore_lease`) names a
+    /// key that is not live (etcd's `key not found`).
+    #[error("key not found: {key} (a put that keeps the current value or lease needs the key)")]
+    KeyNotFound { key: String },
 }
 
 /// The part of a txn a [`Malformed::TooManyTxnOps`] counted.

@@ -33,6 +33,16 @@ pub struct Limits {
     /// refused whole (`invalid`), and is done in smaller ranges. etcd has no such limit.
     #[serde(default = "default_max_delete_keys")]
     pub max_delete_keys: u64,
+    /// Most ops and compares in all the nested txns of one txn together (each level is also
+    /// bounded by what `max_txn_ops` leaves it, as in etcd). etcd bounds only each path from the
+    /// top, so a tree of small txns could hold many thousands of ops, all applied at one revision.
+    #[serde(default = "default_max_nested_txn_ops")]
+    pub max_nested_txn_ops: usize,
+}
+
+/// The default of `Limits::max_nested_txn_ops`: eight full branches' worth of ops.
+fn default_max_nested_txn_ops() -> usize {
+    1024
 }
 
 /// The default of `Limits::max_delete_keys`: a million keys, about 100 MB of doomed keys in
@@ -52,6 +62,7 @@ impl Default for Limits {
             max_lease_ttl_seconds: 9_000_000_000,
             max_keys_per_lease: 10_000,
             max_delete_keys: default_max_delete_keys(),
+            max_nested_txn_ops: default_max_nested_txn_ops(),
         }
     }
 }

@@ -57,22 +57,29 @@ pub fn requirement_of(request: &Request) -> Requirement {
     Requirement::Keys(needed)
 }
 
-/// What a txn needs, whether it writes or only reads: read access to every compare's key, and
-/// what each op of both branches needs.
+/// What a txn needs, whether it writes or only reads: read access to every compare's keys, and
+/// what each op of both branches needs, at every level of nesting (etcd's
+/// `checkTxnReqsPermission` recurses the same way).
 pub fn requirement_of_txn(txn: &TxnRequest) -> Requirement {
     let mut needed = Vec::new();
+    txn_needs(txn, &mut needed);
+    Requirement::Keys(needed)
+}
+
+fn txn_needs(txn: &TxnRequest, needed: &mut Vec<(Access, KeyRange)>) {
     for compare in &txn.compare {
-        needed.push((Access::Read, KeyRange::single(compare.key.clone())));
+        needed.push((Access::Read, compare.keys()));
     }
     for op in txn.success.iter().chain(&txn.failure) {
-        op_needs(op, &mut needed);
+        op_needs(op, needed);
     }
-    Requirement::Keys(needed)
 }
 
 fn op_needs(op: &TxnOp, needed: &mut Vec<(Access, KeyRange)>) {
     match op {
-        TxnOp::Put(put) => put_needs(put, needed),
+        TxnOp::Txn(nested) => txn_needs(nested, needed),
+        // Keeping the current value or lease reveals nothing of them: a put's need.
+        TxnOp::Put(put) | TxnOp::PutKeeping { put, .. } => put_needs(put, needed),
         TxnOp::DeleteRange(delete) => delete_needs(delete, needed),
         TxnOp::Get(read) => {
             // A read without a range is refused by validation; it touches no key.
@@ -136,6 +143,7 @@ mod tests {
             Request::Txn(TxnRequest {
                 compare: vec![Compare {
                     key: b"app/a".to_vec(),
+                    range_end: crate::types::RangeEnd::Single,
                     target: CompareTarget::Version(0),
                     op: CompareOp::Equal,
                 }],
@@ -150,6 +158,37 @@ mod tests {
         assert!(
             !requirement_of(&txn("app/b")).is_met_by(&write_only),
             "a compare reads its key"
+        );
+    }
+
+    #[test]
+    fn a_nested_txn_needs_what_each_of_its_levels_needs_and_a_range_compare_reads_its_range() {
+        let rules = rules_on(PermissionKind::ReadWrite, "app/");
+        let with_nested = |nested_compare: Compare, nested_put: &str| {
+            Request::Txn(TxnRequest {
+                compare: Vec::new(),
+                success: vec![TxnOp::Txn(TxnRequest {
+                    compare: vec![nested_compare],
+                    success: Vec::new(),
+                    failure: vec![TxnOp::Put(put(nested_put, false))],
+                })],
+                failure: Vec::new(),
+            })
+        };
+        let inside = |end: &str| Compare {
+            key: b"app/a".to_vec(),
+            range_end: crate::types::RangeEnd::Until(end.into()),
+            target: CompareTarget::Version(0),
+            op: CompareOp::Equal,
+        };
+        assert!(requirement_of(&with_nested(inside("app/z"), "app/b")).is_met_by(&rules));
+        assert!(
+            !requirement_of(&with_nested(inside("b"), "app/b")).is_met_by(&rules),
+            "the compare's range reaches past app/"
+        );
+        assert!(
+            !requirement_of(&with_nested(inside("app/z"), "secret")).is_met_by(&rules),
+            "the nested failure branch writes outside the permission"
         );
     }
 

@@ -89,13 +89,48 @@ pub enum CompareOp {
     Greater,
 }
 
-/// One condition of a txn, evaluated against the state before the txn.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// One condition of a txn, evaluated against the state before the txn (before the outermost txn,
+/// for the compares of a nested one).
+///
+/// It looks at `key` alone, or, with a `range_end`, at every key of `[key, range_end)` (etcd's
+/// `Compare.range_end`): then it holds when it holds for every key live in the range, and a range
+/// with no live key compares as one missing key does (etcd's `applyCompare`). Its serde
+/// implementations are in `codec/txn_records.rs`, which keeps the bytes compares had before
+/// ranges existed.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Compare {
-    #[serde(with = "serde_bytes")]
     pub key: Vec<u8>,
+    pub range_end: RangeEnd,
     pub target: CompareTarget,
     pub op: CompareOp,
+}
+
+impl Compare {
+    /// A compare of one key.
+    pub fn of_key(key: impl Into<Vec<u8>>, target: CompareTarget, op: CompareOp) -> Self {
+        Compare {
+            key: key.into(),
+            range_end: RangeEnd::Single,
+            target,
+            op,
+        }
+    }
+
+    /// The keys the compare looks at.
+    pub fn keys(&self) -> KeyRange {
+        KeyRange {
+            start: self.key.clone(),
+            end: self.range_end.clone(),
+        }
+    }
+}
+
+/// Which of a key's current fields a put keeps instead of the ones it carries (etcd's
+/// `ignore_value` and `ignore_lease`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeepCurrent {
+    pub value: bool,
+    pub lease: bool,
 }
 
 /// One operation inside a txn branch.
@@ -103,8 +138,33 @@ pub struct Compare {
 pub enum TxnOp {
     Put(PutRequest),
     DeleteRange(DeleteRangeRequest),
-    /// Reads the state as changed by the earlier ops of the same branch.
+    /// Reads the state as changed by the earlier ops of the txn, or, with a revision, the state
+    /// at that revision (at most the revision before the txn).
     Get(RangeRequest),
+    // The two below come after the first three (issue 63, item 8): the codec writes a variant's
+    // position, so entries written before them still decode. A member of an older build cannot
+    // decode them (`docs/design/txn-extensions.md`).
+    /// A txn inside a branch (etcd's nested txn): its compares read the state before the
+    /// outermost txn, like every compare of the tree, and the ops of its chosen branch run here,
+    /// in the order of the enclosing branch, at the outermost txn's revision.
+    Txn(TxnRequest),
+    /// A put that keeps the key's current value, lease, or both. The key must be live before the
+    /// txn (etcd's "key not found" otherwise).
+    PutKeeping {
+        put: PutRequest,
+        keep: KeepCurrent,
+    },
+}
+
+impl TxnOp {
+    /// True for a get, and for a nested txn whose ops all only read.
+    pub fn reads_only(&self) -> bool {
+        match self {
+            TxnOp::Get(_) => true,
+            TxnOp::Txn(nested) => nested.reads_only(),
+            TxnOp::Put(_) | TxnOp::DeleteRange(_) | TxnOp::PutKeeping { .. } => false,
+        }
+    }
 }
 
 /// Compare-and-swap: if every compare holds run `success`, otherwise run `failure`, at one revision.
@@ -116,12 +176,24 @@ pub struct TxnRequest {
 }
 
 impl TxnRequest {
-    /// True when neither branch puts or deletes: the txn changes nothing, so it can be answered
-    /// from a read snapshot (`MvccStore::read_txn`) instead of through the raft log, as etcd
-    /// answers it. A txn with no ops at all only compares, and counts as reading.
+    /// True when no op of either branch, at any level of nesting, puts or deletes: the txn changes
+    /// nothing, so it can be answered from a read snapshot (`MvccStore::read_txn`) instead of
+    /// through the raft log, as etcd answers it (`IsTxnReadonly`). A txn with no ops at all only
+    /// compares, and counts as reading.
     pub fn reads_only(&self) -> bool {
-        let is_get = |op: &TxnOp| matches!(op, TxnOp::Get(_));
-        self.success.iter().all(is_get) && self.failure.iter().all(is_get)
+        self.success
+            .iter()
+            .chain(&self.failure)
+            .all(TxnOp::reads_only)
+    }
+
+    /// The ops that run when the compares hold (`succeeded`) or not.
+    pub fn branch(&self, succeeded: bool) -> &[TxnOp] {
+        if succeeded {
+            &self.success
+        } else {
+            &self.failure
+        }
     }
 }
 
@@ -254,6 +326,9 @@ pub enum TxnOpResponse {
     Put(PutResponse),
     DeleteRange(DeleteRangeResponse),
     Get(RangeResponse),
+    // Appended after the first three, as `TxnOp::Txn` was.
+    /// The answer of a nested txn.
+    Txn(TxnResponse),
 }
 
 /// The answer to a txn.

@@ -125,6 +125,7 @@ fn request_for_index(index: u64) -> Request {
         2 | 6 => Request::Txn(TxnRequest {
             compare: vec![Compare {
                 key: key_for(index),
+                range_end: revkv_storage::RangeEnd::Single,
                 target: CompareTarget::Version(1),
                 op: CompareOp::Greater,
             }],

@@ -18,6 +18,7 @@ mod key_history;
 mod key_index;
 mod log_store;
 mod model;
+mod nested_txns;
 mod power_loss;
 mod rules;
 mod small_apply;

@@ -1,4 +1,5 @@
-//! Model-based property test: random sequences of put / delete / txn / compact / lease grant /
+//! Model-based property test: random sequences of put / delete / txn (nested txns, range compares,
+//! gets at a revision and keeping puts included) / compact / lease grant /
 //! lease revoke / lease checkpoint / checkpoint clear / reads / history reads / reopen run against
 //! the real store and against a
 //! deliberately naive in-memory model, and every answer, revision, version, create/mod revision,
@@ -19,9 +20,9 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 use revkv_storage::{
     CheckpointedLease, Compare, CompareOp, CompareTarget, DeleteRangeRequest, DeleteRangeResponse,
-    Error, Event, EventKind, KeyRange, KeyValue, LeaseGrantResponse, LeaseInfo, Malformed,
-    PutRequest, RangeRequest, RangeResponse, Request, Response, StoreOptions, TxnOp, TxnOpResponse,
-    TxnRequest, TxnResponse,
+    Error, Event, EventKind, KeepCurrent, KeyRange, KeyValue, LeaseGrantResponse, LeaseInfo,
+    Malformed, PutRequest, RangeEnd, RangeRequest, RangeResponse, Request, Response, StoreOptions,
+    TxnOp, TxnOpResponse, TxnRequest, TxnResponse,
 };
 use support::TestStore;
 
@@ -73,6 +74,8 @@ impl Model {
             revision,
             events: Vec::new(),
             leases: self.leases.clone(),
+            past: self.states.clone(),
+            compact_revision: self.compact_revision,
         };
         let response = match request {
             Request::Put(put) => {
@@ -278,6 +281,9 @@ struct Working {
     events: Vec<Event>,
     /// The leases granted before the request (a request other than a grant never adds one).
     leases: BTreeMap<i64, ModelLease>,
+    /// The key space after every earlier revision, for a txn's gets at a revision.
+    past: Vec<KeySpace>,
+    compact_revision: u64,
 }
 
 impl Working {
@@ -370,77 +376,194 @@ impl Working {
         }
     }
 
+    /// A txn with its nested txns: every branch is chosen by the state before the txn, the ops
+    /// that will run are checked (keeping puts' keys and gets' revisions in the order they run,
+    /// then the leases), and only then do they run, in order.
     fn txn(&mut self, txn: &TxnRequest) -> Result<TxnResponse, Error> {
         for branch in [&txn.success, &txn.failure] {
             if let Some(key) = key_written_twice(branch) {
                 return Err(Error::Malformed(Malformed::DuplicateTxnKey { key }));
             }
         }
-        let succeeded = txn
-            .compare
-            .iter()
-            .all(|compare| holds(&self.space, compare));
+        let before = self.space.clone();
+        let mut to_run = Vec::new();
+        ops_that_run(&before, txn, &mut to_run);
+        let current = self.revision - 1;
+        for op in &to_run {
+            match op {
+                TxnOp::PutKeeping { put, .. } if !before.contains_key(&put.key) => {
+                    let key = String::from_utf8_lossy(&put.key).into_owned();
+                    return Err(Error::Malformed(Malformed::KeyNotFound { key }));
+                }
+                TxnOp::Get(RangeRequest {
+                    revision: Some(revision),
+                    ..
+                }) => {
+                    if *revision > current {
+                        return Err(Error::FutureRevision {
+                            requested: *revision,
+                            current,
+                        });
+                    }
+                    if *revision < self.compact_revision {
+                        return Err(Error::Compacted {
+                            requested: *revision,
+                            compact_revision: self.compact_revision,
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.check_leases(to_run.iter().filter_map(|op| match op {
+            TxnOp::Put(put) => Some(put),
+            TxnOp::PutKeeping { put, keep } if !keep.lease => Some(put),
+            _ => None,
+        }))?;
+        Ok(self.run_txn(&before, txn))
+    }
+
+    fn run_txn(&mut self, before: &KeySpace, txn: &TxnRequest) -> TxnResponse {
+        let succeeded = txn.compare.iter().all(|compare| holds(before, compare));
         let branch = if succeeded {
             &txn.success
         } else {
             &txn.failure
         };
-        self.check_leases(branch.iter().filter_map(|op| match op {
-            TxnOp::Put(put) => Some(put),
-            _ => None,
-        }))?;
         let responses = branch
             .iter()
             .map(|op| match op {
                 TxnOp::Put(put) => TxnOpResponse::Put(self.put(put)),
+                TxnOp::PutKeeping { put, keep } => {
+                    let current = self.space[&put.key].clone();
+                    let kept = PutRequest {
+                        value: if keep.value {
+                            current.value
+                        } else {
+                            put.value.clone()
+                        },
+                        lease: if keep.lease { current.lease } else { put.lease },
+                        ..put.clone()
+                    };
+                    TxnOpResponse::Put(self.put(&kept))
+                }
                 TxnOp::DeleteRange(delete) => TxnOpResponse::DeleteRange(self.delete(delete)),
                 TxnOp::Get(get) => {
                     let range = get.range.as_ref().unwrap();
-                    TxnOpResponse::Get(read_space(&self.space, range, get.limit))
+                    let space = match get.revision {
+                        Some(revision) => &self.past[revision as usize],
+                        None => &self.space,
+                    };
+                    TxnOpResponse::Get(read_space(space, range, get.limit))
                 }
+                TxnOp::Txn(nested) => TxnOpResponse::Txn(self.run_txn(before, nested)),
             })
             .collect();
-        Ok(TxnResponse {
+        TxnResponse {
             succeeded,
             responses,
-        })
+        }
     }
 }
 
-/// The key the store names when a branch writes a key twice: the smallest key put twice, else the
-/// smallest put key inside one of the branch's delete ranges.
-fn key_written_twice(branch: &[TxnOp]) -> Option<String> {
-    let mut puts: Vec<&Vec<u8>> = branch
-        .iter()
-        .filter_map(|op| match op {
-            TxnOp::Put(put) => Some(&put.key),
-            _ => None,
-        })
-        .collect();
-    puts.sort();
-    let deletes: Vec<&KeyRange> = branch
-        .iter()
-        .filter_map(|op| match op {
-            TxnOp::DeleteRange(delete) => Some(&delete.range),
-            _ => None,
-        })
-        .collect();
-    let put_twice = puts
-        .windows(2)
-        .find(|pair| pair[0] == pair[1])
-        .map(|pair| pair[0]);
-    let put_inside_a_delete = || {
-        puts.iter()
-            .copied()
-            .find(|key| deletes.iter().any(|range| range.contains(key)))
+/// The ops of `txn` that will run, nested txns walked, in the order they run.
+fn ops_that_run<'t>(before: &KeySpace, txn: &'t TxnRequest, ops: &mut Vec<&'t TxnOp>) {
+    let succeeded = txn.compare.iter().all(|compare| holds(before, compare));
+    let branch = if succeeded {
+        &txn.success
+    } else {
+        &txn.failure
     };
-    put_twice
-        .or_else(put_inside_a_delete)
-        .map(|key| String::from_utf8_lossy(key).into_owned())
+    for op in branch {
+        match op {
+            TxnOp::Txn(nested) => ops_that_run(before, nested, ops),
+            op => ops.push(op),
+        }
+    }
 }
 
+/// A put or a delete of a branch, with where it sits: the (nested txn, branch) pairs on the way
+/// down to it.
+struct PlacedWrite<'t> {
+    place: Vec<(usize, bool)>,
+    put_key: Option<&'t [u8]>,
+    deleted: Option<&'t KeyRange>,
+}
+
+/// Two writes can both run unless they sit in opposite branches of one nested txn.
+fn can_both_run(a: &PlacedWrite, b: &PlacedWrite) -> bool {
+    match a.place.iter().zip(&b.place).find(|(x, y)| x != y) {
+        Some(((txn_a, _), (txn_b, _))) => txn_a != txn_b,
+        None => true,
+    }
+}
+
+fn place_writes<'t>(
+    ops: &'t [TxnOp],
+    place: &mut Vec<(usize, bool)>,
+    next_txn: &mut usize,
+    writes: &mut Vec<PlacedWrite<'t>>,
+) {
+    for op in ops {
+        let (put_key, deleted) = match op {
+            TxnOp::Put(put) | TxnOp::PutKeeping { put, .. } => (Some(put.key.as_slice()), None),
+            TxnOp::DeleteRange(delete) => (None, Some(&delete.range)),
+            TxnOp::Get(_) => continue,
+            TxnOp::Txn(nested) => {
+                let txn = *next_txn;
+                *next_txn += 1;
+                for (succeeded, branch) in [(true, &nested.success), (false, &nested.failure)] {
+                    place.push((txn, succeeded));
+                    place_writes(branch, place, next_txn, writes);
+                    place.pop();
+                }
+                continue;
+            }
+        };
+        writes.push(PlacedWrite {
+            place: place.clone(),
+            put_key,
+            deleted,
+        });
+    }
+}
+
+/// A key of the branch that two writes which can both run would write (two puts, or a put and a
+/// delete covering it, in either order), if there is one.
+fn key_written_twice(branch: &[TxnOp]) -> Option<String> {
+    let mut writes = Vec::new();
+    place_writes(branch, &mut Vec::new(), &mut 0, &mut writes);
+    for (index, first) in writes.iter().enumerate() {
+        for second in &writes[index + 1..] {
+            if !can_both_run(first, second) {
+                continue;
+            }
+            let clash = |put: &PlacedWrite, other: &PlacedWrite| {
+                let key = put.put_key?;
+                let twice = other.put_key == Some(key)
+                    || other.deleted.is_some_and(|range| range.contains(key));
+                twice.then(|| String::from_utf8_lossy(key).into_owned())
+            };
+            if let Some(key) = clash(first, second).or_else(|| clash(second, first)) {
+                return Some(key);
+            }
+        }
+    }
+    None
+}
+
+/// Whether `compare` holds: of its key, or of every key of its range, a range with no key
+/// comparing as a missing key.
 fn holds(space: &KeySpace, compare: &Compare) -> bool {
-    let kv = space.get(&compare.key);
+    let keys = compare.keys();
+    let matching: Vec<&KeyValue> = space.values().filter(|kv| keys.contains(&kv.key)).collect();
+    if matching.is_empty() {
+        return holds_for(None, compare);
+    }
+    matching.into_iter().all(|kv| holds_for(Some(kv), compare))
+}
+
+fn holds_for(kv: Option<&KeyValue>, compare: &Compare) -> bool {
     let ordering = match &compare.target {
         CompareTarget::Value(value) => match kv {
             None => return false,
@@ -529,20 +652,79 @@ fn compare() -> impl Strategy<Value = Compare> {
         Just(CompareOp::Less),
         Just(CompareOp::Greater),
     ];
-    (key(), target, op).prop_map(|(key, target, op)| Compare { key, target, op })
+    // Mostly single keys; sometimes `[key, end)` (empty when end <= key) or every key from key on.
+    let range_end = prop_oneof![
+        6 => Just(RangeEnd::Single),
+        2 => key().prop_map(RangeEnd::Until),
+        1 => Just(RangeEnd::Unbounded),
+    ];
+    (key(), range_end, target, op).prop_map(|(key, range_end, target, op)| Compare {
+        key,
+        range_end,
+        target,
+        op,
+    })
 }
 
-fn txn_op() -> impl Strategy<Value = TxnOp> {
+/// A put that keeps the current value, lease or both (never carrying what it keeps).
+fn put_keeping() -> impl Strategy<Value = TxnOp> {
+    (put(), any::<bool>(), any::<bool>()).prop_map(|(mut put, value, lease)| {
+        let keep = KeepCurrent { value, lease };
+        if keep.value {
+            put.value.clear();
+        }
+        if keep.lease {
+            put.lease = 0;
+        }
+        TxnOp::PutKeeping { put, keep }
+    })
+}
+
+/// An op that is not a txn: a put (plain or keeping), a delete, or a get of the current state or
+/// at a revision (some of them compacted or in the future).
+fn single_op() -> BoxedStrategy<TxnOp> {
     prop_oneof![
-        put().prop_map(TxnOp::Put),
-        delete().prop_map(TxnOp::DeleteRange),
-        (key_range(), prop::option::of(1u64..3)).prop_map(|(range, limit)| TxnOp::Get(
-            RangeRequest {
+        4 => put().prop_map(TxnOp::Put),
+        1 => put_keeping(),
+        2 => delete().prop_map(TxnOp::DeleteRange),
+        3 => (key_range(), prop::option::of(1u64..3), prop::option::of(1u64..14)).prop_map(
+            |(range, limit, revision)| TxnOp::Get(RangeRequest {
                 limit,
+                revision,
                 ..RangeRequest::of(range)
-            }
-        )),
+            })
+        ),
     ]
+    .boxed()
+}
+
+/// A txn whose branches hold `ops`.
+fn txn_of(ops: BoxedStrategy<TxnOp>, most_ops: usize) -> impl Strategy<Value = TxnRequest> {
+    (
+        prop::collection::vec(compare(), 0..3),
+        prop::collection::vec(ops.clone(), 0..most_ops),
+        prop::collection::vec(ops, 0..most_ops),
+    )
+        .prop_map(|(compare, success, failure)| TxnRequest {
+            compare,
+            success,
+            failure,
+        })
+}
+
+/// An op of a top-level txn: mostly single ops, sometimes a nested txn, itself holding nested
+/// txns now and then (two levels below the top).
+fn txn_op() -> BoxedStrategy<TxnOp> {
+    let inner = prop_oneof![
+        5 => single_op(),
+        1 => txn_of(single_op(), 3).prop_map(TxnOp::Txn),
+    ]
+    .boxed();
+    prop_oneof![
+        5 => single_op(),
+        1 => txn_of(inner, 3).prop_map(TxnOp::Txn),
+    ]
+    .boxed()
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -593,6 +775,11 @@ fn relative(current: u64, back: i64) -> u64 {
 fn same_error(actual: impl Into<Error>, expected: &Error) -> bool {
     match (&actual.into(), expected) {
         (Error::Invalid(_), Error::Invalid(_)) | (Error::TooLarge(_), Error::TooLarge(_)) => true,
+        // The store names the first clash its walk meets, the model the first pair it tries.
+        (
+            Error::Malformed(Malformed::DuplicateTxnKey { .. }),
+            Error::Malformed(Malformed::DuplicateTxnKey { .. }),
+        ) => true,
         (Error::Malformed(a), Error::Malformed(b)) => a == b,
         (Error::LeaseNotFound { id: a }, Error::LeaseNotFound { id: b })
         | (Error::LeaseExists { id: a }, Error::LeaseExists { id: b }) => a == b,

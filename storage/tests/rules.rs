@@ -12,6 +12,7 @@ use support::{ok, put_request, TestStore};
 fn compare(key: &str, target: CompareTarget, op: CompareOp) -> Compare {
     Compare {
         key: key.into(),
+        range_end: revkv_storage::RangeEnd::Single,
         target,
         op,
     }

@@ -16,6 +16,7 @@ fn txn_of(ops: Vec<TxnOp>) -> Request {
     Request::Txn(TxnRequest {
         compare: vec![Compare {
             key: b"k".to_vec(),
+            range_end: revkv_storage::RangeEnd::Single,
             target: CompareTarget::ModRevision(0),
             op: CompareOp::Equal,
         }],

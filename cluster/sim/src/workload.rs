@@ -276,6 +276,7 @@ async fn compare_and_swap(
     let txn = TxnRequest {
         compare: vec![Compare {
             key: key.as_bytes().to_vec(),
+            range_end: revkv_storage::RangeEnd::Single,
             target: CompareTarget::ModRevision(expected),
             op: CompareOp::Equal,
         }],

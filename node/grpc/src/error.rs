@@ -87,6 +87,7 @@ fn malformed_status(malformed: &Malformed) -> Status {
         Malformed::EmptyKey => EMPTY_KEY,
         Malformed::TooManyTxnOps { .. } => TOO_MANY_OPS,
         Malformed::DuplicateTxnKey { .. } => DUPLICATE_KEY,
+        Malformed::KeyNotFound { .. } => KEY_NOT_FOUND,
     })
 }
 

@@ -97,7 +97,7 @@ async fn post_txn<B: KvBackend>(
     };
     let responses = (answer.responses.into_iter().zip(wants))
         .map(|(response, wants_prev_kvs)| op_answer(response, wants_prev_kvs, encoding))
-        .collect();
+        .collect::<Result<_, _>>()?;
     let body = TxnAnswer {
         header: written.header,
         succeeded: answer.succeeded,
@@ -115,8 +115,12 @@ fn wants_prev_kvs(ops: &[TxnOp]) -> Vec<bool> {
 
 /// The JSON of one op's answer. The txn has run, so data that is not UTF-8 falls back to marked
 /// base64 instead of failing the answer (see `wire`).
-fn op_answer(response: TxnOpResponse, wants_prev_kvs: bool, encoding: TextEncoding) -> OpAnswer {
-    match response {
+fn op_answer(
+    response: TxnOpResponse,
+    wants_prev_kvs: bool,
+    encoding: TextEncoding,
+) -> Result<OpAnswer, ApiError> {
+    Ok(match response {
         TxnOpResponse::Put(put) => OpAnswer::Put {
             prev_kv: put
                 .prev_kv
@@ -132,5 +136,7 @@ fn op_answer(response: TxnOpResponse, wants_prev_kvs: bool, encoding: TextEncodi
             count: range.count,
             more: range.more,
         },
-    }
+        // The HTTP API's txn body has no nested txn, so no answer holds one.
+        TxnOpResponse::Txn(_) => return Err(unexpected_response("nested txn").into()),
+    })
 }

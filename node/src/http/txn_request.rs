@@ -136,6 +136,7 @@ impl Decoder {
     fn compare(&self, place: &str, compare: CompareJson) -> Result<Compare, NodeError> {
         Ok(Compare {
             key: self.bytes(place, "key", &compare.key)?,
+            range_end: revkv_storage::RangeEnd::Single,
             target: self.compare_target(place, compare.target, &compare.value)?,
             op: match compare.op {
                 OpSymbol::Equal => CompareOp::Equal,

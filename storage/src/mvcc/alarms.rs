@@ -104,10 +104,7 @@ fn changes_data(request: &Request) -> bool {
 }
 
 fn txn_writes(txn: &TxnRequest) -> bool {
-    txn.success
-        .iter()
-        .chain(txn.failure.iter())
-        .any(|op| !matches!(op, TxnOp::Get(_)))
+    !txn.reads_only()
 }
 
 /// Whether a request may add data: etcd's quota rule counts every put of a txn, in either branch,
@@ -126,11 +123,17 @@ fn grows_store(request: &Request) -> bool {
     }
 }
 
+/// A put anywhere in the txn, its nested txns included (etcd counts only the top level's; a
+/// nested put grows the store as much).
 fn txn_has_put(txn: &TxnRequest) -> bool {
     txn.success
         .iter()
         .chain(txn.failure.iter())
-        .any(|op| matches!(op, TxnOp::Put(_)))
+        .any(|op| match op {
+            TxnOp::Put(_) | TxnOp::PutKeeping { .. } => true,
+            TxnOp::Txn(nested) => txn_has_put(nested),
+            TxnOp::DeleteRange(_) | TxnOp::Get(_) => false,
+        })
 }
 
 #[cfg(test)]

@@ -13,18 +13,19 @@
 use std::collections::BTreeMap;
 
 use crate::codec::{LeaseRecord, VersionRecord};
-use crate::error::{ReadError, Rejection, StorageFailure};
+use crate::error::{Malformed, ReadError, Rejection, StorageFailure};
 use crate::limits::Limits;
 use crate::mvcc::compact::PendingCompaction;
 use crate::mvcc::key_index::IndexEntry;
 use crate::mvcc::leases::WriteLeaseTables;
 use crate::mvcc::read::ResolvedRange;
 use crate::mvcc::tables::{StoreState, WriteTables};
+use crate::mvcc::txn_tree::TakenPath;
 use crate::mvcc::validate::validate_request;
 use crate::types::{ApplyEntry, ApplyOutcome, DeleteRangeResponse, EntryPayload, KeyRange};
 use crate::types::{
-    Compare, CompareOp, CompareTarget, DeleteRangeRequest, KeyValue, PutRequest, PutResponse,
-    RangeRequest, RangeResponse, Request, Response, TxnOp, TxnOpResponse, TxnRequest, TxnResponse,
+    Compare, DeleteRangeRequest, KeepCurrent, KeyValue, PutRequest, PutResponse, RangeRequest,
+    RangeResponse, Request, Response, TxnOp, TxnOpResponse, TxnRequest, TxnResponse,
 };
 use crate::types::{LeaseGrantResponse, RangeEnd};
 
@@ -91,6 +92,7 @@ fn apply_history_change<'f, 't>(
         tables,
         leases,
         revision: state.current_revision + 1,
+        compact_revision: state.compact_revision,
         next_position: 0,
         live_keys: state.live_keys,
         limits,
@@ -222,6 +224,8 @@ struct Change<'a, 'f, 't> {
     tables: &'a mut WriteTables<'f, 't>,
     leases: &'a mut WriteLeaseTables<'f, 't>,
     revision: u64,
+    /// The store's compact revision: a txn's get reads no revision below it.
+    compact_revision: u64,
     next_position: u32,
     /// The store's live-key count as changed so far by this request.
     live_keys: u64,
@@ -397,56 +401,120 @@ impl Change<'_, '_, '_> {
         }))
     }
 
+    /// A txn, nested txns included: every branch is decided and every op on the way checked
+    /// before the first write (`txn_tree.rs`), so a rejection writes nothing, as in etcd, where
+    /// `checkTxn` refuses the whole txn before it runs.
     fn txn(&mut self, txn: &TxnRequest) -> Result<Answer<TxnResponse>, StorageFailure> {
-        let mut succeeded = true;
-        for compare in &txn.compare {
-            let with_value = matches!(compare.target, CompareTarget::Value(_));
-            let current = self.current_kv(&compare.key, with_value)?;
-            if !compare_holds(current.as_ref(), compare) {
-                succeeded = false;
-                break;
-            }
-        }
-        let branch = if succeeded {
-            &txn.success
-        } else {
-            &txn.failure
-        };
-        let puts = branch.iter().filter_map(|op| match op {
-            TxnOp::Put(put) => Some(put),
-            _ => None,
-        });
-        if let Err(rejection) = self.check_leases(puts)? {
+        assert_eq!(self.next_position, 0, "a txn is a request of its own");
+        let before = self.revision - 1;
+        let tables = &*self.tables;
+        let path = TakenPath::decide(txn, &mut |compares: &[Compare]| {
+            tables
+                .compares_hold_at(compares, before)
+                .map_err(ReadError::into_failure)
+        })?;
+        let ops = path.ops_to_run(txn);
+        if let Err(rejection) = self.check_ops_to_run(&ops)? {
             return Ok(Err(rejection));
         }
-        let deletes = branch.iter().filter_map(|op| match op {
-            TxnOp::DeleteRange(delete) => Some(delete),
-            _ => None,
-        });
-        if let Err(rejection) = self.check_delete_sizes(deletes)? {
-            return Ok(Err(rejection));
-        }
-        let mut responses = Vec::with_capacity(branch.len());
-        for op in branch {
-            responses.push(match op {
-                TxnOp::Put(put) => TxnOpResponse::Put(self.put(put)?),
-                TxnOp::DeleteRange(delete) => {
-                    TxnOpResponse::DeleteRange(self.delete_range(delete)?)
-                }
-                TxnOp::Get(get) => {
-                    let cap = self.limits.max_range_keys;
-                    let limit = get.limit.unwrap_or(cap).min(cap);
-                    TxnOpResponse::Get(self.read_current(get, limit)?)
-                }
-            });
-        }
-        Ok(Ok(TxnResponse {
-            succeeded,
-            responses,
-        }))
+        let response = path.run(txn, &mut |op| self.run_op(op))?;
+        Ok(Ok(response))
     }
 
-    /// Reads the state as changed so far by this request.
+    /// The checks of etcd's `checkTxn` and revkv's limits over every op that will run, against
+    /// the state before the txn: the leases the puts name, the keys the keeping puts need, the
+    /// revisions the gets read at, and the number of keys the deletes remove.
+    fn check_ops_to_run(&self, ops: &[&TxnOp]) -> Result<Answer<()>, StorageFailure> {
+        let mut puts_naming_a_lease = Vec::new();
+        let mut deletes = Vec::new();
+        for op in ops.iter().copied() {
+            match op {
+                TxnOp::Put(put) => puts_naming_a_lease.push(put),
+                TxnOp::PutKeeping { put, keep } => {
+                    if self.current_entry(&put.key)?.is_none() {
+                        let key = String::from_utf8_lossy(&put.key).into_owned();
+                        return Ok(Err(Rejection::Malformed(Malformed::KeyNotFound { key })));
+                    }
+                    if !keep.lease {
+                        puts_naming_a_lease.push(put);
+                    }
+                }
+                TxnOp::DeleteRange(delete) => deletes.push(delete),
+                TxnOp::Get(get) => {
+                    if let Some(revision) = get.revision {
+                        if let Err(rejection) = self.check_read_revision(revision) {
+                            return Ok(Err(rejection));
+                        }
+                    }
+                }
+                TxnOp::Txn(_) => unreachable!("nested txns are flattened away"),
+            }
+        }
+        if let Err(rejection) = self.check_leases(puts_naming_a_lease)? {
+            return Ok(Err(rejection));
+        }
+        self.check_delete_sizes(deletes)
+    }
+
+    /// A get inside a txn reads at most the revision before the txn, and nothing compacted
+    /// (etcd's `checkRange`).
+    fn check_read_revision(&self, revision: u64) -> Answer<()> {
+        let current = self.revision - 1;
+        if revision > current {
+            return Err(Rejection::FutureRevision {
+                requested: revision,
+                current,
+            });
+        }
+        if revision < self.compact_revision {
+            return Err(Rejection::Compacted {
+                requested: revision,
+                compact_revision: self.compact_revision,
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs one op of a txn (never a nested txn: `TakenPath::run` walks those).
+    fn run_op(&mut self, op: &TxnOp) -> Result<TxnOpResponse, StorageFailure> {
+        Ok(match op {
+            TxnOp::Put(put) => TxnOpResponse::Put(self.put(put)?),
+            TxnOp::PutKeeping { put, keep } => TxnOpResponse::Put(self.put_keeping(put, *keep)?),
+            TxnOp::DeleteRange(delete) => TxnOpResponse::DeleteRange(self.delete_range(delete)?),
+            TxnOp::Get(get) => {
+                let cap = self.limits.max_range_keys;
+                let limit = get.limit.unwrap_or(cap).min(cap);
+                TxnOpResponse::Get(self.read_current(get, limit)?)
+            }
+            TxnOp::Txn(_) => unreachable!("nested txns are walked by TakenPath::run"),
+        })
+    }
+
+    /// A put that keeps the key's current value or lease. The key was live before the txn
+    /// (checked), and no earlier op of the txn wrote it (validation refuses a put after a delete
+    /// of its key, and two puts of one key that could both run).
+    fn put_keeping(
+        &mut self,
+        put: &PutRequest,
+        keep: KeepCurrent,
+    ) -> Result<PutResponse, StorageFailure> {
+        let current = self.current_kv(&put.key, keep.value)?.ok_or_else(|| {
+            StorageFailure::Invariant("a keeping put's key was checked to be live".into())
+        })?;
+        let kept = PutRequest {
+            key: put.key.clone(),
+            value: if keep.value {
+                current.value
+            } else {
+                put.value.clone()
+            },
+            lease: if keep.lease { current.lease } else { put.lease },
+            prev_kv: put.prev_kv,
+        };
+        self.put(&kept)
+    }
+
+    /// Reads the state as changed so far by this request, or at the revision a txn's get names.
     fn read_current(
         &self,
         request: &RangeRequest,
@@ -457,14 +525,16 @@ impl Change<'_, '_, '_> {
             .as_ref()
             .ok_or_else(|| StorageFailure::Invariant("validated range has no keys".into()))?;
         let written_anything = self.next_position > 0;
+        let revision = match request.revision {
+            // Checked before the txn wrote anything (`check_read_revision`).
+            Some(revision) => revision,
+            None if written_anything => self.revision,
+            None => self.revision - 1,
+        };
         let resolved = ResolvedRange {
             start: keys.start.clone(),
             end: keys.exclusive_end(),
-            revision: if written_anything {
-                self.revision
-            } else {
-                self.revision - 1
-            },
+            revision,
             limit,
             keys_only: request.keys_only,
             count_only: request.count_only,
@@ -517,47 +587,32 @@ impl Change<'_, '_, '_> {
     }
 }
 
-/// Evaluates one compare as etcd does: a missing key has version, revisions and lease 0, and any
-/// value compare on a missing key fails.
-pub(crate) fn compare_holds(current: Option<&KeyValue>, compare: &Compare) -> bool {
-    use std::cmp::Ordering;
-    let ordering = match (&compare.target, current) {
-        (CompareTarget::Value(_), None) => return false,
-        (CompareTarget::Value(expected), Some(kv)) => kv.value.as_slice().cmp(expected.as_slice()),
-        (CompareTarget::Version(expected), kv) => kv.map_or(0, |kv| kv.version).cmp(expected),
-        (CompareTarget::CreateRevision(expected), kv) => {
-            kv.map_or(0, |kv| kv.create_revision).cmp(expected)
-        }
-        (CompareTarget::ModRevision(expected), kv) => {
-            kv.map_or(0, |kv| kv.mod_revision).cmp(expected)
-        }
-        (CompareTarget::Lease(expected), kv) => kv.map_or(0, |kv| kv.lease).cmp(expected),
-    };
-    match compare.op {
-        CompareOp::Equal => ordering == Ordering::Equal,
-        CompareOp::NotEqual => ordering != Ordering::Equal,
-        CompareOp::Less => ordering == Ordering::Less,
-        CompareOp::Greater => ordering == Ordering::Greater,
-    }
-}
-
 /// The most entries `MvccStore::apply_batch_if_small` counts as small.
 pub(super) const SMALL_APPLY_MAX_ENTRIES: usize = 8;
 
 /// An entry whose apply touches a bounded number of keys: a put, or a txn whose every op names one
 /// key; the work of a range delete or a lease revoke grows with the keys it finds.
 pub(super) fn is_small_entry(entry: &ApplyEntry) -> bool {
-    let single = |range: &KeyRange| matches!(range.end, RangeEnd::Single);
     match &entry.payload {
         EntryPayload::Blank => true,
         EntryPayload::Request(Request::Put(_)) => true,
-        EntryPayload::Request(Request::Txn(txn)) => {
-            txn.success.iter().chain(&txn.failure).all(|op| match op {
-                TxnOp::Put(_) => true,
-                TxnOp::DeleteRange(delete) => single(&delete.range),
-                TxnOp::Get(get) => get.range.as_ref().is_some_and(single),
-            })
-        }
+        EntryPayload::Request(Request::Txn(txn)) => is_small_txn(txn),
         _ => false,
     }
+}
+
+/// A txn whose compares and ops each name one key, at every level of nesting.
+fn is_small_txn(txn: &TxnRequest) -> bool {
+    let single = |range: &KeyRange| matches!(range.end, RangeEnd::Single);
+    let compares_single_keys = txn
+        .compare
+        .iter()
+        .all(|compare| compare.range_end == RangeEnd::Single);
+    compares_single_keys
+        && txn.success.iter().chain(&txn.failure).all(|op| match op {
+            TxnOp::Put(_) | TxnOp::PutKeeping { .. } => true,
+            TxnOp::DeleteRange(delete) => single(&delete.range),
+            TxnOp::Get(get) => get.range.as_ref().is_some_and(single),
+            TxnOp::Txn(nested) => is_small_txn(nested),
+        })
 }

@@ -36,6 +36,7 @@ mod store;
 mod tables;
 #[cfg(test)]
 mod test_support;
+mod txn_tree;
 mod validate;
 
 pub use defragment::Defragmented;

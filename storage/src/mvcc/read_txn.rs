@@ -1,19 +1,20 @@
 //! Transactions that only read, answered from a read snapshot instead of through the raft log,
 //! as etcd answers them (`isTxnReadonly` in its `v3_server.go`): a txn whose branches hold gets
-//! and nothing else changes nothing, so it needs no log entry, no fsync and no apply on every
-//! member. The compares and the chosen branch's gets all see one revision, the current one, which
-//! is what the same txn applied through the log would have seen (a txn that writes nothing reads
-//! the revision before its own, `apply.rs`), and no revision is taken.
+//! and nothing else (nested txns of gets included) changes nothing, so it needs no log entry, no
+//! fsync and no apply on every member. The compares and the chosen branches' gets all see one
+//! revision, the current one (or the earlier one a get names), which is what the same txn applied
+//! through the log would have seen (a txn that writes nothing reads the revision before its own,
+//! `apply.rs`), and no revision is taken.
 //!
 //! Which consistency the read needs (a read-index barrier, or none for gets that are all
 //! serializable) is the caller's to arrange before it calls [`MvccStore::read_txn`].
 
 use crate::error::ReadError;
-use crate::mvcc::apply::compare_holds;
 use crate::mvcc::read::ResolvedRange;
 use crate::mvcc::tables::{ReadTables, StoreState};
+use crate::mvcc::txn_tree::TakenPath;
 use crate::mvcc::MvccStore;
-use crate::types::{CompareTarget, ReadTxnResult, TxnOp, TxnOpResponse, TxnRequest, TxnResponse};
+use crate::types::{Compare, RangeRequest, ReadTxnResult, TxnOp, TxnOpResponse, TxnRequest};
 
 use std::sync::Arc;
 
@@ -41,23 +42,22 @@ impl MvccStore {
         (tables, state): (ReadTables<'_>, Arc<StoreState>),
     ) -> Result<ReadTxnResult, ReadError> {
         let revision = state.current_revision;
-        let mut succeeded = true;
-        for compare in &txn.compare {
-            let with_value = matches!(compare.target, CompareTarget::Value(_));
-            let current = tables.kv_at(&compare.key, revision, with_value)?;
-            if !compare_holds(current.as_ref(), compare) {
-                succeeded = false;
-                break;
+        let path = TakenPath::decide(txn, &mut |compares: &[Compare]| {
+            tables.compares_hold_at(compares, revision)
+        })?;
+        // As in `apply.rs`, every get's revision is checked before any get runs, so a txn is
+        // refused whole, never answered in part.
+        for op in path.ops_to_run(txn) {
+            if let TxnOp::Get(RangeRequest {
+                revision: Some(read_at),
+                ..
+            }) = op
+            {
+                check_read_revision(*read_at, &state)?;
             }
         }
-        let branch = if succeeded {
-            &txn.success
-        } else {
-            &txn.failure
-        };
         let cap = self.options.limits.max_range_keys;
-        let mut responses = Vec::with_capacity(branch.len());
-        for op in branch {
+        let response = path.run(txn, &mut |op| {
             let TxnOp::Get(get) = op else {
                 return Err(ReadError::Invalid("a read-only txn holds only gets".into()));
             };
@@ -68,20 +68,32 @@ impl MvccStore {
             let resolved = ResolvedRange {
                 start: keys.start.clone(),
                 end: keys.exclusive_end(),
-                revision,
+                revision: get.revision.unwrap_or(revision),
                 limit: get.limit.unwrap_or(cap).min(cap),
                 keys_only: get.keys_only,
                 count_only: get.count_only,
                 known_count: None,
             };
-            responses.push(TxnOpResponse::Get(tables.read_range(&resolved)?));
-        }
-        Ok(ReadTxnResult {
-            revision,
-            response: TxnResponse {
-                succeeded,
-                responses,
-            },
-        })
+            Ok(TxnOpResponse::Get(tables.read_range(&resolved)?))
+        })?;
+        Ok(ReadTxnResult { revision, response })
     }
+}
+
+/// A get inside a txn reads at most the snapshot's revision, and nothing compacted (etcd's
+/// `checkRange`).
+fn check_read_revision(read_at: u64, state: &StoreState) -> Result<(), ReadError> {
+    if read_at > state.current_revision {
+        return Err(ReadError::FutureRevision {
+            requested: read_at,
+            current: state.current_revision,
+        });
+    }
+    if read_at < state.compact_revision {
+        return Err(ReadError::Compacted {
+            requested: read_at,
+            compact_revision: state.compact_revision,
+        });
+    }
+    Ok(())
 }

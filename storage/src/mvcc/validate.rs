@@ -6,9 +6,11 @@
 
 use crate::error::{Malformed, Rejection, TxnBranch};
 use crate::limits::Limits;
+use std::collections::BTreeSet;
+
 use crate::types::{
-    CheckpointedLease, DeleteRangeRequest, KeyRange, PutRequest, RangeEnd, RangeRequest, Request,
-    TxnOp, TxnRequest,
+    CheckpointedLease, KeepCurrent, KeyRange, PutRequest, RangeEnd, RangeRequest, Request, TxnOp,
+    TxnRequest,
 };
 
 /// Checks a replicated request against the limits and the txn rules.
@@ -112,68 +114,189 @@ fn check_bound(bound: &[u8], limits: &Limits) -> Result<(), Rejection> {
     Ok(())
 }
 
+/// How deep txns may nest inside one another. etcd sets no depth of its own, but its gRPC
+/// decoder stops at 100 nested messages, about 49 levels of txns; 64 refuses nothing a gRPC client
+/// can send and keeps every recursive walk of a txn shallow.
+pub const MAX_TXN_NESTING: usize = 64;
+
 /// Checks a txn against the limits, whether it goes through the log or is only read
 /// (`MvccStore::read_txn`).
+///
+/// As etcd's `checkTxnRequest`: each level's compares, success ops and failure ops are at most a
+/// budget, `max_txn_ops` at the top, and a nested txn's budget is what its parent left (the
+/// budget less the parent's largest of the three), so every path from the top counts at most
+/// `max_txn_ops`. Beyond etcd, the ops and compares of all nested txns together are at most
+/// `max_nested_txn_ops`, and nesting is at most `MAX_TXN_NESTING` deep. Then etcd's rule on keys
+/// (`checkIntervals`), for each top-level branch.
 pub fn validate_txn(txn: &TxnRequest, limits: &Limits) -> Result<(), Rejection> {
-    for (branch, count) in [
+    let mut nested_ops = 0;
+    validate_txn_level(txn, limits.max_txn_ops, 0, &mut nested_ops, limits)?;
+    check_written_keys(&txn.success)?;
+    check_written_keys(&txn.failure)?;
+    Ok(())
+}
+
+/// Checks one level of a txn within `budget` ops, and the levels nested in it.
+fn validate_txn_level(
+    txn: &TxnRequest,
+    budget: usize,
+    depth: usize,
+    nested_ops: &mut usize,
+    limits: &Limits,
+) -> Result<(), Rejection> {
+    if depth > MAX_TXN_NESTING {
+        return Err(Rejection::Invalid(format!(
+            "txns are nested more than {MAX_TXN_NESTING} deep"
+        )));
+    }
+    let counts = [
         (TxnBranch::Compare, txn.compare.len()),
         (TxnBranch::Success, txn.success.len()),
         (TxnBranch::Failure, txn.failure.len()),
-    ] {
-        if count > limits.max_txn_ops {
+    ];
+    for (branch, count) in counts {
+        if count > budget {
             return Err(Rejection::Malformed(Malformed::TooManyTxnOps {
                 branch,
                 count: count as u64,
-                limit: limits.max_txn_ops as u64,
+                limit: budget as u64,
             }));
         }
     }
-    for compare in &txn.compare {
-        limits.check_key(&compare.key)?;
-    }
-    validate_branch(&txn.success, limits)?;
-    validate_branch(&txn.failure, limits)
-}
-
-/// Checks each op, and that no key is written twice in the branch: puts must name distinct keys,
-/// and no put may fall inside a delete range of the same branch (etcd's rule).
-fn validate_branch(ops: &[TxnOp], limits: &Limits) -> Result<(), Rejection> {
-    let mut put_keys: Vec<&[u8]> = Vec::new();
-    let mut delete_ranges: Vec<&DeleteRangeRequest> = Vec::new();
-    for op in ops {
-        match op {
-            TxnOp::Put(put) => {
-                validate_put(put, limits)?;
-                put_keys.push(&put.key);
-            }
-            TxnOp::DeleteRange(delete) => {
-                validate_key_range(&delete.range, limits)?;
-                delete_ranges.push(delete);
-            }
-            TxnOp::Get(get) => validate_txn_get(get, limits)?,
+    if depth > 0 {
+        *nested_ops += txn.compare.len() + txn.success.len() + txn.failure.len();
+        if *nested_ops > limits.max_nested_txn_ops {
+            return Err(Rejection::Invalid(format!(
+                "the nested txns hold more than {} ops and compares together (max_nested_txn_ops)",
+                limits.max_nested_txn_ops
+            )));
         }
     }
-    put_keys.sort_unstable();
-    if let Some(pair) = put_keys.windows(2).find(|pair| pair[0] == pair[1]) {
-        return Err(duplicate_key(pair[0]));
+    for compare in &txn.compare {
+        validate_compare_keys(&compare.keys(), limits)?;
     }
-    for key in &put_keys {
-        if delete_ranges
-            .iter()
-            .any(|delete| delete.range.contains(key))
-        {
-            return Err(duplicate_key(key));
+    let used = counts.iter().map(|(_, count)| *count).max().unwrap_or(0);
+    for op in txn.success.iter().chain(&txn.failure) {
+        match op {
+            TxnOp::Put(put) => validate_put(put, limits)?,
+            TxnOp::PutKeeping { put, keep } => validate_put_keeping(put, *keep, limits)?,
+            TxnOp::DeleteRange(delete) => validate_key_range(&delete.range, limits)?,
+            TxnOp::Get(get) => validate_txn_get(get, limits)?,
+            TxnOp::Txn(nested) => {
+                validate_txn_level(nested, budget - used, depth + 1, nested_ops, limits)?
+            }
         }
     }
     Ok(())
 }
 
+/// A compare names a non-empty key, and its range's bounds are within the key limit.
+fn validate_compare_keys(keys: &KeyRange, limits: &Limits) -> Result<(), Rejection> {
+    limits.check_key(&keys.start)?;
+    validate_key_range(keys, limits)
+}
+
+/// A put that keeps the current value carries none, and one that keeps the current lease names
+/// none (etcd's "value is provided" and "lease is provided").
+fn validate_put_keeping(
+    put: &PutRequest,
+    keep: KeepCurrent,
+    limits: &Limits,
+) -> Result<(), Rejection> {
+    if keep.value && !put.value.is_empty() {
+        return Err(Rejection::Invalid(
+            "a put that keeps the current value (ignore_value) must carry no value".into(),
+        ));
+    }
+    if keep.lease && put.lease != 0 {
+        return Err(Rejection::Invalid(
+            "a put that keeps the current lease (ignore_lease) must name no lease".into(),
+        ));
+    }
+    validate_put(put, limits)
+}
+
+/// The keys one branch writes, its nested txns' included: what `check_written_keys` compares.
+struct WrittenKeys<'t> {
+    puts: BTreeSet<&'t [u8]>,
+    deletes: Vec<&'t KeyRange>,
+}
+
+impl WrittenKeys<'_> {
+    fn deleted(&self, key: &[u8]) -> bool {
+        self.deletes.iter().any(|range| range.contains(key))
+    }
+}
+
+/// etcd's rule on the keys of one branch (`checkIntervals`): no key is put twice where both puts
+/// could run, and no put falls in a delete range that could run with it. A nested txn's success
+/// and failure never both run, so they may put the same key; its puts must not fall in the
+/// deletes of this level or of the nested txns before it, and this level's puts must not fall in
+/// any delete of this level or below. Fails with `duplicate key given in txn request`.
+///
+/// One check more than etcd's: a delete in a nested txn must not cover a key a nested txn before
+/// it puts. etcd lets that pair through (its check looks only at puts after deletes) and writes
+/// the key twice at one revision; revkv's key index holds at most one version of a key per
+/// revision, as a flat txn can only ever write, so the pair is refused like the others.
+fn check_written_keys(ops: &[TxnOp]) -> Result<(), Rejection> {
+    written_keys(ops).map(|_| ())
+}
+
+fn written_keys(ops: &[TxnOp]) -> Result<WrittenKeys<'_>, Rejection> {
+    let mut written = WrittenKeys {
+        puts: BTreeSet::new(),
+        deletes: ops
+            .iter()
+            .filter_map(|op| match op {
+                TxnOp::DeleteRange(delete) => Some(&delete.range),
+                _ => None,
+            })
+            .collect(),
+    };
+    for op in ops {
+        let TxnOp::Txn(nested) = op else { continue };
+        let on_success = written_keys(&nested.success)?;
+        let on_failure = written_keys(&nested.failure)?;
+        for key in &on_success.puts {
+            if written.puts.contains(key) || written.deleted(key) {
+                return Err(duplicate_key(key));
+            }
+        }
+        for key in &on_failure.puts {
+            let put_elsewhere = written.puts.contains(key) && !on_success.puts.contains(key);
+            if put_elsewhere || written.deleted(key) {
+                return Err(duplicate_key(key));
+            }
+        }
+        for range in on_success.deletes.iter().chain(&on_failure.deletes) {
+            if let Some(key) = written.puts.iter().find(|key| range.contains(key)) {
+                return Err(duplicate_key(key));
+            }
+        }
+        written.puts.extend(on_success.puts);
+        written.puts.extend(on_failure.puts);
+        written.deletes.extend(on_success.deletes);
+        written.deletes.extend(on_failure.deletes);
+    }
+    for op in ops {
+        let key = match op {
+            TxnOp::Put(put) | TxnOp::PutKeeping { put, .. } => put.key.as_slice(),
+            _ => continue,
+        };
+        if !written.puts.insert(key) || written.deleted(key) {
+            return Err(duplicate_key(key));
+        }
+    }
+    Ok(written)
+}
+
+/// A get inside a txn may read at a revision (checked against the store when the txn runs), but
+/// never continues a paged read.
 fn validate_txn_get(get: &RangeRequest, limits: &Limits) -> Result<(), Rejection> {
     validate_range(get, limits)?;
-    if get.revision.is_some() || get.continue_token.is_some() {
+    if get.continue_token.is_some() {
         return Err(Rejection::Invalid(
-            "a get inside a txn reads the txn's own state: revision and continue are not allowed"
-                .into(),
+            "a get inside a txn cannot continue a paged read".into(),
         ));
     }
     Ok(())
@@ -188,7 +311,7 @@ fn duplicate_key(key: &[u8]) -> Rejection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{Compare, CompareOp, CompareTarget};
+    use crate::types::{Compare, CompareOp, CompareTarget, DeleteRangeRequest};
 
     fn put(key: &str) -> TxnOp {
         TxnOp::Put(PutRequest {
@@ -278,6 +401,7 @@ mod tests {
             compare: vec![
                 Compare {
                     key: b"k".to_vec(),
+                    range_end: RangeEnd::Single,
                     target: CompareTarget::Version(0),
                     op: CompareOp::Equal,
                 };

@@ -165,6 +165,9 @@ impl ServeArgs {
                 .max_value_bytes
                 .unwrap_or(default_limits.max_value_bytes),
             max_txn_ops: self.max_txn_ops.unwrap_or(default_limits.max_txn_ops),
+            max_nested_txn_ops: self
+                .max_nested_txn_ops
+                .unwrap_or(default_limits.max_nested_txn_ops),
             ..lease_limits
         };
         StoreOptions {

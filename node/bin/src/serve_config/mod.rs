@@ -160,6 +160,9 @@ pub struct ServeArgs {
     /// Most ops per txn branch (default 128).
     #[arg(long, env = "REVKV_MAX_TXN_OPS")]
     pub max_txn_ops: Option<usize>,
+    /// Most ops and compares in all the nested txns of one txn together (default 1024).
+    #[arg(long, env = "REVKV_MAX_NESTED_TXN_OPS")]
+    pub max_nested_txn_ops: Option<usize>,
     /// Most leases granted at once; a grant beyond it is refused (default 100000). The leader
     /// keeps every lease's deadline in memory.
     #[arg(long, env = "REVKV_MAX_LEASES")]
@@ -368,7 +371,7 @@ impl ServeArgs {
             advertise_grpc, grpc_cors, max_gateway_streams, emulated_etcd_version, advertise_peer, peer_source_address, initial_cluster, join, heartbeat_ms,
             election_timeout_ms, pre_vote, max_append_timeout_ms, snapshot_entries, snapshot_keep_entries, durable_commit_interval_ms,
             state_cache_bytes, log_segment_bytes, log_tail_entries, log_tail_bytes,
-            request_timeout_ms, max_body_bytes, max_key_bytes, max_value_bytes, max_txn_ops,
+            request_timeout_ms, max_body_bytes, max_key_bytes, max_value_bytes, max_txn_ops, max_nested_txn_ops,
             max_leases, max_keys_per_lease, max_delete_keys, max_lease_ttl_seconds, lease_expiry_check_interval_ms,
             lease_checkpoint_interval_ms, max_leases_per_checkpoint, max_lease_keepalive_streams,
             lease_keepalive_idle_timeout_ms, max_client_connections, max_connections_per_client,

@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::types::AppliedState;
 
+pub(crate) mod txn_records;
+
 /// The format version written as the first byte of every record.
 pub const FORMAT_VERSION: u8 = 1;
 
