@@ -156,17 +156,6 @@ pub enum TxnOp {
     },
 }
 
-impl TxnOp {
-    /// True for a get, and for a nested txn whose ops all only read.
-    pub fn reads_only(&self) -> bool {
-        match self {
-            TxnOp::Get(_) => true,
-            TxnOp::Txn(nested) => nested.reads_only(),
-            TxnOp::Put(_) | TxnOp::DeleteRange(_) | TxnOp::PutKeeping { .. } => false,
-        }
-    }
-}
-
 /// Compare-and-swap: if every compare holds run `success`, otherwise run `failure`, at one revision.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TxnRequest {
@@ -176,15 +165,15 @@ pub struct TxnRequest {
 }
 
 impl TxnRequest {
-    /// True when no op of either branch, at any level of nesting, puts or deletes: the txn changes
-    /// nothing, so it can be answered from a read snapshot (`MvccStore::read_txn`) instead of
-    /// through the raft log, as etcd answers it (`IsTxnReadonly`). A txn with no ops at all only
-    /// compares, and counts as reading.
+    /// True when every op of both branches is a get: the txn changes nothing, so it can be
+    /// answered from a read snapshot (`MvccStore::read_txn`) instead of through the raft log, as
+    /// etcd answers it. A txn with no ops at all only compares, and counts as reading. A nested
+    /// txn counts as writing even when it only gets, as in etcd's `IsTxnReadonly`, which looks at
+    /// the top level only: such a txn goes through the log (taking no revision when nothing
+    /// writes) and the alarms refuse it as they refuse a write.
     pub fn reads_only(&self) -> bool {
-        self.success
-            .iter()
-            .chain(&self.failure)
-            .all(TxnOp::reads_only)
+        let is_get = |op: &TxnOp| matches!(op, TxnOp::Get(_));
+        self.success.iter().all(is_get) && self.failure.iter().all(is_get)
     }
 
     /// The ops that run when the compares hold (`succeeded`) or not.

@@ -377,8 +377,8 @@ impl Working {
     }
 
     /// A txn with its nested txns: every branch is chosen by the state before the txn, the ops
-    /// that will run are checked (keeping puts' keys and gets' revisions in the order they run,
-    /// then the leases), and only then do they run, in order.
+    /// that will run are checked in the order they run (a get's revision, a keeping put's key, a
+    /// put's lease), and only then do they run, in order.
     fn txn(&mut self, txn: &TxnRequest) -> Result<TxnResponse, Error> {
         for branch in [&txn.success, &txn.failure] {
             if let Some(key) = key_written_twice(branch) {
@@ -388,13 +388,10 @@ impl Working {
         let before = self.space.clone();
         let mut to_run = Vec::new();
         ops_that_run(&before, txn, &mut to_run);
+        // etcd's `checkTxn`: each op that will run at its turn, against the state before.
         let current = self.revision - 1;
         for op in &to_run {
             match op {
-                TxnOp::PutKeeping { put, .. } if !before.contains_key(&put.key) => {
-                    let key = String::from_utf8_lossy(&put.key).into_owned();
-                    return Err(Error::Malformed(Malformed::KeyNotFound { key }));
-                }
                 TxnOp::Get(RangeRequest {
                     revision: Some(revision),
                     ..
@@ -412,14 +409,19 @@ impl Working {
                         });
                     }
                 }
+                TxnOp::Put(put) => self.check_leases([put])?,
+                TxnOp::PutKeeping { put, keep } => {
+                    if !before.contains_key(&put.key) {
+                        let key = String::from_utf8_lossy(&put.key).into_owned();
+                        return Err(Error::Malformed(Malformed::KeyNotFound { key }));
+                    }
+                    if !keep.lease {
+                        self.check_leases([put])?;
+                    }
+                }
                 _ => {}
             }
         }
-        self.check_leases(to_run.iter().filter_map(|op| match op {
-            TxnOp::Put(put) => Some(put),
-            TxnOp::PutKeeping { put, keep } if !keep.lease => Some(put),
-            _ => None,
-        }))?;
         Ok(self.run_txn(&before, txn))
     }
 

@@ -522,8 +522,10 @@ fn a_rejected_nested_op_leaves_nothing_written() {
     assert_eq!((store.revision(), store.get("a")), (1, None));
 }
 
+/// etcd's `IsTxnReadonly` looks at the top level only: a nested txn, even of gets, goes through
+/// the log (and the alarms treat it as a write), taking no revision when nothing writes.
 #[test]
-fn a_nested_txn_of_gets_is_answered_from_a_read_snapshot_like_through_the_log() {
+fn a_txn_with_nested_gets_goes_through_the_log_and_takes_no_revision() {
     let mut store = TestStore::new();
     store.put("a", "1");
     store.put("a", "2");
@@ -543,18 +545,90 @@ fn a_nested_txn_of_gets_is_answered_from_a_read_snapshot_like_through_the_log() 
         ],
         failure: vec![],
     };
-    assert!(reads.reads_only());
-    let from_snapshot = store.store.read_txn(&reads).unwrap();
-    let through_the_log = store.apply(Request::Txn(reads));
-    assert_eq!(through_the_log.revision, 3, "a read takes no revision");
-    assert_eq!(from_snapshot.revision, 3);
-    assert_eq!(
-        Response::Txn(from_snapshot.response.clone()),
-        ok(through_the_log)
+    assert!(!reads.reads_only());
+    assert!(
+        store.store.read_txn(&reads).is_err(),
+        "not for the read path"
     );
-    let TxnOpResponse::Txn(inner) = &from_snapshot.response.responses[1] else {
+    let response = answer(ok(store.apply(Request::Txn(reads))));
+    assert_eq!(store.revision(), 3, "a read takes no revision");
+    let TxnOpResponse::Txn(inner) = &response.responses[1] else {
         panic!("a nested answer");
     };
     assert!(!inner.succeeded);
     assert_eq!(got(&inner.responses[0])[0].value, b"1");
+}
+
+#[test]
+fn a_branch_that_does_not_run_refuses_nothing() {
+    let mut store = TestStore::new();
+    store.put("a", "1");
+    let never_runs = vec![
+        get_at("a", 1000),
+        TxnOp::Put(put_request("b", "1", 99)),
+        TxnOp::PutKeeping {
+            put: put_request("missing", "", 0),
+            keep: KeepCurrent {
+                value: true,
+                lease: false,
+            },
+        },
+    ];
+    let response = answer(ok(store.apply(txn(
+        vec![],
+        vec![nested(
+            vec![version_is("a", 1)],
+            vec![put("c", "1")],
+            never_runs,
+        )],
+        vec![],
+    ))));
+    assert!(response.succeeded);
+    assert_eq!(value_of(&store, "c").as_deref(), Some("1"));
+}
+
+/// etcd's `checkTxn` checks each op that will run at its turn, so the first op's refusal is the
+/// answer: a put's missing lease before a later get's future revision or keeping put's missing
+/// key, and the other way round.
+#[test]
+fn the_first_refused_op_in_running_order_names_the_refusal() {
+    let mut store = TestStore::new();
+    let unknown_lease = || TxnOp::Put(put_request("b", "1", 99));
+    let keeping_missing = || TxnOp::PutKeeping {
+        put: put_request("missing", "", 0),
+        keep: KeepCurrent {
+            value: true,
+            lease: false,
+        },
+    };
+    let lease_not_found = Err(Rejection::LeaseNotFound { id: 99 });
+    let refusal =
+        |store: &mut TestStore, ops: Vec<TxnOp>| store.apply(txn(vec![], ops, vec![])).result;
+    assert_eq!(
+        refusal(&mut store, vec![unknown_lease(), get_at("a", 1000)]),
+        lease_not_found
+    );
+    assert_eq!(
+        refusal(&mut store, vec![unknown_lease(), keeping_missing()]),
+        lease_not_found
+    );
+    assert_eq!(
+        refusal(&mut store, vec![keeping_missing(), unknown_lease()]),
+        Err(Rejection::Malformed(Malformed::KeyNotFound {
+            key: "missing".into()
+        }))
+    );
+    assert_eq!(
+        refusal(
+            &mut store,
+            vec![
+                nested(vec![], vec![get_at("a", 1000)], vec![]),
+                unknown_lease()
+            ]
+        ),
+        Err(Rejection::FutureRevision {
+            requested: 1000,
+            current: 1
+        })
+    );
 }

@@ -123,8 +123,7 @@ fn grows_store(request: &Request) -> bool {
     }
 }
 
-/// A put anywhere in the txn, its nested txns included (etcd counts only the top level's; a
-/// nested put grows the store as much).
+/// A put anywhere in the txn, its nested txns included (etcd's `costTxn` counts them too).
 fn txn_has_put(txn: &TxnRequest) -> bool {
     txn.success
         .iter()

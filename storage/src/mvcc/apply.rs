@@ -421,39 +421,56 @@ impl Change<'_, '_, '_> {
         Ok(Ok(response))
     }
 
-    /// The checks of etcd's `checkTxn` and revkv's limits over every op that will run, against
-    /// the state before the txn: the leases the puts name, the keys the keeping puts need, the
-    /// revisions the gets read at, and the number of keys the deletes remove.
+    /// The checks of etcd's `checkTxn` over every op that will run, each at its turn and against
+    /// the state before the txn, so the first refusal is etcd's: a get's revision, a keeping
+    /// put's key, a put's lease. Then revkv's own limits over them all: the keys attached to
+    /// each lease, and the keys the deletes remove.
     fn check_ops_to_run(&self, ops: &[&TxnOp]) -> Result<Answer<()>, StorageFailure> {
-        let mut puts_naming_a_lease = Vec::new();
+        let mut puts_attaching = Vec::new();
         let mut deletes = Vec::new();
         for op in ops.iter().copied() {
-            match op {
-                TxnOp::Put(put) => puts_naming_a_lease.push(put),
+            let refusal = match op {
+                TxnOp::Get(get) => get
+                    .revision
+                    .and_then(|revision| self.check_read_revision(revision).err()),
+                TxnOp::Put(put) => {
+                    puts_attaching.push(put);
+                    self.lease_refusal(put.lease)?
+                }
                 TxnOp::PutKeeping { put, keep } => {
                     if self.current_entry(&put.key)?.is_none() {
                         let key = String::from_utf8_lossy(&put.key).into_owned();
                         return Ok(Err(Rejection::Malformed(Malformed::KeyNotFound { key })));
                     }
-                    if !keep.lease {
-                        puts_naming_a_lease.push(put);
+                    if keep.lease {
+                        None
+                    } else {
+                        puts_attaching.push(put);
+                        self.lease_refusal(put.lease)?
                     }
                 }
-                TxnOp::DeleteRange(delete) => deletes.push(delete),
-                TxnOp::Get(get) => {
-                    if let Some(revision) = get.revision {
-                        if let Err(rejection) = self.check_read_revision(revision) {
-                            return Ok(Err(rejection));
-                        }
-                    }
+                TxnOp::DeleteRange(delete) => {
+                    deletes.push(delete);
+                    None
                 }
                 TxnOp::Txn(_) => unreachable!("nested txns are flattened away"),
+            };
+            if let Some(refusal) = refusal {
+                return Ok(Err(refusal));
             }
         }
-        if let Err(rejection) = self.check_leases(puts_naming_a_lease)? {
+        if let Err(rejection) = self.check_leases(puts_attaching)? {
             return Ok(Err(rejection));
         }
         self.check_delete_sizes(deletes)
+    }
+
+    /// `LeaseNotFound` when a put names a lease that is not granted.
+    fn lease_refusal(&self, lease: i64) -> Result<Option<Rejection>, StorageFailure> {
+        if lease == 0 || self.leases.record(lease)?.is_some() {
+            return Ok(None);
+        }
+        Ok(Some(Rejection::LeaseNotFound { id: lease }))
     }
 
     /// A get inside a txn reads at most the revision before the txn, and nothing compacted

@@ -1,6 +1,6 @@
 //! Transactions that only read, answered from a read snapshot instead of through the raft log,
 //! as etcd answers them (`isTxnReadonly` in its `v3_server.go`): a txn whose branches hold gets
-//! and nothing else (nested txns of gets included) changes nothing, so it needs no log entry, no
+//! and nothing else changes nothing, so it needs no log entry, no
 //! fsync and no apply on every member. The compares and the chosen branches' gets all see one
 //! revision, the current one (or the earlier one a get names), which is what the same txn applied
 //! through the log would have seen (a txn that writes nothing reads the revision before its own,
@@ -28,10 +28,17 @@ impl MvccStore {
                 "a txn that writes goes through the raft log, not the read path".into(),
             ));
         }
-        match self.read_txn_once(txn, self.read_tables()?) {
+        let (tables, state) = self.read_tables()?;
+        let snapshot_compact_revision = state.compact_revision;
+        match self.read_txn_once(txn, (tables, state)) {
             // A compaction above this snapshot's revision was applied while it read
-            // (`key_index.rs`): the current revision of a newer snapshot is readable.
-            Err(ReadError::Compacted { .. }) => self.read_txn_once(txn, self.read_tables_fresh()?),
+            // (`key_index.rs`): the current revision of a newer snapshot is readable. A get below
+            // the snapshot's own compact revision was refused before reading: no retry.
+            Err(ReadError::Compacted { requested, .. })
+                if requested >= snapshot_compact_revision =>
+            {
+                self.read_txn_once(txn, self.read_tables_fresh()?)
+            }
             answer => answer,
         }
     }
