@@ -13,7 +13,7 @@ use crate::error::ReadError;
 use crate::mvcc::read::ResolvedRange;
 use crate::mvcc::tables::{ReadTables, StoreState};
 use crate::mvcc::txn_tree::TakenPath;
-use crate::mvcc::MvccStore;
+use crate::mvcc::{check_readable_revision, MvccStore};
 use crate::types::{Compare, RangeRequest, ReadTxnResult, TxnOp, TxnOpResponse, TxnRequest};
 
 use std::sync::Arc;
@@ -60,7 +60,7 @@ impl MvccStore {
                 ..
             }) = op
             {
-                check_read_revision(*read_at, &state)?;
+                check_readable_revision(*read_at, &state)?;
             }
         }
         let cap = self.options.limits.max_range_keys;
@@ -85,22 +85,4 @@ impl MvccStore {
         })?;
         Ok(ReadTxnResult { revision, response })
     }
-}
-
-/// A get inside a txn reads at most the snapshot's revision, and nothing compacted (etcd's
-/// `checkRange`).
-fn check_read_revision(read_at: u64, state: &StoreState) -> Result<(), ReadError> {
-    if read_at > state.current_revision {
-        return Err(ReadError::FutureRevision {
-            requested: read_at,
-            current: state.current_revision,
-        });
-    }
-    if read_at < state.compact_revision {
-        return Err(ReadError::Compacted {
-            requested: read_at,
-            compact_revision: state.compact_revision,
-        });
-    }
-    Ok(())
 }
