@@ -44,6 +44,17 @@ fn delete(range: KeyRange) -> TxnOp {
     })
 }
 
+/// A put of `key` that keeps its current value.
+fn keeping_value_of(key: &str) -> TxnOp {
+    TxnOp::PutKeeping {
+        put: put_request(key, "", 0),
+        keep: KeepCurrent {
+            value: true,
+            lease: false,
+        },
+    }
+}
+
 fn nested(compare: Vec<Compare>, success: Vec<TxnOp>, failure: Vec<TxnOp>) -> TxnOp {
     TxnOp::Txn(TxnRequest {
         compare,
@@ -326,14 +337,11 @@ fn a_keeping_put_keeps_the_current_value_or_lease() {
 fn a_keeping_put_of_a_missing_key_refuses_the_whole_txn() {
     let mut store = TestStore::new();
     let before = store.revision();
-    let keep = TxnOp::PutKeeping {
-        put: put_request("missing", "", 0),
-        keep: KeepCurrent {
-            value: true,
-            lease: false,
-        },
-    };
-    let outcome = store.apply(txn(vec![], vec![put("b", "x"), keep], vec![]));
+    let outcome = store.apply(txn(
+        vec![],
+        vec![put("b", "x"), keeping_value_of("missing")],
+        vec![],
+    ));
     assert_eq!(
         outcome.result,
         Err(Rejection::Malformed(Malformed::KeyNotFound {
@@ -566,13 +574,7 @@ fn a_branch_that_does_not_run_refuses_nothing() {
     let never_runs = vec![
         get_at("a", 1000),
         TxnOp::Put(put_request("b", "1", 99)),
-        TxnOp::PutKeeping {
-            put: put_request("missing", "", 0),
-            keep: KeepCurrent {
-                value: true,
-                lease: false,
-            },
-        },
+        keeping_value_of("missing"),
     ];
     let response = answer(ok(store.apply(txn(
         vec![],
@@ -594,13 +596,7 @@ fn a_branch_that_does_not_run_refuses_nothing() {
 fn the_first_refused_op_in_running_order_names_the_refusal() {
     let mut store = TestStore::new();
     let unknown_lease = || TxnOp::Put(put_request("b", "1", 99));
-    let keeping_missing = || TxnOp::PutKeeping {
-        put: put_request("missing", "", 0),
-        keep: KeepCurrent {
-            value: true,
-            lease: false,
-        },
-    };
+    let keeping_missing = || keeping_value_of("missing");
     let lease_not_found = Err(Rejection::LeaseNotFound { id: 99 });
     let refusal =
         |store: &mut TestStore, ops: Vec<TxnOp>| store.apply(txn(vec![], ops, vec![])).result;
