@@ -623,8 +623,16 @@ async fn bench_cas_counts_every_increment(endpoints: &str) {
             .parse::<u64>()
             .unwrap();
     }
-    assert_eq!(
-        total, succeeded,
-        "every reported increment is in the counters: {report}"
+    // A write that timed out or lost its leader on the way may still have been applied (its
+    // outcome is unknown), while a compare that kept failing (409) never incremented: the
+    // counters hold every reported increment, and at most the unknown outcomes more.
+    let refused = report["failures"]["http 409 conflict"]
+        .as_u64()
+        .unwrap_or(0);
+    let outcome_unknown = report["failed"].as_u64().unwrap() - refused;
+    assert!(
+        (succeeded..=succeeded + outcome_unknown).contains(&total),
+        "the counters hold {total}, against {succeeded} reported increments and \
+         {outcome_unknown} unknown outcomes: {report}"
     );
 }
