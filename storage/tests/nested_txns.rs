@@ -305,14 +305,7 @@ fn a_keeping_put_keeps_the_current_value_or_lease() {
         ttl_seconds: 60,
     }));
     ok(store.apply(Request::Put(put_request("a", "old", 7))));
-    let keep_value = TxnOp::PutKeeping {
-        put: put_request("a", "", 0),
-        keep: KeepCurrent {
-            value: true,
-            lease: false,
-        },
-    };
-    ok(store.apply(txn(vec![], vec![keep_value], vec![])));
+    ok(store.apply(txn(vec![], vec![keeping_value_of("a")], vec![])));
     let a = store.get("a").unwrap();
     assert_eq!(
         (a.value.as_slice(), a.lease, a.version),
