@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
-use super::leaderships::QuorumLoss;
+use super::leaderships::{Isolation, QuorumLoss};
 use super::members::Members;
 use super::proxy::LinkRule;
 use super::schedule::{fault_length, Fault, Step, Target};
@@ -42,6 +42,9 @@ pub struct Nemesis<'a> {
     pub injected: Vec<InjectedFault>,
     /// The partitions that left no majority anywhere, for the lease checker.
     pub quorum_losses: Vec<QuorumLoss>,
+    /// Every member whose calls could not reach a majority, and when, for the leader-claims
+    /// checker.
+    pub isolations: Vec<Isolation>,
 }
 
 impl Nemesis<'_> {
@@ -194,15 +197,23 @@ impl Nemesis<'_> {
             blocked: true,
             ..LinkRule::default()
         };
-        for other in self.members.ids().into_iter().filter(|other| *other != id) {
+        let members = self.members.ids();
+        for other in members.iter().copied().filter(|other| *other != id) {
             self.members.link_rules().set(id, other, blocked);
         }
         tokio::time::sleep(length).await;
         self.members.link_rules().heal();
+        let until = self.started.elapsed();
         if target == Target::Leader {
-            let until = self.started.elapsed();
             self.quorum_losses.push(QuorumLoss { from, until });
         }
+        self.isolations.push(Isolation {
+            member: id,
+            reaches: vec![id],
+            majority: members.len() / 2 + 1,
+            from,
+            until,
+        });
         format!("member {id}'s outgoing links cut for {length:?}")
     }
 
@@ -233,9 +244,20 @@ impl Nemesis<'_> {
         }
         tokio::time::sleep(length).await;
         self.members.link_rules().heal();
+        let until = self.started.elapsed();
         if leaves_no_majority {
-            let until = self.started.elapsed();
             self.quorum_losses.push(QuorumLoss { from, until });
+        }
+        for group in split.iter().filter(|group| group.len() < majority) {
+            for member in group {
+                self.isolations.push(Isolation {
+                    member: *member,
+                    reaches: group.clone(),
+                    majority,
+                    from,
+                    until,
+                });
+            }
         }
         format!("groups {split:?} cut apart for {length:?}")
     }

@@ -52,6 +52,9 @@ pub struct Report {
     pub compact_revision: u64,
     /// New raft terms with a leader that the harness saw (the lease bounds allow a TTL for each).
     pub leaderships: Vec<LeadershipSeen>,
+    /// What the leader-claims checker had to go on: status answers naming a leader, and members
+    /// the nemesis cut off from a majority.
+    pub leader_claims_checked: (usize, usize),
     pub violations: Vec<Violation>,
     /// A failure of the harness or the cluster that ended the run before it could be checked.
     pub aborted: Option<String>,
@@ -153,6 +156,11 @@ impl Report {
             "leaderships seen ({}): {}",
             leaderships.len(),
             leaderships.join(", ")
+        )?;
+        let (answers, isolations) = self.leader_claims_checked;
+        writeln!(
+            out,
+            "leader claims checked: {answers} answers naming a leader, {isolations} members cut off from a majority"
         )?;
         for fault in &self.faults {
             writeln!(

@@ -9,13 +9,16 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 
 use super::check::kv::check_operations;
+use super::check::leader_claims::{check_leader_claims, CLAIM_MARGIN, HARNESS_LEADER_LEASE};
 use super::check::leases::{check_leases, LeaseBounds, LeaseObservations};
 use super::check::recording::recording_of;
 use super::check::states::{History, State};
 use super::check::watch::{check_watch, WatchSpec};
 use super::check::Violation;
 use super::history::Operation;
-use super::leaderships::{observe_leaderships, LeadershipSeen, QuorumLoss};
+use super::leaderships::{
+    observe_leaderships, Isolation, LeaderNamed, LeadershipSeen, QuorumLoss, StatusesSeen,
+};
 use super::lease_workload::run_lease_worker;
 use super::members::{Members, SharedEndpoints};
 use super::nemesis::Nemesis;
@@ -141,11 +144,11 @@ async fn drive(
     let deadline = started + settings.duration;
     let context = WorkloadContext::new(endpoints, started, deadline, settings.keys);
     let workers = spawn_workload_workers(settings, &context);
-    let leaderships: Arc<Mutex<Vec<LeadershipSeen>>> = Arc::default();
+    let statuses: Arc<Mutex<StatusesSeen>> = Arc::default();
     let observer = tokio::spawn(observe_leaderships(
         context.endpoints.clone(),
         started,
-        leaderships.clone(),
+        statuses.clone(),
         watch_tasks.stop_others.subscribe(),
     ));
     let mut nemesis = Nemesis {
@@ -156,6 +159,7 @@ async fn drive(
         compactable: compactable_revision(&watchers),
         injected: Vec::new(),
         quorum_losses: Vec::new(),
+        isolations: Vec::new(),
     };
     play_the_schedule_then_heal(&mut nemesis, settings, workers, report).await?;
     let final_revision = settle(nemesis.members, &watchers, report).await?;
@@ -163,18 +167,22 @@ async fn drive(
     let _ = observer.await;
     let operations = context.take_operations();
     report.count_operations(&operations);
-    let leaderships = std::mem::take(&mut *leaderships.lock().expect("leaderships lock"));
+    let statuses = std::mem::take(&mut *statuses.lock().expect("statuses lock"));
     let quorum_losses = std::mem::take(&mut nemesis.quorum_losses);
+    let isolations = std::mem::take(&mut nemesis.isolations);
     let recorded = Recorded {
         watchers: &watchers,
         operations: &operations,
-        leaderships: &leaderships,
+        leaderships: &statuses.leaderships,
+        leaders_named: &statuses.leaders_named,
         quorum_losses: &quorum_losses,
+        isolations: &isolations,
         started,
         final_revision,
     };
     check_everything(nemesis.members, &recorded, report).await;
-    report.leaderships = leaderships;
+    report.leader_claims_checked = (statuses.leaders_named.len(), isolations.len());
+    report.leaderships = statuses.leaderships;
     Ok(())
 }
 
@@ -350,7 +358,9 @@ struct Recorded<'a> {
     watchers: &'a [Watcher],
     operations: &'a [Operation],
     leaderships: &'a [LeadershipSeen],
+    leaders_named: &'a [LeaderNamed],
     quorum_losses: &'a [QuorumLoss],
+    isolations: &'a [Isolation],
     /// When the workload started: the zero of the operations' and leaderships' times.
     started: Instant,
     final_revision: u64,
@@ -412,6 +422,11 @@ async fn check_everything(members: &Members, recorded: &Recorded<'_>, report: &m
         quorum_losses: recorded.quorum_losses,
     };
     violations.extend(check_leases(&lease_observations, &LeaseBounds::default()));
+    violations.extend(check_leader_claims(
+        recorded.leaders_named,
+        recorded.isolations,
+        HARNESS_LEADER_LEASE + CLAIM_MARGIN,
+    ));
     for watcher in &watchers[1..] {
         let record = watcher.record.lock().expect("watch record lock");
         if let Err(error) = check_watch(&history, &watcher.spec, &record.segments, final_revision) {

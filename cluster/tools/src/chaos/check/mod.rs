@@ -6,6 +6,8 @@
 //! - [`leases`]: every leased key deleted when its lease ended (within the documented bounds),
 //!   never before, and a lease's keys deleted together; [`revision_clock`] bounds when revisions
 //!   happened, for it.
+//! - [`leader_claims`]: a member cut off from a majority stops calling itself leader, and the
+//!   members it cannot reach stop naming it, once its lease has lapsed.
 //! - [`watch`]: the six watch properties, per stream, across resumes.
 //! - [`recording`]: how the recording watch's segments become the history, refusing a recording
 //!   whose overlapping segments disagree.
@@ -13,6 +15,7 @@
 //! Every checker has tests that plant a violation in a correct history and require it reported.
 
 pub mod kv;
+pub mod leader_claims;
 pub mod leases;
 pub mod recording;
 pub mod revision_clock;
