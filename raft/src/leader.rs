@@ -55,6 +55,10 @@ impl MemberInner {
         request: ClientRequest,
     ) -> Result<ForwardedWrite, PeerError> {
         write_path_trace::mark(Stage::Submitted, 0);
+        // An entry that members of older builds cannot decode waits for every member to read it.
+        if let Some(feature) = crate::member_features::needed_by(&request) {
+            self.require_feature(feature).await?;
+        }
         let written = self.raft.client_write(request).await;
         if let Ok(response) = &written {
             write_path_trace::mark(Stage::Written, response.log_id.index);

@@ -105,6 +105,7 @@ impl RaftMember {
             log_tail_size: raft.log_tail_size,
             read_index_rounds,
             leader_contact: Default::default(),
+            confirmed_features: Default::default(),
         });
         let stop_peer_server = crate::peer::server::spawn(inner.clone(), peer_serving);
         let stop_background_tasks = watch::Sender::new(false);

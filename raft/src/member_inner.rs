@@ -44,6 +44,8 @@ pub(crate) struct MemberInner {
     pub read_index_rounds: Arc<crate::read_index_rounds::ReadIndexRounds>,
     /// When a leader last reached this member (recorded by the peer server's append handlers).
     pub leader_contact: crate::leader_contact::LeaderContact,
+    /// The members that said their build has a feature (`member_features.rs`).
+    pub confirmed_features: crate::member_features::ConfirmedFeatures,
 }
 
 /// openraft's metrics as this member's raft publishes them.

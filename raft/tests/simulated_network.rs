@@ -13,7 +13,7 @@ use revkv_raft::peer::simulated::{LoopbackNetwork, PeerListener, PeerNetwork};
 use revkv_raft::{MemberNode, RaftMember};
 use tokio::time::Instant;
 
-use crate::support::{local_value, member_config, put};
+use crate::support::{local_value, member_config, nested_put, put};
 
 /// How long (in the paused clock's time) anything the test waits for may take.
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -307,6 +307,54 @@ async fn a_follower_cut_off_keeps_its_term_and_stops_naming_the_leader() {
         term_before,
         "the heal disturbed the leader"
     );
+    for member in &members {
+        member.shutdown().await.expect("shutdown");
+    }
+    revkv_raft::runtime::run_blocking_work_inline_on_this_thread(false);
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_nested_txn_waits_until_every_member_says_its_build_reads_it() {
+    revkv_raft::runtime::run_blocking_work_inline_on_this_thread(true);
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let network = Arc::new(LoopbackNetwork::default());
+    let members = start_members(&network, dir.path()).await;
+    write_until_committed(&members[0], "plain").await;
+    let leader_id = members[0].status().leader.expect("a leader");
+    let leader = members
+        .iter()
+        .find(|member| member.id() == leader_id)
+        .expect("the leader");
+    wait_until_every_member_names(&members, leader_id).await;
+
+    // The leader's first question to one follower is lost: it cannot tell that member's build,
+    // so the nested txn is refused, naming it, and nothing is written.
+    leader
+        .peer_faults()
+        .lose_next_calls(revkv_raft::peer::paths::FEATURES, 1);
+    let refused = leader.write(nested_put("gated")).await;
+    let Err(revkv_raft::MemberError::Refused(message)) = refused else {
+        panic!("a nested txn went ahead without every member's answer: {refused:?}");
+    };
+    assert!(message.contains("did not say"), "{message}");
+    assert_eq!(local_value(leader, "gated"), None);
+
+    // Every member answers now: the txn is appended and applied everywhere.
+    leader
+        .write(nested_put("gated"))
+        .await
+        .expect("every member reads nested txns");
+    for member in &members {
+        wait_for_key(member, "gated").await;
+    }
+    // The answers are remembered: a lost question no longer matters.
+    leader
+        .peer_faults()
+        .lose_next_calls(revkv_raft::peer::paths::FEATURES, 2);
+    leader
+        .write(nested_put("again"))
+        .await
+        .expect("no member is asked twice");
     for member in &members {
         member.shutdown().await.expect("shutdown");
     }

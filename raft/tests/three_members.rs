@@ -9,7 +9,7 @@ use openraft::async_runtime::WatchReceiver;
 use revkv_raft::peer::paths;
 use revkv_raft::AdminRequest;
 use revkv_storage::Response;
-use support::{local_value, put, start_cluster};
+use support::{local_value, nested_put, put, start_cluster};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_through_every_member_are_applied_everywhere() {
@@ -144,4 +144,57 @@ async fn known_leader(member: &revkv_raft::RaftMember) -> u64 {
         .expect("a leader is known in time")
         .current_leader
         .unwrap()
+}
+
+/// Member 3 stands for a member of a build from before the feature gate: its peer URL answers
+/// 404 to every path, as an older build answers `/raft/features`. Members 1 and 2 are a quorum,
+/// so plain writes go on, but the leader refuses a nested txn and names member 3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_txn_is_refused_while_a_member_runs_a_build_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut listeners = Vec::new();
+    let mut initial_cluster = std::collections::BTreeMap::new();
+    for id in 1..=3u64 {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let node = revkv_raft::MemberNode {
+            peer_url: format!("http://{}", listener.local_addr().unwrap()),
+            client_url: String::new(),
+            grpc_url: None,
+        };
+        initial_cluster.insert(id, node);
+        listeners.push((id, listener));
+    }
+    let mut members = Vec::new();
+    for (id, listener) in listeners {
+        if id == 3 {
+            tokio::spawn(async move { axum::serve(listener, axum::Router::new()).await });
+            continue;
+        }
+        let address = listener.local_addr().unwrap();
+        let config = support::member_config(id, dir.path(), address, &initial_cluster);
+        members.push(
+            revkv_raft::RaftMember::start(config, listener)
+                .await
+                .unwrap(),
+        );
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while members[0].write(put("plain", "1")).await.is_err() {
+        assert!(tokio::time::Instant::now() < deadline, "no quorum of two");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let refused = members[0].write(nested_put("gated")).await;
+    let Err(revkv_raft::MemberError::Refused(message)) = refused else {
+        panic!("a nested txn went ahead with a member that cannot read it: {refused:?}");
+    };
+    assert!(
+        message.contains("member 3 runs a build without it"),
+        "{message}"
+    );
+    for member in &members {
+        assert_eq!(local_value(member, "gated"), None);
+    }
+    for member in &members {
+        member.shutdown().await.unwrap();
+    }
 }

@@ -46,6 +46,8 @@ pub mod paths {
     pub const KEY_SPACE_HASH: &str = "/raft/key-space-hash";
     /// A member's report of itself (the cluster-wide status).
     pub const MEMBER_REPORT: &str = "/raft/member-report";
+    /// The features of a member's build (`member_features.rs`); 404 on builds older than it.
+    pub const FEATURES: &str = "/raft/features";
 }
 
 /// A member's answer to "your hash of the history at revision R" (etcd's HashKV between peers).

@@ -118,6 +118,7 @@ fn router(member: &Arc<MemberInner>) -> Router {
         .route(paths::IDENTITY, post(identity))
         .route(paths::KEY_SPACE_HASH, post(key_space_hash))
         .route(paths::MEMBER_REPORT, post(member_report))
+        .route(paths::FEATURES, post(features))
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .with_state(member.clone())
 }
@@ -210,6 +211,13 @@ async fn transfer_leader(State(member): Shared, body: Bytes) -> Response {
 async fn forward_write(State(member): Shared, body: Bytes) -> Response {
     serve(body, |request: ClientRequest| async move {
         member.write_as_leader(request).await
+    })
+    .await
+}
+
+async fn features(body: Bytes) -> Response {
+    serve(body, |(): ()| async move {
+        Ok::<_, PeerError>(crate::member_features::features_of_this_build())
     })
     .await
 }

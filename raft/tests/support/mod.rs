@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use revkv_raft::{MemberConfig, MemberNode, PeerLimits, RaftMember, RaftTiming};
-use revkv_storage::{KeyRange, PutRequest, RangeRequest, Request, StoreOptions};
+use revkv_storage::{KeyRange, PutRequest, RangeRequest, Request, StoreOptions, TxnOp, TxnRequest};
 
 /// Fast timing for loopback tests; the default suits a LAN.
 pub fn test_timing() -> RaftTiming {
@@ -101,6 +101,21 @@ pub fn put(key: &str, value: &str) -> Request {
         value: value.into(),
         lease: 0,
         prev_kv: false,
+    })
+}
+
+/// A txn holding a nested txn that puts `key`: only builds with the txn extensions decode it, so
+/// the leader appends it only once every member has said its build has them.
+pub fn nested_put(key: &str) -> Request {
+    let Request::Put(inner) = put(key, "nested") else {
+        unreachable!("`put` builds a put");
+    };
+    Request::Txn(TxnRequest {
+        success: vec![TxnOp::Txn(TxnRequest {
+            success: vec![TxnOp::Put(inner)],
+            ..TxnRequest::default()
+        })],
+        ..TxnRequest::default()
     })
 }
 
