@@ -112,6 +112,24 @@ fn script() -> Vec<Step> {
                 "failure": [{ "request_range": { "key": a } }],
             }),
         ),
+        // etcd 3.3's txn extensions: a compare over a key range, a nested txn whose compare reads
+        // the state before the outer txn, a keeping put and a get at a revision inside it.
+        step(
+            "/v3/kv/txn",
+            json!({
+                "compare": [{ "key": a, "range_end": b64("z"), "target": "CREATE",
+                              "result": "GREATER", "create_revision": "0" }],
+                "success": [{ "request_txn": {
+                    "compare": [{ "key": c, "target": "VERSION", "result": "EQUAL", "version": "1" }],
+                    "success": [
+                        { "request_put": { "key": c, "ignore_value": true, "prev_kv": true } },
+                        { "request_range": { "key": a, "revision": "2" } },
+                    ],
+                    "failure": [{ "request_range": { "key": b64("a"), "range_end": b64("z") } }],
+                } }],
+                "failure": [{ "request_range": { "key": a } }],
+            }),
+        ),
         step("/v3/kv/deleterange", json!({ "key": b, "prev_kv": true })),
         step("/v3/kv/compaction", json!({ "revision": "3" })),
         step("/v3/kv/range", json!({ "key": a, "revision": "2" })),
@@ -389,7 +407,8 @@ fn assert_reached_the_data(answers: &[(String, StatusCode, Value)]) {
     let range = &answers[3];
     assert_eq!(range.1, StatusCode::OK, "{range:?}");
     assert_eq!(range.2["kvs"][0]["value"], b64("2"), "{range:?}");
-    let compacted = &answers[14];
+    // The range at revision 2 after the compaction at 3.
+    let compacted = &answers[15];
     assert_eq!(compacted.1, StatusCode::BAD_REQUEST, "{compacted:?}");
     assert_eq!(compacted.2["code"], 11, "{compacted:?}");
 }

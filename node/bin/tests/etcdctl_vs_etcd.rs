@@ -56,6 +56,19 @@ const ETCDCTL: &str = "/usr/bin/etcdctl";
 const TXN_INPUT: &str =
     "mod(\"foo\") > \"0\"\nvalue(\"foo/b\") = \"2\"\n\nput foo txn-value\nget foo\n\nget foo/b\n\n";
 
+/// A txn that only reads, at earlier revisions (`get --rev` inside a txn: etcd reads that
+/// revision, not the current one). Reading takes no revision, so the rest of the script is
+/// unchanged by it.
+const TXN_AT_REVISIONS: &str =
+    "mod(\"foo\") > \"0\"\n\nget foo --rev=2\nget foo/ --prefix --rev=3\n\nget foo\n\n";
+
+/// A txn reading past the current revision: refused whole, as `get --rev` alone is.
+const TXN_AT_A_FUTURE_REVISION: &str = "\nget foo --rev=1000\n\n\n";
+
+/// After the compaction at 9: a txn reading below it is refused, at it answers.
+const TXN_BELOW_AND_AT_THE_COMPACT_REVISION: [&str; 2] =
+    ["\nget foo --rev=2\n\n\n", "\nget foo --rev=9\n\n\n"];
+
 /// The script. Every command runs against both systems, in this order.
 fn script(dir: &Path) -> Vec<(Vec<String>, String)> {
     let txn_file = dir.join("txn.txt");
@@ -78,6 +91,8 @@ fn script(dir: &Path) -> Vec<(Vec<String>, String)> {
         plain("get foo/ --prefix --count-only -w json"),
         (words("txn -i"), txn_input.clone()),
         (words("txn -i -w json"), txn_input),
+        (words("txn -i -w json"), TXN_AT_REVISIONS.to_string()),
+        (words("txn -i"), TXN_AT_A_FUTURE_REVISION.to_string()),
         plain("del foo/a"),
         plain("del foo/ --prefix --prev-kv"),
         plain("lease grant 600"),
@@ -95,6 +110,14 @@ fn script(dir: &Path) -> Vec<(Vec<String>, String)> {
         plain("put foo last"),
         plain("compaction 9"),
         plain("get foo --rev 2"),
+        (
+            words("txn -i"),
+            TXN_BELOW_AND_AT_THE_COMPACT_REVISION[0].to_string(),
+        ),
+        (
+            words("txn -i -w json"),
+            TXN_BELOW_AND_AT_THE_COMPACT_REVISION[1].to_string(),
+        ),
         plain("get foo --rev 1000"),
         plain("get foo -w json"),
     ]

@@ -53,5 +53,6 @@ mod replication;
 mod space_quota;
 mod tls;
 mod tls_auth;
+mod txn_extensions_vs_etcd;
 mod watch_cluster;
 mod worker_threads;

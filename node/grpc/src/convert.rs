@@ -6,8 +6,8 @@
 use revkv_node::range_view::{RangeView, SortOrder, SortTarget};
 use revkv_node::ResponseHeader;
 use revkv_storage::{
-    Compare, CompareOp, CompareTarget, DeleteRangeRequest, KeyRange, KeyValue, PutRequest,
-    RangeEnd, RangeRequest, RangeResponse, TxnOp, TxnOpResponse,
+    Compare, CompareOp, CompareTarget, DeleteRangeRequest, KeepCurrent, KeyRange, KeyValue,
+    PutRequest, RangeEnd, RangeRequest, RangeResponse, TxnOp, TxnOpResponse, TxnRequest,
 };
 use tonic::Status;
 
@@ -140,16 +140,14 @@ pub fn delete_range(request: pb::DeleteRangeRequest) -> Result<DeleteRangeReques
     })
 }
 
+/// One compare, of a key or, with a `range_end`, of every key of the range (etcd's rules for the
+/// range end: `"\0"` is every key from the key on).
 pub fn compare(compare: pb::Compare) -> Result<Compare, Status> {
     use pb::compare::{CompareResult, TargetUnion};
-    if !compare.range_end.is_empty() {
-        return Err(Status::invalid_argument(
-            "revkv: a compare over a key range (range_end) is not supported; compare single keys",
-        ));
-    }
     if compare.key.is_empty() {
         return Err(Status::invalid_argument(error::EMPTY_KEY));
     }
+    let keys = key_range(compare.key, compare.range_end)?;
     let op = match CompareResult::try_from(compare.result) {
         Ok(CompareResult::Equal) => CompareOp::Equal,
         Ok(CompareResult::NotEqual) => CompareOp::NotEqual,
@@ -188,8 +186,8 @@ pub fn compare(compare: pb::Compare) -> Result<Compare, Status> {
         }
     };
     Ok(Compare {
-        key: compare.key,
-        range_end: revkv_storage::RangeEnd::Single,
+        key: keys.start,
+        range_end: keys.end,
         target,
         op,
     })
@@ -206,52 +204,127 @@ fn union_number(union: Option<pb::compare::TargetUnion>) -> i64 {
     }
 }
 
-/// One op of a txn branch, with the view its answer is shown through when it is a range.
-pub fn txn_op(op: pb::RequestOp) -> Result<(TxnOp, Option<RangeView>), Status> {
+/// How one op's answer is shown: a range through its view (sort, filters, limit), a nested txn
+/// through the views of its branches' ops, anything else as it is.
+#[derive(Clone, Debug, Default)]
+pub enum OpView {
+    #[default]
+    AsIs,
+    Range(RangeView),
+    Txn {
+        success: Vec<OpView>,
+        failure: Vec<OpView>,
+    },
+}
+
+/// A txn's compares and branches, with the view of every op.
+pub struct ConvertedTxn {
+    pub txn: TxnRequest,
+    pub success_views: Vec<OpView>,
+    pub failure_views: Vec<OpView>,
+}
+
+/// A txn as the store's request, nested txns included.
+pub fn txn(request: pb::TxnRequest) -> Result<ConvertedTxn, Status> {
+    let compare = request
+        .compare
+        .into_iter()
+        .map(compare)
+        .collect::<Result<Vec<_>, _>>()?;
+    let (success, success_views) = branch(request.success)?;
+    let (failure, failure_views) = branch(request.failure)?;
+    Ok(ConvertedTxn {
+        txn: TxnRequest {
+            compare,
+            success,
+            failure,
+        },
+        success_views,
+        failure_views,
+    })
+}
+
+fn branch(ops: Vec<pb::RequestOp>) -> Result<(Vec<TxnOp>, Vec<OpView>), Status> {
+    let mut converted = Vec::with_capacity(ops.len());
+    let mut views = Vec::with_capacity(ops.len());
+    for op in ops {
+        let (op, view) = txn_op(op)?;
+        converted.push(op);
+        views.push(view);
+    }
+    Ok((converted, views))
+}
+
+/// One op of a txn branch, with the view its answer is shown through.
+fn txn_op(op: pb::RequestOp) -> Result<(TxnOp, OpView), Status> {
     use pb::request_op::Request;
     match op.request {
+        // A range at a revision reads that revision, not the txn's own writes; a revision past
+        // the current one or below the compact revision refuses the whole txn, as in etcd.
         Some(Request::RequestRange(range_request)) => {
-            if range_request.revision != 0 {
-                return Err(Status::invalid_argument(
-                    "revkv: a range inside a txn reads the txn's own state; revision is not supported there",
-                ));
-            }
             let (read, view) = range(range_request)?;
-            Ok((TxnOp::Get(read), Some(view)))
+            Ok((TxnOp::Get(read), OpView::Range(view)))
         }
         Some(Request::RequestPut(put_request)) => {
-            if put_request.ignore_value || put_request.ignore_lease {
-                return Err(Status::invalid_argument(
-                    "revkv: ignore_value and ignore_lease are not supported inside a txn",
-                ));
-            }
-            Ok((TxnOp::Put(put(&put_request)?), None))
+            let converted = put(&put_request)?;
+            let keep = KeepCurrent {
+                value: put_request.ignore_value,
+                lease: put_request.ignore_lease,
+            };
+            let op = match keep.value || keep.lease {
+                true => TxnOp::PutKeeping {
+                    put: converted,
+                    keep,
+                },
+                false => TxnOp::Put(converted),
+            };
+            Ok((op, OpView::AsIs))
         }
         Some(Request::RequestDeleteRange(delete)) => {
-            Ok((TxnOp::DeleteRange(delete_range(delete)?), None))
+            Ok((TxnOp::DeleteRange(delete_range(delete)?), OpView::AsIs))
         }
-        Some(Request::RequestTxn(_)) => Err(Status::invalid_argument(
-            "revkv: nested txns are not supported; flatten the txn",
-        )),
+        Some(Request::RequestTxn(nested)) => {
+            let converted = txn(nested)?;
+            let view = OpView::Txn {
+                success: converted.success_views,
+                failure: converted.failure_views,
+            };
+            Ok((TxnOp::Txn(converted.txn), view))
+        }
         None => Err(Status::invalid_argument(
             "etcdserver: a txn op has no request",
         )),
     }
 }
 
-/// One op's answer, its range shown through the op's view.
-pub fn txn_op_response(
+/// A txn's answers, each shown through its op's view; `views` are those of the branch that ran.
+pub fn txn_op_responses(
+    responses: Vec<TxnOpResponse>,
+    views: &[OpView],
+    header: Option<pb::ResponseHeader>,
+) -> Vec<pb::ResponseOp> {
+    responses
+        .into_iter()
+        .zip(views)
+        .map(|(response, view)| txn_op_response(response, view, header))
+        .collect()
+}
+
+/// One op's answer, shown through the op's view.
+fn txn_op_response(
     response: TxnOpResponse,
-    view: Option<&RangeView>,
+    view: &OpView,
     header: Option<pb::ResponseHeader>,
 ) -> pb::ResponseOp {
     use pb::response_op::Response;
     let response = match response {
-        TxnOpResponse::Get(range) => Response::ResponseRange(range_response(
-            range,
-            &view.copied().unwrap_or_default(),
-            header,
-        )),
+        TxnOpResponse::Get(range) => {
+            let range_view = match view {
+                OpView::Range(range_view) => *range_view,
+                _ => RangeView::default(),
+            };
+            Response::ResponseRange(range_response(range, &range_view, header))
+        }
         TxnOpResponse::Put(put) => Response::ResponsePut(pb::PutResponse {
             header,
             prev_kv: put.prev_kv.map(key_value),
@@ -263,17 +336,20 @@ pub fn txn_op_response(
                 prev_kvs: delete.prev_kvs.into_iter().map(key_value).collect(),
             })
         }
-        // `txn_op` refuses nested txns until every member reads them (issue 63, item 8), so no
-        // answer holds one yet; when it accepts them, each nested get needs its own view here.
-        TxnOpResponse::Txn(nested) => Response::ResponseTxn(pb::TxnResponse {
-            header,
-            succeeded: nested.succeeded,
-            responses: nested
-                .responses
-                .into_iter()
-                .map(|op| txn_op_response(op, None, header))
-                .collect(),
-        }),
+        TxnOpResponse::Txn(nested) => {
+            let views = match view {
+                OpView::Txn { success, failure } if nested.succeeded => success.as_slice(),
+                OpView::Txn { failure, .. } => failure.as_slice(),
+                _ => &[],
+            };
+            // etcd gives a nested txn's answer an empty header (`newTxnResp`), revision 0; the
+            // answers inside it carry the revision as the outer txn's do.
+            Response::ResponseTxn(pb::TxnResponse {
+                header: Some(pb::ResponseHeader::default()),
+                succeeded: nested.succeeded,
+                responses: txn_op_responses(nested.responses, views, header),
+            })
+        }
     };
     pb::ResponseOp {
         response: Some(response),

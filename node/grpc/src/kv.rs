@@ -12,7 +12,7 @@ use futures_util::Stream;
 use revkv_metrics::{ConflictResolution, KvOp, Metrics};
 use revkv_node::writes::{put_keeping_current, unexpected_response, KeepCurrent};
 use revkv_node::{KvBackend, ReadConsistency};
-use revkv_storage::{Request, Response, TxnRequest};
+use revkv_storage::{Request, Response};
 use tonic::{Request as GrpcRequest, Response as GrpcResponse, Status};
 
 use crate::auth;
@@ -131,19 +131,12 @@ impl<B: KvBackend> pb::kv_server::Kv for KvService<B> {
         let backend = auth::acting_for(&self.backend, &request)?;
         let request = request.into_inner();
         let consistency = read_only_txn_consistency(&request);
-        let compare = request
-            .compare
-            .into_iter()
-            .map(convert::compare)
-            .collect::<Result<Vec<_>, _>>()?;
-        let (success, success_views) = branch(request.success)?;
-        let (failure, failure_views) = branch(request.failure)?;
-        let first_compare_key = compare.first().map(|compare| compare.key.clone());
-        let txn = TxnRequest {
-            compare,
-            success,
-            failure,
-        };
+        let convert::ConvertedTxn {
+            txn,
+            success_views,
+            failure_views,
+        } = convert::txn(request)?;
+        let first_compare_key = txn.compare.first().map(|compare| compare.key.clone());
         let (answer_header, response) = match consistency {
             // A txn that only reads changes nothing: answered from the store, as etcd does.
             Some(consistency) => {
@@ -170,12 +163,7 @@ impl<B: KvBackend> pb::kv_server::Kv for KvService<B> {
             revision: to_i64(answer_header.revision),
             ..pb::ResponseHeader::default()
         });
-        let responses = response
-            .responses
-            .into_iter()
-            .zip(views.iter())
-            .map(|(op, view)| convert::txn_op_response(op, view.as_ref(), inner_header))
-            .collect();
+        let responses = convert::txn_op_responses(response.responses, &views, inner_header);
         Ok(GrpcResponse::new(pb::TxnResponse {
             header,
             succeeded: response.succeeded,
@@ -214,11 +202,6 @@ impl<B> KvService<B> {
     }
 }
 
-type Branch = (
-    Vec<revkv_storage::TxnOp>,
-    Vec<Option<revkv_node::range_view::RangeView>>,
-);
-
 /// How a txn that only reads is answered, as etcd decides it (`isTxnReadonly` and
 /// `isTxnSerializable` in its `v3_server.go`): None when an op of either branch is not a range
 /// (it goes through the log); without a read barrier when every range of both branches is
@@ -235,17 +218,6 @@ fn read_only_txn_consistency(txn: &pb::TxnRequest) -> Option<ReadConsistency> {
         true => ReadConsistency::Serializable { min_revision: None },
         false => ReadConsistency::Linearizable,
     })
-}
-
-fn branch(ops: Vec<pb::RequestOp>) -> Result<Branch, Status> {
-    let mut parsed = Vec::with_capacity(ops.len());
-    let mut views = Vec::with_capacity(ops.len());
-    for op in ops {
-        let (op, view) = convert::txn_op(op)?;
-        parsed.push(op);
-        views.push(view);
-    }
-    Ok((parsed, views))
 }
 
 #[cfg(test)]
