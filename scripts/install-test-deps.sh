@@ -31,9 +31,15 @@
 # - etcd 3.6.16 and 3.7.3 (Go module proxy, built by scripts/go-tools.sh into the private
 #   directory): the snapshot tests against today's etcd, and the Kubernetes tests' control.
 # - rustfmt and clippy: scripts/test.sh checks formatting and lints.
+# - patroni (Debian's, 3.0.2 on Debian 12) and postgresql-15: node/bin/tests/patroni_vs_etcd.rs
+#   runs three Patroni members of a PostgreSQL 15 cluster against revkv and etcd 3.6, as the
+#   `postgres` user the PostgreSQL packages create, and fails under CI=true without them. Debian's
+#   patroni, not PyPI's in the private environment: it is the one issue 63 names, and it lives
+#   under /usr, where the `postgres` user can read it. Its unit starts nothing without
+#   /etc/patroni/config.yml; postgresql-15 starts a `main` cluster on 5432, which is stopped below.
 #
-# The packages may start services (prometheus on 9090, etcd on 2379); the tests start their own
-# servers on free ports, so those services are stopped.
+# The packages may start services (prometheus on 9090, etcd on 2379, PostgreSQL on 5432); the
+# tests start their own servers on free ports, so those services are stopped.
 set -euo pipefail
 shopt -s inherit_errexit
 
@@ -74,6 +80,13 @@ fi
 if ! command -v make >/dev/null 2>&1; then
   missing_packages+=(make)
 fi
+# The Patroni test runs Debian's patroni and PostgreSQL 15 by path.
+if [[ ! -x /usr/bin/patroni ]]; then
+  missing_packages+=(patroni)
+fi
+if [[ ! -x /usr/lib/postgresql/15/bin/postgres ]]; then
+  missing_packages+=(postgresql-15)
+fi
 # `python3 -m venv` needs ensurepip, which Debian ships apart from python3 itself.
 if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
   missing_packages+=(python3-venv)
@@ -97,6 +110,7 @@ if ((${#missing_packages[@]} > 0)); then
     case $package in
       prometheus) service=prometheus ;;
       etcd-server) service=etcd ;;
+      postgresql-15) service=postgresql ;;
       *) continue ;;
     esac
     $sudo systemctl stop "$service" >/dev/null 2>&1 || $sudo service "$service" stop >/dev/null 2>&1 || true

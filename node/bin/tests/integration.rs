@@ -47,6 +47,7 @@ mod leases;
 mod lock_election_vs_etcd;
 mod membership;
 mod merge_cluster;
+mod patroni_vs_etcd;
 mod prometheus_scrape;
 mod recipes;
 mod replication;
