@@ -41,6 +41,7 @@ mod etcdctl_vs_etcd;
 mod failover;
 mod h2_writes;
 mod isolated_leader;
+mod isolated_leader_vs_etcd;
 mod leader_restart;
 mod lease_vs_etcd;
 mod leases;

@@ -123,7 +123,12 @@ impl<B: KvBackend> pb::maintenance_server::Maintenance for MaintenanceService<B>
             raft_index: member.commit_index,
             raft_term: member.raft_term,
             raft_applied_index: member.applied_index,
-            errors: Vec::new(),
+            // etcd lists "no leader" here when the member knows none (then each raised alarm in
+            // Go's text form, which revkv does not write yet).
+            errors: match member.leader_id {
+                None => vec![error::NO_LEADER.to_string()],
+                Some(_) => Vec::new(),
+            },
             db_size_in_use: to_i64(member.state_db_bytes_in_use),
             is_learner: member.role == "learner",
             // etcd 3.6's additions: the quota (etcd reports its default when none is set), the

@@ -6,7 +6,8 @@
 //! - [`cluster`]: [`ProcessCluster`], a cluster for end-to-end tests (`node/bin/tests`). It fails
 //!   the test (panics) when the cluster misbehaves, and prints the members' logs when dropped
 //!   during a failing test.
-//! - [`etcd`]: [`etcd::EtcdServer`], a single-member etcd (3.4 to 3.7) for tests that compare with it.
+//! - [`etcd`]: [`etcd::EtcdServer`], a single-member etcd (3.4 to 3.7) for tests that compare with it;
+//!   [`etcd_cluster`]: [`etcd_cluster::EtcdCluster`], real etcd members to pause and resume.
 //! - [`member_client`]: [`MemberClient`], raw HTTP against one member, for tests that check the
 //!   API's exact answers rather than go through the typed client.
 //! - `ports.rs`: [`free_addresses`], loopback ports this process never hands out twice.
@@ -19,6 +20,7 @@
 
 pub mod cluster;
 pub mod etcd;
+pub mod etcd_cluster;
 pub mod member;
 pub mod member_client;
 mod ports;
