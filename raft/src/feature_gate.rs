@@ -14,8 +14,9 @@ impl MemberInner {
     /// member that lacks it or did not answer.
     pub(crate) async fn require_feature(&self, feature: Feature) -> Result<(), PeerError> {
         let timeout = self.config.peer_limits.call_timeout;
-        let unconfirmed: Vec<(u64, String)> = self
-            .members_with_peer_urls()
+        let members = self.members_with_peer_urls();
+        self.confirmed_features.forget_all_but(&members);
+        let unconfirmed: Vec<(u64, String)> = members
             .into_iter()
             .filter(|member| member.0 != self.id && !self.confirmed_features.has(member, feature))
             .collect();

@@ -66,9 +66,10 @@ fn uses_txn_extensions(txn: &TxnRequest) -> bool {
         })
 }
 
-/// The members (by id and peer URL) that have said they have a feature. Bounded by the
-/// membership's size times the number of features; a member removed and added again under
-/// another URL is asked again.
+/// The members (by id and peer URL) that have said they have a feature. Members no longer in the
+/// membership are forgotten each time it is consulted, so it holds at most the membership's size
+/// times the number of features; a member removed and added again under another URL is asked
+/// again.
 #[derive(Default)]
 pub(crate) struct ConfirmedFeatures {
     confirmed: Mutex<BTreeSet<(u64, String, Feature)>>,
@@ -78,6 +79,16 @@ impl ConfirmedFeatures {
     pub(crate) fn has(&self, member: &(u64, String), feature: Feature) -> bool {
         let confirmed = self.confirmed.lock().expect("confirmed features lock");
         confirmed.contains(&(member.0, member.1.clone(), feature))
+    }
+
+    /// Forgets every member that is not one of `members` (removed, or moved to another URL).
+    pub(crate) fn forget_all_but(&self, members: &[(u64, String)]) {
+        let mut confirmed = self.confirmed.lock().expect("confirmed features lock");
+        confirmed.retain(|(id, url, _)| {
+            members
+                .iter()
+                .any(|member| member.0 == *id && member.1 == *url)
+        });
     }
 
     pub(crate) fn confirm(&self, member: (u64, String), feature: Feature) {
