@@ -422,9 +422,37 @@ impl RaftMember {
         match change_index {
             Some(index) if !removes_this_member => {
                 let timeout = self.inner.config.peer_limits.call_timeout;
-                self.wait_for_log_index(index, timeout).await
+                self.wait_for_log_index(index, timeout).await?;
+                self.wait_for_committed_membership(index, timeout).await
             }
             _ => Ok(()),
+        }
+    }
+
+    /// Waits until openraft's metrics name the membership entry at `index` (or a later one) as
+    /// committed. `members` reads that committed membership, and openraft publishes its metrics
+    /// after the state machine reports the entry applied, so waiting for the applied index alone
+    /// let a change's answer list the membership before it (seen once in CI: an added learner
+    /// missing from the answer to its own add).
+    async fn wait_for_committed_membership(
+        &self,
+        index: u64,
+        timeout: Duration,
+    ) -> Result<(), MemberError> {
+        let mut metrics = self.inner.raft.metrics();
+        let committed_through_index = |now: &Metrics| {
+            now.committed_membership_config
+                .log_id()
+                .as_ref()
+                .is_some_and(|log_id| log_id.index >= index)
+        };
+        let deadline = Instant::now() + timeout;
+        if wait_for(&mut metrics, deadline, committed_through_index).await {
+            Ok(())
+        } else {
+            Err(MemberError::Timeout(format!(
+                "the membership entry at log index {index} not seen committed in {timeout:?}"
+            )))
         }
     }
 
