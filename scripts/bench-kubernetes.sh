@@ -17,7 +17,9 @@
 # ../shared/anchors/etcd-cluster.sh, names, URLs and the log level only).
 #
 # Settings (environment):
-#   REVKV_KUBE_BENCH_STORES   the stores, in order (default "revkv etcd-3.6 etcd-3.7")
+#   REVKV_KUBE_BENCH_STORES   the stores, in order (default "revkv etcd-3.6 etcd-3.7 kine"; kine is
+#                             v0.17.5 on SQLite, k3s's store, built with cgo as k3s ships it:
+#                             one process, so no replication, which the summary says)
 #   REVKV_KUBE_BENCH_ROUNDS   how many times to run every store (default: as many as stores); round
 #                             K starts at the K-th store and wraps around, so that every store runs
 #                             once in every position; the summary is the median of each round's
@@ -27,15 +29,15 @@
 #   REVKV_KUBE_BENCH_RESULTS_DIR  where each run's rows (JSON lines) and the summary go
 #                             (default target/bench-kubernetes)
 #
-# Ports: revkv 7001-7003, 7101-7103, 7201-7203; etcd 12379-32380 (the anchor's); the apiserver
-# 6443. They must be free.
+# Ports: revkv 7001-7003, 7101-7103, 7201-7203; etcd 12379-32380 (the anchor's); kine 2379; the
+# apiserver 6443. They must be free.
 set -euo pipefail
 export LC_ALL=C
 repo=$(cd "$(dirname "$0")/.." && pwd)
 root=$repo
 cd "$repo"
 
-stores=${REVKV_KUBE_BENCH_STORES:-revkv etcd-3.6 etcd-3.7}
+stores=${REVKV_KUBE_BENCH_STORES:-revkv etcd-3.6 etcd-3.7 kine}
 read -r -a store_list <<<"$stores"
 ((${#store_list[@]} > 0)) || { echo "bench-kubernetes: REVKV_KUBE_BENCH_STORES names no store" >&2; exit 2; }
 rounds=${REVKV_KUBE_BENCH_ROUNDS:-${#store_list[@]}}
@@ -79,6 +81,7 @@ print_machine() {
     [[ " $stores " == *" etcd-$version "* ]] || continue
     echo "etcd $version:   $("$(etcd_bin_dir "$version")/etcd" --version | head -n 1)"
   done
+  if [[ " $stores " == *" kine "* ]]; then echo "kine:       $("$revkv_tools_dir/go/kine/kine" --version 2>&1 | head -n 1)"; fi
   echo "workload:   $objects ConfigMaps per client count, clients $clients"
   echo "uptime:     $(uptime)"
 }
@@ -91,7 +94,8 @@ run_store() {
     etcd-3.6 | etcd-3.7)
       start_etcd "${store#etcd-}" >/dev/null
       servers="http://127.0.0.1:12379,http://127.0.0.1:22379,http://127.0.0.1:32379" ;;
-    *) echo "bench-kubernetes: unknown store $store (revkv, etcd-3.6, etcd-3.7)" >&2; exit 2 ;;
+    kine) start_kine >/dev/null; servers="http://127.0.0.1:2379" ;;
+    *) echo "bench-kubernetes: unknown store $store (revkv, etcd-3.6, etcd-3.7, kine)" >&2; exit 2 ;;
   esac
   kubernetes_etcd_servers=$servers
   kubernetes_start kube-apiserver
@@ -122,10 +126,12 @@ stores_in_round_order() {
   done
 }
 
-echo "== building Kubernetes 1.37.2, etcd 3.6 and 3.7 and the benchmark program (once, privately, when missing)"
+echo "== building Kubernetes 1.37.2, the etcds and kine and the benchmark program (once, privately, when missing)"
 kubernetes_build
 for store in "${store_list[@]}"; do
-  case "$store" in etcd-3.6 | etcd-3.7) go_tools_build "$store" ;; esac
+  case "$store" in etcd-3.6 | etcd-3.7 | kine) go_tools_build "$store" ;; esac
+  # kine's readiness check uses etcd 3.6's etcdctl.
+  if [[ "$store" == kine ]]; then go_tools_build etcd-3.6; fi
 done
 bench_binary="$go_tools_cache/kubernetes-bench/kubernetes-bench"
 mkdir -p "$(dirname "$bench_binary")"

@@ -2,7 +2,7 @@
 # etcd on this machine, find its leader, read its members' CPU time and memory.
 #
 # The caller sets `work_dir` (a temporary directory) and `repo`. The functions set:
-#   running          "revkv" or "etcd" while a cluster is up, "" otherwise
+#   running          "revkv", "etcd" or "kine" while a cluster is up, "" otherwise
 #   member_pids      the members' process ids
 #   leader_endpoint  the leader's client URL
 #   leader_pid       the leader's process id (revkv only; "" for etcd)
@@ -47,6 +47,14 @@ stop_cluster() {
       # The next start must find an empty store, as etcd's anchor does: with several rounds,
       # revkv would otherwise start each round with every key the rounds before wrote.
       rm -rf "$work_dir/revkv" ;;
+    kine)
+      local pid
+      for pid in "${member_pids[@]}"; do
+        kill "$pid" 2>/dev/null || true
+        for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null || true
+      done
+      rm -rf "$work_dir/kine" ;;
     etcd)
       bash "$etcd_anchor" stop "$work_dir/etcd" || true
       # The anchor sends SIGTERM; a leader may take a while to hand over, so wait for each pid.
@@ -124,6 +132,31 @@ for member in json.loads(sys.argv[1] or "[]"):
   echo "   etcd $version leader: $leader_endpoint"
 }
 
+# kine v0.17.5 on SQLite, the store k3s users pick (built privately with cgo, as k3s ships it:
+# scripts/go-tools.sh kine): one process, one SQLite file in WAL mode with kine's own default
+# parameters (its `DefaultParams`), its etcd API on 127.0.0.1:2379. It has no replicas, so it is
+# one "member" and its own leader.
+start_kine() {
+  local binary="$revkv_tools_dir/go/kine/kine"
+  [[ -x "$binary" ]] || { echo "bench: kine is not built in '$binary' (scripts/go-tools.sh kine)" >&2; return 1; }
+  mkdir -p "$work_dir/kine"
+  local parameters="_journal_mode=WAL&_busy_timeout=30000&_synchronous=NORMAL&_txlock=immediate&_stmt_cache_size=20&cache=shared"
+  "$binary" --listen-address 127.0.0.1:2379 --metrics-bind-address 0 \
+    --endpoint "sqlite://$work_dir/kine/state.db?$parameters" >"$work_dir/kine/kine.log" 2>&1 &
+  member_pids+=("$!")
+  running=kine
+  local etcdctl="$revkv_tools_dir/go/etcd-3.6/etcdctl"
+  for _ in $(seq 100); do
+    "$etcdctl" --endpoints 127.0.0.1:2379 endpoint status >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  "$etcdctl" --endpoints 127.0.0.1:2379 endpoint status >/dev/null 2>&1 ||
+    { echo "kine did not answer; see $work_dir/kine/kine.log" >&2; return 1; }
+  leader_endpoint="http://127.0.0.1:2379"
+  leader_pid=""
+  echo "   kine: $leader_endpoint"
+}
+
 # Total CPU time (utime + stime, clock ticks) of the cluster's member processes.
 members_cpu_ticks() {
   local pid total=0
@@ -145,6 +178,7 @@ members_disk_kib() {
   case "$running" in
     revkv) for directory in "$work_dir"/revkv/member-{1,2,3}; do du -sk "$directory" | awk '{printf "%s ", $1}'; done ;;
     etcd) for directory in "$work_dir"/etcd/e{1,2,3}; do du -sk "$directory" | awk '{printf "%s ", $1}'; done ;;
+    kine) du -sk "$work_dir/kine" | awk '{printf "%s ", $1}' ;;
   esac
 }
 

@@ -16,7 +16,7 @@
 #
 # usage: scripts/go-tools.sh NAME...       builds what is missing, prints each set's directory
 #        source scripts/go-tools.sh; go_tools_build NAME; "$(go_tools_dir NAME)/etcd" ...
-# Tool sets: etcd-3.6, etcd-3.7, etcd-benchmark (ls cluster/go).
+# Tool sets: etcd-3.6, etcd-3.7, etcd-benchmark, kine, kubernetes-1.37 (ls cluster/go).
 
 go_tools_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=scripts/private-tools.sh
@@ -30,10 +30,11 @@ go_tools_dir() {
 
 # Runs the go command with the private caches and a build that depends only on the wrapper's
 # go.mod and go.sum: no toolchain switch, no change to go.mod, no cgo (etcd's releases are built
-# without it too), no local paths in the binaries.
+# without it too; GO_TOOLS_CGO=1 for a wrapper with a `cgo` file, below), no local paths in the
+# binaries.
 go_tools_go() {
   GOMODCACHE="$go_tools_cache/mod" GOCACHE="$go_tools_cache/build-cache" \
-    GOFLAGS="-modcacherw -mod=readonly -trimpath" GOTOOLCHAIN=local CGO_ENABLED=0 \
+    GOFLAGS="-modcacherw -mod=readonly -trimpath" GOTOOLCHAIN=local CGO_ENABLED="${GO_TOOLS_CGO:-0}" \
     GOWORK=off go "$@"
 }
 
@@ -45,6 +46,8 @@ go_tools_stamp() {
     go version
     cat "$wrapper/go.mod" "$wrapper/go.sum" "$wrapper/binaries"
     if [[ -f "$wrapper/ldflags" ]]; then cat "$wrapper/ldflags"; fi
+    if [[ -f "$wrapper/cgo" ]]; then cat "$wrapper/cgo"; fi
+    if [[ -f "$wrapper/tags" ]]; then cat "$wrapper/tags"; fi
   } | sha256sum | cut -d' ' -f1
 }
 
@@ -67,14 +70,21 @@ go_tools_build() {
   if [[ -f "$target/.stamp" && "$(cat "$target/.stamp")" == "$stamp" ]]; then
     return 0
   fi
-  local ldflags=""
+  local ldflags="" cgo=0 cgo_cflags=""
   if [[ -f "$wrapper/ldflags" ]]; then ldflags=$(tr '\n' ' ' <"$wrapper/ldflags"); fi
+  # A wrapper with a `cgo` file is built with cgo (the machine's C compiler), that file giving
+  # the C flags: kine on SQLite, as k3s builds it, links SQLite's C library.
+  if [[ -f "$wrapper/cgo" ]]; then cgo=1; cgo_cflags=$(grep -v '^#' "$wrapper/cgo" | tr '\n' ' '); fi
+  # A `tags` file names the build tags, one line, comma-separated (as the upstream build uses).
+  local tags=""
+  if [[ -f "$wrapper/tags" ]]; then tags=$(grep -v '^#' "$wrapper/tags" | tr -d '\n'); fi
   mkdir -p "$target"
   rm -f "$target/.stamp"
   local started=$SECONDS binary package
   while read -r binary package; do
     [[ -z "$binary" || "$binary" == \#* ]] && continue
-    (cd "$wrapper" && go_tools_go build -ldflags "$ldflags" -o "$target/$binary" "$package") || {
+    (cd "$wrapper" && GO_TOOLS_CGO=$cgo CGO_CFLAGS="$cgo_cflags" \
+      go_tools_go build -ldflags "$ldflags" -tags "$tags" -o "$target/$binary" "$package") || {
       echo "go-tools: building $binary ($package) of $name failed" >&2
       return 1
     }

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Summarises scripts/bench-kubernetes.sh: each store's rows side by side and revkv against the
-better etcd per row.
+better etcd per row (and against kine, when it ran).
 
 usage: kubernetes_bench_summary.py STORE... -- ROUND_DIR...
 
@@ -12,7 +12,8 @@ taken within a round before the median is).
 Ratios, revkv over the better etcd of the row: throughput (more is better; the better etcd is the
 one with the most), p50 and p99 (less is better; the better etcd has the least), and the store's CPU
 per request (less is better). The watch row has no throughput of its own (its events come from the
-writes), so only its latencies are compared.
+writes), so only its latencies are compared. When kine ran, a last column gives revkv over kine in
+the same way.
 """
 import json
 import statistics
@@ -32,10 +33,10 @@ def read_round(directory, stores):
     return rows
 
 
-def ratios_of(rows, stores, operation, clients):
-    """revkv's row over the better etcd's, or None when either is missing."""
+def ratios_of(rows, baselines, operation, clients):
+    """revkv's row over the better row of the baseline stores, or None when either is missing."""
     revkv = rows.get(("revkv", operation, clients))
-    etcds = [rows[key] for key in ((s, operation, clients) for s in stores if s != "revkv") if key in rows]
+    etcds = [rows[key] for key in ((s, operation, clients) for s in baselines) if key in rows]
     if revkv is None or not etcds:
         return None
     def lowest(field):
@@ -72,6 +73,16 @@ def cell(row):
     return text
 
 
+def ratio_summary(rounds, baselines, operation, clients):
+    """The medians over the rounds of revkv's ratios to the better baseline, as one cell."""
+    per_round = [r for r in (ratios_of(rows, baselines, operation, clients) for rows in rounds) if r]
+    names = sorted({name for ratios in per_round for name in ratios},
+                   key=["throughput", "p50", "p99", "store CPU"].index)
+    summary = ", ".join(
+        f"{name} {statistics.median(r[name] for r in per_round if name in r):.2f}x" for name in names)
+    return summary or "—"
+
+
 def main(arguments):
     if "--" not in arguments:
         sys.exit(__doc__)
@@ -87,19 +98,19 @@ def main(arguments):
     keys.sort(key=lambda key: (key[1], order.index(key[0]) if key[0] in order else len(order)))
     title = "one round" if len(rounds) == 1 else f"medians of {len(rounds)} rounds"
     print(f"### Kubernetes on each store ({title}; latencies in ms, the store's CPU per request)\n")
-    print("| row | " + " | ".join(stores) + " | revkv / better etcd |")
-    print("|---|" + "---|" * (len(stores) + 1))
+    etcds = [store for store in stores if store.startswith("etcd")]
+    comparisons = [("revkv / better etcd", etcds)]
+    if "kine" in stores:
+        comparisons.append(("revkv / kine", ["kine"]))
+    print("| row | " + " | ".join(stores) + " | " + " | ".join(name for name, _ in comparisons) + " |")
+    print("|---|" + "---|" * (len(stores) + len(comparisons)))
     for operation, clients in keys:
         cells = []
         for store in stores:
             present = [rows[(store, operation, clients)] for rows in rounds if (store, operation, clients) in rows]
             cells.append(cell(median_row(present)) if present else "—")
-        per_round = [r for r in (ratios_of(rows, stores, operation, clients) for rows in rounds) if r]
-        names = sorted({name for ratios in per_round for name in ratios},
-                       key=["throughput", "p50", "p99", "store CPU"].index)
-        summary = ", ".join(
-            f"{name} {statistics.median(r[name] for r in per_round if name in r):.2f}x" for name in names)
-        print(f"| {operation} {clients} | " + " | ".join(cells) + f" | {summary or '—'} |")
+        summaries = [ratio_summary(rounds, baselines, operation, clients) for _, baselines in comparisons]
+        print(f"| {operation} {clients} | " + " | ".join(cells + summaries) + " |")
     print()
     for store in stores:
         rss = [row["store_rss_mib"] for rows in rounds for (s, _, _), row in rows.items() if s == store]
