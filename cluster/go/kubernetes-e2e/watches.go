@@ -2,9 +2,10 @@ package main
 
 // Watches as informers use them: a watch-list (initial events, then the bookmark that ends them),
 // a watch resumed from the last resourceVersion it saw missing nothing written while it was
-// away, and a watch from a compacted resourceVersion answered 410 Gone. The last uses
-// PodTemplates, whose watch cache the script turns off (--watch-cache-sizes=podtemplates#0), so
-// that the watch reaches the store and the store's compaction answers it, not the cache's window.
+// away, a plain watch's bookmarks (bookmarks.go), and a watch from a compacted resourceVersion
+// answered 410 Gone. The last uses PodTemplates, whose watch cache the script turns off
+// (--watch-cache-sizes=podtemplates#0), so that the watch reaches the store and the store's
+// compaction answers it, not the cache's window.
 
 import (
 	"fmt"
@@ -25,6 +26,9 @@ func watches(test *testContext) error {
 		return err
 	}
 	if err := resumedWatch(test); err != nil {
+		return err
+	}
+	if err := periodicBookmarks(test); err != nil {
 		return err
 	}
 	return compactedWatch(test)
