@@ -117,15 +117,6 @@ run_store() {
   stop_cluster
 }
 
-# The stores in the order round $1 runs them: round K starts at the K-th store.
-stores_in_round_order() {
-  local count=${#store_list[@]} start position
-  start=$((($1 - 1) % count))
-  for ((position = 0; position < count; position++)); do
-    printf '%s ' "${store_list[(start + position) % count]}"
-  done
-}
-
 echo "== building Kubernetes 1.37.2, the etcds and kine and the benchmark program (once, privately, when missing)"
 kubernetes_build
 for store in "${store_list[@]}"; do
@@ -151,7 +142,7 @@ for round in $(seq "$rounds"); do
   round_dir="$results_dir/round-$round"
   round_dirs+=("$round_dir")
   mkdir -p "$round_dir"
-  order=$(stores_in_round_order "$round")
+  order=$(rotated_order "$round" "${store_list[@]}")
   echo "== round $round of $rounds ($(date -u '+%H:%M:%S UTC')), order: $order"
   for store in $order; do run_store "$store" "$round_dir/$store.jsonl"; done
   python3 scripts/kubernetes_bench_summary.py "${store_list[@]}" -- "$round_dir" | tee "$round_dir/summary.md"

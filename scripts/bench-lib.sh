@@ -157,6 +157,19 @@ start_kine() {
   echo "   kine: $leader_endpoint"
 }
 
+# The items $2... in the order round $1 runs them: round K starts with the K-th item and wraps
+# around, so that over as many rounds as items every item runs once in every position (what the
+# previous run left behind, and the host's hour, cost each position something).
+rotated_order() {
+  local round=$1
+  shift
+  local items=("$@") start position
+  start=$(((round - 1) % ${#items[@]}))
+  for ((position = 0; position < ${#items[@]}; position++)); do
+    printf '%s ' "${items[(start + position) % ${#items[@]}]}"
+  done
+}
+
 # Total CPU time (utime + stime, clock ticks) of the cluster's member processes.
 members_cpu_ticks() {
   local pid total=0

@@ -29,7 +29,8 @@
 # `benchmark put --sequential-keys --key-space-size 1000000`.
 #
 # Settings: REVKV_SUSTAINED_TOTAL (default 1000000), REVKV_SUSTAINED_CLIENTS (64),
-# REVKV_SUSTAINED_CONNS (the gRPC connection counts the probe tries, default "1 8"),
+# REVKV_SUSTAINED_CONNS (the gRPC connection counts the probe tries, default "1 8 64", as
+# scripts/bench-vs-etcd.sh sweeps),
 # REVKV_SUSTAINED_PROBE_TOTAL (writes of each probe, default 50000), REVKV_SUSTAINED_ROUNDS
 # (default: the number of systems), REVKV_SUSTAINED_SYSTEMS (default "revkv-grpc etcd3.6
 # etcd3.7"; also revkv, etcd3.4, etcd3.5), REVKV_SUSTAINED_RESULTS_DIR (default
@@ -40,7 +41,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 total=${REVKV_SUSTAINED_TOTAL:-1000000}
 clients=${REVKV_SUSTAINED_CLIENTS:-64}
-conns_list=${REVKV_SUSTAINED_CONNS:-1 8}
+conns_list=${REVKV_SUSTAINED_CONNS:-1 8 64}
 probe_total=${REVKV_SUSTAINED_PROBE_TOTAL:-50000}
 systems=${REVKV_SUSTAINED_SYSTEMS:-revkv-grpc etcd3.6 etcd3.7}
 read -r -a system_list <<<"$systems"
@@ -127,15 +128,6 @@ run_system() {
   stop_cluster
 }
 
-# The systems in the order round $1 runs them: round K starts with the K-th system.
-systems_in_round_order() {
-  local count=${#system_list[@]} start position
-  start=$(( ($1 - 1) % count ))
-  for (( position = 0; position < count; position++ )); do
-    printf '%s ' "${system_list[(start + position) % count]}"
-  done
-}
-
 if [[ " $systems " == *" etcd3.4 "* || " $systems " == *" etcd3.5 "* ]]; then install_etcd_if_absent; fi
 for version in 3.6 3.7; do
   if [[ " $systems " == *" etcd$version "* ]]; then etcd_build_if_absent "$version"; fi
@@ -171,7 +163,7 @@ for round in $(seq "$rounds"); do
   round_dir="$results_dir/round-$round"
   round_dirs+=("$round_dir")
   mkdir -p "$round_dir"
-  round_order=$(systems_in_round_order "$round")
+  round_order=$(rotated_order "$round" "${system_list[@]}")
   echo "== round $round of $rounds ($(date -u '+%H:%M:%S UTC')), order: $round_order"
   for system in $round_order; do
     run_system "$system" "${chosen_conns[$system]}" "$round_dir"

@@ -328,11 +328,7 @@ run_system() {
 
 # The systems in the order round $1 runs them (REVKV_BENCH_ORDER above).
 systems_in_round_order() {
-  local count=${#system_list[@]} start=0 position
-  if [[ "$order" == rotate ]]; then start=$(( ($1 - 1) % count )); fi
-  for (( position = 0; position < count; position++ )); do
-    printf '%s ' "${system_list[(start + position) % count]}"
-  done
+  if [[ "$order" == rotate ]]; then rotated_order "$1" "${system_list[@]}"; else rotated_order 1 "${system_list[@]}"; fi
 }
 
 if [[ " $systems " == *" etcd3.4-"* || " $systems " == *" etcd3.5-"* ]]; then install_etcd_if_absent; fi
