@@ -32,6 +32,13 @@ cargo fmt --all -- --check
 scripts/check-code-map.py --self-test
 # docs/API.md must have a row for every operation of the OpenAPI document, and no other.
 scripts/check-api-doc.py --self-test
+# docs/BENCHMARKS.md is the one page a newcomer reads for speed: under 300 lines, the history of
+# earlier runs in dated files under docs/benchmarks/ that it links to.
+benchmarks_page_lines=$(wc -l <docs/BENCHMARKS.md)
+if ((benchmarks_page_lines >= 300)); then
+  echo "test: docs/BENCHMARKS.md has $benchmarks_page_lines lines; keep it under 300 and move history into docs/benchmarks/" >&2
+  exit 1
+fi
 # No circle of imports between the files of a crate (after a self-test with a planted one).
 scripts/check-import-circles.py --self-test
 # The server binary is built without test-only features (tokio's test-util stays the simulator's).
