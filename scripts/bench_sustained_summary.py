@@ -23,9 +23,9 @@ import sys
 
 
 def load(round_dir, system):
-    """One run's figures, or None when the run left no report."""
+    """One run's figures, or None when the run has not finished (its measures come last)."""
     report_path = os.path.join(round_dir, f"{system}.json")
-    if not os.path.exists(report_path):
+    if not os.path.exists(os.path.join(round_dir, f"{system}.measures")):
         return None
     report = json.load(open(report_path))
     rss_line, disk_line, ticks_line, hertz_line, conns_line = (
