@@ -170,6 +170,15 @@ rotated_order() {
   done
 }
 
+# Says so when $1 rounds of $2 systems cannot put every system in every position equally (a
+# position costs something: what the previous system left behind, the host's hour).
+note_if_rounds_unbalanced() {
+  if (($1 % $2 != 0)); then
+    echo "== note: $1 rounds of $2 systems do not put every system in every position equally;" \
+      "a multiple of $2 rounds does"
+  fi
+}
+
 # Total CPU time (utime + stime, clock ticks) of the cluster's member processes.
 members_cpu_ticks() {
   local pid total=0

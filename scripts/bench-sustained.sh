@@ -154,10 +154,7 @@ for system in "${system_list[@]}"; do
   [[ "$system" == revkv ]] || echo "   $system runs at --conns ${chosen_conns[$system]}"
 done
 
-if (( rounds % ${#system_list[@]} != 0 )); then
-  echo "== note: $rounds rounds of ${#system_list[@]} systems do not put every system in every position" \
-    "equally; a multiple of ${#system_list[@]} rounds does"
-fi
+note_if_rounds_unbalanced "$rounds" "${#system_list[@]}"
 round_dirs=()
 for round in $(seq "$rounds"); do
   round_dir="$results_dir/round-$round"

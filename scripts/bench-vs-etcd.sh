@@ -353,12 +353,7 @@ if (( rounds == 1 )); then
   python3 "$repo/scripts/bench_summary.py" "$results_dir" $systems | tee "$results_dir/summary.md"
   exit 0
 fi
-if [[ "$order" == rotate ]] && (( rounds % ${#system_list[@]} != 0 )); then
-  # A position costs something (what the previous system left behind, the host's hour): with a
-  # number of rounds that is not a multiple of the systems, some system never runs first.
-  echo "== note: $rounds rounds of ${#system_list[@]} systems do not put every system in every position" \
-    "equally; a multiple of ${#system_list[@]} rounds does"
-fi
+if [[ "$order" == rotate ]]; then note_if_rounds_unbalanced "$rounds" "${#system_list[@]}"; fi
 round_dirs=()
 for round in $(seq "$rounds"); do
   round_dir="$results_dir/round-$round"
