@@ -421,9 +421,11 @@ impl RaftMember {
             .await?;
         match change_index {
             Some(index) if !removes_this_member => {
+                // One deadline for both waits: the change's answer waits one call timeout at most.
                 let timeout = self.inner.config.peer_limits.call_timeout;
+                let deadline = Instant::now() + timeout;
                 self.wait_for_log_index(index, timeout).await?;
-                self.wait_for_committed_membership(index, timeout).await
+                self.wait_for_committed_membership(index, deadline).await
             }
             _ => Ok(()),
         }
@@ -437,7 +439,7 @@ impl RaftMember {
     async fn wait_for_committed_membership(
         &self,
         index: u64,
-        timeout: Duration,
+        deadline: Instant,
     ) -> Result<(), MemberError> {
         let mut metrics = self.inner.raft.metrics();
         let committed_through_index = |now: &Metrics| {
@@ -446,12 +448,11 @@ impl RaftMember {
                 .as_ref()
                 .is_some_and(|log_id| log_id.index >= index)
         };
-        let deadline = Instant::now() + timeout;
         if wait_for(&mut metrics, deadline, committed_through_index).await {
             Ok(())
         } else {
             Err(MemberError::Timeout(format!(
-                "the membership entry at log index {index} not seen committed in {timeout:?}"
+                "the membership entry at log index {index} not seen committed in time"
             )))
         }
     }
