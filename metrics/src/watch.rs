@@ -58,17 +58,23 @@ impl WatchMetrics {
     pub fn record_bookmark_sent(&self) {
         self.bookmarks_sent_total.inc();
     }
-
-    pub fn record_slow_consumer_cancel(&self) {
-        self.slow_consumer_cancels_total.inc();
-    }
 }
 
 /// Counts one open watcher for as long as it lives: [`WatchMetrics::track_watcher`] increments the
-/// gauge and dropping the guard decrements it, so an early return can never leak a watcher.
+/// gauge and dropping the guard decrements it, so an early return can never leak a watcher. The
+/// member ends a watcher that falls too far behind through its guard, so that the end is counted
+/// when the member decides it, even if the client never reads far enough to see it.
 #[derive(Debug)]
 pub struct WatcherGuard {
     watchers: IntGauge,
+    slow_consumer_cancels_total: IntCounter,
+}
+
+impl WatcherGuard {
+    /// The member ended this watcher with reason `slow_consumer`.
+    pub fn record_slow_consumer_cancel(&self) {
+        self.slow_consumer_cancels_total.inc();
+    }
 }
 
 impl WatchMetrics {
@@ -77,6 +83,7 @@ impl WatchMetrics {
         self.watcher_opened();
         WatcherGuard {
             watchers: self.watchers.clone(),
+            slow_consumer_cancels_total: self.slow_consumer_cancels_total.clone(),
         }
     }
 }

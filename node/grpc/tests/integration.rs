@@ -11,4 +11,5 @@ mod support;
 mod auth;
 mod kv;
 mod lease_cluster_maintenance;
+mod slow_watch_streams;
 mod watch;

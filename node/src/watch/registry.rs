@@ -67,8 +67,9 @@ struct Watcher {
     deliver_from: u64,
     /// A bookmark owed to this watcher must reach at least this revision.
     bookmark_owed: Option<u64>,
-    /// Counts this watcher in the open-watchers gauge until it leaves the hub.
-    _counted: Option<WatcherGuard>,
+    /// Counts this watcher in the open-watchers gauge until it leaves the hub, and counts its
+    /// end if the hub ends it for falling behind.
+    counted: Option<WatcherGuard>,
 }
 
 /// What a new watcher is registered with.
@@ -182,7 +183,7 @@ impl Registry {
             synced,
             deliver_from: new.start,
             bookmark_owed: None,
-            _counted: new.counted,
+            counted: new.counted,
         };
         state.watchers.insert(new.id, watcher);
         Ok(!synced)
@@ -449,6 +450,13 @@ impl State {
     /// Cancels a watcher that has everything below its `deliver_from` and nothing after.
     fn cancel_behind(&mut self, id: u64, reason: CancelReason, compact_revision: Option<u64>) {
         if let Some(watcher) = self.watchers.get(&id) {
+            // Counted here, where the hub decides, not when the reader reaches the CANCELED
+            // message: a client that stopped reading may never reach it.
+            if reason == CancelReason::SlowConsumer {
+                if let Some(counted) = &watcher.counted {
+                    counted.record_slow_consumer_cancel();
+                }
+            }
             watcher.ending.set(Cancellation {
                 reason,
                 compact_revision,

@@ -160,11 +160,7 @@ impl Watch {
         match message {
             WatchMessage::Events(events) => metrics.record_events_sent(events.len() as u64),
             WatchMessage::Bookmark { .. } => metrics.record_bookmark_sent(),
-            WatchMessage::Canceled(cancellation)
-                if cancellation.reason == CancelReason::SlowConsumer =>
-            {
-                metrics.record_slow_consumer_cancel()
-            }
+            // A slow-consumer cancel is counted by the hub when it decides it (`registry.rs`).
             WatchMessage::Canceled(_) | WatchMessage::Created { .. } => {}
         }
     }

@@ -21,7 +21,8 @@
 //! retry-on-conflict, reporting attempts and conflicts; on etcd through a txn comparing the
 //! counter's mod revision), and `watch` (event delivery latency with `--watchers W` watches at
 //! `--write-rate` writes per second; it measures streams, not requests, so it has its own module,
-//! [`watch_latency`], and [`watch_grpc`] for its gRPC streams).
+//! [`watch_latency`], and [`watch_grpc`] for its gRPC streams). `hold-watches` measures nothing:
+//! it holds watches, some never read, while etcd's `benchmark` measures writes ([`held_watches`]).
 //!
 //! The parts, one idea per file:
 //! - [`options`]: the command line ([`BenchArgs`]) and its validation into a [`options::BenchPlan`].
@@ -37,6 +38,7 @@
 pub mod cas;
 pub mod driver;
 pub mod etcd_grpc;
+pub mod held_watches;
 pub mod options;
 pub mod report;
 pub mod target;
@@ -57,6 +59,9 @@ pub use options::BenchArgs;
 pub async fn run(args: BenchArgs) -> ExitCode {
     if args.workload == workload::WorkloadKind::Watch {
         return run_watch(args).await;
+    }
+    if args.workload == workload::WorkloadKind::HoldWatches {
+        return run_hold_watches(args).await;
     }
     let plan = match args.into_plan() {
         Ok(plan) => plan,
@@ -83,6 +88,28 @@ pub async fn run(args: BenchArgs) -> ExitCode {
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
+}
+
+/// The hold-watches workload: watches held while another client writes; its report is JSON.
+async fn run_hold_watches(args: BenchArgs) -> ExitCode {
+    let plan = match args.into_held_watches_plan() {
+        Ok(plan) => plan,
+        Err(message) => {
+            eprintln!("revkv bench: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    match held_watches::run(&plan).await {
+        Ok(report) => {
+            let json = serde_json::to_string_pretty(&report).expect("reports serialize");
+            println!("{json}");
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("revkv bench: {message}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// The watch workload: event delivery latency, reported as JSON or a short table.

@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
 
+use super::held_watches::HeldWatchesPlan;
 use super::target::TargetKind;
 use super::workload::{ReadConsistency, Workload, WorkloadKind};
 use crate::cli::{parse_duration, terse_output_format_parser, OutputFormat, TlsArgs};
@@ -103,6 +104,11 @@ pub struct BenchArgs {
     #[arg(long)]
     pub watches_per_stream: Option<usize>,
 
+    /// hold-watches: the share of the watches, in percent, whose streams are never read after
+    /// their watches are created.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub stalled_percent: u8,
+
     /// Writes per second of the watch workload's single writer.
     #[arg(long, default_value_t = 10)]
     pub write_rate: u32,
@@ -175,6 +181,39 @@ impl BenchArgs {
             value_size: self.value_size,
             run_tag: run_tag_from_clock(),
             tls: self.tls.client_tls(),
+        })
+    }
+}
+
+impl BenchArgs {
+    /// The plan of the hold-watches workload, which holds watches and measures nothing.
+    pub fn into_held_watches_plan(self) -> Result<HeldWatchesPlan, String> {
+        if self.target != TargetKind::EtcdGrpc {
+            return Err("hold-watches speaks etcd's gRPC API only: give --target etcd-grpc".into());
+        }
+        if self.watchers == 0 || self.watchers > MOST_WATCHERS {
+            return Err(format!("--watchers must be between 1 and {MOST_WATCHERS}"));
+        }
+        let watches_per_stream = self
+            .watches_per_stream
+            .unwrap_or(DEFAULT_WATCHES_PER_STREAM);
+        if watches_per_stream == 0 || watches_per_stream > MOST_WATCHERS {
+            return Err(format!(
+                "--watches-per-stream must be between 1 and {MOST_WATCHERS}"
+            ));
+        }
+        let reading_connections = self.conns.unwrap_or(1);
+        if reading_connections == 0 || reading_connections > MOST_CLIENTS {
+            return Err(format!("--conns must be between 1 and {MOST_CLIENTS}"));
+        }
+        let endpoints = self.resolved_endpoints()?;
+        Ok(HeldWatchesPlan {
+            endpoints,
+            watchers: self.watchers,
+            watches_per_stream,
+            reading_connections,
+            stalled_percent: self.stalled_percent,
+            duration: self.duration.unwrap_or(TIME_CEILING_FOR_COUNTED_RUNS),
         })
     }
 }
@@ -338,6 +377,9 @@ impl BenchArgs {
                 Ok(Workload::Cas { hot_keys })
             }
             WorkloadKind::Watch => Err("the watch workload is planned by into_watch_plan".into()),
+            WorkloadKind::HoldWatches => {
+                Err("the hold-watches workload is planned by into_held_watches_plan".into())
+            }
         }
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use clap::ValueEnum;
 use serde::Serialize;
 
-/// The workload named on the command line. `watch` (issue 6) is not built yet.
+/// The workload named on the command line.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum WorkloadKind {
@@ -21,6 +21,11 @@ pub enum WorkloadKind {
     Cas,
     /// Event delivery latency with `--watchers` streams on one prefix (see `watch_latency`).
     Watch,
+    /// No measurement: `--watchers` watches held, `--stalled-percent` of them never read, while
+    /// another client writes (see `held_watches`).
+    #[value(name = "hold-watches")]
+    #[serde(rename = "hold-watches")]
+    HoldWatches,
 }
 
 /// How a read is served: through the leader's read index, or from the answering member's state.
