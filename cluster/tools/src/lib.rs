@@ -23,3 +23,4 @@ pub mod ctl;
 pub mod etcd_api;
 pub mod follow_etcd;
 pub mod harness;
+pub mod interrupt;

@@ -16,9 +16,9 @@
 //! or more, so watch w watches the keys starting with byte `0x80 + 2 (w mod 64)`, and each write
 //! reaches about one watch in 64.
 //!
-//! The watches are held until SIGINT or `--duration`; then the stalled streams are read to their
-//! end (what the member kept for them, and each watch's end with its reason), and a JSON report
-//! goes to stdout.
+//! The watches are held until SIGINT, SIGTERM or `--duration`; then the stalled streams are read
+//! to their end (what the member kept for them, and each watch's end with its reason), and a JSON
+//! report goes to stdout.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -47,7 +47,7 @@ pub struct HeldWatchesPlan {
     pub reading_connections: usize,
     /// The share of the watches whose streams are never read, in percent.
     pub stalled_percent: u8,
-    /// The longest the watches are held (SIGINT ends the hold earlier).
+    /// The longest the watches are held (SIGINT or SIGTERM ends the hold earlier).
     pub duration: Duration,
 }
 
@@ -83,7 +83,7 @@ struct StreamTally {
     ended: BTreeMap<String, u64>,
 }
 
-/// Holds the plan's watches until SIGINT or the plan's duration, then reports.
+/// Holds the plan's watches until SIGINT, SIGTERM or the plan's duration, then reports.
 pub async fn run(plan: &HeldWatchesPlan) -> Result<HeldWatchesReport, String> {
     let setup_started = Instant::now();
     let stalled_watches = plan.stalled_watches();
@@ -126,7 +126,7 @@ pub async fn run(plan: &HeldWatchesPlan) -> Result<HeldWatchesReport, String> {
     );
     let held_since = Instant::now();
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
+        () = crate::interrupt::interrupted() => {}
         () = tokio::time::sleep(plan.duration) => {}
     }
     let held_seconds = held_since.elapsed().as_secs_f64();

@@ -103,7 +103,7 @@ pub async fn listen(
     while count.is_none_or(|count| printed < count) {
         let leader: KeyValue = tokio::select! {
             leader = observer.next() => leader?,
-            () = interrupted() => return Ok(()),
+            () = crate::interrupt::interrupted() => return Ok(()),
         };
         if !print_line(format, &leader.key, &leader.value, leader.create_revision) {
             return Ok(());
@@ -116,22 +116,8 @@ pub async fn listen(
 /// Waits for SIGINT or SIGTERM (Ok), or the loss of the session (its error).
 async fn hold_until_interrupted(session: &Session) -> Result<(), ClientError> {
     tokio::select! {
-        () = interrupted() => Ok(()),
+        () = crate::interrupt::interrupted() => Ok(()),
         _ = session.done() => Err(ClientError::SessionExpired { lease: session.lease_id() }),
-    }
-}
-
-/// Resolves on SIGINT or SIGTERM.
-async fn interrupted() {
-    use tokio::signal::unix::{signal, SignalKind};
-    match signal(SignalKind::terminate()) {
-        Ok(mut terminate) => tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = terminate.recv() => {}
-        },
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
     }
 }
 
