@@ -22,10 +22,11 @@ PHASES = ("none", "reading", "stalled")
 
 def phase_numbers(round_dir, system, phase):
     """The phase's numbers, or None when it left no report."""
-    stem = pathlib.Path(round_dir) / f"{system}-{phase}"
+    # Not Path.with_suffix: a system's name holds a dot ("etcd3.6").
+    stem = f"{pathlib.Path(round_dir) / system}-{phase}"
     try:
-        report = json.loads(stem.with_suffix(".json").read_text())
-        ticks, hertz, *rss = stem.with_suffix(".measures").read_text().split()
+        report = json.loads(pathlib.Path(f"{stem}.json").read_text())
+        ticks, hertz, *rss = pathlib.Path(f"{stem}.measures").read_text().split()
     except (OSError, ValueError):
         return None
     succeeded = max(report["succeeded"], 1)
