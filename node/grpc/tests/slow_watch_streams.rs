@@ -5,13 +5,8 @@
 
 use crate::support;
 
-use std::time::Duration;
-
-use etcd_client::{WatchOptions, WatchResponse, WatchStream};
-use support::GrpcMember;
-
-/// The longest a test waits for the next response.
-const DEADLINE: Duration = Duration::from_secs(20);
+use etcd_client::{WatchOptions, WatchStream};
+use support::{next_watch_response as next, GrpcMember};
 
 /// Bytes of each value written: large, so that the windows and buffers between the member and a
 /// client that stopped reading (HTTP/2 flow control on both sides, the stream's queue, the
@@ -24,14 +19,6 @@ const MOST_WRITES: usize = 4_096;
 
 /// The key written last; a stream that has read it has read everything.
 const LAST_KEY: &str = "slow/zz-end";
-
-async fn next(stream: &mut WatchStream) -> WatchResponse {
-    tokio::time::timeout(DEADLINE, stream.message())
-        .await
-        .expect("a watch response in time")
-        .expect("the stream is healthy")
-        .expect("the stream is open")
-}
 
 /// The revisions of the events `stream` sends until the event on `LAST_KEY`, or until the watch
 /// is canceled; answers them and the cancel reason, if it was canceled.

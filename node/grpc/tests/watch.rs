@@ -4,23 +4,10 @@
 
 use crate::support;
 
-use std::time::Duration;
-
 use etcd_client::{
     CompactionOptions, EventType, WatchFilterType, WatchOptions, WatchResponse, WatchStream,
 };
-use support::GrpcMember;
-
-/// The longest a test waits for the next response.
-const DEADLINE: Duration = Duration::from_secs(20);
-
-async fn next(stream: &mut WatchStream) -> WatchResponse {
-    tokio::time::timeout(DEADLINE, stream.message())
-        .await
-        .expect("a watch response in time")
-        .expect("the stream is healthy")
-        .expect("the stream is open")
-}
+use support::{next_watch_response as next, GrpcMember, WATCH_DEADLINE as DEADLINE};
 
 /// (type, key, value, previous value) of each event of a response.
 fn events(response: &WatchResponse) -> Vec<(EventType, String, String, Option<String>)> {

@@ -28,8 +28,9 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::watch_grpc::connections;
 use crate::etcd_api::pb::{WatchCreateRequest, WatchResponse};
-use crate::etcd_api::{ConnectOptions, EtcdClient, WatchStream};
+use crate::etcd_api::{EtcdClient, WatchStream};
 
 /// How many distinct first bytes the watches spread over (see the module comment).
 const WATCHED_FIRST_BYTES: usize = 64;
@@ -90,8 +91,9 @@ pub async fn run(plan: &HeldWatchesPlan) -> Result<HeldWatchesReport, String> {
     let stalled_streams = stalled_watches.div_ceil(plan.watches_per_stream);
     let reading_watches = plan.watchers - stalled_watches;
     let reading_streams = reading_watches.div_ceil(plan.watches_per_stream);
-    let reading_clients = connect(plan, 0, plan.reading_connections.min(reading_streams)).await?;
-    let stalled_clients = connect(plan, reading_clients.len(), stalled_streams).await?;
+    let reading_count = plan.reading_connections.min(reading_streams);
+    let reading_clients = connections(&plan.endpoints, 0, reading_count).await?;
+    let stalled_clients = connections(&plan.endpoints, reading_count, stalled_streams).await?;
     let (stop_sender, stop) = watch::channel(false);
     let (created_sender, mut created) =
         tokio::sync::mpsc::channel(reading_streams + stalled_streams + 1);
@@ -154,23 +156,6 @@ pub async fn run(plan: &HeldWatchesPlan) -> Result<HeldWatchesReport, String> {
         }
     }
     Ok(report)
-}
-
-/// `count` connections, the first to endpoint `first mod n`, the next to the one after it.
-async fn connect(
-    plan: &HeldWatchesPlan,
-    first: usize,
-    count: usize,
-) -> Result<Vec<EtcdClient>, String> {
-    let mut clients = Vec::with_capacity(count);
-    for index in first..first + count {
-        let endpoint = &plan.endpoints[index % plan.endpoints.len()];
-        let client = EtcdClient::connect(&[endpoint], ConnectOptions::new())
-            .await
-            .map_err(|error| format!("cannot make a gRPC client of {endpoint}: {error}"))?;
-        clients.push(client);
-    }
-    Ok(clients)
 }
 
 /// The sizes of the streams that carry `watches` watches, `per_stream` at most to one.

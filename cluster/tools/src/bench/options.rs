@@ -146,14 +146,7 @@ impl BenchArgs {
         if !grpc && (self.conns.is_some() || self.watches_per_stream.is_some()) {
             return Err("--conns and --watches-per-stream apply to --target etcd-grpc only".into());
         }
-        let watches_per_stream = self
-            .watches_per_stream
-            .unwrap_or(DEFAULT_WATCHES_PER_STREAM);
-        if watches_per_stream == 0 || watches_per_stream > MOST_WATCHERS {
-            return Err(format!(
-                "--watches-per-stream must be between 1 and {MOST_WATCHERS}"
-            ));
-        }
+        let watches_per_stream = self.checked_watches_per_stream()?;
         let streams = self.watchers.div_ceil(watches_per_stream);
         let grpc_connections = self.conns.unwrap_or(1);
         if grpc_connections == 0 || grpc_connections > streams {
@@ -186,14 +179,8 @@ impl BenchArgs {
 }
 
 impl BenchArgs {
-    /// The plan of the hold-watches workload, which holds watches and measures nothing.
-    pub fn into_held_watches_plan(self) -> Result<HeldWatchesPlan, String> {
-        if self.target != TargetKind::EtcdGrpc {
-            return Err("hold-watches speaks etcd's gRPC API only: give --target etcd-grpc".into());
-        }
-        if self.watchers == 0 || self.watchers > MOST_WATCHERS {
-            return Err(format!("--watchers must be between 1 and {MOST_WATCHERS}"));
-        }
+    /// `--watches-per-stream`, or etcd's benchmark's default, checked.
+    fn checked_watches_per_stream(&self) -> Result<usize, String> {
         let watches_per_stream = self
             .watches_per_stream
             .unwrap_or(DEFAULT_WATCHES_PER_STREAM);
@@ -202,6 +189,18 @@ impl BenchArgs {
                 "--watches-per-stream must be between 1 and {MOST_WATCHERS}"
             ));
         }
+        Ok(watches_per_stream)
+    }
+
+    /// The plan of the hold-watches workload, which holds watches and measures nothing.
+    pub fn into_held_watches_plan(self) -> Result<HeldWatchesPlan, String> {
+        if self.target != TargetKind::EtcdGrpc {
+            return Err("hold-watches speaks etcd's gRPC API only: give --target etcd-grpc".into());
+        }
+        if self.watchers == 0 || self.watchers > MOST_WATCHERS {
+            return Err(format!("--watchers must be between 1 and {MOST_WATCHERS}"));
+        }
+        let watches_per_stream = self.checked_watches_per_stream()?;
         let reading_connections = self.conns.unwrap_or(1);
         if reading_connections == 0 || reading_connections > MOST_CLIENTS {
             return Err(format!("--conns must be between 1 and {MOST_CLIENTS}"));

@@ -23,9 +23,18 @@ const END_CHECK_PERIOD: Duration = Duration::from_millis(200);
 
 /// The plan's shared connections, connection j to endpoint j mod n.
 pub async fn connect(plan: &WatchLatencyPlan) -> Result<Vec<EtcdClient>, String> {
-    let mut clients = Vec::with_capacity(plan.grpc_connections);
-    for index in 0..plan.grpc_connections.max(1) {
-        let endpoint = &plan.endpoints[index % plan.endpoints.len()];
+    connections(&plan.endpoints, 0, plan.grpc_connections.max(1)).await
+}
+
+/// `count` connections numbered from `first`, connection j to endpoint j mod n.
+pub async fn connections(
+    endpoints: &[String],
+    first: usize,
+    count: usize,
+) -> Result<Vec<EtcdClient>, String> {
+    let mut clients = Vec::with_capacity(count);
+    for index in first..first + count {
+        let endpoint = &endpoints[index % endpoints.len()];
         let client = EtcdClient::connect(&[endpoint], ConnectOptions::new())
             .await
             .map_err(|error| format!("cannot make a gRPC client of {endpoint}: {error}"))?;

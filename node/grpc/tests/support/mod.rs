@@ -90,6 +90,20 @@ impl GrpcMember {
     }
 }
 
+/// The longest a watch test waits for the next response.
+pub const WATCH_DEADLINE: Duration = Duration::from_secs(20);
+
+/// The next response of a watch stream, within `WATCH_DEADLINE`.
+pub async fn next_watch_response(
+    stream: &mut etcd_client::WatchStream,
+) -> etcd_client::WatchResponse {
+    tokio::time::timeout(WATCH_DEADLINE, stream.message())
+        .await
+        .expect("a watch response in time")
+        .expect("the stream is healthy")
+        .expect("the stream is open")
+}
+
 /// The gRPC status of a failed call.
 // Not every test file checks error statuses.
 #[allow(dead_code)]
