@@ -28,7 +28,6 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::watch_grpc::connections;
 use crate::etcd_api::pb::{WatchCreateRequest, WatchResponse};
 use crate::etcd_api::{EtcdClient, WatchStream};
 
@@ -92,8 +91,9 @@ pub async fn run(plan: &HeldWatchesPlan) -> Result<HeldWatchesReport, String> {
     let reading_watches = plan.watchers - stalled_watches;
     let reading_streams = reading_watches.div_ceil(plan.watches_per_stream);
     let reading_count = plan.reading_connections.min(reading_streams);
-    let reading_clients = connections(&plan.endpoints, 0, reading_count).await?;
-    let stalled_clients = connections(&plan.endpoints, reading_count, stalled_streams).await?;
+    let reading_clients = EtcdClient::connect_numbered(&plan.endpoints, 0, reading_count).await?;
+    let stalled_clients =
+        EtcdClient::connect_numbered(&plan.endpoints, reading_count, stalled_streams).await?;
     let (stop_sender, stop) = watch::channel(false);
     let (created_sender, mut created) =
         tokio::sync::mpsc::channel(reading_streams + stalled_streams + 1);

@@ -16,31 +16,14 @@ use tokio::time::Instant;
 use super::options::WatchLatencyPlan;
 use super::watch_arrivals::{stale, Arrivals};
 use crate::etcd_api::pb::{PutRequest, WatchCreateRequest};
-use crate::etcd_api::{prefix_range, ConnectOptions, EtcdClient, EtcdError, KvClient, WatchStream};
+use crate::etcd_api::{prefix_range, EtcdClient, EtcdError, KvClient, WatchStream};
 
 /// How often a stream with nothing to read looks whether the run is over.
 const END_CHECK_PERIOD: Duration = Duration::from_millis(200);
 
 /// The plan's shared connections, connection j to endpoint j mod n.
 pub async fn connect(plan: &WatchLatencyPlan) -> Result<Vec<EtcdClient>, String> {
-    connections(&plan.endpoints, 0, plan.grpc_connections.max(1)).await
-}
-
-/// `count` connections numbered from `first`, connection j to endpoint j mod n.
-pub async fn connections(
-    endpoints: &[String],
-    first: usize,
-    count: usize,
-) -> Result<Vec<EtcdClient>, String> {
-    let mut clients = Vec::with_capacity(count);
-    for index in first..first + count {
-        let endpoint = &endpoints[index % endpoints.len()];
-        let client = EtcdClient::connect(&[endpoint], ConnectOptions::new())
-            .await
-            .map_err(|error| format!("cannot make a gRPC client of {endpoint}: {error}"))?;
-        clients.push(client);
-    }
-    Ok(clients)
+    EtcdClient::connect_numbered(&plan.endpoints, 0, plan.grpc_connections.max(1)).await
 }
 
 /// The number of Watch streams the plan's watches need.

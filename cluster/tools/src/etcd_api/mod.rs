@@ -155,6 +155,27 @@ impl EtcdClient {
         })
     }
 
+    /// `count` clients numbered from `first`, client j connected to endpoint j mod n only, so
+    /// that each is its own connection and the connections spread evenly over the members.
+    pub async fn connect_numbered(
+        endpoints: &[String],
+        first: usize,
+        count: usize,
+    ) -> Result<Vec<EtcdClient>, String> {
+        if endpoints.is_empty() {
+            return Err("no endpoints to connect to".into());
+        }
+        let mut clients = Vec::with_capacity(count);
+        for index in first..first + count {
+            let endpoint = &endpoints[index % endpoints.len()];
+            let client = EtcdClient::connect(&[endpoint], ConnectOptions::new())
+                .await
+                .map_err(|error| format!("cannot make a gRPC client of {endpoint}: {error}"))?;
+            clients.push(client);
+        }
+        Ok(clients)
+    }
+
     /// A client of etcd's KV service on this connection.
     pub fn kv(&self) -> KvClient {
         KvClient::new(self.channel.clone())
