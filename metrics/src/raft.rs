@@ -39,6 +39,8 @@ pub struct RaftMetrics {
     apply_duration_seconds: Histogram,
     append_timeout_seconds: GaugeVec,
     append_timeouts_total: IntCounterVec,
+    learner_auto_promotions_total: IntCounter,
+    learner_lag_entries: GaugeVec,
     /// The highest term in which a leader was seen; a leader seen in a higher term is a change.
     last_term_with_leader: Arc<AtomicU64>,
 }
@@ -103,6 +105,19 @@ impl RaftMetrics {
                 "Appends to each peer that got no answer within their timeout.",
                 &["peer"],
             )?,
+            learner_auto_promotions_total: counter(
+                registry,
+                "revkv_learner_auto_promotions_total",
+                "Learners added with --auto-promote that this member, leading, promoted once \
+                 they had caught up.",
+            )?,
+            learner_lag_entries: float_gauge_vec(
+                registry,
+                "revkv_learner_lag_entries",
+                "On the leader: how many log entries each learner waiting to be promoted \
+                 automatically is behind (infinite while the leader knows of no entry it holds).",
+                &["member"],
+            )?,
             last_term_with_leader: Arc::new(AtomicU64::new(0)),
         })
     }
@@ -123,6 +138,23 @@ impl RaftMetrics {
             if previous < observation.term {
                 self.leader_changes_total.inc();
             }
+        }
+    }
+
+    /// Counts a learner this leader promoted automatically.
+    pub fn record_learner_promoted(&self) {
+        self.learner_auto_promotions_total.inc();
+    }
+
+    /// Shows each learner waiting to be promoted with its lag (`None`: unknown), and no other:
+    /// a learner promoted, removed, or led by another member leaves the gauge.
+    pub fn record_learner_lags(&self, lags: &[(u64, Option<u64>)]) {
+        self.learner_lag_entries.reset();
+        for (member, lag) in lags {
+            let entries = lag.map_or(f64::INFINITY, |lag| lag as f64);
+            self.learner_lag_entries
+                .with_label_values(&[&member.to_string()])
+                .set(entries);
         }
     }
 

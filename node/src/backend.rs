@@ -79,6 +79,50 @@ pub struct LeaseTimeToLive {
     pub keys: Vec<Vec<u8>>,
 }
 
+/// How a new learner joins.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LearnerJoin {
+    /// The answer waits until the learner has caught up (bounded); it stays a learner until
+    /// promoted by hand.
+    #[default]
+    StayLearner,
+    /// The answer comes once the learner is in the membership; the leader promotes it once its
+    /// log is at most `max_lag_entries` behind (`None`: the leader's default,
+    /// `--auto-promote-max-lag`).
+    PromoteWhenCaughtUp { max_lag_entries: Option<u64> },
+}
+
+impl LearnerJoin {
+    /// The join a request asks for, its two settings named as the request's API names them (so a
+    /// refusal points at the field or header to fix): the lag bound means something only with
+    /// auto-promotion, and a bound of 0 entries could never be met while writes go on.
+    pub fn asked(
+        auto_promote: bool,
+        max_lag_entries: Option<u64>,
+        (auto_promote_name, max_lag_name): (&str, &str),
+    ) -> Result<LearnerJoin, NodeError> {
+        match (auto_promote, max_lag_entries) {
+            (false, None) => Ok(LearnerJoin::StayLearner),
+            (false, Some(_)) => Err(NodeError::Invalid(format!(
+                "{max_lag_name} applies with {auto_promote_name} only"
+            ))),
+            (true, Some(0)) => Err(NodeError::Invalid(format!(
+                "{max_lag_name} must be at least 1 entry"
+            ))),
+            (true, max_lag_entries) => Ok(LearnerJoin::PromoteWhenCaughtUp { max_lag_entries }),
+        }
+    }
+}
+
+/// What a member added by its peer URL alone (etcd's `MemberAdd`) becomes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AddedMemberRole {
+    /// A voter, once it has caught up as a learner (etcd's `member add` without `--learner`).
+    Voter,
+    /// A learner that joins as the `LearnerJoin` says.
+    Learner(LearnerJoin),
+}
+
 /// One member of the cluster as the membership API shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct MemberInfo {
@@ -236,19 +280,21 @@ pub trait KvBackend: Send + Sync + 'static {
         None
     }
 
-    /// Adds a learner and waits until it has caught up (bounded).
+    /// Adds a learner: as `join` says, the answer waits until it has caught up (bounded), or
+    /// comes once it is in the membership and the leader promotes it when it has caught up.
     fn add_learner(
         &self,
         member: MemberInfo,
+        join: LearnerJoin,
     ) -> impl Future<Output = Result<Vec<MemberInfo>, NodeError>> + Send;
 
     /// Adds the member already running (`revkv serve --join`) at `peer_url`, which says its own
-    /// id: as a learner that has caught up, then as a voter unless `as_learner`. Answers the added
-    /// member and the membership after the change (etcd's `MemberAdd`).
+    /// id: as a learner that has caught up, then as a voter, or as the learner `role` says.
+    /// Answers the added member and the membership after the change (etcd's `MemberAdd`).
     fn add_member_at(
         &self,
         peer_url: String,
-        as_learner: bool,
+        role: AddedMemberRole,
     ) -> impl Future<Output = Result<(MemberInfo, Vec<MemberInfo>), NodeError>> + Send;
 
     /// Points the cluster at a member's new peer URL (etcd's `MemberUpdate`): replicated as a

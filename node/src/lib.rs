@@ -24,8 +24,8 @@ pub mod watch;
 pub mod writes;
 
 pub use backend::{
-    BackupSource, GrantedLease, KvBackend, LeaseTimeToLive, MemberInfo, MemberStatus, ReadAnswer,
-    ReadConsistency, ResponseHeader, TxnAnswer, Written,
+    AddedMemberRole, BackupSource, GrantedLease, KvBackend, LearnerJoin, LeaseTimeToLive,
+    MemberInfo, MemberStatus, ReadAnswer, ReadConsistency, ResponseHeader, TxnAnswer, Written,
 };
 pub use error::{Missing, NodeError};
 pub use member_backend::MemberBackend;

@@ -14,9 +14,9 @@ use revkv_storage::{
 };
 
 use crate::backend::{
-    BackupSource, ClusterMemberStatus, GrantedLease, KvBackend, LeaseTimeToLive, MemberInfo,
-    MemberStatus, ReadAnswer, ReadConsistency, ResponseHeader, TxnAnswer, Written,
-    CLUSTER_STATUS_TIMEOUT,
+    AddedMemberRole, BackupSource, ClusterMemberStatus, GrantedLease, KvBackend, LearnerJoin,
+    LeaseTimeToLive, MemberInfo, MemberStatus, ReadAnswer, ReadConsistency, ResponseHeader,
+    TxnAnswer, Written, CLUSTER_STATUS_TIMEOUT,
 };
 use crate::error::{Missing, NodeError};
 use crate::watch::WatchHub;
@@ -373,23 +373,34 @@ impl KvBackend for MemberBackend {
         Ok(self.member_infos())
     }
 
-    async fn add_learner(&self, member: MemberInfo) -> Result<Vec<MemberInfo>, NodeError> {
+    async fn add_learner(
+        &self,
+        member: MemberInfo,
+        join: LearnerJoin,
+    ) -> Result<Vec<MemberInfo>, NodeError> {
         let node = MemberNode {
             peer_url: member.peer_url,
             client_url: member.client_url,
             grpc_url: member.grpc_url,
         };
-        self.admin(AdminRequest::AddLearner {
-            id: member.id,
-            node,
-        })
-        .await
+        let id = member.id;
+        let request = match join {
+            LearnerJoin::StayLearner => AdminRequest::AddLearner { id, node },
+            LearnerJoin::PromoteWhenCaughtUp { max_lag_entries } => {
+                AdminRequest::AddLearnerToPromote {
+                    id,
+                    node,
+                    max_lag_entries,
+                }
+            }
+        };
+        self.admin(request).await
     }
 
     async fn add_member_at(
         &self,
         peer_url: String,
-        as_learner: bool,
+        role: AddedMemberRole,
     ) -> Result<(MemberInfo, Vec<MemberInfo>), NodeError> {
         let identity = self
             .member
@@ -401,10 +412,14 @@ impl KvBackend for MemberBackend {
             peer_url,
             client_url: identity.node.client_url,
             grpc_url: identity.node.grpc_url,
-            is_learner: as_learner,
+            is_learner: role != AddedMemberRole::Voter,
         };
-        let mut members = self.add_learner(added.clone()).await?;
-        if !as_learner {
+        let join = match role {
+            AddedMemberRole::Voter => LearnerJoin::StayLearner,
+            AddedMemberRole::Learner(join) => join,
+        };
+        let mut members = self.add_learner(added.clone(), join).await?;
+        if role == AddedMemberRole::Voter {
             members = self.promote(added.id).await?;
         }
         Ok((added, members))

@@ -11,7 +11,8 @@
 //! - Lease events (grants, client revokes, expiries with their lag, keep-alives) are handed over
 //!   by the raft layer where they happen, through [`LeaseEventCounts`], likewise.
 //! - Each peer's append timeout and the appends that timed out, through [`PeerAppendTimeouts`],
-//!   likewise.
+//!   likewise; the learners the leader promoted automatically and their lag, through
+//!   [`LearnerPromotionCounts`].
 
 use std::sync::Arc;
 
@@ -51,6 +52,19 @@ impl revkv_raft::PeerAppendObserver for PeerAppendTimeouts {
 
     fn append_timed_out(&self, peer: u64) {
         self.0.record_append_timed_out(peer);
+    }
+}
+
+/// Records the leader's automatic promotions of learners and their lag.
+pub struct LearnerPromotionCounts(pub RaftMetrics);
+
+impl revkv_raft::LearnerPromotionObserver for LearnerPromotionCounts {
+    fn learner_promoted(&self, _member_id: u64, _lag: u64) {
+        self.0.record_learner_promoted();
+    }
+
+    fn learner_lags(&self, lags: &[(u64, Option<u64>)]) {
+        self.0.record_learner_lags(lags);
     }
 }
 

@@ -185,6 +185,9 @@ async fn start_member_with_metrics(
         LeaseEvents::new(Arc::new(LeaseEventCounts(metrics.lease.clone())));
     member_config.peer_append_timings =
         PeerAppendTimings::new(Arc::new(PeerAppendTimeouts(metrics.raft.clone())));
+    member_config.learner_promotion_events = revkv_raft::LearnerPromotionEvents::new(Arc::new(
+        crate::metrics_feed::LearnerPromotionCounts(metrics.raft.clone()),
+    ));
     RaftMember::start(member_config, peer_listener)
         .await
         .map_err(node_error)

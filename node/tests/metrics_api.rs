@@ -475,16 +475,20 @@ impl KvBackend for RacingBackend {
         self.inner.members().await
     }
 
-    async fn add_learner(&self, member: MemberInfo) -> Result<Vec<MemberInfo>, NodeError> {
-        self.inner.add_learner(member).await
+    async fn add_learner(
+        &self,
+        member: MemberInfo,
+        join: revkv_node::LearnerJoin,
+    ) -> Result<Vec<MemberInfo>, NodeError> {
+        self.inner.add_learner(member, join).await
     }
 
     async fn add_member_at(
         &self,
         peer_url: String,
-        as_learner: bool,
+        role: revkv_node::AddedMemberRole,
     ) -> Result<(MemberInfo, Vec<MemberInfo>), NodeError> {
-        self.inner.add_member_at(peer_url, as_learner).await
+        self.inner.add_member_at(peer_url, role).await
     }
 
     async fn promote(&self, id: u64) -> Result<Vec<MemberInfo>, NodeError> {

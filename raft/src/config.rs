@@ -157,6 +157,10 @@ pub struct MemberConfig {
     pub lease: LeaseSettings,
     /// Who is told of grants, revokes, expiries and renewals (nobody by default).
     pub lease_events: crate::lease_events::LeaseEvents,
+    /// How the leader promotes the learners added to be promoted once caught up.
+    pub learner_promotion: crate::learner_promotion_events::LearnerPromotionSettings,
+    /// Who is told of those promotions and of the learners' lag (nobody by default).
+    pub learner_promotion_events: crate::learner_promotion_events::LearnerPromotionEvents,
     /// Sockets (the default), or a simulated network that carries every peer call
     /// (`peer/simulated.rs`; the listener given to `RaftMember::start` must match).
     pub peer_network: crate::peer::simulated::PeerNetwork,

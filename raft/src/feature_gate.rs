@@ -13,8 +13,29 @@ impl MemberInner {
     /// those not yet heard from at once (each within the peer call timeout). A refusal names each
     /// member that lacks it or did not answer.
     pub(crate) async fn require_feature(&self, feature: Feature) -> Result<(), PeerError> {
+        self.require_feature_of(self.members_with_peer_urls(), feature)
+            .await
+    }
+
+    /// As `require_feature`, and of `joining` too: a member about to be added, which the
+    /// membership does not hold yet but which will read the entry.
+    pub(crate) async fn require_feature_joining(
+        &self,
+        feature: Feature,
+        joining: (u64, String),
+    ) -> Result<(), PeerError> {
+        let mut members = self.members_with_peer_urls();
+        members.retain(|member| member.0 != joining.0);
+        members.push(joining);
+        self.require_feature_of(members, feature).await
+    }
+
+    async fn require_feature_of(
+        &self,
+        members: Vec<(u64, String)>,
+        feature: Feature,
+    ) -> Result<(), PeerError> {
         let timeout = self.config.peer_limits.call_timeout;
-        let members = self.members_with_peer_urls();
         self.confirmed_features.forget_all_but(&members);
         let unconfirmed: Vec<(u64, String)> = members
             .into_iter()
@@ -29,10 +50,11 @@ impl MemberInner {
         });
         let mut lacking = Vec::new();
         for (member, answer) in futures::future::join_all(asks).await {
+            if let Ok(names) = &answer {
+                self.confirmed_features.confirm_named(&member, names);
+            }
             match answer {
-                Ok(names) if names.iter().any(|name| name == feature.name()) => {
-                    self.confirmed_features.confirm(member, feature)
-                }
+                Ok(names) if names.iter().any(|name| name == feature.name()) => {}
                 Ok(_) | Err(CallError::NotServed(_)) => {
                     lacking.push(format!("member {} runs a build without it", member.0))
                 }
@@ -43,8 +65,8 @@ impl MemberInner {
             return Ok(());
         }
         Err(PeerError::Refused(format!(
-            "nested txns, compares over a key range and ignore_value or ignore_lease inside a txn \
-             ({}) need every member at a build that reads them: {}; upgrade those members first",
+            "{} ({}) need every member at a build that reads them: {}; upgrade those members first",
+            feature.what_it_allows(),
             feature.name(),
             lacking.join(", ")
         )))

@@ -11,6 +11,7 @@ use openraft::async_runtime::WatchReceiver;
 use openraft::errors::{ChangeMembershipError, ClientWriteError, LinearizableReadError, RaftError};
 use openraft::{ChangeMembers, ReadPolicy};
 
+use crate::member_features::Feature;
 use crate::member_inner::{wait_for, MemberInner, Metrics};
 use crate::peer::client::CallError;
 use crate::peer::{paths, AdminRequest, ForwardedWrite, PeerError};
@@ -98,12 +99,50 @@ impl MemberInner {
             .membership_config
             .clone();
         check_admin_target(&request, &membership)?;
+        let removed = match request {
+            AdminRequest::Remove { id } => Some(id),
+            _ => None,
+        };
         let changes = match request {
             AdminRequest::TransferLeader { to } => {
                 return self.transfer_leadership(to).await.map(|()| None)
             }
             AdminRequest::AddLearner { id, node } => {
+                // An intent left from an earlier add of this id must not promote this learner.
+                self.forget_learner_promotion_if_held(id).await?;
                 let added = self.raft.add_learner(id, node, true).await;
+                return self.membership_change_answer(added);
+            }
+            AdminRequest::AddLearnerToPromote {
+                id,
+                node,
+                max_lag_entries,
+            } => {
+                check_learner_to_promote(&membership, id, &node)?;
+                // The learner will read the intent (in the log or a snapshot) before it is a
+                // member the gate would ask, so it is asked now.
+                let joining = (id, node.peer_url.clone());
+                self.require_feature_joining(Feature::LearnerPromotion, joining)
+                    .await?;
+                // The intent first, so that the learner never exists without it: if the intent
+                // cannot be written, nothing was added.
+                let intent = revkv_storage::LearnerPromotion {
+                    member_id: id,
+                    peer_url: node.peer_url.clone(),
+                    max_lag_entries: max_lag_entries
+                        .unwrap_or(self.config.learner_promotion.default_max_lag_entries),
+                };
+                self.write_learner_promotion(revkv_storage::LearnerPromotionChange::Intend(intent))
+                    .await?;
+                let added = self.raft.add_learner(id, node, false).await;
+                if added.is_err() {
+                    // Nothing was added: take the intent back, so it does not wait for a learner
+                    // that may never come (best effort; the next add of this id forgets it too).
+                    let forgotten = self.forget_learner_promotion_if_held(id).await;
+                    if let Err(error) = forgotten {
+                        tracing::debug!(member = id, %error, "taking back an intent failed");
+                    }
+                }
                 return self.membership_change_answer(added);
             }
             AdminRequest::Promote { id } => ChangeMembers::AddVoterIds(BTreeSet::from([id])),
@@ -116,7 +155,16 @@ impl MemberInner {
             }
         };
         let changed = self.raft.change_membership(changes, false).await;
-        self.membership_change_answer(changed)
+        let answer = self.membership_change_answer(changed)?;
+        if let Some(removed) = removed {
+            // What is left of a removed learner's intent would wait for nothing. The removal is
+            // done whatever happens here, so a failure is not the caller's: an intent for a member
+            // the membership does not hold promotes nobody, and the next add of the id forgets it.
+            if let Err(error) = self.forget_learner_promotion_if_held(removed).await {
+                tracing::debug!(member = removed, %error, "forgetting a removed member's promotion failed");
+            }
+        }
+        Ok(answer)
     }
 
     /// The log index of the membership entry a change wrote, or the error the caller should see.
@@ -346,7 +394,7 @@ fn check_admin_target(
     membership: &crate::types::alias::StoredMembership,
 ) -> Result<(), PeerError> {
     let named = match request {
-        AdminRequest::AddLearner { .. } => return Ok(()),
+        AdminRequest::AddLearner { .. } | AdminRequest::AddLearnerToPromote { .. } => return Ok(()),
         AdminRequest::Promote { id }
         | AdminRequest::Remove { id }
         | AdminRequest::UpdateNode { id, .. } => *id,
@@ -359,6 +407,28 @@ fn check_admin_target(
         return Err(PeerError::Refused(format!("member {named} is not a voter")));
     }
     Ok(())
+}
+
+/// Refuses to add, to be promoted, a member that is a voter already or a learner at another peer
+/// URL: openraft would keep the member as it is, and the intent would never apply. A learner at
+/// the same URL is fine: it is promoted once caught up.
+fn check_learner_to_promote(
+    membership: &crate::types::alias::StoredMembership,
+    id: u64,
+    node: &crate::types::MemberNode,
+) -> Result<(), PeerError> {
+    if is_voter(membership, id) {
+        return Err(PeerError::Refused(format!(
+            "member {id} is a voter already"
+        )));
+    }
+    match membership.get_node(&id) {
+        Some(held) if held.peer_url != node.peer_url => Err(PeerError::Refused(format!(
+            "member {id} is a learner at {}, not {}; remove it first",
+            held.peer_url, node.peer_url
+        ))),
+        _ => Ok(()),
+    }
 }
 
 fn is_voter(membership: &crate::types::alias::StoredMembership, id: u64) -> bool {

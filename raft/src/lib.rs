@@ -31,6 +31,8 @@ pub mod key_space_hashes;
 mod leader;
 mod leader_contact;
 mod leader_leases;
+mod learner_promotion;
+pub mod learner_promotion_events;
 mod lease_checkpoint;
 pub mod lease_events;
 mod lease_expiry;
@@ -74,6 +76,9 @@ pub const DEFAULT_LOG_FILTER: &str = "info,openraft=warn,openraft::replication=e
 pub use config::{LeaseSettings, MemberConfig, MemberDisks, PeerLimits, RaftTiming};
 pub use error::MemberError;
 pub use key_space_hashes::MemberKeySpaceHash;
+pub use learner_promotion_events::{
+    LearnerPromotionEvents, LearnerPromotionObserver, LearnerPromotionSettings,
+};
 pub use lease_events::{LeaseEvents, LeaseObserver};
 pub use log_storage::LogStorage;
 pub use log_tail::{LogTailSize, TailLimits};

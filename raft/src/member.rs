@@ -110,6 +110,7 @@ impl RaftMember {
         let stop_peer_server = crate::peer::server::spawn(inner.clone(), peer_serving);
         let stop_background_tasks = watch::Sender::new(false);
         crate::lease_expiry::spawn(inner.clone(), stop_background_tasks.subscribe());
+        crate::learner_promotion::spawn(inner.clone(), stop_background_tasks.subscribe());
         let member = RaftMember {
             inner,
             peer_address,

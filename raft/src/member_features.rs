@@ -13,7 +13,7 @@
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 
-use revkv_storage::{RangeEnd, Request, TxnOp, TxnRequest};
+use revkv_storage::{LearnerPromotionChange, RangeEnd, Request, TxnOp, TxnRequest};
 
 use crate::types::ClientRequest;
 
@@ -23,19 +23,43 @@ use crate::types::ClientRequest;
 pub enum Feature {
     /// Nested txns, compares over a range and keeping puts inside txns, in log entries.
     TxnExtensions,
+    /// The learners waiting to be promoted once they catch up (`Request::LearnerPromotion`), in
+    /// log entries and snapshots.
+    LearnerPromotion,
 }
 
 impl Feature {
+    /// Every feature of this build.
+    pub const ALL: [Feature; 2] = [Feature::TxnExtensions, Feature::LearnerPromotion];
+
+    /// The feature a peer's answer names, if this build knows it.
+    pub fn named(name: &str) -> Option<Feature> {
+        Feature::ALL
+            .into_iter()
+            .find(|feature| feature.name() == name)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Feature::TxnExtensions => "txn-extensions",
+            Feature::LearnerPromotion => "learner-promotion",
+        }
+    }
+
+    /// What the feature lets a client do, for a refusal that names it.
+    pub fn what_it_allows(self) -> &'static str {
+        match self {
+            Feature::TxnExtensions => {
+                "nested txns, compares over a key range and ignore_value or ignore_lease inside a txn"
+            }
+            Feature::LearnerPromotion => "learners that promote themselves once caught up",
         }
     }
 }
 
 /// The features this build has, as `/raft/features` lists them.
 pub fn features_of_this_build() -> Vec<String> {
-    [Feature::TxnExtensions]
+    Feature::ALL
         .iter()
         .map(|feature| feature.name().to_string())
         .collect()
@@ -45,6 +69,12 @@ pub fn features_of_this_build() -> Vec<String> {
 pub fn needed_by(request: &ClientRequest) -> Option<Feature> {
     match &request.0 {
         Request::Txn(txn) if uses_txn_extensions(txn) => Some(Feature::TxnExtensions),
+        // Only a new intent: a `Forget` follows an intent that every member of its time could
+        // read (and every later member replays from the log or a snapshot), so it needs no
+        // asking, and asking would stall it on any member that is down.
+        Request::LearnerPromotion(LearnerPromotionChange::Intend(_)) => {
+            Some(Feature::LearnerPromotion)
+        }
         _ => None,
     }
 }
@@ -91,8 +121,42 @@ impl ConfirmedFeatures {
         });
     }
 
-    pub(crate) fn confirm(&self, member: (u64, String), feature: Feature) {
+    /// Records every feature of this build that `names` (a member's answer) lists, so that the
+    /// member is not asked again for any of them while it keeps its id and URL.
+    pub(crate) fn confirm_named(&self, member: &(u64, String), names: &[String]) {
         let mut confirmed = self.confirmed.lock().expect("confirmed features lock");
-        confirmed.insert((member.0, member.1, feature));
+        for feature in names.iter().filter_map(|name| Feature::named(name)) {
+            confirmed.insert((member.0, member.1.clone(), feature));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_confirms_every_feature_it_names_that_this_build_knows_and_only_for_that_url() {
+        let confirmed = ConfirmedFeatures::default();
+        let member = (4, "http://127.0.0.1:1".to_string());
+        let names = vec![
+            "learner-promotion".to_string(),
+            "from-a-newer-build".to_string(),
+        ];
+        confirmed.confirm_named(&member, &names);
+        assert!(confirmed.has(&member, Feature::LearnerPromotion));
+        assert!(!confirmed.has(&member, Feature::TxnExtensions));
+        let moved = (4, "http://127.0.0.1:2".to_string());
+        assert!(!confirmed.has(&moved, Feature::LearnerPromotion));
+        confirmed.forget_all_but(std::slice::from_ref(&moved));
+        assert!(!confirmed.has(&member, Feature::LearnerPromotion));
+    }
+
+    #[test]
+    fn every_feature_is_found_by_its_name() {
+        for feature in Feature::ALL {
+            assert_eq!(Feature::named(feature.name()), Some(feature));
+        }
+        assert_eq!(Feature::named("no-such-feature"), None);
     }
 }

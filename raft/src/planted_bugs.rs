@@ -17,6 +17,19 @@ thread_local! {
     static KEEP_ALIVE_RENEWS_TO_HALF_TTL: Cell<bool> = const { Cell::new(false) };
     static WATCHES_SKIP_COMPACTED_REVISIONS: Cell<bool> = const { Cell::new(false) };
     static LINEARIZABLE_READS_TRUST_THE_LEADER_LEASE: Cell<bool> = const { Cell::new(false) };
+    static LEARNER_LAG_COMPARED_THE_WRONG_WAY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Plants (or removes) the bug of a leader that compares a learner's lag with its bound the
+/// wrong way round: it would promote a learner only while it is *more* than the bound behind, so
+/// a learner added with `--auto-promote` that catches up stays a learner for good.
+pub fn compare_learner_lag_the_wrong_way(planted: bool) {
+    LEARNER_LAG_COMPARED_THE_WRONG_WAY.with(|switch| switch.set(planted));
+}
+
+/// Whether that bug is planted on this thread.
+pub(crate) fn learner_lag_is_compared_the_wrong_way() -> bool {
+    LEARNER_LAG_COMPARED_THE_WRONG_WAY.with(Cell::get)
 }
 
 /// Plants (or removes) the bug of confirming a linearizable read with the leader's lease

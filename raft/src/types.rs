@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use revkv_storage::{Request, Response};
+use revkv_storage::{LearnerPromotionChange, Request, Response};
 use serde::{Deserialize, Serialize};
 
 /// A change proposed to the cluster.
@@ -48,6 +48,14 @@ impl fmt::Display for ClientRequest {
             ),
             // Names only the kind of change: a password hash or token key never reaches a log.
             Request::Auth(change) => write!(formatter, "auth {}", change.kind_name()),
+            Request::LearnerPromotion(LearnerPromotionChange::Intend(promotion)) => write!(
+                formatter,
+                "promote learner {} at {} within {} entries",
+                promotion.member_id, promotion.peer_url, promotion.max_lag_entries
+            ),
+            Request::LearnerPromotion(LearnerPromotionChange::Forget { member_id }) => {
+                write!(formatter, "forget the promotion of learner {member_id}")
+            }
         }
     }
 }

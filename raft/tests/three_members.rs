@@ -198,3 +198,46 @@ async fn a_nested_txn_is_refused_while_a_member_runs_a_build_without_it() {
         member.shutdown().await.unwrap();
     }
 }
+
+/// A learner to be promoted once caught up is refused while it runs a build without the feature
+/// (its peer listener answers 404 to every path, as an older build answers `/raft/features`): it
+/// would read the intent in the log or a snapshot before it could refuse to join. Nothing is
+/// added and no intent is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learner_to_promote_is_refused_while_it_runs_a_build_without_the_feature() {
+    let cluster = start_cluster(3).await;
+    let members = &cluster.members;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while members[0].write(put("plain", "1")).await.is_err() {
+        assert!(tokio::time::Instant::now() < deadline, "no leader");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let older = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let peer_url = format!("http://{}", older.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(older, axum::Router::new()).await });
+    let node = revkv_raft::MemberNode {
+        peer_url,
+        client_url: String::new(),
+        grpc_url: None,
+    };
+    let add = AdminRequest::AddLearnerToPromote {
+        id: 4,
+        node,
+        max_lag_entries: None,
+    };
+    let refused = members[0].admin(add).await;
+    let Err(revkv_raft::MemberError::Refused(message)) = refused else {
+        panic!("a learner of an older build was marked to promote itself: {refused:?}");
+    };
+    assert!(
+        message.contains("member 4 runs a build without it"),
+        "{message}"
+    );
+    for member in members {
+        assert!(member.members().iter().all(|listed| listed.id != 4));
+        assert_eq!(member.store().learner_promotions().unwrap(), Vec::new());
+    }
+    for member in members {
+        member.shutdown().await.unwrap();
+    }
+}

@@ -52,7 +52,8 @@ pub fn requirement_of(request: &Request) -> Requirement {
         | Request::LeaseCheckpoint { .. }
         | Request::LeaseCheckpointClear { .. }
         | Request::Alarm { .. }
-        | Request::Auth(_) => return Requirement::Root,
+        | Request::Auth(_)
+        | Request::LearnerPromotion(_) => return Requirement::Root,
     }
     Requirement::Keys(needed)
 }

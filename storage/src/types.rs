@@ -238,6 +238,31 @@ pub enum Request {
     /// Changes the auth records (users, roles, permissions, enabled). Takes no revision; bumps the
     /// auth revision.
     Auth(crate::auth::AuthRequest),
+    // Learner promotions come after auth, for the same reason; an older build refuses the entry
+    // as undecodable, so the leader asks every member for the feature first.
+    /// Records or forgets the intent to promote a learner to a voter once it has caught up
+    /// (`member add --auto-promote`, `mvcc/learner_promotions.rs`). Takes no revision.
+    LearnerPromotion(LearnerPromotionChange),
+}
+
+/// A change to the learners waiting to be promoted once they catch up.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LearnerPromotionChange {
+    /// Promote this learner once it has caught up; replaces an earlier intent for the same id.
+    Intend(LearnerPromotion),
+    /// Forget the intent for this member, if any (it was promoted, removed, or added again
+    /// without one).
+    Forget { member_id: u64 },
+}
+
+/// The intent to promote one learner: the leader promotes the member `member_id` while it is a
+/// learner at `peer_url` and its log is at most `max_lag_entries` behind the leader's. The peer
+/// URL keeps an intent from applying to a different process that later joins under the same id.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct LearnerPromotion {
+    pub member_id: u64,
+    pub peer_url: String,
+    pub max_lag_entries: u64,
 }
 
 /// What an `Alarm` request does.
@@ -350,6 +375,8 @@ pub enum Response {
     Auth {
         auth_revision: u64,
     },
+    /// Every learner waiting to be promoted after a `LearnerPromotion` request, by member id.
+    LearnerPromotions(Vec<LearnerPromotion>),
 }
 
 /// The answer to a lease grant: the lease as granted.

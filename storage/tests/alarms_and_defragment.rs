@@ -8,7 +8,10 @@ use crate::support;
 use revkv_storage::{
     Alarm, AlarmAction, AlarmKind, KeyRange, ReadError, Rejection, Request, Response, StoreOptions,
 };
-use support::{ok, put_request, TestStore};
+use support::{
+    assert_cleared_by_quiet_snapshot_and_dropped_by_restore, ok, put_request,
+    snapshot_and_a_store_that_installed_it, TestStore,
+};
 
 fn alarm(action: AlarmAction, member_id: u64) -> Request {
     Request::Alarm {
@@ -191,15 +194,9 @@ fn a_raft_snapshot_carries_the_alarms_and_a_restore_drops_them() {
     let mut leader = TestStore::new();
     leader.put("k", "v");
     ok(leader.apply(alarm(AlarmAction::Activate, 1)));
-    let mut stream = Vec::new();
-    leader.store.export_snapshot(&mut stream).unwrap();
 
     // A follower that installs the snapshot refuses the same writes as the leader.
-    let follower = TestStore::new();
-    follower
-        .store
-        .import_snapshot(&mut stream.as_slice())
-        .unwrap();
+    let (stream, follower) = snapshot_and_a_store_that_installed_it(&leader);
     assert_eq!(
         follower.store.alarms().unwrap(),
         leader.store.alarms().unwrap()
@@ -209,27 +206,12 @@ fn a_raft_snapshot_carries_the_alarms_and_a_restore_drops_them() {
         leader.store.hash(None).unwrap()
     );
 
-    // A snapshot without alarms clears those the installing store had.
-    let quiet = TestStore::new();
-    let mut quiet_stream = Vec::new();
-    quiet.store.export_snapshot(&mut quiet_stream).unwrap();
-    follower
-        .store
-        .import_snapshot(&mut quiet_stream.as_slice())
-        .unwrap();
-    assert!(follower.store.alarms().unwrap().is_empty());
-
-    // A restore starts a new cluster: the old members' alarms do not come along.
-    let restored = TestStore::new();
-    let target = revkv_storage::RestoreTarget {
-        applied: Default::default(),
-        cluster_id: 99,
-    };
-    restored
-        .store
-        .import_for_restore(&mut stream.as_slice(), &target, &Default::default())
-        .unwrap();
-    assert!(restored.store.alarms().unwrap().is_empty());
+    // A snapshot without alarms clears those the installing store had, and a restore starts a
+    // new cluster: the old members' alarms do not come along.
+    let restored =
+        assert_cleared_by_quiet_snapshot_and_dropped_by_restore(&follower, &stream, |store| {
+            store.alarms().unwrap()
+        });
     assert_eq!(
         restored.store.hash(None).unwrap().hash,
         leader.store.hash(None).unwrap().hash

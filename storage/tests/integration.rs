@@ -16,6 +16,7 @@ mod crash_recovery;
 mod damaged_state_file;
 mod key_history;
 mod key_index;
+mod learner_promotions;
 mod log_store;
 mod model;
 mod nested_txns;

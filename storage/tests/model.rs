@@ -98,6 +98,10 @@ impl Model {
             Request::Alarm { .. } => unreachable!("the model's generator makes no alarm request"),
             // Auth changes take no revision and touch no key; `auth::records` tests them.
             Request::Auth(_) => unreachable!("the model's generator makes no auth request"),
+            // Promotion intents touch no key; `mvcc/learner_promotions.rs` tests them.
+            Request::LearnerPromotion(_) => {
+                unreachable!("the model's generator makes no learner promotion")
+            }
         };
         if let Request::LeaseRevoke { id } = request {
             self.leases.remove(id);

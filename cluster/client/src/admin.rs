@@ -87,6 +87,24 @@ impl Client {
         self.call_json(&call).await
     }
 
+    /// Adds a learner that the leader promotes to a voter once its log is at most
+    /// `max_lag_entries` behind (`None`: the leader's `--auto-promote-max-lag`); answers once the
+    /// learner is in the membership. `urls` are its peer, client and (if it serves etcd's API)
+    /// gRPC URLs.
+    pub async fn add_learner_to_promote(
+        &self,
+        id: u64,
+        urls: (&str, &str, Option<&str>),
+        max_lag_entries: Option<u64>,
+    ) -> Result<MembersResponse, ClientError> {
+        let (peer_url, client_url, grpc_url) = urls;
+        let body = json!({ "id": id, "peer_url": peer_url, "client_url": client_url,
+                           "grpc_url": grpc_url, "auto_promote": true,
+                           "auto_promote_max_lag": max_lag_entries });
+        let call = Call::write(Method::POST, "/v1/members".to_string(), Some(body));
+        self.call_json(&call).await
+    }
+
     /// Makes learner `id` a voter.
     pub async fn promote_member(&self, id: u64) -> Result<MembersResponse, ClientError> {
         let call = Call::write(Method::POST, format!("/v1/members/{id}/promote"), None);

@@ -4,7 +4,7 @@
 //! members start empty and wait to be added (`revkv serve --join`), and a member removed from
 //! the cluster is retired: stopped, and never counted again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -37,6 +37,9 @@ pub struct Cluster {
     stopped: Mutex<BTreeMap<u64, Weak<MemberBackend>>>,
     /// Every jump ahead a member's clock took, for the lease check.
     clock_jumps: Mutex<Vec<ClockJump>>,
+    /// The members added as learners that promote themselves once caught up, for the check that
+    /// each one still in the cluster at the end is a voter.
+    added_to_promote: Mutex<BTreeSet<u64>>,
     trace: Trace,
 }
 
@@ -76,6 +79,7 @@ impl Cluster {
             running: Mutex::default(),
             stopped: Mutex::default(),
             clock_jumps: Mutex::default(),
+            added_to_promote: Mutex::default(),
             trace,
         }
     }
@@ -126,6 +130,16 @@ impl Cluster {
         lock(&self.configs).remove(&id);
         self.trace
             .record(Some(id), None, format!("member retired ({stopped:?})"));
+    }
+
+    /// Records that member `id` is being added to promote itself once caught up.
+    pub fn expect_promotion(&self, id: u64) {
+        lock(&self.added_to_promote).insert(id);
+    }
+
+    /// The members added to promote themselves, in id order.
+    pub fn expected_promotions(&self) -> Vec<u64> {
+        lock(&self.added_to_promote).iter().copied().collect()
     }
 
     /// The ids of the members running now.

@@ -3,13 +3,15 @@
 //! `member add` and `member remove` do while clients keep working. A change that failed or timed
 //! out may still have taken effect, so after each the run asks the leader which members the
 //! cluster has and follows it: a member the cluster no longer has is retired, and one it never
-//! added is stopped for good too.
+//! added is stopped for good too. Half the adds, by the seed, make a learner that promotes itself
+//! once caught up (`member add --learner --auto-promote`); once the run is healed, each such
+//! member the cluster still has must have become a voter ([`wait_for_promotions`]).
 
 use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::RngExt;
-use revkv_node::{KvBackend, MemberInfo};
+use revkv_node::{AddedMemberRole, KvBackend, LearnerJoin, MemberInfo};
 
 use crate::cluster::Cluster;
 use crate::trace::Trace;
@@ -24,6 +26,10 @@ const CHANGE_DEADLINE: Duration = Duration::from_secs(30);
 /// How long the fault tries to learn the membership from the leader after a change.
 const MEMBERSHIP_READ_DEADLINE: Duration = Duration::from_secs(30);
 
+/// How long, in simulated time, the healed cluster may take to promote the learners added to
+/// promote themselves: many times the leader's check interval and a learner's catch-up.
+const PROMOTION_DEADLINE: Duration = Duration::from_secs(30);
+
 /// Makes one membership change the seed picks, with every member running.
 pub async fn change_membership(random: &mut StdRng, cluster: &Cluster, trace: &Trace) {
     let count = cluster.ids().len();
@@ -31,17 +37,17 @@ pub async fn change_membership(random: &mut StdRng, cluster: &Cluster, trace: &T
         return;
     }
     match random.random_range(0..3) {
-        0 if count < MOST_MEMBERS => add(cluster, trace).await,
+        0 if count < MOST_MEMBERS => add(random, cluster, trace).await,
         1 if count > FEWEST_MEMBERS => remove(random, cluster, trace).await,
         // A replacement: a new member first while there is room, so a quorum never rests on
         // fewer members than before, as etcd's runbook advises for a healthy member.
         _ if count < MOST_MEMBERS => {
-            add(cluster, trace).await;
+            add(random, cluster, trace).await;
             remove(random, cluster, trace).await;
         }
         _ => {
             remove(random, cluster, trace).await;
-            add(cluster, trace).await;
+            add(random, cluster, trace).await;
         }
     }
 }
@@ -52,7 +58,7 @@ fn asked(cluster: &Cluster, not: u64) -> Option<(u64, std::sync::Arc<revkv_node:
     Some((id, cluster.backend(id)?))
 }
 
-async fn add(cluster: &Cluster, trace: &Trace) {
+async fn add(random: &mut StdRng, cluster: &Cluster, trace: &Trace) {
     // A replacement's second step checks again: its first may have failed.
     if cluster.ids().len() >= MOST_MEMBERS {
         return;
@@ -67,10 +73,19 @@ async fn add(cluster: &Cluster, trace: &Trace) {
     let Some((through, backend)) = asked(cluster, id) else {
         return;
     };
-    trace.record(Some(through), None, format!("fault: add m{id}"));
+    let (role, how) = if random.random_bool(0.5) {
+        cluster.expect_promotion(id);
+        let join = LearnerJoin::PromoteWhenCaughtUp {
+            max_lag_entries: None,
+        };
+        (AddedMemberRole::Learner(join), " to promote itself")
+    } else {
+        (AddedMemberRole::Voter, "")
+    };
+    trace.record(Some(through), None, format!("fault: add m{id}{how}"));
     let added = tokio::time::timeout(
         CHANGE_DEADLINE,
-        cluster.on_member(through, backend.add_member_at(Cluster::peer_url(id), false)),
+        cluster.on_member(through, backend.add_member_at(Cluster::peer_url(id), role)),
     )
     .await;
     drop(backend);
@@ -160,4 +175,39 @@ pub async fn follow_the_cluster(cluster: &Cluster, trace: &Trace) {
             cluster.retire(id).await;
         }
     }
+}
+
+/// Waits until every member added to promote itself that the healed cluster still has is a voter
+/// in the leader's committed membership; answers why not at the deadline. A learner that never
+/// becomes one holds a replica the cluster's quorum does not count, which the operator asked not
+/// to happen.
+pub async fn wait_for_promotions(cluster: &Cluster, trace: &Trace) -> Result<(), String> {
+    let expected = cluster.expected_promotions();
+    let deadline = tokio::time::Instant::now() + PROMOTION_DEADLINE;
+    let mut waiting = Vec::new();
+    while tokio::time::Instant::now() < deadline {
+        let leader = cluster.leader().await;
+        if let Some(backend) = leader.and_then(|id| cluster.backend(id)) {
+            let members = backend.members().await.unwrap_or_default();
+            waiting = members
+                .iter()
+                .filter(|member| member.is_learner && expected.contains(&member.id))
+                .map(|member| member.id)
+                .collect();
+            if waiting.is_empty() {
+                trace.record(None, None, format!("members now {:?}", ids(&members)));
+                return Ok(());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    if waiting.is_empty() {
+        return Err(format!(
+            "no leader answered in {PROMOTION_DEADLINE:?} to say whether {expected:?} are voters"
+        ));
+    }
+    Err(format!(
+        "members {waiting:?} were added to promote themselves and are still learners \
+         {PROMOTION_DEADLINE:?} after the heal"
+    ))
 }

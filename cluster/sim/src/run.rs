@@ -12,7 +12,7 @@ use crate::compactor::{Compactor, HistoryArchive};
 use crate::faults::{run_faults, FaultKind, CALM};
 use crate::history::{ClockJump, LeaseEvent, Record, WatchRecord};
 use crate::leases::{LeaseClient, LEASE_KEY_PREFIX};
-use crate::membership::follow_the_cluster;
+use crate::membership::{follow_the_cluster, wait_for_promotions};
 use crate::network::Network;
 use crate::runtime::{SimulationRuntimeError, SimulationThread};
 use crate::settle::{settle, wait_for_leases_to_end};
@@ -169,6 +169,9 @@ async fn simulate(seed: u64, options: &SimOptions, directory: &std::path::Path) 
     follow_the_cluster(&cluster, &trace).await;
     if let Err(why) = wait_for_leases_to_end(&cluster).await {
         violations.push(failure("lease never ended", why));
+    }
+    if let Err(why) = wait_for_promotions(&cluster, &trace).await {
+        violations.push(failure("learner never promoted", why));
     }
     let final_revision = match settle(&cluster, &trace).await {
         Ok(revision) => revision,

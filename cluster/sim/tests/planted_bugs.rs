@@ -144,3 +144,23 @@ fn a_restarted_leader_that_restores_its_term_is_found_within_twenty_seeds() {
     let parted = ["lost write", "shared revision", "replicas differ"];
     assert!(parted.contains(&kind), "{kind}");
 }
+
+/// Only membership changes: the fault that adds learners to promote themselves.
+fn membership_changes_only() -> SimOptions {
+    SimOptions {
+        faults: vec![FaultKind::Membership],
+        ..SimOptions::default()
+    }
+}
+
+/// A leader that compares a learner's lag with its bound the wrong way round promotes a learner
+/// only while it is far behind: one added with `--auto-promote` that catches up (as every
+/// learner in a healed run does) stays a learner, a replica the quorum never counts. Needs a
+/// seed whose membership fault adds such a learner; ten seeds leave room for the seeds' draws.
+#[test]
+fn a_leader_that_compares_a_learners_lag_the_wrong_way_is_found_within_ten_seeds() {
+    let switch = revkv_node::planted_bugs::compare_learner_lag_the_wrong_way;
+    let options = membership_changes_only();
+    let kind = found_within_under(10, "inverted lag bound", switch, &options);
+    assert_eq!(kind, "learner never promoted");
+}

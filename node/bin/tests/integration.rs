@@ -15,6 +15,7 @@ mod process_cluster;
 
 mod allocator;
 mod api_schema_fuzz;
+mod auto_promote;
 mod backup_restore;
 mod chaos;
 mod client_counter;

@@ -39,8 +39,8 @@ async fn wait_for_membership(cluster: &ProcessCluster, among: &[u64], expected: 
     .await;
 }
 
-/// `(id, is_learner)` of every member in a `GET /v1/members` answer.
-fn membership_of(answer: &Value) -> Vec<(u64, bool)> {
+/// `(id, is_learner)` of every member in a `GET /v1/members` answer, in id order.
+pub(crate) fn membership_of(answer: &Value) -> Vec<(u64, bool)> {
     let mut members: Vec<(u64, bool)> = answer["members"]
         .as_array()
         .map(|members| {

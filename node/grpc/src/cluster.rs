@@ -4,13 +4,17 @@
 //! with its own id), then is added as a learner, which waits until it has caught up. So
 //! `MemberAdd` (`etcdctl member add NAME --peer-urls URL`) asks the member already running at the
 //! one peer URL for its id and adds it (`KvBackend::add_member_at`): as a learner with
-//! `--learner`, otherwise as a learner that is promoted to a voter once it has caught up. A URL
+//! `--learner`, otherwise as a learner that is promoted to a voter once it has caught up. With
+//! the metadata `revkv-auto-promote: true` (and optionally `revkv-auto-promote-max-lag: N`), a
+//! learner's add answers once it is in the membership and the leader promotes it when it has
+//! caught up, as `auto_promote` does on `POST /v1/members`. A URL
 //! where no joining member answers is refused with the way to start one. `MemberUpdate` points the
 //! cluster at a member's new peer URL, as etcd's does; the member is then started listening there.
 
 use std::sync::Arc;
 
-use revkv_node::{KvBackend, MemberInfo};
+use revkv_node::{AddedMemberRole, KvBackend, LearnerJoin, MemberInfo, NodeError};
+use tonic::metadata::MetadataMap;
 use tonic::{Request as GrpcRequest, Response as GrpcResponse, Status};
 
 use crate::convert;
@@ -62,6 +66,45 @@ fn one_peer_url(peer_urls: Vec<String>) -> Result<String, Status> {
     Ok(peer_url)
 }
 
+/// The request metadata that makes `MemberAdd` of a learner an auto-promoted one (`true`), as
+/// `auto_promote` does on `POST /v1/members`: etcd's `MemberAddRequest` has no such field, and
+/// revkv keeps etcd's protos unchanged, so the extension travels beside the message.
+pub const AUTO_PROMOTE_HEADER: &str = "revkv-auto-promote";
+/// The metadata giving the learner's lag bound in entries (`auto_promote_max_lag`).
+pub const AUTO_PROMOTE_MAX_LAG_HEADER: &str = "revkv-auto-promote-max-lag";
+
+/// How a learner added by `MemberAdd` joins, as the request's metadata says.
+fn learner_join(metadata: &MetadataMap) -> Result<LearnerJoin, Status> {
+    let text_of = |name: &str| -> Result<Option<String>, Status> {
+        let Some(value) = metadata.get(name) else {
+            return Ok(None);
+        };
+        let text = value
+            .to_str()
+            .map_err(|_| status(NodeError::Invalid(format!("{name} is not printable ASCII"))))?;
+        Ok(Some(text.trim().to_string()))
+    };
+    let auto_promote = match text_of(AUTO_PROMOTE_HEADER)?.as_deref() {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(other) => {
+            return Err(status(NodeError::Invalid(format!(
+                "{AUTO_PROMOTE_HEADER} is true or false, not {other:?}"
+            ))))
+        }
+    };
+    let max_lag_entries = match text_of(AUTO_PROMOTE_MAX_LAG_HEADER)? {
+        None => None,
+        Some(text) => Some(text.parse::<u64>().map_err(|_| {
+            status(NodeError::Invalid(format!(
+                "{AUTO_PROMOTE_MAX_LAG_HEADER} is a count of entries, not {text:?}"
+            )))
+        })?),
+    };
+    let names = (AUTO_PROMOTE_HEADER, AUTO_PROMOTE_MAX_LAG_HEADER);
+    LearnerJoin::asked(auto_promote, max_lag_entries, names).map_err(status)
+}
+
 fn members(infos: Vec<MemberInfo>) -> Vec<pb::Member> {
     infos.into_iter().map(member).collect()
 }
@@ -72,11 +115,21 @@ impl<B: KvBackend> pb::cluster_server::Cluster for ClusterService<B> {
         &self,
         request: GrpcRequest<pb::MemberAddRequest>,
     ) -> Answer<pb::MemberAddResponse> {
+        let join = learner_join(request.metadata())?;
         let request = request.into_inner();
+        let role = match (request.is_learner, join) {
+            (true, join) => AddedMemberRole::Learner(join),
+            (false, LearnerJoin::StayLearner) => AddedMemberRole::Voter,
+            (false, LearnerJoin::PromoteWhenCaughtUp { .. }) => {
+                return Err(status(NodeError::Invalid(format!(
+                    "{AUTO_PROMOTE_HEADER} applies to a learner: set isLearner"
+                ))))
+            }
+        };
         let peer_url = one_peer_url(request.peer_ur_ls)?;
         let (added, infos) = self
             .backend
-            .add_member_at(peer_url, request.is_learner)
+            .add_member_at(peer_url, role)
             .await
             .map_err(status)?;
         Ok(GrpcResponse::new(pb::MemberAddResponse {

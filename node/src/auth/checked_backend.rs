@@ -173,16 +173,17 @@ impl<B: KvBackend> KvBackend for CheckedBackend<B> {
     fn add_learner(
         &self,
         member: MemberInfo,
+        join: crate::backend::LearnerJoin,
     ) -> impl Future<Output = Result<Vec<MemberInfo>, NodeError>> + Send {
-        self.inner.add_learner(member)
+        self.inner.add_learner(member, join)
     }
 
     fn add_member_at(
         &self,
         peer_url: String,
-        as_learner: bool,
+        role: crate::backend::AddedMemberRole,
     ) -> impl Future<Output = Result<(MemberInfo, Vec<MemberInfo>), NodeError>> + Send {
-        self.inner.add_member_at(peer_url, as_learner)
+        self.inner.add_member_at(peer_url, role)
     }
 
     fn update_member_peer_url(

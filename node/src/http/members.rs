@@ -18,7 +18,7 @@ use super::error::ApiError;
 use super::query::QueryParams;
 use super::state::ApiState;
 use super::wire::HeaderAnswer;
-use crate::backend::{KvBackend, MemberInfo, ResponseHeader};
+use crate::backend::{KvBackend, LearnerJoin, MemberInfo, ResponseHeader};
 use crate::error::NodeError;
 
 pub fn routes<B: KvBackend>() -> Router<ApiState<B>> {
@@ -45,6 +45,14 @@ struct NewMemberBody {
     /// The member's etcd gRPC URL, if it serves etcd's API.
     #[serde(default)]
     grpc_url: Option<String>,
+    /// Have the leader promote the learner once it has caught up; the answer then comes once
+    /// the learner is in the membership, without waiting for it to catch up.
+    #[serde(default)]
+    auto_promote: bool,
+    /// With `auto_promote`: the most log entries the learner may be behind the leader when it
+    /// is promoted (default: the leader's `--auto-promote-max-lag`).
+    #[serde(default)]
+    auto_promote_max_lag: Option<u64>,
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -90,7 +98,8 @@ async fn list_members<B: KvBackend>(
     Ok(members_answer(state.backend.header()?, members))
 }
 
-/// Adds a learner; the backend answers once it has caught up (bounded).
+/// Adds a learner; the backend answers once it has caught up (bounded), or, with `auto_promote`,
+/// once it is in the membership (the leader promotes it when it has caught up).
 #[utoipa::path(
     post,
     path = "/v1/members",
@@ -110,9 +119,16 @@ async fn add_learner<B: KvBackend>(
 ) -> Result<Response, ApiError> {
     QueryParams::parse(raw_query.as_deref())?.finish()?;
     let body: NewMemberBody = read_json(body, state.limits.max_body_bytes).await?;
+    let join = learner_join(&body)?;
     let member = new_learner(body)?;
-    let members = state.backend.add_learner(member).await?;
+    let members = state.backend.add_learner(member, join).await?;
     Ok(members_answer(state.backend.header()?, members))
+}
+
+/// How the new learner joins, as the body's `auto_promote` and `auto_promote_max_lag` say.
+fn learner_join(body: &NewMemberBody) -> Result<LearnerJoin, NodeError> {
+    let names = ("auto_promote", "auto_promote_max_lag");
+    LearnerJoin::asked(body.auto_promote, body.auto_promote_max_lag, names)
 }
 
 /// Checks a new member's fields: a positive id and http(s) URLs, so a typo cannot become a member

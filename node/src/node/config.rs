@@ -88,6 +88,8 @@ impl NodeConfig {
             peer_tls: None,
             lease: Default::default(),
             lease_events: Default::default(),
+            learner_promotion: Default::default(),
+            learner_promotion_events: Default::default(),
             peer_network: Default::default(),
             disks: Default::default(),
         };

@@ -317,14 +317,18 @@ impl KvBackend for StoreBackend {
     async fn add_member_at(
         &self,
         peer_url: String,
-        _as_learner: bool,
+        _role: revkv_node::AddedMemberRole,
     ) -> Result<(MemberInfo, Vec<MemberInfo>), NodeError> {
         Err(NodeError::Invalid(format!(
             "this single-store test backend has no peers to reach at {peer_url}"
         )))
     }
 
-    async fn add_learner(&self, new: MemberInfo) -> Result<Vec<MemberInfo>, NodeError> {
+    async fn add_learner(
+        &self,
+        new: MemberInfo,
+        _join: revkv_node::LearnerJoin,
+    ) -> Result<Vec<MemberInfo>, NodeError> {
         let mut members = self.members.lock().unwrap();
         if members.iter().any(|member| member.id == new.id) {
             return Err(NodeError::Invalid(format!(

@@ -157,4 +157,14 @@ pub enum AdminRequest {
         id: u64,
         node: MemberNode,
     },
+    // Appended after the older variants: a peer message's variant travels as its position.
+    /// Adds a learner to be promoted by the leader once its log is at most `max_lag_entries`
+    /// behind (`None`: the leader's `LearnerPromotionSettings::default_max_lag_entries`;
+    /// `learner_promotion.rs`); answers once the learner is in the membership, without waiting
+    /// for it to catch up.
+    AddLearnerToPromote {
+        id: u64,
+        node: MemberNode,
+        max_lag_entries: Option<u64>,
+    },
 }

@@ -90,6 +90,8 @@ pub fn member_config(
         peer_append_timings: Default::default(),
         lease: Default::default(),
         lease_events: Default::default(),
+        learner_promotion: Default::default(),
+        learner_promotion_events: Default::default(),
         peer_network: Default::default(),
         disks: Default::default(),
     }

@@ -85,6 +85,7 @@ impl EtcdExporter {
             SnapshotFrame::Header(_)
             | SnapshotFrame::StreamHeader(_)
             | SnapshotFrame::Alarms(_)
+            | SnapshotFrame::LearnerPromotions(_)
             | SnapshotFrame::Trailer { .. } => Ok(()),
             SnapshotFrame::Auth(auth) => {
                 self.auth = crate::auth::etcd_buckets_of(auth)?;

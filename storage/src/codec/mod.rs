@@ -289,6 +289,12 @@ pub enum SnapshotFrame {
     /// so a stream from a store without auth reads as before). Raft snapshots and backups both
     /// carry them, as etcd's backups carry its auth bucket.
     Auth(crate::auth::AuthState),
+    /// The learners waiting to be promoted once they catch up (after the auth records, before
+    /// the trailer; written only when there are some, so a stream without them reads as before,
+    /// and an older build refuses a stream with them by its unknown frame). A raft snapshot
+    /// carries them to a follower; a restore into a new cluster drops them, as it drops the
+    /// alarms (they name the old cluster's members).
+    LearnerPromotions(Vec<crate::types::LearnerPromotion>),
 }
 
 /// The version of the snapshot stream layout a `StreamHeader` announces. Version 1 is the stream

@@ -99,7 +99,8 @@ fn changes_data(request: &Request) -> bool {
         Request::LeaseCheckpoint { .. }
         | Request::LeaseCheckpointClear { .. }
         | Request::Alarm { .. }
-        | Request::Auth(_) => false,
+        | Request::Auth(_)
+        | Request::LearnerPromotion(_) => false,
     }
 }
 
@@ -119,7 +120,8 @@ fn grows_store(request: &Request) -> bool {
         | Request::LeaseCheckpoint { .. }
         | Request::LeaseCheckpointClear { .. }
         | Request::Alarm { .. }
-        | Request::Auth(_) => false,
+        | Request::Auth(_)
+        | Request::LearnerPromotion(_) => false,
     }
 }
 

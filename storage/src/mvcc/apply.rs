@@ -114,6 +114,9 @@ fn apply_history_change<'f, 't>(
         Request::Auth(_) => {
             unreachable!("auth changes are applied by the batch (`auth_record.rs`)")
         }
+        Request::LearnerPromotion(_) => {
+            unreachable!("promotion intents are applied by the batch (`learner_promotions.rs`)")
+        }
     };
     let response = match answer {
         Ok(response) => response,

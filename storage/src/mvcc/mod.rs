@@ -19,6 +19,7 @@ mod key_history;
 mod key_index;
 #[cfg(test)]
 mod key_index_tests;
+mod learner_promotions;
 #[cfg(test)]
 mod lease_format_tests;
 mod leases;
@@ -64,8 +65,8 @@ use crate::error::{corrupt, db_error, OpenError, ReadError, StorageFailure};
 use crate::file::{open_revkv_file, META};
 use crate::limits::Limits;
 use crate::types::{
-    Alarm, AppliedState, ApplyEntry, ApplyOutcome, EntryPayload, KeyRange, LogId, RangeRequest,
-    ReadResult, Request, Response, StoreStats,
+    Alarm, AppliedState, ApplyEntry, ApplyOutcome, EntryPayload, KeyRange, LearnerPromotion, LogId,
+    RangeRequest, ReadResult, Request, Response, StoreStats,
 };
 use compact::PendingCompaction;
 use key_index::{IndexHandle, KeyIndex, SharedKeyIndex};
@@ -92,6 +93,8 @@ struct BatchTables<'b, 'f, 't> {
     auth: &'b mut Option<AuthState>,
     /// The compaction still to clean (`compact.rs`), loaded for every batch with a compaction.
     pending_compaction: &'b mut Option<PendingCompaction>,
+    /// The learners waiting to be promoted, loaded only for a batch that changes them.
+    promotions: &'b mut Option<Vec<LearnerPromotion>>,
 }
 
 impl MvccStore {
@@ -280,6 +283,11 @@ impl MvccStore {
                 false => None,
             };
             let pending_before = pending_compaction;
+            let mut promotions = match entries.iter().any(is_learner_promotion) {
+                true => Some(learner_promotions::load_promotions(&meta, file)?),
+                false => None,
+            };
+            let promotions_before = promotions.clone();
             let mut tables = open_write_tables(&write, file, &self.key_index)?;
             let mut leases = open_write_lease_tables(&write, file)?;
             let mut outcomes = Vec::with_capacity(entries.len());
@@ -294,6 +302,7 @@ impl MvccStore {
                     raised: &mut raised,
                     auth: &mut auth,
                     pending_compaction: &mut pending_compaction,
+                    promotions: &mut promotions,
                 };
                 outcomes.push(self.apply_entry(batch, &mut state, entry)?);
                 assert_revisions_move_by_rule(before, &state, entry.log_id);
@@ -308,6 +317,11 @@ impl MvccStore {
                 (pending_compaction != pending_before).then_some(pending_compaction);
             if let Some(pending) = &pending_changed {
                 compact::save_pending(&mut meta, file, pending.as_ref())?;
+            }
+            if let Some(promotions) =
+                promotions.filter(|held| Some(held) != promotions_before.as_ref())
+            {
+                learner_promotions::save_promotions(&mut meta, file, &promotions)?;
             }
             let auth_changed = auth.filter(|auth| Some(auth) != auth_before.as_ref());
             if let Some(auth) = &auth_changed {
@@ -342,6 +356,7 @@ impl MvccStore {
             raised,
             auth,
             pending_compaction,
+            promotions,
         } = batch;
         if let EntryPayload::Request(request) = &entry.payload {
             // Before any request's own rules: an alarm refuses whole kinds of request, compaction
@@ -381,6 +396,19 @@ impl MvccStore {
                     result,
                 })
             }
+            EntryPayload::Request(Request::LearnerPromotion(change)) => {
+                let held = promotions.as_mut().ok_or_else(|| {
+                    StorageFailure::Invariant(
+                        "a learner promotion in a batch that did not load the intents".into(),
+                    )
+                })?;
+                let result = learner_promotions::change_promotions(held, change)
+                    .map(|()| Response::LearnerPromotions(held.clone()));
+                Ok(ApplyOutcome {
+                    revision: state.current_revision,
+                    result,
+                })
+            }
             EntryPayload::Request(request @ Request::Alarm { action, alarm }) => {
                 let result = validate_request(request, &self.options.limits)
                     .and_then(|()| alarms::change_alarm(raised, *action, *alarm))
@@ -408,6 +436,15 @@ impl MvccStore {
         let read = self.database().begin_read().map_err(db_error(file))?;
         let meta = read.open_table(META).map_err(db_error(file))?;
         alarms::load_alarms(&meta, file)
+    }
+
+    /// The learners waiting to be promoted once they catch up, by member id (see
+    /// `Request::LearnerPromotion`).
+    pub fn learner_promotions(&self) -> Result<Vec<LearnerPromotion>, StorageFailure> {
+        let file = self.file.as_path();
+        let read = self.database().begin_read().map_err(db_error(file))?;
+        let meta = read.open_table(META).map_err(db_error(file))?;
+        learner_promotions::load_promotions(&meta, file)
     }
 
     /// The auth records as last committed (cheap: a shared pointer, no read transaction).
@@ -670,6 +707,7 @@ impl MvccStore {
                 cluster_id: tables::load_cluster_id(&meta, file)?,
                 alarms: alarms::load_alarms(&meta, file)?,
                 auth: auth_record::load_auth(&meta, file)?,
+                promotions: learner_promotions::load_promotions(&meta, file)?,
             }
         };
         Ok((
@@ -870,6 +908,14 @@ fn initialise_tables(write: &redb::WriteTransaction, file: &Path) -> Result<(), 
     migrate::mark_current_layout(write, file)?;
     let mut meta = write.open_table(META).map_err(db_error(file))?;
     save_state(&mut meta, file, &StoreState::empty())
+}
+
+/// True when `entry` changes the learners waiting to be promoted.
+fn is_learner_promotion(entry: &ApplyEntry) -> bool {
+    matches!(
+        entry.payload,
+        EntryPayload::Request(Request::LearnerPromotion(_))
+    )
 }
 
 /// True when `entry` compacts.

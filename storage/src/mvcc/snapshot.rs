@@ -26,6 +26,7 @@ use crate::mvcc::alarms::save_alarms;
 use crate::mvcc::auth_record::save_auth;
 use crate::mvcc::compact::{save_pending, PendingCompaction};
 use crate::mvcc::key_index::SharedKeyIndex;
+use crate::mvcc::learner_promotions::save_promotions;
 use crate::mvcc::leases::{open_write_lease_tables, ReadLeaseTables, WriteLeaseTables};
 use crate::mvcc::snapshot_frames::{
     bad, read_foreign, read_stream, Counting, ForeignHistory, FrameFeed, FrameSink, ImportProgress,
@@ -36,13 +37,14 @@ use crate::mvcc::tables::{
     save_cluster_id, save_state, ReadTables, StoreState, WriteTables, HISTORY, LEASES, LEASE_KEYS,
 };
 use crate::mvcc::MvccStore;
-use crate::types::{Alarm, AppliedState};
+use crate::types::{Alarm, AppliedState, LearnerPromotion};
 
 /// What an export reads from the meta table besides the state record, in the same transaction.
 pub(crate) struct ExportMeta {
     pub cluster_id: Option<u64>,
     pub alarms: Vec<Alarm>,
     pub auth: AuthState,
+    pub promotions: Vec<LearnerPromotion>,
 }
 
 /// What a restore puts in place of the stream's own raft position: the new cluster's membership
@@ -128,6 +130,7 @@ impl MvccStore {
             cluster_id,
             alarms,
             auth,
+            promotions,
         } = export_meta;
         emit(&SnapshotFrame::StreamHeader(StreamHeader {
             magic: SNAPSHOT_MAGIC.into(),
@@ -141,7 +144,7 @@ impl MvccStore {
         }))?;
         let records = emit_history_frames(emit, &tables)?
             + emit_lease_frames(emit, &leases)?
-            + emit_cluster_state_frames(emit, alarms, auth)?;
+            + emit_cluster_state_frames(emit, alarms, auth, promotions)?;
         Ok(SnapshotSummary {
             stream_version: STREAM_VERSION,
             current_revision: state.current_revision,
@@ -218,6 +221,7 @@ impl MvccStore {
                 leases: &mut leases,
                 alarms: Vec::new(),
                 auth: AuthState::default(),
+                promotions: Vec::new(),
             };
             let mut summary = read(&mut sink)?;
             // A restore starts a new cluster, whose members the old alarms do not name.
@@ -226,6 +230,11 @@ impl MvccStore {
                 None => std::mem::take(&mut sink.alarms),
             };
             let auth = std::mem::take(&mut sink.auth);
+            // The same for the learners waiting to be promoted: they name the old members.
+            let promotions = match target {
+                Some(_) => Vec::new(),
+                None => std::mem::take(&mut sink.promotions),
+            };
             let live_keys = attach_live_keys(&tables, &mut leases, summary.current_revision)?;
             check_announced_live_keys(&summary, live_keys)?;
             summary.live_keys = Some(live_keys);
@@ -235,6 +244,7 @@ impl MvccStore {
             }
             let mut meta = write.open_table(META).map_err(db_error(&file))?;
             save_imported_meta(&mut meta, &file, &summary, &alarms, &auth)?;
+            save_promotions(&mut meta, &file, &promotions)?;
             summary
         };
         let mut imported_index = imported_index.into_inner();
@@ -260,6 +270,8 @@ struct TableSink<'s, 'f, 't> {
     alarms: Vec<Alarm>,
     /// Kept until the stream has been read whole, then saved.
     auth: AuthState,
+    /// Kept until the stream has been read whole; the caller decides whether they are saved.
+    promotions: Vec<LearnerPromotion>,
 }
 
 impl FrameSink for TableSink<'_, '_, '_> {
@@ -283,6 +295,14 @@ impl FrameSink for TableSink<'_, '_, '_> {
 
     fn auth(&mut self, auth: AuthState) -> Result<(), SnapshotError> {
         self.auth = auth;
+        Ok(())
+    }
+
+    fn learner_promotions(
+        &mut self,
+        promotions: Vec<LearnerPromotion>,
+    ) -> Result<(), SnapshotError> {
+        self.promotions = promotions;
         Ok(())
     }
 }
@@ -336,6 +356,7 @@ fn emit_cluster_state_frames<E: From<SnapshotError> + From<StorageFailure>>(
     emit: &mut dyn FnMut(&SnapshotFrame) -> std::result::Result<(), E>,
     alarms: Vec<Alarm>,
     auth: AuthState,
+    promotions: Vec<LearnerPromotion>,
 ) -> std::result::Result<u64, E> {
     let mut records = 0u64;
     if !alarms.is_empty() {
@@ -344,6 +365,10 @@ fn emit_cluster_state_frames<E: From<SnapshotError> + From<StorageFailure>>(
     }
     if auth != AuthState::default() {
         emit(&SnapshotFrame::Auth(auth))?;
+        records += 1;
+    }
+    if !promotions.is_empty() {
+        emit(&SnapshotFrame::LearnerPromotions(promotions))?;
         records += 1;
     }
     Ok(records)

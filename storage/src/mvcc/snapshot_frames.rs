@@ -14,7 +14,7 @@ use crate::auth::AuthState;
 use crate::codec::{self, LeaseRecord, SnapshotFrame, StreamHeader, VersionRecord};
 use crate::codec::{SNAPSHOT_MAGIC, STREAM_VERSION};
 use crate::error::{SnapshotError, StorageFailure};
-use crate::types::{Alarm, AppliedState};
+use crate::types::{Alarm, AppliedState, LearnerPromotion, LearnerPromotionChange};
 
 use super::live_key_count::LiveKeyCounter;
 
@@ -47,6 +47,10 @@ pub(crate) trait FrameSink {
     fn lease(&mut self, id: i64, record: LeaseRecord) -> Result<(), SnapshotError>;
     fn alarms(&mut self, alarms: Vec<Alarm>) -> Result<(), SnapshotError>;
     fn auth(&mut self, auth: AuthState) -> Result<(), SnapshotError>;
+    fn learner_promotions(
+        &mut self,
+        promotions: Vec<LearnerPromotion>,
+    ) -> Result<(), SnapshotError>;
 }
 
 /// A sink that keeps nothing: the stream is only checked.
@@ -68,6 +72,10 @@ impl FrameSink for Discard {
     fn auth(&mut self, _: AuthState) -> Result<(), SnapshotError> {
         Ok(())
     }
+
+    fn learner_promotions(&mut self, _: Vec<LearnerPromotion>) -> Result<(), SnapshotError> {
+        Ok(())
+    }
 }
 
 /// A sink that keeps only which keys are live, for a foreign history's summary.
@@ -86,6 +94,10 @@ impl FrameSink for LiveKeyCounter {
     }
 
     fn auth(&mut self, _: AuthState) -> Result<(), SnapshotError> {
+        Ok(())
+    }
+
+    fn learner_promotions(&mut self, _: Vec<LearnerPromotion>) -> Result<(), SnapshotError> {
         Ok(())
     }
 }
@@ -149,6 +161,13 @@ impl<S: FrameSink> FrameSink for Counting<'_, '_, S> {
 
     fn auth(&mut self, auth: AuthState) -> Result<(), SnapshotError> {
         self.sink.auth(auth)
+    }
+
+    fn learner_promotions(
+        &mut self,
+        promotions: Vec<LearnerPromotion>,
+    ) -> Result<(), SnapshotError> {
+        self.sink.learner_promotions(promotions)
     }
 }
 
@@ -293,6 +312,13 @@ impl<E> FrameSink for Forward<'_, E> {
 
     fn auth(&mut self, auth: AuthState) -> Result<(), SnapshotError> {
         self.pass(SnapshotFrame::Auth(auth))
+    }
+
+    fn learner_promotions(
+        &mut self,
+        promotions: Vec<LearnerPromotion>,
+    ) -> Result<(), SnapshotError> {
+        self.pass(SnapshotFrame::LearnerPromotions(promotions))
     }
 }
 
@@ -442,6 +468,10 @@ fn pass_frame_on(
             order.auth(&auth)?;
             sink.auth(auth)?;
         }
+        SnapshotFrame::LearnerPromotions(promotions) => {
+            order.learner_promotions(&promotions)?;
+            sink.learner_promotions(promotions)?;
+        }
         SnapshotFrame::Trailer {
             record_count,
             checksum,
@@ -459,6 +489,7 @@ struct FrameOrder {
     last_lease: Option<i64>,
     alarms_seen: bool,
     auth_seen: bool,
+    promotions_seen: bool,
 }
 
 impl FrameOrder {
@@ -472,6 +503,7 @@ impl FrameOrder {
         if self.last_lease.is_some()
             || self.alarms_seen
             || self.auth_seen
+            || self.promotions_seen
             || self.last_position.is_some_and(|last| at <= last)
             || revision > current_revision
         {
@@ -487,7 +519,13 @@ impl FrameOrder {
     fn alarms(&mut self, alarms: &[Alarm]) -> Result<(), SnapshotError> {
         let sorted = alarms.windows(2).all(|pair| pair[0] < pair[1]);
         let too_many = alarms.len() > crate::mvcc::alarms::MAX_ALARMS;
-        if self.alarms_seen || self.auth_seen || alarms.is_empty() || too_many || !sorted {
+        if self.alarms_seen
+            || self.auth_seen
+            || self.promotions_seen
+            || alarms.is_empty()
+            || too_many
+            || !sorted
+        {
             return Err(bad("the alarms frame is repeated, empty or out of order"));
         }
         self.alarms_seen = true;
@@ -498,10 +536,35 @@ impl FrameOrder {
     /// The auth records come once, last, non-empty and sound (a stream cannot enable auth
     /// without a root user, nor exceed the records' limits).
     fn auth(&mut self, auth: &AuthState) -> Result<(), SnapshotError> {
-        if self.auth_seen || *auth == AuthState::default() || !auth.holds_invariants() {
+        if self.auth_seen
+            || self.promotions_seen
+            || *auth == AuthState::default()
+            || !auth.holds_invariants()
+        {
             return Err(bad("the auth frame is repeated, empty or unsound"));
         }
         self.auth_seen = true;
+        self.frames += 1;
+        Ok(())
+    }
+
+    /// The learners waiting to be promoted come once, last, non-empty, within the limit, in
+    /// member id order, each a valid intent (as the store keeps them).
+    fn learner_promotions(&mut self, promotions: &[LearnerPromotion]) -> Result<(), SnapshotError> {
+        let sorted = promotions
+            .windows(2)
+            .all(|pair| pair[0].member_id < pair[1].member_id);
+        let too_many = promotions.len() > crate::mvcc::learner_promotions::MAX_PENDING_PROMOTIONS;
+        let valid = promotions.iter().all(|promotion| {
+            let change = LearnerPromotionChange::Intend(promotion.clone());
+            crate::mvcc::learner_promotions::validate_change(&change).is_ok()
+        });
+        if self.promotions_seen || promotions.is_empty() || too_many || !sorted || !valid {
+            return Err(bad(
+                "the learner promotions frame is repeated, empty, out of order or malformed",
+            ));
+        }
+        self.promotions_seen = true;
         self.frames += 1;
         Ok(())
     }
@@ -511,6 +574,7 @@ impl FrameOrder {
             || record.ttl_seconds < 1
             || self.alarms_seen
             || self.auth_seen
+            || self.promotions_seen
             || self.last_lease.is_some_and(|last| id <= last)
         {
             return Err(bad(format!("lease {id} is out of order or malformed")));

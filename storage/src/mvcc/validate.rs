@@ -37,6 +37,7 @@ pub fn validate_request(request: &Request, limits: &Limits) -> Result<(), Reject
         Request::Alarm { .. } => Ok(()),
         // The records check names and limits when applying (`auth::AuthState::apply`).
         Request::Auth(_) => Ok(()),
+        Request::LearnerPromotion(change) => super::learner_promotions::validate_change(change),
     }
 }
 

@@ -155,3 +155,46 @@ pub fn replace_auth_frame(stream: &[u8], auth: &revkv_storage::auth::AuthState) 
     }
     rewritten
 }
+
+/// Checks the two ways cluster state (alarms, intents) leaves a store through snapshots: a
+/// snapshot of a store without any clears what `follower` had, and a restore of `stream` (taken
+/// from a store that had some) starts a new cluster without them. `held` reads the state.
+pub fn assert_cleared_by_quiet_snapshot_and_dropped_by_restore<T: std::fmt::Debug>(
+    follower: &TestStore,
+    stream: &[u8],
+    held: impl Fn(&MvccStore) -> Vec<T>,
+) -> TestStore {
+    let quiet = TestStore::new();
+    let mut quiet_stream = Vec::new();
+    quiet.store.export_snapshot(&mut quiet_stream).unwrap();
+    follower
+        .store
+        .import_snapshot(&mut quiet_stream.as_slice())
+        .unwrap();
+    let left = held(&follower.store);
+    assert!(left.is_empty(), "a quiet snapshot left {left:?}");
+    let restored = TestStore::new();
+    let target = revkv_storage::RestoreTarget {
+        applied: Default::default(),
+        cluster_id: 99,
+    };
+    restored
+        .store
+        .import_for_restore(&mut &stream[..], &target, &Default::default())
+        .unwrap();
+    let kept = held(&restored.store);
+    assert!(kept.is_empty(), "a restore kept {kept:?}");
+    restored
+}
+
+/// `leader`'s raft snapshot, and a fresh store that installed it.
+pub fn snapshot_and_a_store_that_installed_it(leader: &TestStore) -> (Vec<u8>, TestStore) {
+    let mut stream = Vec::new();
+    leader.store.export_snapshot(&mut stream).unwrap();
+    let follower = TestStore::new();
+    follower
+        .store
+        .import_snapshot(&mut stream.as_slice())
+        .unwrap();
+    (stream, follower)
+}

@@ -1,6 +1,6 @@
 //! The nemesis's membership faults: replacing a member (the leader too), growing the cluster to
 //! five members and shrinking it back to three, each through the members' own HTTP API, as an
-//! operator would. Every change is one raft membership change at a time, retried while another is
+//! operator would; half the new members promote themselves once caught up (`auto_promote`). Every change is one raft membership change at a time, retried while another is
 //! in flight, and the harness's view of the members follows what the cluster committed.
 
 use std::time::{Duration, Instant};
@@ -104,31 +104,88 @@ impl Nemesis<'_> {
         Ok(format!("member {old} removed ({})", removed.text))
     }
 
-    /// Starts a new, empty member, adds it as a learner, promotes it once it has caught up and
-    /// waits until it is ready; then the workload and watchers may use it. `Err` only if it never
-    /// becomes ready.
+    /// Starts a new, empty member, adds it as a learner, has it promoted once it has caught up
+    /// and waits until it is ready; then the workload and watchers may use it. A member with an
+    /// odd id is promoted by hand (`POST /v1/members/{id}/promote`); one with an even id is added
+    /// with `auto_promote` and the leader must promote it by itself, so every run that adds two
+    /// members does both. `Err` if it never becomes ready, or never becomes a voter by itself.
     async fn add_new_member(&mut self) -> Result<String, String> {
         let new = self.members.next_id();
         self.members.start_joining(new).await?;
+        let promotes_itself = new.is_multiple_of(2);
         let learner = json!({
             "id": new,
             "peer_url": format!("http://{}", self.members.proxy_address(new)),
             "client_url": self.members.client_url(new),
+            "auto_promote": promotes_itself,
         });
-        let never_done = |_: StatusCode| false;
-        let added = self
-            .retry_until_done(Method::POST, "/v1/members", Some(&learner), never_done)
-            .await;
-        let promote = format!("/v1/members/{new}/promote");
-        let promoted = self
-            .retry_until_done(Method::POST, &promote, Some(&json!({})), never_done)
-            .await;
+        let promoted = if promotes_itself {
+            // A try that timed out may have added it, and the leader may have promoted it since,
+            // after which an add is refused (4xx): the membership, read next, is the verdict.
+            let refused = |status: StatusCode| status.is_client_error();
+            let added = self
+                .retry_until_done(Method::POST, "/v1/members", Some(&learner), refused)
+                .await;
+            self.wait_until_voter(new).await?;
+            format!("added ({}) and promoted by the leader", added.text)
+        } else {
+            let never_done = |_: StatusCode| false;
+            let added = self
+                .retry_until_done(Method::POST, "/v1/members", Some(&learner), never_done)
+                .await;
+            let promote = format!("/v1/members/{new}/promote");
+            let promoted = self
+                .retry_until_done(Method::POST, &promote, Some(&json!({})), never_done)
+                .await;
+            format!("added ({}) and promoted ({})", added.text, promoted.text)
+        };
         self.members.wait_until_ready(new).await?;
         self.members.publish_endpoints();
-        Ok(format!(
-            "member {new} added ({}) and promoted ({})",
-            added.text, promoted.text
-        ))
+        Ok(format!("member {new} {promoted}"))
+    }
+
+    /// Waits until a member lists `id` as a voter, for at most `MEMBERSHIP_TIMEOUT`.
+    async fn wait_until_voter(&self, id: u64) -> Result<(), String> {
+        let deadline = Instant::now() + MEMBERSHIP_TIMEOUT;
+        loop {
+            let listed = self.listed_as_learner(id).await;
+            if listed == Some(false) {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                let seen = match listed {
+                    Some(_) => "still a learner",
+                    None => "not listed by any member that answered",
+                };
+                return Err(format!(
+                    "member {id}, added to promote itself once caught up, is {seen} after \
+                     {MEMBERSHIP_TIMEOUT:?}"
+                ));
+            }
+            tokio::time::sleep(MEMBERSHIP_RETRY_PAUSE).await;
+        }
+    }
+
+    /// Whether the first serving member that answers `GET /v1/members` lists `id` as a learner
+    /// (`Some(true)`) or a voter (`Some(false)`); `None` if it does not list it or none answered.
+    async fn listed_as_learner(&self, id: u64) -> Option<bool> {
+        for (member, url) in self.members.client_urls() {
+            if !self.members.is_serving(member) {
+                continue;
+            }
+            let Ok(answer) = self.http.get(format!("{url}/v1/members")).send().await else {
+                continue;
+            };
+            let Ok(body) = answer.json::<serde_json::Value>().await else {
+                continue;
+            };
+            let members = body["members"].as_array()?;
+            let listed = members
+                .iter()
+                .find(|listed| listed["id"].as_u64() == Some(id))?;
+            return listed["is_learner"].as_bool();
+        }
+        None
     }
 
     /// Sends until a member answers 200 (a membership change is refused while another is in

@@ -282,7 +282,7 @@ pub enum LeaseCommand {
 pub enum MemberCommand {
     /// List the members.
     List,
-    /// Add a learner.
+    /// Add a learner (every member joins as one; `--learner` says so and changes nothing).
     Add {
         id: u64,
         #[arg(long)]
@@ -292,6 +292,17 @@ pub enum MemberCommand {
         /// Its etcd gRPC URL, if it serves etcd's API (`revkv serve --listen-grpc`).
         #[arg(long)]
         grpc_url: Option<String>,
+        /// Join as a learner (as etcdctl's `member add --learner`); a member always does.
+        #[arg(long)]
+        learner: bool,
+        /// Have the leader promote the learner to a voter as soon as it has caught up; the
+        /// command answers once the learner is in the membership.
+        #[arg(long)]
+        auto_promote: bool,
+        /// With --auto-promote: the most log entries behind the leader the learner may be when
+        /// it is promoted (default: the leader's `revkv serve --auto-promote-max-lag`).
+        #[arg(long, requires = "auto_promote", value_parser = clap::value_parser!(u64).range(1..))]
+        auto_promote_max_lag: Option<u64>,
     },
     /// Make a learner a voter.
     Promote { id: u64 },

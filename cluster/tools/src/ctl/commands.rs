@@ -586,12 +586,33 @@ async fn member(
             peer_url,
             client_url,
             grpc_url,
+            learner: _,
+            auto_promote: false,
+            ..
         } => (
             client
                 .add_learner(id, &peer_url, &client_url, grpc_url.as_deref())
                 .await?,
             format!("added member {id} as a learner\n"),
         ),
+        MemberCommand::Add {
+            id,
+            peer_url,
+            client_url,
+            grpc_url,
+            auto_promote: true,
+            auto_promote_max_lag,
+            ..
+        } => {
+            let urls = (peer_url.as_str(), client_url.as_str(), grpc_url.as_deref());
+            let answer = client
+                .add_learner_to_promote(id, urls, auto_promote_max_lag)
+                .await?;
+            let done = format!(
+                "added member {id} as a learner; the leader promotes it once it has caught up\n"
+            );
+            (answer, done)
+        }
         MemberCommand::Promote { id } => (
             client.promote_member(id).await?,
             format!("promoted member {id}\n"),

@@ -21,8 +21,9 @@ mod error;
 use std::time::Duration;
 
 use revkv_etcd_proto::etcdserverpb::{
-    self, auth_client::AuthClient, kv_client, lease_client, watch_client, AuthenticateRequest,
-    LeaseKeepAliveRequest, LeaseKeepAliveResponse, WatchCreateRequest, WatchRequest, WatchResponse,
+    self, auth_client::AuthClient, cluster_client, kv_client, lease_client, watch_client,
+    AuthenticateRequest, LeaseKeepAliveRequest, LeaseKeepAliveResponse, WatchCreateRequest,
+    WatchRequest, WatchResponse,
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -44,6 +45,8 @@ pub type KvClient = kv_client::KvClient<EtcdChannel>;
 pub type WatchClient = watch_client::WatchClient<EtcdChannel>;
 /// etcd's Lease service; [`LeaseKeepAlive`] opens its keep-alive streams.
 pub type LeaseClient = lease_client::LeaseClient<EtcdChannel>;
+/// etcd's Cluster service (membership).
+pub type ClusterClient = cluster_client::ClusterClient<EtcdChannel>;
 
 /// How many requests a Watch or LeaseKeepAlive stream holds before the sender waits (etcd-client's
 /// bound, kept).
@@ -189,6 +192,11 @@ impl EtcdClient {
     /// A client of etcd's Lease service on this connection.
     pub fn lease(&self) -> LeaseClient {
         LeaseClient::new(self.channel.clone())
+    }
+
+    /// A client of etcd's Cluster service on this connection.
+    pub fn cluster(&self) -> ClusterClient {
+        ClusterClient::new(self.channel.clone())
     }
 }
 

@@ -90,9 +90,24 @@ impl ServeArgs {
             peer_tls,
             lease,
             lease_events: Default::default(),
+            learner_promotion: self.learner_promotion()?,
+            learner_promotion_events: Default::default(),
             peer_network: Default::default(),
             disks: Default::default(),
         })
+    }
+
+    /// How this member, leading, promotes learners added with `--auto-promote`.
+    fn learner_promotion(&self) -> Result<revkv_raft::LearnerPromotionSettings, String> {
+        let defaults = revkv_raft::LearnerPromotionSettings::default();
+        match self.auto_promote_max_lag {
+            None => Ok(defaults),
+            Some(0) => Err("--auto-promote-max-lag must be at least 1 entry".into()),
+            Some(default_max_lag_entries) => Ok(revkv_raft::LearnerPromotionSettings {
+                default_max_lag_entries,
+                ..defaults
+            }),
+        }
     }
 
     fn listen_client(&self) -> SocketAddr {

@@ -121,6 +121,21 @@ fn watch_settings_are_checked() {
 }
 
 #[test]
+fn the_auto_promote_bound_is_taken_and_zero_is_refused() {
+    let args = ServeArgs {
+        auto_promote_max_lag: Some(50),
+        ..ServeArgs::default()
+    };
+    let config = args.into_node_config().unwrap();
+    assert_eq!(config.member.learner_promotion.default_max_lag_entries, 50);
+    let zero = ServeArgs {
+        auto_promote_max_lag: Some(0),
+        ..ServeArgs::default()
+    };
+    assert!(zero.into_node_config().is_err());
+}
+
+#[test]
 fn hot_key_limits_are_taken_and_checked() {
     let args = ServeArgs {
         hot_keys_capacity: Some(32),

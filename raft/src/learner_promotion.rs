@@ -1,0 +1,217 @@
+//! Learners that promote themselves (`member add --auto-promote`, issue 65, item 4;
+//! `docs/design/auto-promote-learners.md`): the intents are replicated state
+//! (`Request::LearnerPromotion`, kept by the store), and this task, on whichever member leads,
+//! promotes each intended learner through a membership change once its log is within the
+//! intent's bound of the leader's, then forgets the intent. A learner that never catches up is
+//! never promoted; a new leader reads the same intents and goes on.
+//!
+//! An intent applies only while the membership holds a learner with its id *and* its peer URL,
+//! so it never promotes a different process that later joins under the same id. An intent for a
+//! voter (promoted by hand, or promoted just before a leader change forgot to forget it) is
+//! forgotten; one for a member the membership does not hold waits, bounded by the store's limit
+//! on intents, since the learner's add follows its intent.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::async_runtime::WatchReceiver;
+use revkv_storage::{LearnerPromotion, LearnerPromotionChange, Request};
+use tokio::sync::watch;
+
+use crate::member_inner::{MemberInner, Metrics};
+use crate::peer::{AdminRequest, PeerError};
+use crate::types::ClientRequest;
+
+/// Starts the task; it ends when `stop` turns true (or its sender is dropped).
+pub(crate) fn spawn(inner: Arc<MemberInner>, mut stop: watch::Receiver<bool>) {
+    tokio::spawn(async move {
+        let mut ticks = crate::clock::interval(inner.config.learner_promotion.check_interval);
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => check_once(&inner).await,
+                changed = stop.changed() => {
+                    if changed.is_err() || *stop.borrow() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// Where an intended learner stands in the membership the leader sees.
+#[derive(Debug, PartialEq, Eq)]
+enum Standing {
+    /// A learner at the intent's peer URL, this many entries behind (`None`: not known yet).
+    Learner { lag: Option<u64> },
+    /// A voter already: the intent is done.
+    Voter,
+    /// Not in the membership, or there under another peer URL: the intent waits.
+    Elsewhere,
+}
+
+/// One look at every intended learner, on the leader only.
+async fn check_once(inner: &MemberInner) {
+    let metrics = inner.raft.metrics().borrow_watched().clone();
+    if metrics.current_leader != Some(inner.id) {
+        inner.config.learner_promotion_events.lags(&[]);
+        return;
+    }
+    let promotions = match inner.store.learner_promotions() {
+        Ok(promotions) => promotions,
+        Err(error) => {
+            tracing::debug!(%error, "reading the learners to promote failed; will retry");
+            return;
+        }
+    };
+    let mut lags = Vec::with_capacity(promotions.len());
+    for promotion in &promotions {
+        match standing(&metrics, promotion) {
+            Standing::Voter => forget(inner, promotion.member_id).await,
+            Standing::Elsewhere => {}
+            Standing::Learner { lag } => {
+                lags.push((promotion.member_id, lag));
+                let heard = heard_within(&metrics, promotion.member_id, inner.heard_within());
+                if let Some(lag) = caught_up(lag, promotion.max_lag_entries, heard) {
+                    promote(inner, promotion, lag).await;
+                }
+            }
+        }
+    }
+    inner.config.learner_promotion_events.lags(&lags);
+}
+
+/// Where `promotion`'s learner stands in `metrics`' membership.
+fn standing(metrics: &Metrics, promotion: &LearnerPromotion) -> Standing {
+    let membership = &metrics.membership_config;
+    let id = promotion.member_id;
+    if membership.voter_ids().any(|voter| voter == id) {
+        return Standing::Voter;
+    }
+    match membership.get_node(&id) {
+        Some(node) if node.peer_url == promotion.peer_url => Standing::Learner {
+            lag: lag_of(metrics, id),
+        },
+        _ => Standing::Elsewhere,
+    }
+}
+
+/// How many entries of the leader's log `id` is known not to hold; `None` until the leader
+/// knows of one entry it holds (a learner that never answered is not "caught up" on an empty
+/// log).
+fn lag_of(metrics: &Metrics, id: u64) -> Option<u64> {
+    let replication = metrics.replication.as_ref()?;
+    let matched = replication.get(&id)?.as_ref()?.index;
+    let last = metrics.last_log_index.unwrap_or(0);
+    Some(last.saturating_sub(matched))
+}
+
+/// The lag of a learner to promote now: known, within `bound`, and the leader has heard from it
+/// recently (a learner that caught up and then stopped answering would otherwise look caught up
+/// until `bound` more entries came, and its promotion would leave the cluster a voter short).
+fn caught_up(lag: Option<u64>, bound: u64, heard_recently: bool) -> Option<u64> {
+    #[cfg(feature = "planted-bugs")]
+    if crate::planted_bugs::learner_lag_is_compared_the_wrong_way() {
+        return lag.filter(|lag| *lag > bound && heard_recently);
+    }
+    lag.filter(|lag| *lag <= bound && heard_recently)
+}
+
+/// Whether the leader's last answer from `id` is at most `within` old.
+fn heard_within(metrics: &Metrics, id: u64, within: Duration) -> bool {
+    let Some(Some(last)) = metrics.heartbeat.as_ref().and_then(|heard| heard.get(&id)) else {
+        return false;
+    };
+    crate::clock::Instant::now().saturating_duration_since(**last) <= within
+}
+
+/// Promotes one caught-up learner and forgets its intent; a failure (another membership change
+/// in flight, leadership moving) is tried again at the next check.
+async fn promote(inner: &MemberInner, promotion: &LearnerPromotion, lag: u64) {
+    let id = promotion.member_id;
+    match inner.admin_as_leader(AdminRequest::Promote { id }).await {
+        Ok(_) => {
+            tracing::info!(
+                member = id,
+                lag,
+                bound = promotion.max_lag_entries,
+                "promoted learner {id} automatically: {lag} entries behind, within {}",
+                promotion.max_lag_entries
+            );
+            inner.config.learner_promotion_events.promoted(id, lag);
+            forget(inner, id).await;
+        }
+        Err(error) => {
+            tracing::debug!(member = id, %error, "promoting a caught-up learner failed; will retry")
+        }
+    }
+}
+
+/// Forgets the intent for `member_id` through raft (a failure is retried at the next check).
+async fn forget(inner: &MemberInner, member_id: u64) {
+    if let Err(error) = inner
+        .write_learner_promotion(LearnerPromotionChange::Forget { member_id })
+        .await
+    {
+        tracing::debug!(member = member_id, %error, "forgetting a promotion failed; will retry");
+    }
+}
+
+impl MemberInner {
+    /// How recent the leader's last answer from a learner must be for it to count as caught up:
+    /// two of the longest election timeouts, by which a member that answers at all has answered a
+    /// heartbeat.
+    fn heard_within(&self) -> Duration {
+        self.config.timing.election_timeout_max * 2
+    }
+
+    /// Writes one change to the intents through raft, on this member, which must lead; a change
+    /// the store refuses is `Refused` with its words.
+    pub(crate) async fn write_learner_promotion(
+        &self,
+        change: LearnerPromotionChange,
+    ) -> Result<(), PeerError> {
+        let written = self
+            .write_as_leader(ClientRequest(Request::LearnerPromotion(change)))
+            .await?;
+        written
+            .result
+            .outcome
+            .map(|_| ())
+            .map_err(|rejection| PeerError::Refused(rejection.into_storage().to_string()))
+    }
+
+    /// Forgets the intent for `member_id` if the store holds one (before a learner is added
+    /// again without one, and after a member is removed).
+    pub(crate) async fn forget_learner_promotion_if_held(
+        &self,
+        member_id: u64,
+    ) -> Result<(), PeerError> {
+        let held = self
+            .store
+            .learner_promotions()
+            .map_err(|error| PeerError::Unavailable(error.to_string()))?;
+        if held
+            .iter()
+            .any(|promotion| promotion.member_id == member_id)
+        {
+            self.write_learner_promotion(LearnerPromotionChange::Forget { member_id })
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::caught_up;
+
+    #[test]
+    fn a_learner_is_caught_up_only_within_its_bound_and_when_heard_from() {
+        assert_eq!(caught_up(Some(5), 5, true), Some(5));
+        assert_eq!(caught_up(Some(0), 5, true), Some(0));
+        assert_eq!(caught_up(Some(6), 5, true), None, "beyond the bound");
+        assert_eq!(caught_up(None, 5, true), None, "no entry known held");
+        assert_eq!(caught_up(Some(0), 5, false), None, "not heard from lately");
+    }
+}
