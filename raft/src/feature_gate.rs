@@ -25,6 +25,9 @@ impl MemberInner {
         joining: (u64, String),
     ) -> Result<(), PeerError> {
         let mut members = self.members_with_peer_urls();
+        // A confirmation kept for an earlier member at this id and URL, since removed, says
+        // nothing of the process joining now: only members the membership holds keep theirs.
+        self.confirmed_features.forget_all_but(&members);
         members.retain(|member| member.0 != joining.0);
         members.push(joining);
         self.require_feature_of(members, feature).await
@@ -49,6 +52,7 @@ impl MemberInner {
             (member, answer)
         });
         let mut lacking = Vec::new();
+        let mut silent = Vec::new();
         for (member, answer) in futures::future::join_all(asks).await {
             if let Ok(names) = &answer {
                 self.confirmed_features.confirm_named(&member, names);
@@ -58,17 +62,29 @@ impl MemberInner {
                 Ok(_) | Err(CallError::NotServed(_)) => {
                     lacking.push(format!("member {} runs a build without it", member.0))
                 }
-                Err(error) => lacking.push(format!("member {} did not say ({error})", member.0)),
+                Err(error) => silent.push(format!("member {} did not say ({error})", member.0)),
             }
         }
-        if lacking.is_empty() {
-            return Ok(());
+        if !lacking.is_empty() {
+            lacking.extend(silent);
+            return Err(PeerError::Refused(format!(
+                "{} ({}) need every member at a build that reads them: {}; upgrade those \
+                 members first",
+                feature.what_it_allows(),
+                feature.name(),
+                lacking.join(", ")
+            )));
         }
-        Err(PeerError::Refused(format!(
-            "{} ({}) need every member at a build that reads them: {}; upgrade those members first",
-            feature.what_it_allows(),
-            feature.name(),
-            lacking.join(", ")
-        )))
+        if !silent.is_empty() {
+            // Nothing says a build lacks it, only that some member did not answer: worth trying
+            // again once it does, so "unavailable", not a refusal with upgrade advice.
+            return Err(PeerError::Unavailable(format!(
+                "{} ({}) wait for every member to say its build reads them: {}",
+                feature.what_it_allows(),
+                feature.name(),
+                silent.join(", ")
+            )));
+        }
+        Ok(())
     }
 }

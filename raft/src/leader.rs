@@ -124,6 +124,9 @@ impl MemberInner {
                 let joining = (id, node.peer_url.clone());
                 self.require_feature_joining(Feature::LearnerPromotion, joining)
                     .await?;
+                // A learner marked before keeps its mark if this add fails: only an intent this
+                // request wrote is taken back.
+                let marked_before = self.learner_promotion_held(id)?;
                 // The intent first, so that the learner never exists without it: if the intent
                 // cannot be written, nothing was added.
                 let intent = revkv_storage::LearnerPromotion {
@@ -135,7 +138,7 @@ impl MemberInner {
                 self.write_learner_promotion(revkv_storage::LearnerPromotionChange::Intend(intent))
                     .await?;
                 let added = self.raft.add_learner(id, node, false).await;
-                if added.is_err() {
+                if added.is_err() && !marked_before {
                     // Nothing was added: take the intent back, so it does not wait for a learner
                     // that may never come (best effort; the next add of this id forgets it too).
                     let forgotten = self.forget_learner_promotion_if_held(id).await;

@@ -57,6 +57,12 @@ async fn check_once(inner: &MemberInner) {
         inner.config.learner_promotion_events.lags(&[]);
         return;
     }
+    // Only a membership the state machine has applied: it is committed, and every change of the
+    // intents before it is in the store (a new leader that has not applied the `Forget` ahead of
+    // a learner re-added without `--auto-promote` must not read the old intent beside it).
+    if !membership_applied(&metrics) {
+        return;
+    }
     let promotions = match inner.store.learner_promotions() {
         Ok(promotions) => promotions,
         Err(error) => {
@@ -79,6 +85,17 @@ async fn check_once(inner: &MemberInner) {
         }
     }
     inner.config.learner_promotion_events.lags(&lags);
+}
+
+/// Whether the membership in `metrics` is at or below the last applied entry.
+fn membership_applied(metrics: &Metrics) -> bool {
+    let membership_index = metrics
+        .membership_config
+        .log_id()
+        .as_ref()
+        .map(|id| id.index);
+    let applied_index = metrics.last_applied.as_ref().map(|id| id.index);
+    membership_index <= applied_index
 }
 
 /// Where `promotion`'s learner stands in `metrics`' membership.
@@ -181,20 +198,24 @@ impl MemberInner {
             .map_err(|rejection| PeerError::Refused(rejection.into_storage().to_string()))
     }
 
+    /// Whether the store holds an intent for `member_id`.
+    pub(crate) fn learner_promotion_held(&self, member_id: u64) -> Result<bool, PeerError> {
+        let held = self
+            .store
+            .learner_promotions()
+            .map_err(|error| PeerError::Unavailable(error.to_string()))?;
+        Ok(held
+            .iter()
+            .any(|promotion| promotion.member_id == member_id))
+    }
+
     /// Forgets the intent for `member_id` if the store holds one (before a learner is added
     /// again without one, and after a member is removed).
     pub(crate) async fn forget_learner_promotion_if_held(
         &self,
         member_id: u64,
     ) -> Result<(), PeerError> {
-        let held = self
-            .store
-            .learner_promotions()
-            .map_err(|error| PeerError::Unavailable(error.to_string()))?;
-        if held
-            .iter()
-            .any(|promotion| promotion.member_id == member_id)
-        {
+        if self.learner_promotion_held(member_id)? {
             self.write_learner_promotion(LearnerPromotionChange::Forget { member_id })
                 .await?;
         }

@@ -328,12 +328,13 @@ async fn a_nested_txn_waits_until_every_member_says_its_build_reads_it() {
     wait_until_every_member_names(&members, leader_id).await;
 
     // The leader's first question to one follower is lost: it cannot tell that member's build,
-    // so the nested txn is refused, naming it, and nothing is written.
+    // so the nested txn waits (unavailable, worth a retry; nothing says a build lacks it),
+    // naming it, and nothing is written.
     leader
         .peer_faults()
         .lose_next_calls(revkv_raft::peer::paths::FEATURES, 1);
     let refused = leader.write(nested_put("gated")).await;
-    let Err(revkv_raft::MemberError::Refused(message)) = refused else {
+    let Err(revkv_raft::MemberError::NoLeader(message)) = refused else {
         panic!("a nested txn went ahead without every member's answer: {refused:?}");
     };
     assert!(message.contains("did not say"), "{message}");

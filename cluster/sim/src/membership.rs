@@ -188,7 +188,11 @@ pub async fn wait_for_promotions(cluster: &Cluster, trace: &Trace) -> Result<(),
     while tokio::time::Instant::now() < deadline {
         let leader = cluster.leader().await;
         if let Some(backend) = leader.and_then(|id| cluster.backend(id)) {
-            let members = backend.members().await.unwrap_or_default();
+            // An error is no answer: waiting on, not an empty membership that passes.
+            let Ok(members) = backend.members().await else {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            };
             waiting = members
                 .iter()
                 .filter(|member| member.is_learner && expected.contains(&member.id))
