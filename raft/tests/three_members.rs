@@ -241,3 +241,80 @@ async fn a_learner_to_promote_is_refused_while_it_runs_a_build_without_the_featu
         member.shutdown().await.unwrap();
     }
 }
+
+/// The leader keeps a member's answer about its features only while the membership holds that
+/// member: once member 4 is removed, a different process started at the same id and URL (here
+/// an older build, answering 404 where the removed one answered) is asked again when it is
+/// marked to be promoted, and refused, rather than trusted on the removed member's word.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_rejoining_at_a_removed_members_id_and_url_is_asked_for_its_features_again() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let cluster = start_cluster(3).await;
+    let members = &cluster.members;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while members[0].write(put("plain", "1")).await.is_err() {
+        assert!(tokio::time::Instant::now() < deadline, "no leader");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // One peer URL: first this build's answer to `/raft/features`, then an older build's 404.
+    let newer_build = Arc::new(AtomicBool::new(true));
+    let answers = newer_build.clone();
+    let features = axum::routing::post(move || {
+        let newer = answers.load(Ordering::SeqCst);
+        async move {
+            use axum::response::IntoResponse;
+            if !newer {
+                return axum::http::StatusCode::NOT_FOUND.into_response();
+            }
+            let names = vec![
+                "txn-extensions".to_string(),
+                "learner-promotion".to_string(),
+            ];
+            let reply: Result<Vec<String>, revkv_raft::peer::PeerError> = Ok(names);
+            let body = revkv_storage::codec::encode(&reply).unwrap();
+            (axum::http::StatusCode::OK, body).into_response()
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let peer_url = format!("http://{}", listener.local_addr().unwrap());
+    let router = axum::Router::new().route(paths::FEATURES, features);
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let node = revkv_raft::MemberNode {
+        peer_url,
+        client_url: String::new(),
+        grpc_url: None,
+    };
+    let mark = || AdminRequest::AddLearnerToPromote {
+        id: 4,
+        node: node.clone(),
+        max_lag_entries: None,
+    };
+    members[0]
+        .admin(mark())
+        .await
+        .expect("marked while it says its build reads the intent");
+    // A gated write while learner 4 is a member: the leader asks it and keeps its answer.
+    members[0]
+        .write(nested_put("asked"))
+        .await
+        .expect("a nested txn every member reads");
+    members[0]
+        .admin(AdminRequest::Remove { id: 4 })
+        .await
+        .expect("member 4 removed");
+
+    newer_build.store(false, Ordering::SeqCst);
+    let refused = members[0].admin(mark()).await;
+    let Err(revkv_raft::MemberError::Refused(message)) = refused else {
+        panic!("the removed member's answer vouched for another process: {refused:?}");
+    };
+    assert!(
+        message.contains("member 4 runs a build without it"),
+        "{message}"
+    );
+    for member in members {
+        member.shutdown().await.unwrap();
+    }
+}
