@@ -95,7 +95,17 @@ fn membership_applied(metrics: &Metrics) -> bool {
         .as_ref()
         .map(|id| id.index);
     let applied_index = metrics.last_applied.as_ref().map(|id| id.index);
-    membership_index <= applied_index
+    entry_applied(membership_index, applied_index)
+}
+
+/// Whether the entry at `entry_index` (`None`: the initial membership, in no entry) is applied
+/// when the state machine has applied up to `applied_index` (`None`: nothing yet).
+fn entry_applied(entry_index: Option<u64>, applied_index: Option<u64>) -> bool {
+    match (entry_index, applied_index) {
+        (None, _) => true,
+        (Some(_), None) => false,
+        (Some(entry), Some(applied)) => entry <= applied,
+    }
 }
 
 /// Where `promotion`'s learner stands in `metrics`' membership.
@@ -225,7 +235,22 @@ impl MemberInner {
 
 #[cfg(test)]
 mod tests {
-    use super::caught_up;
+    use super::{caught_up, entry_applied};
+
+    #[test]
+    fn a_membership_counts_only_once_its_entry_is_applied() {
+        assert!(
+            entry_applied(None, None),
+            "the initial membership is in no entry"
+        );
+        assert!(entry_applied(Some(7), Some(7)));
+        assert!(entry_applied(Some(7), Some(9)));
+        assert!(
+            !entry_applied(Some(7), Some(6)),
+            "committed or not, not applied yet"
+        );
+        assert!(!entry_applied(Some(7), None));
+    }
 
     #[test]
     fn a_learner_is_caught_up_only_within_its_bound_and_when_heard_from() {
