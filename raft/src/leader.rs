@@ -60,6 +60,15 @@ impl MemberInner {
         if let Some(feature) = crate::member_features::needed_by(&request) {
             self.require_feature(feature).await?;
         }
+        self.append_as_leader(request).await
+    }
+
+    /// Appends a client write on this member, which must be the leader, with no feature check:
+    /// for an entry every member is known to read.
+    pub(crate) async fn append_as_leader(
+        &self,
+        request: ClientRequest,
+    ) -> Result<ForwardedWrite, PeerError> {
         let written = self.raft.client_write(request).await;
         if let Ok(response) = &written {
             write_path_trace::mark(Stage::Written, response.log_id.index);
@@ -101,6 +110,10 @@ impl MemberInner {
         check_admin_target(&request, &membership)?;
         let removed = match request {
             AdminRequest::Remove { id } => Some(id),
+            _ => None,
+        };
+        let moved_intent = match &request {
+            AdminRequest::UpdateNode { id, node } => self.learner_promotion_moved_to(*id, node)?,
             _ => None,
         };
         let changes = match request {
@@ -159,6 +172,14 @@ impl MemberInner {
         };
         let changed = self.raft.change_membership(changes, false).await;
         let answer = self.membership_change_answer(changed)?;
+        if let Some(moved) = moved_intent {
+            // The intent follows its learner to the new URL, or it would never apply again. The
+            // move is done whatever happens here; a failure leaves the old intent, inert.
+            let member = moved.member_id;
+            if let Err(error) = self.move_learner_promotion(moved).await {
+                tracing::warn!(member, %error, "the learner moved; its promotion stayed at the old URL");
+            }
+        }
         if let Some(removed) = removed {
             // What is left of a removed learner's intent would wait for nothing. The removal is
             // done whatever happens here, so a failure is not the caller's: an intent for a member

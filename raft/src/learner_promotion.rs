@@ -208,6 +208,45 @@ impl MemberInner {
             .map_err(|rejection| PeerError::Refused(rejection.into_storage().to_string()))
     }
 
+    /// The intent for `member_id` moved to `node`'s peer URL, when one is held at another URL.
+    pub(crate) fn learner_promotion_moved_to(
+        &self,
+        member_id: u64,
+        node: &crate::types::MemberNode,
+    ) -> Result<Option<LearnerPromotion>, PeerError> {
+        let held = self
+            .store
+            .learner_promotions()
+            .map_err(|error| PeerError::Unavailable(error.to_string()))?;
+        Ok(held
+            .into_iter()
+            .find(|promotion| promotion.member_id == member_id)
+            .filter(|promotion| promotion.peer_url != node.peer_url)
+            .map(|promotion| LearnerPromotion {
+                peer_url: node.peer_url.clone(),
+                ..promotion
+            }))
+    }
+
+    /// Writes an intent moved with its learner, without asking the members for the feature:
+    /// every member has applied this learner's earlier intent, so every member reads the entry,
+    /// and the learner is asked nothing while it moves (it listens at the new URL only once
+    /// restarted there, as with etcd's `member update`).
+    pub(crate) async fn move_learner_promotion(
+        &self,
+        moved: LearnerPromotion,
+    ) -> Result<(), PeerError> {
+        let change = LearnerPromotionChange::Intend(moved);
+        let written = self
+            .append_as_leader(ClientRequest(Request::LearnerPromotion(change)))
+            .await?;
+        written
+            .result
+            .outcome
+            .map(|_| ())
+            .map_err(|rejection| PeerError::Refused(rejection.into_storage().to_string()))
+    }
+
     /// Whether the store holds an intent for `member_id`.
     pub(crate) fn learner_promotion_held(&self, member_id: u64) -> Result<bool, PeerError> {
         let held = self

@@ -3,6 +3,8 @@
 
 use crate::support;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::async_runtime::WatchReceiver;
@@ -248,9 +250,6 @@ async fn a_learner_to_promote_is_refused_while_it_runs_a_build_without_the_featu
 /// marked to be promoted, and refused, rather than trusted on the removed member's word.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_rejoining_at_a_removed_members_id_and_url_is_asked_for_its_features_again() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
-
     let cluster = start_cluster(3).await;
     let members = &cluster.members;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -260,27 +259,7 @@ async fn a_process_rejoining_at_a_removed_members_id_and_url_is_asked_for_its_fe
     }
     // One peer URL: first this build's answer to `/raft/features`, then an older build's 404.
     let newer_build = Arc::new(AtomicBool::new(true));
-    let answers = newer_build.clone();
-    let features = axum::routing::post(move || {
-        let newer = answers.load(Ordering::SeqCst);
-        async move {
-            use axum::response::IntoResponse;
-            if !newer {
-                return axum::http::StatusCode::NOT_FOUND.into_response();
-            }
-            let names = vec![
-                "txn-extensions".to_string(),
-                "learner-promotion".to_string(),
-            ];
-            let reply: Result<Vec<String>, revkv_raft::peer::PeerError> = Ok(names);
-            let body = revkv_storage::codec::encode(&reply).unwrap();
-            (axum::http::StatusCode::OK, body).into_response()
-        }
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let peer_url = format!("http://{}", listener.local_addr().unwrap());
-    let router = axum::Router::new().route(paths::FEATURES, features);
-    tokio::spawn(async move { axum::serve(listener, router).await });
+    let peer_url = spawn_peer_answering_features(newer_build.clone()).await;
     let node = revkv_raft::MemberNode {
         peer_url,
         client_url: String::new(),
@@ -314,6 +293,91 @@ async fn a_process_rejoining_at_a_removed_members_id_and_url_is_asked_for_its_fe
         message.contains("member 4 runs a build without it"),
         "{message}"
     );
+    for member in members {
+        member.shutdown().await.unwrap();
+    }
+}
+
+/// A peer listener that answers `/raft/features` as this build does while `newer_build` holds,
+/// and 404 (an older build's answer) otherwise; nothing else. Answers its URL.
+async fn spawn_peer_answering_features(newer_build: Arc<AtomicBool>) -> String {
+    let features = axum::routing::post(move || {
+        let newer = newer_build.load(Ordering::SeqCst);
+        async move {
+            use axum::response::IntoResponse;
+            if !newer {
+                return axum::http::StatusCode::NOT_FOUND.into_response();
+            }
+            let names = vec![
+                "txn-extensions".to_string(),
+                "learner-promotion".to_string(),
+            ];
+            let reply: Result<Vec<String>, revkv_raft::peer::PeerError> = Ok(names);
+            let body = revkv_storage::codec::encode(&reply).unwrap();
+            (axum::http::StatusCode::OK, body).into_response()
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let peer_url = format!("http://{}", listener.local_addr().unwrap());
+    let router = axum::Router::new().route(paths::FEATURES, features);
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    peer_url
+}
+
+/// A learner marked to be promoted that moves (`member update`, etcd's `MemberUpdate`) takes its
+/// mark along: the intent names the new peer URL on every member, or it would never apply again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_marked_learner_that_moves_keeps_its_mark_at_the_new_url() {
+    let cluster = start_cluster(3).await;
+    let members = &cluster.members;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while members[0].write(put("plain", "1")).await.is_err() {
+        assert!(tokio::time::Instant::now() < deadline, "no leader");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let old_url = spawn_peer_answering_features(Arc::new(AtomicBool::new(true))).await;
+    let node_at = |peer_url: &str| revkv_raft::MemberNode {
+        peer_url: peer_url.to_string(),
+        client_url: String::new(),
+        grpc_url: None,
+    };
+    let mark = AdminRequest::AddLearnerToPromote {
+        id: 4,
+        node: node_at(&old_url),
+        max_lag_entries: Some(7),
+    };
+    members[0].admin(mark).await.expect("learner 4 marked");
+    // The new URL is not served yet, as when a member is moved before it restarts there.
+    let new_url = "http://127.0.0.1:9".to_string();
+    let update = AdminRequest::UpdateNode {
+        id: 4,
+        node: node_at(&new_url),
+    };
+    members[0].admin(update).await.expect("learner 4 moved");
+    let marker = members[0].write(put("after-move", "1")).await.unwrap();
+    for member in members {
+        member
+            .wait_for_revision(marker.revision, Duration::from_secs(30))
+            .await
+            .unwrap();
+        let intents = member.store().learner_promotions().unwrap();
+        let held: Vec<(u64, &str, u64)> = intents
+            .iter()
+            .map(|intent| {
+                (
+                    intent.member_id,
+                    intent.peer_url.as_str(),
+                    intent.max_lag_entries,
+                )
+            })
+            .collect();
+        assert_eq!(
+            held,
+            vec![(4, new_url.as_str(), 7)],
+            "member {}",
+            member.id()
+        );
+    }
     for member in members {
         member.shutdown().await.unwrap();
     }
