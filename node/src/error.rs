@@ -37,6 +37,10 @@ pub enum NodeError {
     /// The request could not complete in time; a write's outcome is unknown.
     #[error("timeout: {0}")]
     Timeout(String),
+    /// A promote named a learner that has not caught up with the leader (etcd's
+    /// `ErrLearnerNotReady`); the same promote succeeds once it has.
+    #[error("unavailable: {0}")]
+    LearnerNotReady(String),
     /// Auth is enabled and the request carries no valid token (or bad credentials). The message
     /// never says which part of a credential was wrong.
     #[error("unauthenticated: {0}")]

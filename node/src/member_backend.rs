@@ -76,6 +76,7 @@ pub(crate) fn node_error(error: MemberError) -> NodeError {
         MemberError::Refused(message) => NodeError::Invalid(message),
         MemberError::UnknownMember(id) => NodeError::NotFound(Missing::Member(id)),
         MemberError::LeaseNotFound(id) => NodeError::NotFound(Missing::Lease(id)),
+        MemberError::LearnerNotReady(why) => NodeError::LearnerNotReady(why),
         MemberError::Storage(error) => NodeError::Storage(error),
         MemberError::Startup(message) => NodeError::Internal(message),
     }

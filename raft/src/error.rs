@@ -22,6 +22,10 @@ pub enum MemberError {
     /// A keep-alive or time-to-live named a lease that does not exist (or has expired).
     #[error("lease {0} not found")]
     LeaseNotFound(i64),
+    /// A promote named a learner that has not caught up with the leader (etcd's
+    /// `ErrLearnerNotReady`); retrying once it has caught up succeeds.
+    #[error("learner not ready: {0}")]
+    LearnerNotReady(String),
     /// A fault of the storage layer on this member.
     #[error(transparent)]
     Storage(#[from] revkv_storage::Error),

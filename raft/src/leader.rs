@@ -161,7 +161,10 @@ impl MemberInner {
                 }
                 return self.membership_change_answer(added);
             }
-            AdminRequest::Promote { id } => ChangeMembers::AddVoterIds(BTreeSet::from([id])),
+            AdminRequest::Promote { id } => {
+                self.check_learner_ready(id).await?;
+                ChangeMembers::AddVoterIds(BTreeSet::from([id]))
+            }
             AdminRequest::Remove { id } if is_voter(&membership, id) => {
                 ChangeMembers::RemoveVoters(BTreeSet::from([id]))
             }
@@ -189,6 +192,14 @@ impl MemberInner {
             }
         }
         Ok(answer)
+    }
+
+    /// Promotes learner `id` whose readiness the caller has checked by its own bound (the
+    /// auto-promotion task, with the intent's bound rather than the manual promote's).
+    pub(crate) async fn promote_checked_learner(&self, id: u64) -> Result<Option<u64>, PeerError> {
+        let changes = ChangeMembers::AddVoterIds(BTreeSet::from([id]));
+        let changed = self.raft.change_membership(changes, false).await;
+        self.membership_change_answer(changed)
     }
 
     /// The log index of the membership entry a change wrote, or the error the caller should see.

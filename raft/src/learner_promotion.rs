@@ -19,7 +19,7 @@ use revkv_storage::{LearnerPromotion, LearnerPromotionChange, Request};
 use tokio::sync::watch;
 
 use crate::member_inner::{MemberInner, Metrics};
-use crate::peer::{AdminRequest, PeerError};
+use crate::peer::PeerError;
 use crate::types::ClientRequest;
 
 /// Starts the task; it ends when `stop` turns true (or its sender is dropped).
@@ -156,7 +156,7 @@ fn heard_within(metrics: &Metrics, id: u64, within: Duration) -> bool {
 /// in flight, leadership moving) is tried again at the next check.
 async fn promote(inner: &MemberInner, promotion: &LearnerPromotion, lag: u64) {
     let id = promotion.member_id;
-    match inner.admin_as_leader(AdminRequest::Promote { id }).await {
+    match inner.promote_checked_learner(id).await {
         Ok(_) => {
             tracing::info!(
                 member = id,
@@ -190,6 +190,44 @@ impl MemberInner {
     /// heartbeat.
     fn heard_within(&self) -> Duration {
         self.config.timing.election_timeout_max * 2
+    }
+
+    /// etcd's readiness check before a manual promote (`ErrLearnerNotReady`), with the
+    /// auto-promotion's rule and the leader's default bound (`--auto-promote-max-lag`) where etcd
+    /// asks for 90 % of the leader's log, since a tenth of a long log is millions of entries: the
+    /// learner's log is known, at most the bound behind, and the leader heard from it lately. A
+    /// voter passes, as promoting it changes nothing.
+    ///
+    /// openraft publishes a learner's progress and its answers in its metrics a moment after they
+    /// happen, so a learner that has just caught up (a voter's add is a blocking learner add, then
+    /// this promote) may not show it yet: the check waits for the metrics to show the learner
+    /// ready, at most as long as an answer may be old, and refuses only then.
+    pub(crate) async fn check_learner_ready(&self, id: u64) -> Result<(), PeerError> {
+        let bound = self.config.learner_promotion.default_max_lag_entries;
+        let heard_within_duration = self.heard_within();
+        let ready = |metrics: &Metrics| {
+            let is_voter = metrics
+                .membership_config
+                .voter_ids()
+                .any(|voter| voter == id);
+            let heard = heard_within(metrics, id, heard_within_duration);
+            is_voter || caught_up(lag_of(metrics, id), bound, heard).is_some()
+        };
+        let mut watched = self.raft.metrics();
+        let deadline = crate::clock::Instant::now() + heard_within_duration;
+        if crate::member_inner::wait_for(&mut watched, deadline, ready).await {
+            return Ok(());
+        }
+        let metrics = self.raft.metrics().borrow_watched().clone();
+        let lag = lag_of(&metrics, id);
+        let standing = match lag {
+            None => "holds no entry the leader knows of".to_string(),
+            Some(lag) if lag > bound => format!("is {lag} entries behind, more than {bound}"),
+            Some(_) => "has not answered the leader lately".to_string(),
+        };
+        Err(PeerError::LearnerNotReady(format!(
+            "learner {id} {standing}; can only promote a learner member which is in sync with leader"
+        )))
     }
 
     /// Writes one change to the intents through raft, on this member, which must lead; a change

@@ -767,6 +767,7 @@ fn member_error(error: CallError) -> MemberError {
         CallError::Remote(PeerError::Unavailable(message)) => MemberError::NoLeader(message),
         CallError::Remote(PeerError::Fatal(message)) => MemberError::NoLeader(message),
         CallError::Remote(PeerError::LeaseNotFound(id)) => MemberError::LeaseNotFound(id),
+        CallError::Remote(PeerError::LearnerNotReady(why)) => MemberError::LearnerNotReady(why),
         CallError::Remote(not_leader @ PeerError::NotLeader { .. }) => {
             MemberError::NoLeader(not_leader.to_string())
         }

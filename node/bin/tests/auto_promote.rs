@@ -3,7 +3,8 @@
 //! further call, while writes go on; a learner that cannot catch up (its process paused) is never
 //! promoted, the leader's lag gauge showing it past its bound; and when the leader that accepted the
 //! intent dies, the next leader promotes the learner once it catches up. etcd's `MemberAdd` over
-//! gRPC does the same with revkv's metadata, and refuses it on a voter's add.
+//! gRPC does the same with revkv's metadata, and refuses it on a voter's add. A manual promote
+//! of a learner that has not caught up is refused as etcd refuses it, until it has.
 
 use crate::membership::membership_of;
 use crate::process_cluster;
@@ -251,6 +252,84 @@ async fn grpc_member_add_with_the_auto_promote_metadata_adds_a_learner_that_beco
         .expect("add member 4 as a learner to promote");
     let member = added.member.expect("the added member");
     assert_eq!((member.id, member.is_learner), (4, true));
+    for id in [1, 2, 3, 4] {
+        wait_until_listed(&cluster, id, 4, false).await;
+    }
+}
+
+/// A manual promote (`POST /v1/members/{id}/promote`, etcd's `MemberPromote`) of a learner more
+/// entries behind than the leader's `--auto-promote-max-lag` is refused as etcd refuses it
+/// (`ErrLearnerNotReady`: gRPC `FailedPrecondition` with etcd's words; HTTP 503 `unavailable`
+/// with `Retry-After`), and the membership is unchanged; once the learner has caught up, the same
+/// promote succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manual_promote_of_a_learner_behind_is_refused_until_it_has_caught_up() {
+    let options = cluster_options()
+        .with_grpc()
+        .with_flags(&["--auto-promote-max-lag", "5"]);
+    let mut cluster = ProcessCluster::start(3, options).await;
+    cluster.wait_for_published_client_urls().await;
+    let leader = cluster.leader().await;
+    let joining = cluster.start_joining_member(4).await;
+    let plain = json!({ "id": 4, "peer_url": joining.peer_url(),
+                        "client_url": joining.client_url() });
+    cluster
+        .client(leader)
+        .post("/v1/members", plain)
+        .await
+        .expect_ok("add member 4 as a learner");
+    // Paused, learner 4 receives nothing more: 20 writes put it at least 20 entries behind.
+    cluster.pause(4);
+    for index in 0..20 {
+        let key = format!("behind/{index:02}");
+        cluster.client(leader).put_ok(&key, "v").await;
+    }
+    let client = EtcdClient::connect(&cluster.grpc_endpoints(), ConnectOptions::new())
+        .await
+        .expect("connect over gRPC");
+    let refused = client
+        .cluster()
+        .member_promote(pb::MemberPromoteRequest { id: 4 })
+        .await
+        .expect_err("a promote of a learner 20 entries behind, past a bound of 5");
+    assert_eq!(
+        refused.code(),
+        tonic::Code::FailedPrecondition,
+        "{refused:?}"
+    );
+    assert_eq!(
+        refused.message(),
+        "etcdserver: can only promote a learner member which is in sync with leader"
+    );
+    let over_http = cluster
+        .client(leader)
+        .post("/v1/members/4/promote", json!({}))
+        .await;
+    assert_eq!(
+        over_http.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        over_http.json
+    );
+    assert_eq!(over_http.error_code(), "unavailable");
+    assert_eq!(over_http.header("retry-after"), Some("1"));
+    let message = over_http.json["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains("learner 4"), "{message}");
+    wait_until_listed(&cluster, leader, 4, true).await;
+
+    cluster.resume(4);
+    wait_until(
+        "the promote of learner 4 to succeed once it has caught up",
+        CONVERGENCE_TIMEOUT,
+        async || {
+            let answer = cluster
+                .client(leader)
+                .post("/v1/members/4/promote", json!({}))
+                .await;
+            (answer.status == StatusCode::OK).then_some(())
+        },
+    )
+    .await;
     for id in [1, 2, 3, 4] {
         wait_until_listed(&cluster, id, 4, false).await;
     }

@@ -33,6 +33,8 @@ pub const INVALID_AUTH_TOKEN: &str = "etcdserver: invalid auth token";
 /// A call without a token while auth is enabled (etcd's `ErrGRPCUserEmpty`).
 pub const USER_EMPTY: &str = "etcdserver: user name is empty";
 pub const PERMISSION_DENIED: &str = "etcdserver: permission denied";
+pub const LEARNER_NOT_READY: &str =
+    "etcdserver: can only promote a learner member which is in sync with leader";
 
 /// The status etcd would answer for `error`.
 pub fn status(error: NodeError) -> Status {
@@ -48,6 +50,7 @@ pub fn status(error: NodeError) -> Status {
         // clientv3 retry on another endpoint. etcd's own text for the usual cause.
         NodeError::Unavailable { .. } => Status::unavailable(NO_LEADER),
         NodeError::Timeout(_) => Status::unavailable(TIMEOUT),
+        NodeError::LearnerNotReady(_) => Status::failed_precondition(LEARNER_NOT_READY),
         NodeError::Unauthenticated(_) => Status::unauthenticated(INVALID_AUTH_TOKEN),
         NodeError::Forbidden(_) => Status::permission_denied(PERMISSION_DENIED),
         NodeError::Internal(message) => Status::internal(message),
@@ -224,6 +227,12 @@ mod tests {
         assert_eq!(
             code_and_message(NodeError::TooLarge("value".into())).0,
             Code::InvalidArgument
+        );
+        // clientv3 turns etcd's words into `ErrLearnerNotReady`; revkv's reason is not sent.
+        let not_ready = NodeError::LearnerNotReady("learner 4 is 20 entries behind".into());
+        assert_eq!(
+            code_and_message(not_ready),
+            (Code::FailedPrecondition, LEARNER_NOT_READY.to_string())
         );
     }
 }

@@ -13,6 +13,7 @@
 //! | storage `NoSpace` | 507 | `no_space` | |
 //! | storage `CorruptCluster` | 500 | `corrupt` | |
 //! | `Unavailable` | 503 | `unavailable` | `Retry-After` header, whole seconds, at least 1 |
+//! | `LearnerNotReady` | 503 | `unavailable` | `Retry-After: 1` |
 //! | storage `Busy` | 503 | `unavailable` | |
 //! | `Timeout` | 504 | `timeout` | |
 //! | `Internal`, storage faults | 500 | `internal` | |
@@ -81,10 +82,16 @@ impl IntoResponse for ApiError {
         );
         add_extra_fields(&mut body, &self.error, self.encoding);
         let mut response = (status, Json(Value::Object(body))).into_response();
-        if let NodeError::Unavailable { retry_after, .. } = &self.error {
+        let retry_after = match &self.error {
+            NodeError::Unavailable { retry_after, .. } => Some(*retry_after),
+            // A learner catches up in about a second on a loopback cluster.
+            NodeError::LearnerNotReady(_) => Some(Duration::from_secs(1)),
+            _ => None,
+        };
+        if let Some(retry_after) = retry_after {
             response.headers_mut().insert(
                 header::RETRY_AFTER,
-                HeaderValue::from(retry_after_seconds(*retry_after)),
+                HeaderValue::from(retry_after_seconds(retry_after)),
             );
         }
         response
@@ -110,6 +117,7 @@ fn status_and_code(error: &NodeError) -> (StatusCode, &'static str) {
         NodeError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
         NodeError::Conflict { .. } => (StatusCode::CONFLICT, "conflict"),
         NodeError::Unavailable { .. } => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+        NodeError::LearnerNotReady(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
         NodeError::Timeout(_) => (StatusCode::GATEWAY_TIMEOUT, "timeout"),
         NodeError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "unauthenticated"),
         NodeError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),

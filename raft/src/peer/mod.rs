@@ -99,6 +99,10 @@ pub enum PeerError {
     /// revoked, or expired).
     #[error("lease {0} not found")]
     LeaseNotFound(i64),
+    /// A promote named a learner whose log is not yet within the leader's bound, or which has not
+    /// answered lately (etcd's `ErrLearnerNotReady`); the text says which.
+    #[error("learner not ready: {0}")]
+    LearnerNotReady(String),
 }
 
 /// A lease grant as the leader runs it: the id the client chose, if any, and the TTL it asked for
