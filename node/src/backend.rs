@@ -134,6 +134,10 @@ pub struct MemberInfo {
     pub grpc_url: Option<String>,
     /// A learner receives the log but does not vote.
     pub is_learner: bool,
+    /// For a learner that promotes itself (`auto_promote`), the most entries its log may be
+    /// behind the leader's for the leader to promote it; absent for every other member.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_promote_max_lag: Option<u64>,
 }
 
 /// What `GET /v1/status` reports.

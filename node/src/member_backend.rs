@@ -50,8 +50,19 @@ fn member_status(report: MemberReport) -> MemberStatus {
     }
 }
 
-fn member_info(member: revkv_raft::Membership) -> MemberInfo {
+/// A member as the API lists it; a learner the store holds an intent for (by its id and peer URL,
+/// as the leader's task matches them) shows the intent's bound.
+fn member_info(
+    member: revkv_raft::Membership,
+    promotions: &[revkv_storage::LearnerPromotion],
+) -> MemberInfo {
+    let auto_promote_max_lag = promotions
+        .iter()
+        .find(|intent| intent.member_id == member.id && intent.peer_url == member.node.peer_url)
+        .filter(|_| member.is_learner)
+        .map(|intent| intent.max_lag_entries);
     MemberInfo {
+        auto_promote_max_lag,
         id: member.id,
         peer_url: member.node.peer_url,
         client_url: member.node.client_url,
@@ -163,7 +174,11 @@ impl MemberBackend {
 
     /// The members of the last committed configuration.
     fn member_infos(&self) -> Vec<MemberInfo> {
-        self.member.members().into_iter().map(member_info).collect()
+        let promotions = self.learner_promotions();
+        let members = self.member.members().into_iter();
+        members
+            .map(|member| member_info(member, &promotions))
+            .collect()
     }
 
     /// The members of the latest configuration in this member's log, committed or not: what may
@@ -171,7 +186,23 @@ impl MemberBackend {
     /// `KvBackend::members` lists only what has.
     pub fn members_including_pending_change(&self) -> Vec<MemberInfo> {
         let members = self.member.members_including_pending_change();
-        members.into_iter().map(member_info).collect()
+        let promotions = self.learner_promotions();
+        members
+            .into_iter()
+            .map(|member| member_info(member, &promotions))
+            .collect()
+    }
+
+    /// The learners the store holds to promote; none if they cannot be read (the listing of the
+    /// members does not fail for it, and the fault is logged).
+    fn learner_promotions(&self) -> Vec<revkv_storage::LearnerPromotion> {
+        self.member
+            .store()
+            .learner_promotions()
+            .unwrap_or_else(|error| {
+                tracing::warn!(%error, "reading the learners to promote failed");
+                Vec::new()
+            })
     }
 
     async fn admin(&self, request: AdminRequest) -> Result<Vec<MemberInfo>, NodeError> {
@@ -414,6 +445,7 @@ impl KvBackend for MemberBackend {
             client_url: identity.node.client_url,
             grpc_url: identity.node.grpc_url,
             is_learner: role != AddedMemberRole::Voter,
+            auto_promote_max_lag: None,
         };
         let join = match role {
             AddedMemberRole::Voter => LearnerJoin::StayLearner,

@@ -147,6 +147,10 @@ pub struct Member {
     #[serde(default)]
     pub grpc_url: Option<String>,
     pub is_learner: bool,
+    /// For a learner that promotes itself once caught up, the most entries it may be behind
+    /// (`add_learner_to_promote`); `None` for every other member.
+    #[serde(default)]
+    pub auto_promote_max_lag: Option<u64>,
 }
 
 /// `GET /v1/members` and the answers of membership changes.

@@ -145,11 +145,24 @@ async fn a_learner_that_cannot_catch_up_waits_and_the_next_leader_promotes_it_on
     let to_promote = json!({ "id": 4, "peer_url": peer_url,
                              "client_url": client_url, "auto_promote": true,
                              "auto_promote_max_lag": 5 });
-    cluster
+    let marked = cluster
         .client(leader)
         .post("/v1/members", to_promote)
         .await
         .expect_ok("mark learner 4 to be promoted");
+    // The membership shows the mark, with its bound, on the learner only.
+    let bounds: Vec<(u64, Option<u64>)> = marked.json["members"]
+        .as_array()
+        .expect("members")
+        .iter()
+        .map(|member| {
+            (
+                member["id"].as_u64().unwrap(),
+                member["auto_promote_max_lag"].as_u64(),
+            )
+        })
+        .collect();
+    assert_eq!(bounds, [(1, None), (2, None), (3, None), (4, Some(5))]);
     // The leader looks at it, at least 20 entries behind against a bound of 5, and leaves it a
     // learner.
     let series = "revkv_learner_lag_entries{member=\"4\"}";
@@ -185,6 +198,21 @@ async fn a_learner_that_cannot_catch_up_waits_and_the_next_leader_promotes_it_on
     let mut caught_up = survivors.clone();
     caught_up.push(4);
     cluster.wait_for_same_revision(&caught_up, marker).await;
+    // A voter shows no mark.
+    wait_until(
+        "member 4 listed without its mark",
+        CONVERGENCE_TIMEOUT,
+        async || {
+            let members = cluster.client(next_leader).get("/v1/members").await;
+            let listed = members.json["members"]
+                .as_array()?
+                .iter()
+                .find(|member| member["id"] == 4)?
+                .clone();
+            listed.get("auto_promote_max_lag").is_none().then_some(())
+        },
+    )
+    .await;
 }
 
 /// etcd's `MemberAdd` of `peer_url` over gRPC, with revkv's metadata `(name, value)` pairs.

@@ -161,6 +161,7 @@ fn new_learner(body: NewMemberBody) -> Result<MemberInfo, NodeError> {
         client_url: body.client_url,
         grpc_url: body.grpc_url,
         is_learner: true,
+        auto_promote_max_lag: None,
     })
 }
 

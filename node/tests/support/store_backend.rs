@@ -117,6 +117,7 @@ impl StoreBackend {
 
 pub fn member(id: u64, is_learner: bool) -> MemberInfo {
     MemberInfo {
+        auto_promote_max_lag: None,
         id,
         peer_url: format!("http://127.0.0.{id}:2380"),
         client_url: format!("http://127.0.0.{id}:2379"),

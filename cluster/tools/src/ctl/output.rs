@@ -73,14 +73,14 @@ pub fn member_table(members: &[Member]) -> String {
     let rows: Vec<Vec<String>> = members
         .iter()
         .map(|member| {
-            let role = if member.is_learner {
-                "learner"
-            } else {
-                "voter"
+            let role = match (member.is_learner, member.auto_promote_max_lag) {
+                (false, _) => "voter".to_string(),
+                (true, None) => "learner".to_string(),
+                (true, Some(bound)) => format!("learner (auto-promote within {bound})"),
             };
             vec![
                 member.id.to_string(),
-                role.to_string(),
+                role,
                 or_dash(&member.peer_url),
                 or_dash(&member.client_url),
                 or_dash(member.grpc_url.as_deref().unwrap_or_default()),
