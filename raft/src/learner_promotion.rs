@@ -19,7 +19,7 @@ use revkv_storage::{LearnerPromotion, LearnerPromotionChange, Request};
 use tokio::sync::watch;
 
 use crate::member_inner::{MemberInner, Metrics};
-use crate::peer::PeerError;
+use crate::peer::{ForwardedWrite, PeerError};
 use crate::types::ClientRequest;
 
 /// Starts the task; it ends when `stop` turns true (or its sender is dropped).
@@ -239,11 +239,7 @@ impl MemberInner {
         let written = self
             .write_as_leader(ClientRequest(Request::LearnerPromotion(change)))
             .await?;
-        written
-            .result
-            .outcome
-            .map(|_| ())
-            .map_err(|rejection| PeerError::Refused(rejection.into_storage().to_string()))
+        refused_by_the_store(written)
     }
 
     /// The intent for `member_id` moved to `node`'s peer URL, when one is held at another URL.
@@ -252,10 +248,7 @@ impl MemberInner {
         member_id: u64,
         node: &crate::types::MemberNode,
     ) -> Result<Option<LearnerPromotion>, PeerError> {
-        let held = self
-            .store
-            .learner_promotions()
-            .map_err(|error| PeerError::Unavailable(error.to_string()))?;
+        let held = self.held_learner_promotions()?;
         Ok(held
             .into_iter()
             .find(|promotion| promotion.member_id == member_id)
@@ -278,19 +271,19 @@ impl MemberInner {
         let written = self
             .append_as_leader(ClientRequest(Request::LearnerPromotion(change)))
             .await?;
-        written
-            .result
-            .outcome
-            .map(|_| ())
-            .map_err(|rejection| PeerError::Refused(rejection.into_storage().to_string()))
+        refused_by_the_store(written)
+    }
+
+    /// The intents the store holds; a store that cannot be read is unavailable for now.
+    fn held_learner_promotions(&self) -> Result<Vec<LearnerPromotion>, PeerError> {
+        self.store
+            .learner_promotions()
+            .map_err(|error| PeerError::Unavailable(error.to_string()))
     }
 
     /// Whether the store holds an intent for `member_id`.
     pub(crate) fn learner_promotion_held(&self, member_id: u64) -> Result<bool, PeerError> {
-        let held = self
-            .store
-            .learner_promotions()
-            .map_err(|error| PeerError::Unavailable(error.to_string()))?;
+        let held = self.held_learner_promotions()?;
         Ok(held
             .iter()
             .any(|promotion| promotion.member_id == member_id))
@@ -308,6 +301,16 @@ impl MemberInner {
         }
         Ok(())
     }
+}
+
+/// The answer to a written change of the intents: a change the store refused is `Refused` with
+/// its words.
+fn refused_by_the_store(written: ForwardedWrite) -> Result<(), PeerError> {
+    written
+        .result
+        .outcome
+        .map(|_| ())
+        .map_err(|rejection| PeerError::Refused(rejection.into_storage().to_string()))
 }
 
 #[cfg(test)]

@@ -180,11 +180,7 @@ async fn a_nested_txn_is_refused_while_a_member_runs_a_build_without_it() {
                 .unwrap(),
         );
     }
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while members[0].write(put("plain", "1")).await.is_err() {
-        assert!(tokio::time::Instant::now() < deadline, "no quorum of two");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    write_once_a_leader_serves(&members[0]).await;
     let refused = members[0].write(nested_put("gated")).await;
     let Err(revkv_raft::MemberError::Refused(message)) = refused else {
         panic!("a nested txn went ahead with a member that cannot read it: {refused:?}");
@@ -209,19 +205,11 @@ async fn a_nested_txn_is_refused_while_a_member_runs_a_build_without_it() {
 async fn a_learner_to_promote_is_refused_while_it_runs_a_build_without_the_feature() {
     let cluster = start_cluster(3).await;
     let members = &cluster.members;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while members[0].write(put("plain", "1")).await.is_err() {
-        assert!(tokio::time::Instant::now() < deadline, "no leader");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    write_once_a_leader_serves(&members[0]).await;
     let older = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let peer_url = format!("http://{}", older.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(older, axum::Router::new()).await });
-    let node = revkv_raft::MemberNode {
-        peer_url,
-        client_url: String::new(),
-        grpc_url: None,
-    };
+    let node = peer_node(peer_url);
     let add = AdminRequest::AddLearnerToPromote {
         id: 4,
         node,
@@ -252,19 +240,11 @@ async fn a_learner_to_promote_is_refused_while_it_runs_a_build_without_the_featu
 async fn a_process_rejoining_at_a_removed_members_id_and_url_is_asked_for_its_features_again() {
     let cluster = start_cluster(3).await;
     let members = &cluster.members;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while members[0].write(put("plain", "1")).await.is_err() {
-        assert!(tokio::time::Instant::now() < deadline, "no leader");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    write_once_a_leader_serves(&members[0]).await;
     // One peer URL: first this build's answer to `/raft/features`, then an older build's 404.
     let newer_build = Arc::new(AtomicBool::new(true));
     let peer_url = spawn_peer_answering_features(newer_build.clone()).await;
-    let node = revkv_raft::MemberNode {
-        peer_url,
-        client_url: String::new(),
-        grpc_url: None,
-    };
+    let node = peer_node(peer_url);
     let mark = || AdminRequest::AddLearnerToPromote {
         id: 4,
         node: node.clone(),
@@ -295,6 +275,24 @@ async fn a_process_rejoining_at_a_removed_members_id_and_url_is_asked_for_its_fe
     );
     for member in members {
         member.shutdown().await.unwrap();
+    }
+}
+
+/// Writes one key through `member`, retrying until a leader is elected that serves it.
+async fn write_once_a_leader_serves(member: &revkv_raft::RaftMember) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while member.write(put("plain", "1")).await.is_err() {
+        assert!(tokio::time::Instant::now() < deadline, "no leader");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A member that serves no client API, listening for peers at `peer_url`.
+fn peer_node(peer_url: String) -> revkv_raft::MemberNode {
+    revkv_raft::MemberNode {
+        peer_url,
+        client_url: String::new(),
+        grpc_url: None,
     }
 }
 
@@ -330,20 +328,11 @@ async fn spawn_peer_answering_features(newer_build: Arc<AtomicBool>) -> String {
 async fn a_marked_learner_that_moves_keeps_its_mark_at_the_new_url() {
     let cluster = start_cluster(3).await;
     let members = &cluster.members;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while members[0].write(put("plain", "1")).await.is_err() {
-        assert!(tokio::time::Instant::now() < deadline, "no leader");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    write_once_a_leader_serves(&members[0]).await;
     let old_url = spawn_peer_answering_features(Arc::new(AtomicBool::new(true))).await;
-    let node_at = |peer_url: &str| revkv_raft::MemberNode {
-        peer_url: peer_url.to_string(),
-        client_url: String::new(),
-        grpc_url: None,
-    };
     let mark = AdminRequest::AddLearnerToPromote {
         id: 4,
-        node: node_at(&old_url),
+        node: peer_node(old_url.clone()),
         max_lag_entries: Some(7),
     };
     members[0].admin(mark).await.expect("learner 4 marked");
@@ -351,7 +340,7 @@ async fn a_marked_learner_that_moves_keeps_its_mark_at_the_new_url() {
     let new_url = "http://127.0.0.1:9".to_string();
     let update = AdminRequest::UpdateNode {
         id: 4,
-        node: node_at(&new_url),
+        node: peer_node(new_url.clone()),
     };
     members[0].admin(update).await.expect("learner 4 moved");
     let marker = members[0].write(put("after-move", "1")).await.unwrap();
