@@ -12,6 +12,7 @@ pub struct WatchMetrics {
     events_sent_total: IntCounter,
     bookmarks_sent_total: IntCounter,
     slow_consumer_cancels_total: IntCounter,
+    buffered_bytes: IntGauge,
 }
 
 impl WatchMetrics {
@@ -37,6 +38,11 @@ impl WatchMetrics {
                 "revkv_watch_slow_consumer_cancels_total",
                 "Watchers canceled with reason slow_consumer because they fell too far behind.",
             )?,
+            buffered_bytes: gauge(
+                registry,
+                "revkv_watch_buffered_bytes",
+                "Bytes of key-values queued in watchers' buffers, waiting for their readers.",
+            )?,
         })
     }
 
@@ -57,6 +63,29 @@ impl WatchMetrics {
 
     pub fn record_bookmark_sent(&self) {
         self.bookmarks_sent_total.inc();
+    }
+
+    /// The gauge of bytes queued for watchers, for the hub to raise and lower.
+    pub fn buffered_bytes_gauge(&self) -> BufferedBytesGauge {
+        BufferedBytesGauge {
+            gauge: self.buffered_bytes.clone(),
+        }
+    }
+}
+
+/// `revkv_watch_buffered_bytes`, as the hub moves it: bytes in, bytes out.
+#[derive(Clone, Debug)]
+pub struct BufferedBytesGauge {
+    gauge: IntGauge,
+}
+
+impl BufferedBytesGauge {
+    pub fn add(&self, bytes: usize) {
+        self.gauge.add(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+
+    pub fn subtract(&self, bytes: usize) {
+        self.gauge.sub(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 }
 

@@ -25,6 +25,7 @@ use revkv_metrics::WatcherGuard;
 use revkv_storage::{Event, EventBatch, ReadError};
 use tokio::sync::mpsc;
 
+use super::channel::DeliverySender;
 use super::events::{group_by_revision, history_for, revision_events_for};
 use super::filter::EventFilter;
 use super::message::{CancelReason, Cancellation, Delivery, Ending, WatchMessage};
@@ -55,7 +56,7 @@ struct State {
 struct Watcher {
     filter: EventFilter,
     prev_kv: bool,
-    sender: mpsc::Sender<Delivery>,
+    sender: DeliverySender,
     ending: Arc<Ending>,
     /// The revision the watch asked to start at. While `deliver_from` still equals it, the
     /// watcher has been given nothing, so it may start at the compact revision (see
@@ -79,7 +80,7 @@ pub(super) struct NewWatcher {
     pub prev_kv: bool,
     /// The first revision to deliver.
     pub start: u64,
-    pub sender: mpsc::Sender<Delivery>,
+    pub sender: DeliverySender,
     pub ending: Arc<Ending>,
     pub counted: Option<WatcherGuard>,
 }
