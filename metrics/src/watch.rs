@@ -65,27 +65,11 @@ impl WatchMetrics {
         self.bookmarks_sent_total.inc();
     }
 
-    /// The gauge of bytes queued for watchers, for the hub to raise and lower.
-    pub fn buffered_bytes_gauge(&self) -> BufferedBytesGauge {
-        BufferedBytesGauge {
-            gauge: self.buffered_bytes.clone(),
-        }
-    }
-}
-
-/// `revkv_watch_buffered_bytes`, as the hub moves it: bytes in, bytes out.
-#[derive(Clone, Debug)]
-pub struct BufferedBytesGauge {
-    gauge: IntGauge,
-}
-
-impl BufferedBytesGauge {
-    pub fn add(&self, bytes: usize) {
-        self.gauge.add(i64::try_from(bytes).unwrap_or(i64::MAX));
-    }
-
-    pub fn subtract(&self, bytes: usize) {
-        self.gauge.sub(i64::try_from(bytes).unwrap_or(i64::MAX));
+    /// Sets `revkv_watch_buffered_bytes` to what the watch hub's buffers hold now; read just
+    /// before each scrape, so the hub's hot path moves one counter and no gauge.
+    pub fn observe_buffered_bytes(&self, bytes: usize) {
+        self.buffered_bytes
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 }
 

@@ -15,44 +15,29 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use revkv_metrics::BufferedBytesGauge;
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::{SendError, TryRecvError, TrySendError};
 
 use super::message::{Delivery, RevisionEvents, WatchMessage};
 
-/// The bytes every watcher's channel of one hub holds, for its gauge and its tests.
+/// The bytes every watcher's channel of one hub holds, read by its gauge before each scrape.
 #[derive(Debug, Default)]
 pub(super) struct BufferedBytes {
     total: AtomicUsize,
-    gauge: Option<BufferedBytesGauge>,
 }
 
 impl BufferedBytes {
-    pub fn new(gauge: Option<BufferedBytesGauge>) -> Self {
-        BufferedBytes {
-            total: AtomicUsize::new(0),
-            gauge,
-        }
-    }
-
     pub fn total(&self) -> usize {
         self.total.load(Ordering::Acquire)
     }
 
     fn add(&self, bytes: usize) {
         self.total.fetch_add(bytes, Ordering::AcqRel);
-        if let Some(gauge) = &self.gauge {
-            gauge.add(bytes);
-        }
     }
 
     fn subtract(&self, bytes: usize) {
         let before = self.total.fetch_sub(bytes, Ordering::AcqRel);
         assert!(before >= bytes, "a watcher's bytes were uncounted twice");
-        if let Some(gauge) = &self.gauge {
-            gauge.subtract(bytes);
-        }
     }
 }
 

@@ -70,9 +70,7 @@ impl WatchHub {
             registry,
             next_watch_id: AtomicU64::new(1),
             stop,
-            buffered_bytes: Arc::new(BufferedBytes::new(
-                metrics.as_ref().map(WatchMetrics::buffered_bytes_gauge),
-            )),
+            buffered_bytes: Arc::new(BufferedBytes::default()),
             metrics,
         }))
     }

@@ -51,6 +51,10 @@ impl Default for WatchLimits {
     }
 }
 
+/// The largest `stream_buffer_bytes`: a gRPC stream's queue counts its room in a semaphore's
+/// `u32` permits.
+pub const MOST_STREAM_BUFFER_BYTES: usize = u32::MAX as usize;
+
 impl WatchLimits {
     /// Checks that the limits fit together.
     pub fn check(&self) -> Result<(), String> {
@@ -67,6 +71,12 @@ impl WatchLimits {
             || self.concurrent_catch_up_reads == 0
         {
             return Err("watch limits must be at least 1".into());
+        }
+        if self.stream_buffer_bytes > MOST_STREAM_BUFFER_BYTES {
+            return Err(format!(
+                "the watch buffer bytes ({}) must be at most {MOST_STREAM_BUFFER_BYTES} (4 GiB)",
+                self.stream_buffer_bytes
+            ));
         }
         if self.min_progress_interval > self.max_progress_interval {
             return Err("the minimum progress interval exceeds the maximum".into());

@@ -304,8 +304,9 @@ pub struct ServeArgs {
     /// Messages a watch stream may hold for a slow reader before it is canceled (default 128).
     #[arg(long, env = "REVKV_WATCH_BUFFER_MESSAGES")]
     pub watch_buffer_messages: Option<usize>,
-    /// Bytes of key-values a watch stream may hold for a slow reader before it is canceled
-    /// (default 16 MiB; a single larger revision still reaches a reader that keeps up).
+    /// Bytes of key-values a watch may hold for a slow reader before it is canceled, and of
+    /// encoded responses a gRPC Watch stream queues for its client (default 16 MiB; a single
+    /// larger revision still reaches a reader that keeps up).
     #[arg(long, env = "REVKV_WATCH_BUFFER_BYTES")]
     pub watch_buffer_bytes: Option<usize>,
     /// A learner added with `--auto-promote` and no bound of its own is promoted by this member,

@@ -123,6 +123,11 @@ fn watch_settings_are_checked() {
         ..ServeArgs::default()
     };
     assert!(no_bytes.into_node_config().is_err());
+    let past_four_gibibytes = ServeArgs {
+        watch_buffer_bytes: Some(1 << 33),
+        ..ServeArgs::default()
+    };
+    assert!(past_four_gibibytes.into_node_config().is_err());
     let one_mebibyte = ServeArgs {
         watch_buffer_bytes: Some(1 << 20),
         ..ServeArgs::default()
