@@ -40,7 +40,11 @@ async fn revisions_until_the_end(stream: &mut WatchStream) -> (Vec<i64>, Option<
     }
 }
 
-/// The value of an unlabelled metric in the member's exposition.
+/// Slow-consumer cancels at the message bound and at the byte bound.
+const CANCELS_AT_MESSAGES: &str = "revkv_watch_slow_consumer_cancels_total{limit=\"messages\"}";
+const CANCELS_AT_BYTES: &str = "revkv_watch_slow_consumer_cancels_total{limit=\"bytes\"}";
+
+/// The value of one series (a name with its labels as exposed) in the member's exposition.
 fn metric(member: &GrpcMember, name: &str) -> f64 {
     let text = member.metrics_text();
     let line = text
@@ -53,7 +57,7 @@ fn metric(member: &GrpcMember, name: &str) -> f64 {
 /// True once the member has ended the stalled watch: one watch left, one slow-consumer end.
 fn stalled_watch_ended(member: &GrpcMember) -> bool {
     metric(member, "revkv_watch_watchers") == 1.0
-        && metric(member, "revkv_watch_slow_consumer_cancels_total") == 1.0
+        && metric(member, CANCELS_AT_MESSAGES) == 1.0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -134,9 +138,14 @@ async fn a_stream_left_unread_is_ended_as_a_slow_consumer_and_resumes_without_lo
         "the resumed watch skipped or repeated events"
     );
     assert_eq!(
-        metric(&member, "revkv_watch_slow_consumer_cancels_total"),
+        metric(&member, CANCELS_AT_MESSAGES),
         1.0,
         "the end is counted once, when the member decided it, not again when it was read"
+    );
+    assert_eq!(
+        metric(&member, CANCELS_AT_BYTES),
+        0.0,
+        "128 messages of 16 KiB are within the default byte bound: the message bound ended it"
     );
     member.stop().await;
 }
@@ -165,7 +174,7 @@ async fn a_stream_left_unread_holds_no_more_than_the_byte_bound() {
     let value = "v".repeat(VALUE_BYTES);
     let mut written = Vec::new();
     let mut most_buffered: f64 = 0.0;
-    while metric(&member, "revkv_watch_slow_consumer_cancels_total") == 0.0 {
+    while metric(&member, CANCELS_AT_BYTES) == 0.0 {
         assert!(
             written.len() < MOST_WRITES,
             "the member did not end the stalled watch within {MOST_WRITES} writes"
@@ -186,6 +195,11 @@ async fn a_stream_left_unread_holds_no_more_than_the_byte_bound() {
     let last = writer.put(LAST_KEY, "", None).await.unwrap();
     written.push(last.header().unwrap().revision());
 
+    assert_eq!(
+        metric(&member, CANCELS_AT_MESSAGES),
+        0.0,
+        "the byte bound, not the message bound, ended the stalled watch"
+    );
     let (delivered, cancel) = revisions_until_the_end(&mut stalled).await;
     assert_eq!(cancel.as_deref(), Some("slow_consumer"));
     assert_eq!(delivered, written[..delivered.len()]);

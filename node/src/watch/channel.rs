@@ -15,6 +15,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use revkv_metrics::WatchBufferBound;
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::{SendError, TryRecvError, TrySendError};
 
@@ -83,6 +84,15 @@ pub(super) fn channel(
     )
 }
 
+/// Why a delivery did not enter a watcher's channel.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Refused {
+    /// The channel is full by this bound: the watcher is too far behind.
+    Full(WatchBufferBound),
+    /// The stream has gone.
+    Closed,
+}
+
 /// The hub's end of a watcher's channel.
 #[derive(Clone, Debug)]
 pub(super) struct DeliverySender {
@@ -91,18 +101,23 @@ pub(super) struct DeliverySender {
 }
 
 impl DeliverySender {
-    /// Enqueues `delivery` if it fits both bounds; `Full` when it does not (the caller cancels
-    /// the watcher), `Closed` when the stream has gone.
-    pub fn try_send(&self, delivery: Delivery) -> Result<(), TrySendError<Delivery>> {
+    /// Enqueues `delivery` if it fits both bounds; `Full` with the bound it would pass when it
+    /// does not (the caller cancels the watcher), `Closed` when the stream has gone. A message
+    /// that carries no key-values (a bookmark) is held to the message bound only.
+    pub fn try_send(&self, delivery: Delivery) -> Result<(), Refused> {
         let bytes = delivery_bytes(&delivery);
         let queued = self.queued.bytes.load(Ordering::Acquire);
-        if queued > 0 && queued.saturating_add(bytes) > self.queued.max_bytes {
-            return Err(TrySendError::Full(delivery));
+        if bytes > 0 && queued > 0 && queued.saturating_add(bytes) > self.queued.max_bytes {
+            return Err(Refused::Full(WatchBufferBound::Bytes));
         }
         // Counted before it can be received, so the receiver never uncounts what was not counted.
         self.queued.add(bytes);
-        self.sender.try_send(delivery).inspect_err(|_| {
+        self.sender.try_send(delivery).map_err(|refused| {
             self.queued.subtract(bytes);
+            match refused {
+                TrySendError::Full(_) => Refused::Full(WatchBufferBound::Messages),
+                TrySendError::Closed(_) => Refused::Closed,
+            }
         })
     }
 
@@ -204,6 +219,22 @@ mod tests {
         Delivery::Message(WatchMessage::Events(events))
     }
 
+    fn bookmark(revision: u64) -> Delivery {
+        Delivery::Message(WatchMessage::Bookmark { revision })
+    }
+
+    #[tokio::test]
+    async fn the_message_bound_is_named_when_it_is_the_one_hit() {
+        let hub_total = Arc::new(BufferedBytes::default());
+        let (sender, _receiver) = channel(2, 1000, hub_total);
+        sender.try_send(bookmark(1)).unwrap();
+        sender.try_send(events_of(2, 1)).unwrap();
+        assert_eq!(
+            sender.try_send(bookmark(3)),
+            Err(Refused::Full(WatchBufferBound::Messages))
+        );
+    }
+
     #[tokio::test]
     async fn the_byte_bound_refuses_only_a_non_empty_channel_and_every_byte_is_uncounted() {
         let hub_total = Arc::new(BufferedBytes::default());
@@ -211,16 +242,21 @@ mod tests {
         // Larger than the bound, into an empty channel: admitted.
         sender.try_send(events_of(2, 149)).unwrap();
         assert_eq!(hub_total.total(), 150);
-        assert!(matches!(
-            sender.try_send(events_of(3, 9)),
-            Err(TrySendError::Full(_))
-        ));
+        let full_by_bytes = Err(Refused::Full(WatchBufferBound::Bytes));
+        assert_eq!(sender.try_send(events_of(3, 9)), full_by_bytes);
+        assert_eq!(
+            sender.try_send(bookmark(3)),
+            Ok(()),
+            "a bookmark carries no key-values and is held to the message bound only"
+        );
+        assert_eq!(receiver.recv().await.map(|_| ()), Some(()));
         assert!(receiver.recv().await.is_some());
         assert_eq!(hub_total.total(), 0);
         sender.try_send(events_of(3, 59)).unwrap();
         sender.try_send(events_of(4, 39)).unwrap();
-        assert!(
-            matches!(sender.try_send(events_of(5, 0)), Err(TrySendError::Full(_))),
+        assert_eq!(
+            sender.try_send(events_of(5, 0)),
+            full_by_bytes,
             "100 bytes queued: one more byte is past the bound"
         );
         assert_eq!(hub_total.total(), 100);
@@ -230,10 +266,7 @@ mod tests {
             0,
             "a dropped stream uncounts what it left"
         );
-        assert!(matches!(
-            sender.try_send(events_of(6, 0)),
-            Err(TrySendError::Closed(_))
-        ));
+        assert_eq!(sender.try_send(events_of(6, 0)), Err(Refused::Closed));
         assert_eq!(hub_total.total(), 0);
     }
 }
