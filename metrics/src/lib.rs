@@ -49,7 +49,7 @@ pub use prefix::{
 };
 pub use raft::{RaftMetrics, RaftObservation};
 pub use store::{StoreMetrics, StoreObservation};
-pub use watch::{WatchMetrics, WatcherGuard};
+pub use watch::{WatchBufferBound, WatchMetrics, WatcherGuard};
 
 /// The `Content-Type` of the text exposition format [`Metrics::render`] produces.
 pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";

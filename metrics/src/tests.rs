@@ -62,6 +62,7 @@ fn every_contract_metric_is_exposed_with_help_text() {
         "revkv_watch_events_sent_total",
         "revkv_watch_bookmarks_sent_total",
         "revkv_watch_slow_consumer_cancels_total",
+        "revkv_watch_buffered_bytes",
         "revkv_learner_auto_promotions_total",
         "revkv_http_requests_total",
         "revkv_http_request_duration_seconds",

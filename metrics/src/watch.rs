@@ -1,9 +1,28 @@
 //! Watch metrics: open watchers, events and bookmarks sent, and watchers canceled because they
 //! could not keep up. Plain handles for the watch hub to call; the hub owns no Prometheus types.
 
-use prometheus::{IntCounter, IntGauge, Registry};
+use prometheus::{IntCounter, IntCounterVec, IntGauge, Registry};
 
-use crate::registration::{counter, gauge};
+use crate::registration::{counter, counter_vec, gauge};
+
+/// Which of a watcher's two buffer bounds it hit when the member ended it `slow_consumer`: the
+/// `limit` label of `revkv_watch_slow_consumer_cancels_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WatchBufferBound {
+    /// `--watch-buffer-messages`.
+    Messages,
+    /// `--watch-buffer-bytes`.
+    Bytes,
+}
+
+impl WatchBufferBound {
+    fn label(self) -> &'static str {
+        match self {
+            WatchBufferBound::Messages => "messages",
+            WatchBufferBound::Bytes => "bytes",
+        }
+    }
+}
 
 /// The watch metrics of one member.
 #[derive(Clone, Debug)]
@@ -11,7 +30,8 @@ pub struct WatchMetrics {
     watchers: IntGauge,
     events_sent_total: IntCounter,
     bookmarks_sent_total: IntCounter,
-    slow_consumer_cancels_total: IntCounter,
+    slow_consumer_cancels_total: IntCounterVec,
+    buffered_bytes: IntGauge,
 }
 
 impl WatchMetrics {
@@ -32,10 +52,11 @@ impl WatchMetrics {
                 "revkv_watch_bookmarks_sent_total",
                 "BOOKMARK messages sent to watchers.",
             )?,
-            slow_consumer_cancels_total: counter(
+            slow_consumer_cancels_total: slow_consumer_cancels(registry)?,
+            buffered_bytes: gauge(
                 registry,
-                "revkv_watch_slow_consumer_cancels_total",
-                "Watchers canceled with reason slow_consumer because they fell too far behind.",
+                "revkv_watch_buffered_bytes",
+                "Bytes of key-values queued in watchers' buffers, waiting for their readers.",
             )?,
         })
     }
@@ -58,6 +79,13 @@ impl WatchMetrics {
     pub fn record_bookmark_sent(&self) {
         self.bookmarks_sent_total.inc();
     }
+
+    /// Sets `revkv_watch_buffered_bytes` to what the watch hub's buffers hold now; read just
+    /// before each scrape, so the hub's hot path moves one counter and no gauge.
+    pub fn observe_buffered_bytes(&self, bytes: usize) {
+        self.buffered_bytes
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
 }
 
 /// Counts one open watcher for as long as it lives: [`WatchMetrics::track_watcher`] increments the
@@ -67,14 +95,31 @@ impl WatchMetrics {
 #[derive(Debug)]
 pub struct WatcherGuard {
     watchers: IntGauge,
-    slow_consumer_cancels_total: IntCounter,
+    slow_consumer_cancels_total: IntCounterVec,
 }
 
 impl WatcherGuard {
-    /// The member ended this watcher with reason `slow_consumer`.
-    pub fn record_slow_consumer_cancel(&self) {
-        self.slow_consumer_cancels_total.inc();
+    /// The member ended this watcher with reason `slow_consumer`, its buffer full by `bound`.
+    pub fn record_slow_consumer_cancel(&self, bound: WatchBufferBound) {
+        self.slow_consumer_cancels_total
+            .with_label_values(&[bound.label()])
+            .inc();
     }
+}
+
+/// `revkv_watch_slow_consumer_cancels_total{limit}`, with both series present from the start.
+fn slow_consumer_cancels(registry: &Registry) -> prometheus::Result<IntCounterVec> {
+    let cancels = counter_vec(
+        registry,
+        "revkv_watch_slow_consumer_cancels_total",
+        "Watchers canceled with reason slow_consumer because they fell too far behind, by the \
+         buffer bound they hit (limit: messages or bytes).",
+        &["limit"],
+    )?;
+    for bound in [WatchBufferBound::Messages, WatchBufferBound::Bytes] {
+        cancels.with_label_values(&[bound.label()]);
+    }
+    Ok(cancels)
 }
 
 impl WatchMetrics {

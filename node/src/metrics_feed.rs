@@ -13,6 +13,8 @@
 //! - Each peer's append timeout and the appends that timed out, through [`PeerAppendTimeouts`],
 //!   likewise; the learners the leader promoted automatically and their lag, through
 //!   [`LearnerPromotionCounts`].
+//! - The bytes queued in watchers' buffers are read from the watch hub just before each scrape,
+//!   so the hub moves one counter per message and no gauge.
 
 use std::sync::Arc;
 
@@ -22,6 +24,8 @@ use revkv_metrics::{
 use revkv_raft::{LogTailSize, MemberRole, RaftMember, RaftStatus};
 use revkv_storage::{MvccStore, RaftLogStore, StoreStats};
 use tokio::task::JoinHandle;
+
+use crate::watch::WatchHub;
 
 /// Starts both feeds for `member`. The returned task ends by itself when raft stops.
 pub fn start_metrics_feeds(member: &RaftMember, metrics: &Arc<Metrics>) -> JoinHandle<()> {
@@ -142,6 +146,21 @@ fn install_scrape_refresh(metrics: &Metrics, member: &RaftMember) {
     });
     if let Err(error) = installed {
         tracing::error!(%error, "the store and raft gauges will not be refreshed");
+    }
+}
+
+/// Makes every scrape read the bytes the watch hub's buffers hold. The hook holds the hub weakly,
+/// so the metrics (which live as long as the HTTP router) do not keep a stopped hub alive.
+pub fn refresh_watch_buffer_gauge_before_scrape(metrics: &Metrics, hub: &Arc<WatchHub>) {
+    let watch_metrics = metrics.watch.clone();
+    let hub = Arc::downgrade(hub);
+    let installed = metrics.add_before_scrape(move || {
+        if let Some(hub) = hub.upgrade() {
+            watch_metrics.observe_buffered_bytes(hub.buffered_bytes());
+        }
+    });
+    if let Err(error) = installed {
+        tracing::error!(%error, "the watch buffer gauge will not be refreshed");
     }
 }
 

@@ -26,7 +26,8 @@ use crate::error::NodeError;
 use crate::http::client_router_with_metrics;
 use crate::member_backend::{node_error, MemberBackend};
 use crate::metrics_feed::{
-    start_metrics_feeds, AppendApplyTimings, LeaseEventCounts, PeerAppendTimeouts,
+    refresh_watch_buffer_gauge_before_scrape, start_metrics_feeds, AppendApplyTimings,
+    LeaseEventCounts, PeerAppendTimeouts,
 };
 use crate::watch::WatchHub;
 
@@ -111,6 +112,7 @@ impl Node {
             config.watch.clone(),
             Some(metrics.watch.clone()),
         )?;
+        refresh_watch_buffer_gauge_before_scrape(&metrics, &watch_hub);
         let backend = Arc::new(MemberBackend {
             member,
             request_timeout: config.request_timeout,

@@ -618,6 +618,83 @@ async fn a_slow_consumer_is_canceled_and_can_resume_without_loss() {
     assert_eq!(rest, (last_revision + 1..=last).collect::<Vec<_>>());
 }
 
+/// A reader that stops reading is canceled `slow_consumer` once its buffer holds the byte bound,
+/// long before the message bound: the member's count of buffered bytes never passes the bound,
+/// falls back to zero once the stream is gone, and resuming from the cancel's revision loses
+/// nothing.
+#[tokio::test]
+async fn a_slow_consumer_is_canceled_at_the_byte_bound_and_its_bytes_are_released() {
+    let bound = 64 * 1024;
+    let backend = backend_with(WatchLimits {
+        stream_buffer_bytes: bound,
+        ..small_limits()
+    });
+    let hub = backend.watch_hub();
+    let value = "v".repeat(4096);
+    let mut watch = open(&backend, watch_request(KeyRange::prefix("b/"), None)).await;
+    let mut last = 0;
+    for index in 0..40 {
+        last = put(&backend, &format!("b/{index:02}"), &value).await;
+        assert!(
+            hub.buffered_bytes() <= bound,
+            "{} bytes held",
+            hub.buffered_bytes()
+        );
+    }
+    wait_for_broadcast(&backend, last).await;
+    // Each event is a 4-byte key and a 4,096-byte value; the buffer took as many as fit.
+    let event_bytes = 4 + 4096;
+    let fitting = bound / event_bytes;
+    assert_eq!(hub.buffered_bytes(), fitting * event_bytes);
+    let mut received = Vec::new();
+    let cancellation = loop {
+        match next(&mut watch).await {
+            WatchMessage::Events(events) => received.push(events.revision),
+            WatchMessage::Canceled(cancellation) => break cancellation,
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    assert_eq!(cancellation.reason, CancelReason::SlowConsumer);
+    let last_revision = cancellation.last_revision.unwrap();
+    assert_eq!(received, (2..=last_revision).collect::<Vec<_>>());
+    assert_eq!(
+        received.len(),
+        fitting,
+        "canceled at the byte bound, not at 1,024 messages"
+    );
+    drop(watch);
+    assert_eq!(hub.buffered_bytes(), 0);
+    let mut resumed = open(
+        &backend,
+        watch_request(KeyRange::prefix("b/"), Some(last_revision + 1)),
+    )
+    .await;
+    let rest: Vec<u64> = events_through(&mut resumed, last)
+        .await
+        .into_iter()
+        .map(|(revision, _)| revision)
+        .collect();
+    assert_eq!(rest, (last_revision + 1..=last).collect::<Vec<_>>());
+}
+
+/// One revision larger than the byte bound still reaches a reader that keeps up: a message always
+/// enters an empty buffer.
+#[tokio::test]
+async fn a_revision_larger_than_the_byte_bound_reaches_a_reader_that_keeps_up() {
+    let backend = backend_with(WatchLimits {
+        stream_buffer_bytes: 1024,
+        ..small_limits()
+    });
+    let mut watch = open(&backend, watch_request(KeyRange::prefix("l/"), None)).await;
+    let value = "v".repeat(4096);
+    for index in 0..3 {
+        let revision = put(&backend, &format!("l/{index}"), &value).await;
+        let seen = events_through(&mut watch, revision).await;
+        assert_eq!(seen.last().map(|(revision, _)| *revision), Some(revision));
+    }
+    assert_eq!(backend.watch_hub().buffered_bytes(), 0);
+}
+
 /// As in etcd: after compacting at 6, a watch from 5 is refused, and a watch from 6 itself gets
 /// the put at 6 (it remains) and everything after.
 #[tokio::test]

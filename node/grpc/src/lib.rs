@@ -36,6 +36,7 @@ mod range_stream;
 pub mod watch;
 mod watch_fragment;
 mod watch_progress;
+mod watch_queue;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -69,6 +70,9 @@ pub struct GrpcLimits {
     /// member's `--max-watches`, which bounds them all, so no stream has a lower limit of its own,
     /// as on etcd).
     pub max_watches_per_stream: usize,
+    /// Bytes of responses one `Watch` stream queues for a client that reads slowly
+    /// (`--watch-buffer-bytes`, the bound the hub keeps on each watch's own buffer).
+    pub watch_stream_buffer_bytes: usize,
     /// The port's connection limits, the client listener's (`--max-concurrent-streams` bounds
     /// the HTTP/2 streams of one connection: etcd's default, 2^32-1).
     pub connections: revkv_tls::ConnectionLimits,
@@ -93,6 +97,8 @@ impl Default for GrpcLimits {
             max_request_bytes: 2 * 1024 * 1024,
             max_keepalive_streams: 10_000,
             max_watches_per_stream: revkv_node::watch::WatchLimits::default().max_watchers,
+            watch_stream_buffer_bytes: revkv_node::watch::WatchLimits::default()
+                .stream_buffer_bytes,
             connections: revkv_tls::ConnectionLimits::default(),
             max_snapshot_streams: 2,
             auth: AuthOptions::default(),
@@ -183,6 +189,7 @@ fn etcd_services<B: KvBackend>(
     let watch = WatchServer::new(watch::WatchService {
         backend: backend.clone(),
         max_watches_per_stream: limits.max_watches_per_stream,
+        stream_buffer_bytes: limits.watch_stream_buffer_bytes,
         fragment_bytes: limits.max_request_bytes,
     })
     .max_decoding_message_size(max);

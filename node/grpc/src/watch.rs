@@ -33,14 +33,18 @@ use crate::error::PERMISSION_DENIED;
 use crate::proto::etcdserverpb as pb;
 use crate::proto::mvccpb;
 use crate::watch_progress::{ProgressOwed, ProgressRounds, RoundAnswer};
+use crate::watch_queue::{response_queue, ResponseSender};
 
-/// Responses queued for one stream's client; each watch's own buffer is the hub's.
+/// Responses queued for one stream's client (and at most `stream_buffer_bytes` of them); each
+/// watch's own buffer is the hub's.
 const RESPONSE_BUFFER: usize = 128;
 
 pub struct WatchService<B> {
     pub backend: Arc<B>,
     /// Watches one stream may hold at once; a create beyond it is answered canceled.
     pub max_watches_per_stream: usize,
+    /// Bytes of responses one stream queues for its client (`--watch-buffer-bytes`).
+    pub stream_buffer_bytes: usize,
     /// A watch created with `fragment` gets responses of this many bytes or more in fragments.
     pub fragment_bytes: usize,
 }
@@ -55,7 +59,7 @@ impl<B: KvBackend> pb::watch_server::Watch for WatchService<B> {
     async fn watch(&self, request: GrpcRequest<Streaming<pb::WatchRequest>>) -> Answer<Responses> {
         // Each create on the stream is checked against the caller who opened it.
         let backend = Arc::new(crate::auth::acting_for(&self.backend, &request)?);
-        let (sender, receiver) = mpsc::channel(RESPONSE_BUFFER);
+        let (sender, receiver) = response_queue(RESPONSE_BUFFER, self.stream_buffer_bytes);
         // Each watch reports at most one bookmark per round, so this never blocks for long.
         let (progress_reports, progress_reported) =
             mpsc::channel(self.max_watches_per_stream.max(1));
@@ -84,7 +88,7 @@ struct WatchStream<B> {
     backend: Arc<B>,
     max_watches: usize,
     fragment_bytes: usize,
-    sender: mpsc::Sender<pb::WatchResponse>,
+    sender: ResponseSender,
     /// Stream watch id → the hub's id of that watch, its forwarder, and the bookmark it owes
     /// the progress round under way.
     watches: HashMap<i64, StreamWatch>,
@@ -368,7 +372,7 @@ struct Forwarder<B> {
     /// The watch's id on its stream.
     id: i64,
     backend: Arc<B>,
-    sender: mpsc::Sender<pb::WatchResponse>,
+    sender: ResponseSender,
     /// With a limit, a response of that many bytes or more goes in fragments.
     fragment_bytes: Option<usize>,
     progress_owed: ProgressOwed,

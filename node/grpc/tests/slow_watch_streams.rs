@@ -2,6 +2,7 @@
 //! watch with `slow_consumer` once the watch's buffer is full and counts the end at once, while
 //! writes go on and a stream that reads, on a connection of its own, gets every event; the ended
 //! watch then resumes from the revision after its last event with nothing skipped or repeated.
+//! With a byte bound below what the buffer's messages would hold, the bound ends the watch first.
 
 use crate::support;
 
@@ -39,7 +40,11 @@ async fn revisions_until_the_end(stream: &mut WatchStream) -> (Vec<i64>, Option<
     }
 }
 
-/// The value of an unlabelled metric in the member's exposition.
+/// Slow-consumer cancels at the message bound and at the byte bound.
+const CANCELS_AT_MESSAGES: &str = "revkv_watch_slow_consumer_cancels_total{limit=\"messages\"}";
+const CANCELS_AT_BYTES: &str = "revkv_watch_slow_consumer_cancels_total{limit=\"bytes\"}";
+
+/// The value of one series (a name with its labels as exposed) in the member's exposition.
 fn metric(member: &GrpcMember, name: &str) -> f64 {
     let text = member.metrics_text();
     let line = text
@@ -52,7 +57,7 @@ fn metric(member: &GrpcMember, name: &str) -> f64 {
 /// True once the member has ended the stalled watch: one watch left, one slow-consumer end.
 fn stalled_watch_ended(member: &GrpcMember) -> bool {
     metric(member, "revkv_watch_watchers") == 1.0
-        && metric(member, "revkv_watch_slow_consumer_cancels_total") == 1.0
+        && metric(member, CANCELS_AT_MESSAGES) == 1.0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -133,9 +138,75 @@ async fn a_stream_left_unread_is_ended_as_a_slow_consumer_and_resumes_without_lo
         "the resumed watch skipped or repeated events"
     );
     assert_eq!(
-        metric(&member, "revkv_watch_slow_consumer_cancels_total"),
+        metric(&member, CANCELS_AT_MESSAGES),
         1.0,
         "the end is counted once, when the member decided it, not again when it was read"
+    );
+    assert_eq!(
+        metric(&member, CANCELS_AT_BYTES),
+        0.0,
+        "128 messages of 16 KiB are within the default byte bound: the message bound ended it"
+    );
+    member.stop().await;
+}
+
+/// The byte bound of a watch's buffer in the hub, far below what its 128 messages of
+/// `VALUE_BYTES` would hold (2 MiB), so the bound and not the message count ends the watch.
+const BUFFER_BYTES: usize = 128 * 1024;
+
+/// A client that stops reading holds at most `--watch-buffer-bytes` in the member's buffers for
+/// its watch (`revkv_watch_buffered_bytes`, read after every write, never passes it; with the
+/// message bound alone it would reach 2 MiB); the member then ends the watch `slow_consumer`, and
+/// what it had delivered is a prefix of the writes, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_left_unread_holds_no_more_than_the_byte_bound() {
+    let limits = revkv_node::watch::WatchLimits {
+        stream_buffer_bytes: BUFFER_BYTES,
+        ..Default::default()
+    };
+    let member = GrpcMember::start_with_watch_limits(limits).await;
+    let mut stalled_client = member.client().await;
+    let on_prefix = Some(WatchOptions::new().with_prefix());
+    let mut stalled = stalled_client.watch("slow/", on_prefix).await.unwrap();
+    assert!(next(&mut stalled).await.created());
+
+    let mut writer = member.client().await;
+    let value = "v".repeat(VALUE_BYTES);
+    let mut written = Vec::new();
+    let mut most_buffered: f64 = 0.0;
+    while metric(&member, CANCELS_AT_BYTES) == 0.0 {
+        assert!(
+            written.len() < MOST_WRITES,
+            "the member did not end the stalled watch within {MOST_WRITES} writes"
+        );
+        let key = format!("slow/{:05}", written.len());
+        let put = writer.put(key, value.clone(), None).await.unwrap();
+        written.push(put.header().unwrap().revision());
+        most_buffered = most_buffered.max(metric(&member, "revkv_watch_buffered_bytes"));
+    }
+    assert!(
+        most_buffered > 0.0,
+        "the stalled watch's buffer never held anything: the gauge does not follow it"
+    );
+    assert!(
+        most_buffered <= BUFFER_BYTES as f64,
+        "the stalled watch's buffer held {most_buffered} bytes, past its bound of {BUFFER_BYTES}"
+    );
+    let last = writer.put(LAST_KEY, "", None).await.unwrap();
+    written.push(last.header().unwrap().revision());
+
+    assert_eq!(
+        metric(&member, CANCELS_AT_MESSAGES),
+        0.0,
+        "the byte bound, not the message bound, ended the stalled watch"
+    );
+    let (delivered, cancel) = revisions_until_the_end(&mut stalled).await;
+    assert_eq!(cancel.as_deref(), Some("slow_consumer"));
+    assert_eq!(delivered, written[..delivered.len()]);
+    assert_eq!(
+        metric(&member, "revkv_watch_buffered_bytes"),
+        0.0,
+        "once the stream has read its buffer, nothing is counted as held"
     );
     member.stop().await;
 }

@@ -17,12 +17,13 @@
 use std::sync::Arc;
 
 use revkv_storage::{Event, EventBatch, MvccStore, ReadError, StorageFailure};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::Semaphore;
 
+use super::channel::DeliverySender;
 use super::events::history_for;
 use super::filter::EventFilter;
 use super::limits::WatchLimits;
-use super::message::{CancelReason, Delivery};
+use super::message::CancelReason;
 use super::registry::{CatchUpHandle, HandOver};
 
 /// One watcher's catch-up task.
@@ -32,7 +33,7 @@ pub(super) struct CatchUp {
     pub limits: WatchLimits,
     /// Bounds how many catch-up reads run at once, across the hub.
     pub reads: Arc<Semaphore>,
-    pub sender: mpsc::Sender<Delivery>,
+    pub sender: DeliverySender,
     pub filter: EventFilter,
     pub prev_kv: bool,
     /// The revision the watch asked to start at.
@@ -46,16 +47,14 @@ impl CatchUp {
     pub async fn run(mut self) {
         // Only the catch-up sends to a watcher that is not synced yet, so once the whole buffer is
         // free it stays free for the next batch or for the hand-over's delivery and bookmark.
-        let whole_buffer = self.sender.max_capacity();
         loop {
             if !self.handle.note_position(self.position) {
                 return;
             }
             // Wait until the reader has taken everything delivered so far; the permits are
             // released at once.
-            match self.sender.reserve_many(whole_buffer).await {
-                Ok(permits) => drop(permits),
-                Err(_) => return self.handle.remove(),
+            if self.sender.wait_until_empty().await.is_err() {
+                return self.handle.remove();
             }
             match self.try_join().await {
                 Some(HandOver::Joined) | Some(HandOver::Ended) => return,

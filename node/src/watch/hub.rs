@@ -11,13 +11,14 @@ use std::sync::Arc;
 
 use revkv_metrics::WatchMetrics;
 use revkv_storage::{validate_range, MvccStore, RangeRequest, ReadError};
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::{watch, Semaphore};
 
 use super::broadcast::BroadcastLoop;
 use super::catch_up::CatchUp;
+use super::channel::{channel, BufferedBytes, DeliverySender};
 use super::feed::RevisionFeed;
 use super::limits::WatchLimits;
-use super::message::{Delivery, Ending, WatchMessage};
+use super::message::{Ending, WatchMessage};
 use super::registry::{CatchUpHandle, NewWatcher, Registry, StreamHandle};
 use super::request::WatchRequest;
 use super::stream::Watch;
@@ -35,6 +36,8 @@ pub struct WatchHub {
     stop: watch::Sender<bool>,
     /// The member's watch metrics (none for a hub outside a member, as in tests).
     metrics: Option<WatchMetrics>,
+    /// The bytes every watcher's buffer holds now.
+    buffered_bytes: Arc<BufferedBytes>,
 }
 
 impl WatchHub {
@@ -67,6 +70,7 @@ impl WatchHub {
             registry,
             next_watch_id: AtomicU64::new(1),
             stop,
+            buffered_bytes: Arc::new(BufferedBytes::default()),
             metrics,
         }))
     }
@@ -86,6 +90,11 @@ impl WatchHub {
         self.registry.watcher_count()
     }
 
+    /// The bytes of key-values every watcher's buffer holds now (`revkv_watch_buffered_bytes`).
+    pub fn buffered_bytes(&self) -> usize {
+        self.buffered_bytes.total()
+    }
+
     /// Opens a watch. Answers `compacted` when `start_revision` is below the compact revision (as
     /// in etcd, a watch may start at the compact revision itself and gets the puts that remain
     /// there), and `unavailable` when the member is stopping or has its maximum of watches.
@@ -96,7 +105,11 @@ impl WatchHub {
         let current = self.store.current_revision()?;
         let start = self.start_revision(&request, current)?;
         let progress_interval = self.limits.progress_interval(request.progress_interval)?;
-        let (sender, receiver) = mpsc::channel(self.limits.stream_buffer_messages);
+        let (sender, receiver) = channel(
+            self.limits.stream_buffer_messages,
+            self.limits.stream_buffer_bytes,
+            self.buffered_bytes.clone(),
+        );
         let ending = Arc::new(Ending::default());
         let id = self.next_watch_id.fetch_add(1, Ordering::Relaxed);
         let needs_catch_up = self.registry.register(NewWatcher {
@@ -151,7 +164,7 @@ impl WatchHub {
         &self,
         id: u64,
         request: WatchRequest,
-        sender: mpsc::Sender<Delivery>,
+        sender: DeliverySender,
         start: u64,
     ) -> CatchUp {
         CatchUp {

@@ -10,6 +10,10 @@ pub struct WatchLimits {
     /// Messages one stream may have waiting for its reader. A synced reader that lets it fill is
     /// canceled with `slow_consumer` (etcd uses 128 too).
     pub stream_buffer_messages: usize,
+    /// Bytes of key-values one watcher's buffer may hold once it holds anything: a live revision
+    /// that would take it past this cancels a synced reader with `slow_consumer`, as a full
+    /// buffer does. A single larger revision still passes into an empty buffer.
+    pub stream_buffer_bytes: usize,
     /// Most watches open on one member at once; more answer `unavailable`.
     pub max_watchers: usize,
     /// Most events read from history in one batch (whole revisions, so a revision larger than
@@ -32,6 +36,9 @@ impl Default for WatchLimits {
     fn default() -> Self {
         WatchLimits {
             stream_buffer_messages: 128,
+            // With etcd's largest request (1.5 MiB) a revision can be that large; 128 of them
+            // would pin 192 MiB for one stalled reader.
+            stream_buffer_bytes: 16 * 1024 * 1024,
             max_watchers: 65_536,
             read_batch_events: 1024,
             handover_max_revisions: 32,
@@ -44,6 +51,10 @@ impl Default for WatchLimits {
     }
 }
 
+/// The largest `stream_buffer_bytes`: a gRPC stream's queue counts its room in a semaphore's
+/// `u32` permits.
+pub const MOST_STREAM_BUFFER_BYTES: usize = u32::MAX as usize;
+
 impl WatchLimits {
     /// Checks that the limits fit together.
     pub fn check(&self) -> Result<(), String> {
@@ -55,10 +66,17 @@ impl WatchLimits {
             ));
         }
         if self.max_watchers == 0
+            || self.stream_buffer_bytes == 0
             || self.read_batch_events == 0
             || self.concurrent_catch_up_reads == 0
         {
             return Err("watch limits must be at least 1".into());
+        }
+        if self.stream_buffer_bytes > MOST_STREAM_BUFFER_BYTES {
+            return Err(format!(
+                "the watch buffer bytes ({}) must be at most {MOST_STREAM_BUFFER_BYTES} (4 GiB)",
+                self.stream_buffer_bytes
+            ));
         }
         if self.min_progress_interval > self.max_progress_interval {
             return Err("the minimum progress interval exceeds the maximum".into());

@@ -11,12 +11,14 @@
 //!   registry to fan out.
 //! - `catch_up`: brings a watch that starts in the past up to the hub from the store's history.
 //! - `stream`: the reader's side (`Watch`), with periodic bookmarks.
+//! - `channel`: one watcher's buffer from the hub to its stream, bounded in messages and bytes.
 //! - `events`: history turned into per-revision messages (shared by broadcast and catch-up).
 //! - `filter`, `message`, `feed`, `limits`: what a watch selects, what it receives, what wakes
 //!   the hub, and the bounds on all of it.
 
 mod broadcast;
 mod catch_up;
+mod channel;
 mod events;
 mod feed;
 mod filter;

@@ -21,10 +21,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use revkv_metrics::WatcherGuard;
+use revkv_metrics::{WatchBufferBound, WatcherGuard};
 use revkv_storage::{Event, EventBatch, ReadError};
-use tokio::sync::mpsc;
 
+use super::channel::{DeliverySender, Refused};
 use super::events::{group_by_revision, history_for, revision_events_for};
 use super::filter::EventFilter;
 use super::message::{CancelReason, Cancellation, Delivery, Ending, WatchMessage};
@@ -55,7 +55,7 @@ struct State {
 struct Watcher {
     filter: EventFilter,
     prev_kv: bool,
-    sender: mpsc::Sender<Delivery>,
+    sender: DeliverySender,
     ending: Arc<Ending>,
     /// The revision the watch asked to start at. While `deliver_from` still equals it, the
     /// watcher has been given nothing, so it may start at the compact revision (see
@@ -79,7 +79,7 @@ pub(super) struct NewWatcher {
     pub prev_kv: bool,
     /// The first revision to deliver.
     pub start: u64,
-    pub sender: mpsc::Sender<Delivery>,
+    pub sender: DeliverySender,
     pub ending: Arc<Ending>,
     pub counted: Option<WatcherGuard>,
 }
@@ -410,16 +410,16 @@ impl State {
                 .try_send(Delivery::Message(WatchMessage::Events(events)))
             {
                 Ok(()) => {}
-                Err(mpsc::error::TrySendError::Full(_)) => {
+                Err(Refused::Full(bound)) => {
                     // Everything below this revision is in the buffer; this one is not.
                     watcher.deliver_from = revision;
-                    overflowing.push(id);
+                    overflowing.push((id, bound));
                 }
-                Err(mpsc::error::TrySendError::Closed(_)) => closed.push(id),
+                Err(Refused::Closed) => closed.push(id),
             }
         }
-        for id in overflowing {
-            self.cancel_behind(id, CancelReason::SlowConsumer, None);
+        for (id, bound) in overflowing {
+            self.cancel_slow_consumer(id, bound);
         }
         for id in closed {
             self.drop_watcher(id);
@@ -450,13 +450,6 @@ impl State {
     /// Cancels a watcher that has everything below its `deliver_from` and nothing after.
     fn cancel_behind(&mut self, id: u64, reason: CancelReason, compact_revision: Option<u64>) {
         if let Some(watcher) = self.watchers.get(&id) {
-            // Counted here, where the hub decides, not when the reader reaches the CANCELED
-            // message: a client that stopped reading may never reach it.
-            if reason == CancelReason::SlowConsumer {
-                if let Some(counted) = &watcher.counted {
-                    counted.record_slow_consumer_cancel();
-                }
-            }
             watcher.ending.set(Cancellation {
                 reason,
                 compact_revision,
@@ -464,6 +457,20 @@ impl State {
             });
         }
         self.drop_watcher(id);
+    }
+
+    /// Cancels a watcher whose buffer is full by `bound` (`slow_consumer`), counted here, where
+    /// the hub decides, not when the reader reaches the CANCELED message: a client that stopped
+    /// reading may never reach it.
+    fn cancel_slow_consumer(&mut self, id: u64, bound: WatchBufferBound) {
+        if let Some(counted) = self
+            .watchers
+            .get(&id)
+            .and_then(|watcher| watcher.counted.as_ref())
+        {
+            counted.record_slow_consumer_cancel(bound);
+        }
+        self.cancel_behind(id, CancelReason::SlowConsumer, None);
     }
 
     fn drop_watcher(&mut self, id: u64) {
@@ -481,6 +488,7 @@ impl State {
         };
         let broadcast_through = self.broadcast_through;
         let mut overflowing = Vec::new();
+        let mut closed = Vec::new();
         for id in candidates {
             let Some(watcher) = self.watchers.get_mut(&id) else {
                 continue;
@@ -494,16 +502,20 @@ impl State {
             }
             watcher.bookmark_owed = None;
             self.owed_bookmarks.remove(&id);
-            if watcher
+            match watcher
                 .sender
                 .try_send(Delivery::Message(WatchMessage::Bookmark { revision }))
-                .is_err()
             {
-                overflowing.push(id);
+                Ok(()) => {}
+                Err(Refused::Full(bound)) => overflowing.push((id, bound)),
+                Err(Refused::Closed) => closed.push(id),
             }
         }
-        for id in overflowing {
-            self.cancel_behind(id, CancelReason::SlowConsumer, None);
+        for (id, bound) in overflowing {
+            self.cancel_slow_consumer(id, bound);
+        }
+        for id in closed {
+            self.drop_watcher(id);
         }
     }
 }

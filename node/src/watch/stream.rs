@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use futures_util::Stream;
 use revkv_raft::clock::{Instant, Interval};
-use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TryRecvError;
 
 use revkv_metrics::WatchMetrics;
 
+use super::channel::DeliveryReceiver;
 use super::message::{CancelReason, Cancellation, Delivery, Ending, WatchMessage};
 use super::registry::StreamHandle;
 
@@ -20,7 +21,7 @@ pub struct Watch {
     /// This watch's place in the hub; dropping it leaves the hub.
     handle: StreamHandle,
     metrics: Option<WatchMetrics>,
-    receiver: mpsc::Receiver<Delivery>,
+    receiver: DeliveryReceiver,
     /// The rest of the history delivery being handed out, one revision at a time.
     same_delivery: VecDeque<WatchMessage>,
     ending: Arc<Ending>,
@@ -35,7 +36,7 @@ impl Watch {
     pub(super) fn new(
         handle: StreamHandle,
         metrics: Option<WatchMetrics>,
-        receiver: mpsc::Receiver<Delivery>,
+        receiver: DeliveryReceiver,
         ending: Arc<Ending>,
         created: WatchMessage,
         start_revision: u64,
@@ -112,8 +113,8 @@ impl Watch {
         }
         match self.receiver.try_recv() {
             Ok(delivery) => Some(self.hand_out(Some(delivery))),
-            Err(mpsc::error::TryRecvError::Empty) => None,
-            Err(mpsc::error::TryRecvError::Disconnected) => Some(self.hand_out(None)),
+            Err(TryRecvError::Empty) => None,
+            Err(TryRecvError::Disconnected) => Some(self.hand_out(None)),
         }
     }
 

@@ -36,7 +36,8 @@ impl ServeArgs {
                 .map_err(|error| format!("--emulated-etcd-version: {error}"))?,
             None => EtcdVersion::DEFAULT,
         };
-        let max_watches = self.watch_limits()?.max_watchers;
+        let watch_limits = self.watch_limits()?;
+        let max_watches = watch_limits.max_watchers;
         let max_watches_per_stream = self.max_watches_per_stream.unwrap_or(max_watches);
         if !(1..=max_watches).contains(&max_watches_per_stream) {
             return Err(format!(
@@ -46,6 +47,7 @@ impl ServeArgs {
         Ok(GrpcLimits {
             connections: self.client_connection_limits()?,
             max_watches_per_stream,
+            watch_stream_buffer_bytes: watch_limits.stream_buffer_bytes,
             max_keepalive_streams: http.lease_stream.max_streams,
             max_snapshot_streams: http.max_snapshot_streams,
             auth: http.auth,

@@ -304,6 +304,11 @@ pub struct ServeArgs {
     /// Messages a watch stream may hold for a slow reader before it is canceled (default 128).
     #[arg(long, env = "REVKV_WATCH_BUFFER_MESSAGES")]
     pub watch_buffer_messages: Option<usize>,
+    /// Bytes of key-values a watch may hold for a slow reader before it is canceled, and of
+    /// encoded responses a gRPC Watch stream queues for its client (default 16 MiB; a single
+    /// larger revision still reaches a reader that keeps up).
+    #[arg(long, env = "REVKV_WATCH_BUFFER_BYTES")]
+    pub watch_buffer_bytes: Option<usize>,
     /// A learner added with `--auto-promote` and no bound of its own is promoted by this member,
     /// when it leads, once its log is at most this many entries behind (default 1000).
     #[arg(long, env = "REVKV_AUTO_PROMOTE_MAX_LAG")]
@@ -384,7 +389,7 @@ impl ServeArgs {
             max_concurrent_password_checks, password_hash, worker_threads, log_format, auto_compaction_mode, auto_compaction_retention,
             quota_backend_bytes, initial_corrupt_check, corrupt_check_time,
             auto_compaction_interval_ms, watch_progress_notify_interval_ms, max_watches,
-            max_watches_per_stream, watch_buffer_messages, auto_promote_max_lag, metrics_prefix_depth, metrics_max_prefixes, cert_file, key_file,
+            max_watches_per_stream, watch_buffer_messages, watch_buffer_bytes, auto_promote_max_lag, metrics_prefix_depth, metrics_max_prefixes, cert_file, key_file,
             trusted_ca_file, client_cert_auth, peer_cert_file, peer_key_file, peer_trusted_ca_file,
             peer_client_cert_auth),
         )

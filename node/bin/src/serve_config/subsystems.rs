@@ -251,6 +251,9 @@ impl ServeArgs {
             stream_buffer_messages: self
                 .watch_buffer_messages
                 .unwrap_or(defaults.stream_buffer_messages),
+            stream_buffer_bytes: self
+                .watch_buffer_bytes
+                .unwrap_or(defaults.stream_buffer_bytes),
             ..defaults
         };
         limits.check()?;

@@ -118,6 +118,22 @@ fn watch_settings_are_checked() {
         ..ServeArgs::default()
     };
     assert!(tiny_buffer.into_node_config().is_err());
+    let no_bytes = ServeArgs {
+        watch_buffer_bytes: Some(0),
+        ..ServeArgs::default()
+    };
+    assert!(no_bytes.into_node_config().is_err());
+    let past_four_gibibytes = ServeArgs {
+        watch_buffer_bytes: Some(1 << 33),
+        ..ServeArgs::default()
+    };
+    assert!(past_four_gibibytes.into_node_config().is_err());
+    let one_mebibyte = ServeArgs {
+        watch_buffer_bytes: Some(1 << 20),
+        ..ServeArgs::default()
+    };
+    let limits = one_mebibyte.into_node_config().unwrap().watch;
+    assert_eq!(limits.stream_buffer_bytes, 1 << 20);
 }
 
 #[test]

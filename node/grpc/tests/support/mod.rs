@@ -17,6 +17,11 @@ pub struct GrpcMember {
 
 impl GrpcMember {
     pub async fn start() -> GrpcMember {
+        GrpcMember::start_with_watch_limits(revkv_node::watch::WatchLimits::default()).await
+    }
+
+    /// A member whose watches (the hub's buffers and each gRPC stream's queue) keep `watch`.
+    pub async fn start_with_watch_limits(watch: revkv_node::watch::WatchLimits) -> GrpcMember {
         let directory = tempfile::tempdir().expect("a temporary directory");
         let bind = || async { TcpListener::bind("127.0.0.1:0").await.expect("bind") };
         let (client, peer, grpc) = (bind().await, bind().await, bind().await);
@@ -27,13 +32,20 @@ impl GrpcMember {
             peer.local_addr().unwrap(),
         )
         .advertising_grpc_url(endpoint.clone());
+        let config = NodeConfig {
+            watch: watch.clone(),
+            ..config
+        };
         let node = Node::start_with_listeners(config, client, peer)
             .await
             .expect("the member starts");
         let server = GrpcServer {
             backend: node.backend().clone(),
             metrics: Some(node.backend().metrics().clone()),
-            limits: GrpcLimits::default(),
+            limits: GrpcLimits {
+                watch_stream_buffer_bytes: watch.stream_buffer_bytes,
+                ..GrpcLimits::default()
+            },
         };
         let (stop, stopped) = oneshot::channel::<()>();
         tokio::spawn(server.serve(grpc, None, async move {
