@@ -8,9 +8,12 @@
 //! An intent applies only while the membership holds a learner with its id *and* its peer URL,
 //! so it never promotes a different process that later joins under the same id. An intent for a
 //! voter (promoted by hand, or promoted just before a leader change forgot to forget it) is
-//! forgotten; one for a member the membership does not hold waits, bounded by the store's limit
-//! on intents, since the learner's add follows its intent.
+//! forgotten; one for a member the membership does not hold waits, since the learner's add
+//! follows its intent, but only for `stranded_intent_grace`: an intent whose add never happened
+//! (an outcome-unknown write, a cancelled call) is then forgotten, so it cannot hold one of the
+//! store's places for intents forever.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +21,7 @@ use openraft::async_runtime::WatchReceiver;
 use revkv_storage::{LearnerPromotion, LearnerPromotionChange, Request};
 use tokio::sync::watch;
 
+use crate::clock::Instant;
 use crate::member_inner::{MemberInner, Metrics};
 use crate::peer::{ForwardedWrite, PeerError};
 use crate::types::ClientRequest;
@@ -26,9 +30,10 @@ use crate::types::ClientRequest;
 pub(crate) fn spawn(inner: Arc<MemberInner>, mut stop: watch::Receiver<bool>) {
     tokio::spawn(async move {
         let mut ticks = crate::clock::interval(inner.config.learner_promotion.check_interval);
+        let mut stranded = StrandedIntents::default();
         loop {
             tokio::select! {
-                _ = ticks.tick() => check_once(&inner).await,
+                _ = ticks.tick() => check_once(&inner, &mut stranded).await,
                 changed = stop.changed() => {
                     if changed.is_err() || *stop.borrow() {
                         return;
@@ -50,11 +55,46 @@ enum Standing {
     Elsewhere,
 }
 
+/// The intents this leader has seen name a member its membership does not hold, and since when.
+#[derive(Debug, Default)]
+struct StrandedIntents {
+    since: HashMap<(u64, String), Instant>,
+}
+
+impl StrandedIntents {
+    /// Notes the intents stranded at this check (forgetting any no longer stranded) and answers
+    /// those stranded for `grace` or longer.
+    fn overdue(
+        &mut self,
+        stranded: &[&LearnerPromotion],
+        now: Instant,
+        grace: Duration,
+    ) -> Vec<LearnerPromotion> {
+        let is_stranded = |(member_id, peer_url): &(u64, String)| {
+            stranded
+                .iter()
+                .any(|intent| intent.member_id == *member_id && intent.peer_url == *peer_url)
+        };
+        self.since.retain(|key, _| is_stranded(key));
+        let mut overdue = Vec::new();
+        for intent in stranded {
+            let key = (intent.member_id, intent.peer_url.clone());
+            let since = *self.since.entry(key).or_insert(now);
+            if now.saturating_duration_since(since) >= grace {
+                overdue.push((*intent).clone());
+            }
+        }
+        overdue
+    }
+}
+
 /// One look at every intended learner, on the leader only.
-async fn check_once(inner: &MemberInner) {
+async fn check_once(inner: &MemberInner, stranded: &mut StrandedIntents) {
     let metrics = inner.raft.metrics().borrow_watched().clone();
     if metrics.current_leader != Some(inner.id) {
         inner.config.learner_promotion_events.lags(&[]);
+        // A leader to be counts a stranded intent's grace from its own first look.
+        stranded.since.clear();
         return;
     }
     // Only a membership the state machine has applied: it is committed, and every change of the
@@ -71,10 +111,11 @@ async fn check_once(inner: &MemberInner) {
         }
     };
     let mut lags = Vec::with_capacity(promotions.len());
+    let mut elsewhere = Vec::new();
     for promotion in &promotions {
         match standing(&metrics, promotion) {
             Standing::Voter => forget(inner, promotion.member_id).await,
-            Standing::Elsewhere => {}
+            Standing::Elsewhere => elsewhere.push(promotion),
             Standing::Learner { lag } => {
                 lags.push((promotion.member_id, lag));
                 let heard = heard_within(&metrics, promotion.member_id, inner.heard_within());
@@ -85,6 +126,23 @@ async fn check_once(inner: &MemberInner) {
         }
     }
     inner.config.learner_promotion_events.lags(&lags);
+    let grace = inner.config.learner_promotion.stranded_intent_grace;
+    for intent in stranded.overdue(&elsewhere, Instant::now(), grace) {
+        forget_stranded(inner, &intent, grace).await;
+    }
+}
+
+/// Forgets an intent whose learner has not joined within `grace` of this leader's first look.
+async fn forget_stranded(inner: &MemberInner, intent: &LearnerPromotion, grace: Duration) {
+    let id = intent.member_id;
+    tracing::warn!(
+        member = id,
+        peer_url = %intent.peer_url,
+        "forgetting the auto-promotion of member {id} at {}: no learner with that id and peer \
+         URL joined within {grace:?}; add it again with --auto-promote",
+        intent.peer_url
+    );
+    forget(inner, id).await;
 }
 
 /// Whether the membership in `metrics` is at or below the last applied entry.
@@ -315,7 +373,52 @@ fn refused_by_the_store(written: ForwardedWrite) -> Result<(), PeerError> {
 
 #[cfg(test)]
 mod tests {
-    use super::{caught_up, entry_applied};
+    use super::{caught_up, entry_applied, Instant, LearnerPromotion, StrandedIntents};
+    use std::time::Duration;
+
+    fn intent(member_id: u64, peer_url: &str) -> LearnerPromotion {
+        LearnerPromotion {
+            member_id,
+            peer_url: peer_url.to_owned(),
+            max_lag_entries: 1000,
+        }
+    }
+
+    fn ids(intents: Vec<LearnerPromotion>) -> Vec<u64> {
+        intents.into_iter().map(|intent| intent.member_id).collect()
+    }
+
+    #[test]
+    fn a_stranded_intent_is_overdue_only_after_its_grace_and_only_while_stranded() {
+        let grace = Duration::from_secs(60);
+        let start = Instant::now();
+        let mut stranded = StrandedIntents::default();
+        let (four, five) = (intent(4, "http://a"), intent(5, "http://b"));
+        assert!(ids(stranded.overdue(&[&four], start, grace)).is_empty());
+        let later = start + Duration::from_secs(30);
+        assert!(ids(stranded.overdue(&[&four, &five], later, grace)).is_empty());
+        assert_eq!(
+            ids(stranded.overdue(&[&four, &five], start + grace, grace)),
+            vec![4],
+            "member 5 has been stranded for 30 s only"
+        );
+        // Member 4 joined (no longer stranded): its clock is forgotten, and a new stranding of the
+        // same intent starts from zero.
+        assert_eq!(
+            ids(stranded.overdue(&[&five], later + grace, grace)),
+            vec![5]
+        );
+        let much_later = later + grace * 3;
+        assert!(ids(stranded.overdue(&[&four], much_later, grace)).is_empty());
+        // Another peer URL under the same id is another intent.
+        let four_elsewhere = intent(4, "http://c");
+        let last = much_later + grace;
+        assert_eq!(
+            ids(stranded.overdue(&[&four, &four_elsewhere], last, grace)),
+            vec![4],
+            "only the intent at http://a has been stranded for the grace"
+        );
+    }
 
     #[test]
     fn a_membership_counts_only_once_its_entry_is_applied() {

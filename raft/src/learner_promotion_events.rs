@@ -15,6 +15,11 @@ pub struct LearnerPromotionSettings {
     /// The bound of an intent that names none: a learner at most this many log entries behind
     /// the leader has caught up (`--auto-promote-max-lag`).
     pub default_max_lag_entries: u64,
+    /// How long an intent may name a member the membership does not hold (its add never
+    /// happened: an outcome-unknown write, a cancelled call) before the leader forgets it. An
+    /// add's learner joins the membership one raft commit after its intent, so this is far
+    /// longer than an add takes; a new leader starts counting again.
+    pub stranded_intent_grace: Duration,
 }
 
 impl Default for LearnerPromotionSettings {
@@ -22,6 +27,7 @@ impl Default for LearnerPromotionSettings {
         LearnerPromotionSettings {
             check_interval: Duration::from_millis(100),
             default_max_lag_entries: 1000,
+            stranded_intent_grace: Duration::from_secs(60),
         }
     }
 }

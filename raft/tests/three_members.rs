@@ -371,3 +371,47 @@ async fn a_marked_learner_that_moves_keeps_its_mark_at_the_new_url() {
         member.shutdown().await.unwrap();
     }
 }
+
+/// An intent whose add never happened (here written alone, as when an add's outcome is unknown
+/// after its intent was written, or its call was cancelled) names a member the membership does
+/// not hold; the leader forgets it once it has been stranded for `stranded_intent_grace`, so it
+/// cannot hold one of the store's places for intents forever. Without the reaper it stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_intent_whose_learner_never_joins_is_forgotten_after_its_grace() {
+    let grace = Duration::from_millis(500);
+    let cluster = support::start_cluster_with(3, |config| {
+        config.learner_promotion.stranded_intent_grace = grace;
+    })
+    .await;
+    let members = &cluster.members;
+    write_once_a_leader_serves(&members[0]).await;
+    let stranded = revkv_storage::LearnerPromotion {
+        member_id: 9,
+        peer_url: "http://127.0.0.1:9".to_owned(),
+        max_lag_entries: 10,
+    };
+    let intend = revkv_storage::LearnerPromotionChange::Intend(stranded.clone());
+    members[0]
+        .write(revkv_storage::Request::LearnerPromotion(intend))
+        .await
+        .expect("the intent is written");
+    assert_eq!(
+        members[0].store().learner_promotions().unwrap(),
+        vec![stranded],
+        "written and applied on the member that wrote it"
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    for member in members {
+        while !member.store().learner_promotions().unwrap().is_empty() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "member {} still holds the stranded intent",
+                member.id()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    for member in members {
+        member.shutdown().await.unwrap();
+    }
+}

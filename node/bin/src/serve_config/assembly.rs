@@ -16,6 +16,9 @@ use revkv_storage::{Limits, StoreOptions};
 use super::addresses::{advertised_grpc_url, advertised_url, parse_initial_cluster, scheme};
 use super::ServeArgs;
 
+/// The longest `--auto-promote-intent-grace-seconds`: a day, far past any add's time.
+const MOST_INTENT_GRACE_SECONDS: u64 = 24 * 60 * 60;
+
 impl ServeArgs {
     /// Fills defaults and checks the settings fit together.
     pub fn into_node_config(self) -> Result<NodeConfig, String> {
@@ -100,14 +103,28 @@ impl ServeArgs {
     /// How this member, leading, promotes learners added with `--auto-promote`.
     fn learner_promotion(&self) -> Result<revkv_raft::LearnerPromotionSettings, String> {
         let defaults = revkv_raft::LearnerPromotionSettings::default();
-        match self.auto_promote_max_lag {
-            None => Ok(defaults),
-            Some(0) => Err("--auto-promote-max-lag must be at least 1 entry".into()),
-            Some(default_max_lag_entries) => Ok(revkv_raft::LearnerPromotionSettings {
-                default_max_lag_entries,
-                ..defaults
-            }),
-        }
+        let default_max_lag_entries = match self.auto_promote_max_lag {
+            None => defaults.default_max_lag_entries,
+            Some(0) => return Err("--auto-promote-max-lag must be at least 1 entry".into()),
+            Some(entries) => entries,
+        };
+        let stranded_intent_grace = match self.auto_promote_intent_grace_seconds {
+            None => defaults.stranded_intent_grace,
+            Some(seconds) if (1..=MOST_INTENT_GRACE_SECONDS).contains(&seconds) => {
+                Duration::from_secs(seconds)
+            }
+            Some(_) => {
+                return Err(format!(
+                    "--auto-promote-intent-grace-seconds must be between 1 and \
+                     {MOST_INTENT_GRACE_SECONDS} (a day)"
+                ))
+            }
+        };
+        Ok(revkv_raft::LearnerPromotionSettings {
+            default_max_lag_entries,
+            stranded_intent_grace,
+            ..defaults
+        })
     }
 
     fn listen_client(&self) -> SocketAddr {

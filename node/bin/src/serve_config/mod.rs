@@ -313,6 +313,10 @@ pub struct ServeArgs {
     /// when it leads, once its log is at most this many entries behind (default 1000).
     #[arg(long, env = "REVKV_AUTO_PROMOTE_MAX_LAG")]
     pub auto_promote_max_lag: Option<u64>,
+    /// An `--auto-promote` intent whose learner has not joined the membership this many seconds
+    /// after the leader first saw it (its add never happened) is forgotten (default 60).
+    #[arg(long, env = "REVKV_AUTO_PROMOTE_INTENT_GRACE_SECONDS")]
+    pub auto_promote_intent_grace_seconds: Option<u64>,
     /// Key path segments in the `prefix` label of conflict and retry metrics (default 1).
     #[arg(long, env = "REVKV_METRICS_PREFIX_DEPTH")]
     pub metrics_prefix_depth: Option<usize>,
@@ -389,7 +393,7 @@ impl ServeArgs {
             max_concurrent_password_checks, password_hash, worker_threads, log_format, auto_compaction_mode, auto_compaction_retention,
             quota_backend_bytes, initial_corrupt_check, corrupt_check_time,
             auto_compaction_interval_ms, watch_progress_notify_interval_ms, max_watches,
-            max_watches_per_stream, watch_buffer_messages, watch_buffer_bytes, auto_promote_max_lag, metrics_prefix_depth, metrics_max_prefixes, cert_file, key_file,
+            max_watches_per_stream, watch_buffer_messages, watch_buffer_bytes, auto_promote_max_lag, auto_promote_intent_grace_seconds, metrics_prefix_depth, metrics_max_prefixes, cert_file, key_file,
             trusted_ca_file, client_cert_auth, peer_cert_file, peer_key_file, peer_trusted_ca_file,
             peer_client_cert_auth),
         )

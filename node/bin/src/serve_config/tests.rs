@@ -137,6 +137,32 @@ fn watch_settings_are_checked() {
 }
 
 #[test]
+fn the_stranded_intent_grace_is_taken_and_bounded() {
+    let args = ServeArgs {
+        auto_promote_intent_grace_seconds: Some(5),
+        ..ServeArgs::default()
+    };
+    let promotion = args.into_node_config().unwrap().member.learner_promotion;
+    assert_eq!(promotion.stranded_intent_grace, Duration::from_secs(5));
+    for refused in [0, 24 * 60 * 60 + 1] {
+        let args = ServeArgs {
+            auto_promote_intent_grace_seconds: Some(refused),
+            ..ServeArgs::default()
+        };
+        let error = args.into_node_config().unwrap_err();
+        assert!(
+            error.contains("--auto-promote-intent-grace-seconds"),
+            "{error}"
+        );
+    }
+    let defaults = ServeArgs::default().into_node_config().unwrap();
+    assert_eq!(
+        defaults.member.learner_promotion.stranded_intent_grace,
+        Duration::from_secs(60)
+    );
+}
+
+#[test]
 fn the_auto_promote_bound_is_taken_and_zero_is_refused() {
     let args = ServeArgs {
         auto_promote_max_lag: Some(50),
