@@ -56,8 +56,7 @@ fn metric(member: &GrpcMember, name: &str) -> f64 {
 
 /// True once the member has ended the stalled watch: one watch left, one slow-consumer end.
 fn stalled_watch_ended(member: &GrpcMember) -> bool {
-    metric(member, "revkv_watch_watchers") == 1.0
-        && metric(member, CANCELS_AT_MESSAGES) == 1.0
+    metric(member, "revkv_watch_watchers") == 1.0 && metric(member, CANCELS_AT_MESSAGES) == 1.0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
