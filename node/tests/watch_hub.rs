@@ -605,11 +605,19 @@ async fn a_slow_consumer_is_canceled_and_can_resume_without_loss() {
         "the buffer of 16 cannot hold 40 revisions"
     );
     assert!(watch.next().await.is_none(), "CANCELED is the last message");
-    let mut resumed = open(
-        &backend,
-        watch_request(KeyRange::prefix("s/"), Some(last_revision + 1)),
-    )
-    .await;
+    assert_resumes_without_loss(&backend, "s/", last_revision, last).await;
+}
+
+/// A watch of `prefix` resumed after `last_revision` gets every revision through `last`, in order,
+/// none skipped or repeated.
+async fn assert_resumes_without_loss(
+    backend: &StoreBackend,
+    prefix: &str,
+    last_revision: u64,
+    last: u64,
+) {
+    let request = watch_request(KeyRange::prefix(prefix), Some(last_revision + 1));
+    let mut resumed = open(backend, request).await;
     let rest: Vec<u64> = events_through(&mut resumed, last)
         .await
         .into_iter()
@@ -664,17 +672,7 @@ async fn a_slow_consumer_is_canceled_at_the_byte_bound_and_its_bytes_are_release
     );
     drop(watch);
     assert_eq!(hub.buffered_bytes(), 0);
-    let mut resumed = open(
-        &backend,
-        watch_request(KeyRange::prefix("b/"), Some(last_revision + 1)),
-    )
-    .await;
-    let rest: Vec<u64> = events_through(&mut resumed, last)
-        .await
-        .into_iter()
-        .map(|(revision, _)| revision)
-        .collect();
-    assert_eq!(rest, (last_revision + 1..=last).collect::<Vec<_>>());
+    assert_resumes_without_loss(&backend, "b/", last_revision, last).await;
 }
 
 /// One revision larger than the byte bound still reaches a reader that keeps up: a message always

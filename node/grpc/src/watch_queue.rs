@@ -107,6 +107,10 @@ mod tests {
         }
     }
 
+    fn value_len(response: pb::WatchResponse) -> usize {
+        response.events[0].kv.as_ref().unwrap().value.len()
+    }
+
     /// Whether a send completes at once, without the queue being read: one with room does (its
     /// room and its slot are free), one without waits for the reader, who never reads meanwhile.
     async fn send_completes(sender: &ResponseSender, response: pb::WatchResponse) -> bool {
@@ -127,15 +131,7 @@ mod tests {
             !send_completes(&sender, response_with_value(600)).await,
             "1,200 bytes do not fit a 1,000-byte queue"
         );
-        assert_eq!(
-            receiver.recv().await.unwrap().events[0]
-                .kv
-                .as_ref()
-                .unwrap()
-                .value
-                .len(),
-            600
-        );
+        assert_eq!(value_len(receiver.recv().await.unwrap()), 600);
         assert!(send_completes(&sender, response_with_value(600)).await);
     }
 
@@ -147,25 +143,9 @@ mod tests {
             !send_completes(&sender, response_with_value(5000)).await,
             "a large response waits while anything is queued"
         );
-        assert_eq!(
-            receiver.recv().await.unwrap().events[0]
-                .kv
-                .as_ref()
-                .unwrap()
-                .value
-                .len(),
-            10
-        );
+        assert_eq!(value_len(receiver.recv().await.unwrap()), 10);
         assert!(send_completes(&sender, response_with_value(5000)).await);
-        assert_eq!(
-            receiver.recv().await.unwrap().events[0]
-                .kv
-                .as_ref()
-                .unwrap()
-                .value
-                .len(),
-            5000
-        );
+        assert_eq!(value_len(receiver.recv().await.unwrap()), 5000);
     }
 
     #[tokio::test]
